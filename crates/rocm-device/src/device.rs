@@ -1,0 +1,631 @@
+//! Device handles, buffers, the default stream, events, modules and launches.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::compile::{self, CompileRequest, Origin};
+use crate::error::{Error, Result};
+use crate::launch::{LaunchArgs, LaunchConfig};
+use crate::platform::{self, AllocFailure, DevicePtr, Handle, Platform, RawDevice};
+use crate::pool::{Block, MemoryStats, Pool, RawAllocator};
+
+/// `1`: synchronize after every launch, so an asynchronous fault is reported by the launch
+/// that caused it (slow; for debugging).
+pub const SYNC_LAUNCH_ENV: &str = "CANDLE_ROCM_SYNC_LAUNCH";
+/// Most bytes the pool keeps cached (decimal bytes; default: no limit).
+pub const POOL_MAX_CACHED_ENV: &str = "CANDLE_ROCM_POOL_MAX_CACHED_BYTES";
+
+/// What a device is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub platform: Platform,
+    pub name: String,
+    /// gcnArchName such as `gfx942:sramecc+:xnack-`, or `sm_90`.
+    pub arch: String,
+    pub warp_size: u32,
+    pub multiprocessor_count: u32,
+    pub shared_mem_per_block: usize,
+    pub max_threads_per_block: u32,
+    pub total_memory: usize,
+}
+
+impl DeviceInfo {
+    /// The arch without feature flags (`gfx942` for `gfx942:sramecc+:xnack-`).
+    pub fn base_arch(&self) -> &str {
+        self.arch.split(':').next().unwrap_or(&self.arch)
+    }
+}
+
+/// How the modules of a device were obtained, and what that cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompileStats {
+    pub compiled: u64,
+    pub disk_hits: u64,
+    pub memory_hits: u64,
+    pub compile_time: Duration,
+    pub disk_load_time: Duration,
+    pub module_load_time: Duration,
+}
+
+struct DeviceInner {
+    raw: Arc<dyn RawDevice>,
+    info: DeviceInfo,
+    stream: Stream,
+    pool: Pool,
+    modules: Mutex<HashMap<String, Arc<Module>>>,
+    compile_stats: Mutex<CompileStats>,
+    cache_dir: Option<PathBuf>,
+    compiler_version: OnceLock<String>,
+    sync_launch: bool,
+}
+
+impl Drop for DeviceInner {
+    fn drop(&mut self) {
+        // No buffer is alive (each holds the device); hand the cache back to the driver.
+        let alloc = Allocator { raw: &*self.raw, stream: self.stream.handle };
+        if let Err(e) = self.pool.release_cached(&alloc) {
+            tracing::warn!("releasing the device cache failed: {e}");
+        }
+    }
+}
+
+/// A handle to one GPU: its default stream, memory pool and loaded modules. Cheap to clone;
+/// clones share everything. Every op of a handle runs in order on its one stream.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({} {}: {} {})", self.inner.info.platform, self.inner.info.ordinal, self.inner.info.name, self.inner.info.arch)
+    }
+}
+
+/// The pool's view of a device.
+struct Allocator<'a> {
+    raw: &'a dyn RawDevice,
+    stream: Handle,
+}
+
+impl RawAllocator for Allocator<'_> {
+    fn raw_alloc(&self, bytes: usize) -> Result<DevicePtr, AllocFailure> {
+        self.raw.malloc(bytes)
+    }
+    fn raw_free(&self, ptr: DevicePtr) -> Result<()> {
+        self.raw.free(ptr)
+    }
+    fn quiesce(&self) -> Result<()> {
+        self.raw.stream_synchronize(self.stream)
+    }
+    fn mem_info(&self) -> Result<(usize, usize)> {
+        self.raw.mem_info()
+    }
+    fn describe(&self) -> (Platform, usize) {
+        (self.raw.platform(), self.raw.ordinal())
+    }
+}
+
+impl Device {
+    /// Opens device `ordinal` of the selected platform (see [`platform::selected_platform`]).
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_platform(platform::selected_platform()?, ordinal)
+    }
+
+    /// Opens device `ordinal` of `platform`.
+    pub fn with_platform(platform: Platform, ordinal: usize) -> Result<Self> {
+        let raw: Arc<dyn RawDevice> = Arc::from(platform.open(ordinal)?);
+        let p = raw.props();
+        let info = DeviceInfo {
+            ordinal,
+            platform,
+            name: p.name.clone(),
+            arch: p.arch.clone(),
+            warp_size: p.warp_size,
+            multiprocessor_count: p.multiprocessor_count,
+            shared_mem_per_block: p.shared_mem_per_block,
+            max_threads_per_block: p.max_threads_per_block,
+            total_memory: p.total_memory,
+        };
+        let stream = Stream { handle: raw.stream_create()?, raw: raw.clone() };
+        let max_cached = std::env::var(POOL_MAX_CACHED_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(usize::MAX);
+        tracing::debug!(%platform, ordinal, name = %info.name, arch = %info.arch, "device opened");
+        Ok(Device {
+            inner: Arc::new(DeviceInner {
+                raw,
+                info,
+                stream,
+                pool: Pool::new(max_cached),
+                modules: Mutex::default(),
+                compile_stats: Mutex::default(),
+                cache_dir: compile::default_cache_dir(),
+                compiler_version: OnceLock::new(),
+                sync_launch: std::env::var(SYNC_LAUNCH_ENV).is_ok_and(|v| v == "1"),
+            }),
+        })
+    }
+
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// A number that tells device handles apart (clones share it).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as *const () as usize
+    }
+
+    /// Whether two handles are the same (clones of one handle).
+    pub fn same_device(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// (free, total) device memory in bytes, as the driver reports it.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.inner.raw.mem_info()
+    }
+
+    /// The default stream every op of this handle runs on.
+    pub fn stream(&self) -> &Stream {
+        &self.inner.stream
+    }
+
+    /// Waits for all queued work; reports any asynchronous fault.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.stream.synchronize()
+    }
+
+    fn allocator(&self) -> Allocator<'_> {
+        Allocator { raw: &*self.inner.raw, stream: self.inner.stream.handle }
+    }
+
+    /// Pool counters.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.inner.pool.stats()
+    }
+
+    /// Returns every cached block to the driver; the bytes released.
+    pub fn empty_cache(&self) -> Result<usize> {
+        self.inner.pool.release_cached(&self.allocator())
+    }
+
+    /// An uninitialised buffer of `bytes` bytes (zero bytes: no allocation).
+    pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        let block = if bytes == 0 { None } else { Some(self.inner.pool.alloc(&self.allocator(), bytes)?) };
+        Ok(Buffer { device: self.clone(), block, len: bytes })
+    }
+
+    /// A buffer of `bytes` zero bytes.
+    pub fn alloc_zeroed(&self, bytes: usize) -> Result<Buffer> {
+        let buf = self.alloc(bytes)?;
+        self.memset(&buf, 0, bytes, 0)?;
+        Ok(buf)
+    }
+
+    /// An uninitialised buffer of `len` elements of `T`.
+    pub fn alloc_typed<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = byte_len::<T>(len)?;
+        Ok(DeviceBuffer { buf: self.alloc(bytes)?, len, _t: PhantomData })
+    }
+
+    /// `len` zero elements of `T`.
+    pub fn alloc_zeroed_typed<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = byte_len::<T>(len)?;
+        Ok(DeviceBuffer { buf: self.alloc_zeroed(bytes)?, len, _t: PhantomData })
+    }
+
+    /// Uploads `data` into a new buffer.
+    pub fn htod<T: DeviceRepr>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let buf = self.alloc_typed::<T>(data.len())?;
+        self.copy_htod(bytemuck::cast_slice(data), buf.as_buffer(), 0)?;
+        Ok(buf)
+    }
+
+    /// Downloads a whole typed buffer.
+    pub fn dtoh<T: DeviceRepr>(&self, src: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); src.len];
+        self.copy_dtoh(src.as_buffer(), 0, bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    fn check_own(&self, op: &'static str, buf: &Buffer) -> Result<()> {
+        if buf.device.same_device(self) {
+            Ok(())
+        } else {
+            Err(Error::DeviceMismatch { op, left: format!("{self:?}"), right: format!("{:?}", buf.device) })
+        }
+    }
+
+    fn check_range(op: &'static str, buf: &Buffer, offset: usize, bytes: usize) -> Result<()> {
+        match offset.checked_add(bytes) {
+            Some(end) if end <= buf.len => Ok(()),
+            _ => Err(Error::SizeMismatch {
+                op,
+                detail: format!("{bytes} bytes at offset {offset} of a {}-byte buffer", buf.len),
+            }),
+        }
+    }
+
+    /// Host bytes into `dst` at `dst_offset`; returns once `src` may be reused.
+    pub fn copy_htod(&self, src: &[u8], dst: &Buffer, dst_offset: usize) -> Result<()> {
+        self.check_own("copy_htod", dst)?;
+        Self::check_range("copy_htod", dst, dst_offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.inner.raw.memcpy_htod(dst.device_ptr() + dst_offset as u64, src, self.inner.stream.handle)
+    }
+
+    /// `dst.len()` bytes of `src` from `src_offset` to the host, after all queued work.
+    pub fn copy_dtoh(&self, src: &Buffer, src_offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check_own("copy_dtoh", src)?;
+        Self::check_range("copy_dtoh", src, src_offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.inner.raw.memcpy_dtoh(dst, src.device_ptr() + src_offset as u64, self.inner.stream.handle)
+    }
+
+    /// `bytes` bytes between two buffers of this device (queued on the stream).
+    pub fn copy_dtod(&self, src: &Buffer, src_offset: usize, dst: &Buffer, dst_offset: usize, bytes: usize) -> Result<()> {
+        self.check_own("copy_dtod", src)?;
+        self.check_own("copy_dtod", dst)?;
+        Self::check_range("copy_dtod", src, src_offset, bytes)?;
+        Self::check_range("copy_dtod", dst, dst_offset, bytes)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.inner.raw.memcpy_dtod(
+            dst.device_ptr() + dst_offset as u64,
+            src.device_ptr() + src_offset as u64,
+            bytes,
+            self.inner.stream.handle,
+        )
+    }
+
+    /// Sets `bytes` bytes of `dst` from `offset` to `value` (queued on the stream).
+    pub fn memset(&self, dst: &Buffer, offset: usize, bytes: usize, value: u8) -> Result<()> {
+        self.check_own("memset", dst)?;
+        Self::check_range("memset", dst, offset, bytes)?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.inner.raw.memset_d8(dst.device_ptr() + offset as u64, value, bytes, self.inner.stream.handle)
+    }
+
+    /// A new event for timing or waiting on this device's stream.
+    pub fn create_event(&self) -> Result<Event> {
+        Ok(Event { handle: self.inner.raw.event_create()?, raw: self.inner.raw.clone() })
+    }
+
+    /// The kernel compiler's version string (cached).
+    pub fn compiler_version(&self) -> Result<String> {
+        if let Some(v) = self.inner.compiler_version.get() {
+            return Ok(v.clone());
+        }
+        let v = self.inner.info.platform.compiler_version()?;
+        Ok(self.inner.compiler_version.get_or_init(|| v).clone())
+    }
+
+    /// The loaded module for a kernel family, compiling it on first use.
+    pub fn load_module(&self, module: &rocm_kernels::KernelModule) -> Result<Arc<Module>> {
+        if let Some(m) = self.cached_module(module.name) {
+            return Ok(m);
+        }
+        self.load_source(module.name, &module.full_source())
+    }
+
+    fn cached_module(&self, name: &str) -> Option<Arc<Module>> {
+        let found = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
+        if found.is_some() {
+            self.inner.compile_stats.lock().unwrap_or_else(|p| p.into_inner()).memory_hits += 1;
+        }
+        found
+    }
+
+    /// Compiles (or loads from the disk cache) and loads a full translation unit under
+    /// `name`. The source must include the prelude (`rocm_kernels::prelude()`) if it uses it.
+    /// A second call with the same name returns the first module.
+    pub fn load_source(&self, name: &str, source: &str) -> Result<Arc<Module>> {
+        if let Some(m) = self.cached_module(name) {
+            return Ok(m);
+        }
+        let info = &self.inner.info;
+        let req = CompileRequest {
+            platform: info.platform,
+            module: name,
+            source,
+            arch: &info.arch,
+            options: info.platform.base_compile_options(&info.arch),
+            compiler_version: self.compiler_version()?,
+        };
+        let compiled = compile::compile_cached(&req, self.inner.cache_dir.as_deref())?;
+        let started = std::time::Instant::now();
+        let handle = self.inner.raw.module_load(&compiled.image)?;
+        let module = Arc::new(Module {
+            name: name.to_string(),
+            handle,
+            raw: self.inner.raw.clone(),
+            functions: Mutex::default(),
+        });
+        {
+            let mut st = self.inner.compile_stats.lock().unwrap_or_else(|p| p.into_inner());
+            st.module_load_time += started.elapsed();
+            match compiled.origin {
+                Origin::Compiled => {
+                    st.compiled += 1;
+                    st.compile_time += compiled.elapsed;
+                }
+                Origin::DiskCache => {
+                    st.disk_hits += 1;
+                    st.disk_load_time += compiled.elapsed;
+                }
+            }
+        }
+        let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
+        // Two threads may have compiled the same module; keep the first, drop ours.
+        Ok(modules.entry(name.to_string()).or_insert(module).clone())
+    }
+
+    /// The function `entry` of a kernel family.
+    pub fn function(&self, module: &rocm_kernels::KernelModule, entry: &str) -> Result<Function> {
+        self.load_module(module)?.function(entry)
+    }
+
+    /// Module compile/load counters and times.
+    pub fn compile_stats(&self) -> CompileStats {
+        *self.inner.compile_stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `function` on the stream. Buffers named in `args` must belong to this handle.
+    pub fn launch(&self, function: &Function, config: LaunchConfig, args: &mut LaunchArgs) -> Result<()> {
+        if !Arc::ptr_eq(&function.module.raw, &self.inner.raw) {
+            return Err(Error::DeviceMismatch {
+                op: "launch",
+                left: format!("{self:?}"),
+                right: format!("module `{}` of another device", function.module.name),
+            });
+        }
+        if let Some(other) = args.devices.iter().find(|&&d| d != self.id()) {
+            return Err(Error::DeviceMismatch {
+                op: "launch",
+                left: format!("{self:?}"),
+                right: format!("a buffer of device handle {other:#x}"),
+            });
+        }
+        config.validate(&function.name, &self.inner.info)?;
+        let _span = tracing::debug_span!("launch", function = %function.name, grid = ?config.grid, block = ?config.block).entered();
+        let mut params = args.param_ptrs();
+        self.inner.raw.launch(
+            function.handle,
+            config.grid,
+            config.block,
+            config.shared_mem_bytes,
+            self.inner.stream.handle,
+            &mut params,
+        )?;
+        if self.inner.sync_launch {
+            self.synchronize()?;
+        }
+        Ok(())
+    }
+}
+
+fn byte_len<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| Error::SizeMismatch {
+        op: "alloc",
+        detail: format!("{len} elements of {} bytes overflow", std::mem::size_of::<T>()),
+    })
+}
+
+/// Plain-data element types a typed buffer may hold.
+pub trait DeviceRepr: bytemuck::Pod + Send + Sync + 'static {}
+macro_rules! device_repr {
+    ($($t:ty),*) => { $(impl DeviceRepr for $t {})* };
+}
+device_repr!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, half::f16, half::bf16);
+
+/// Device memory from the pool; goes back to the pool on drop.
+pub struct Buffer {
+    device: Device,
+    block: Option<Block>,
+    len: usize,
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Buffer({} bytes at {:#x} on {:?})", self.len, self.device_ptr(), self.device)
+    }
+}
+
+impl Buffer {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// The device address (0 for an empty buffer).
+    pub fn device_ptr(&self) -> u64 {
+        self.block.map_or(0, |b| b.ptr)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Some(block) = self.block.take() {
+            self.device.inner.pool.free(&self.device.allocator(), block);
+        }
+    }
+}
+
+/// A buffer of `len` elements of `T`.
+pub struct DeviceBuffer<T> {
+    buf: Buffer,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeviceBuffer<{}>[{}] {:?}", std::any::type_name::<T>(), self.len, self.buf)
+    }
+}
+
+impl<T: DeviceRepr> DeviceBuffer<T> {
+    /// Element count.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn as_buffer(&self) -> &Buffer {
+        &self.buf
+    }
+    pub fn into_buffer(self) -> Buffer {
+        self.buf
+    }
+    pub fn device(&self) -> &Device {
+        &self.buf.device
+    }
+}
+
+/// A stream of the device: work on it runs in order.
+pub struct Stream {
+    raw: Arc<dyn RawDevice>,
+    handle: Handle,
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Stream({:#x})", self.handle)
+    }
+}
+
+impl Stream {
+    /// Waits for everything queued so far.
+    pub fn synchronize(&self) -> Result<()> {
+        self.raw.stream_synchronize(self.handle)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let done = self.raw.stream_synchronize(self.handle).and_then(|()| self.raw.stream_destroy(self.handle));
+        if let Err(e) = done {
+            tracing::warn!("destroying a stream failed: {e}");
+        }
+    }
+}
+
+/// A point in a stream, for timing and waiting.
+pub struct Event {
+    raw: Arc<dyn RawDevice>,
+    handle: Handle,
+}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Event({:#x})", self.handle)
+    }
+}
+
+impl Event {
+    /// Marks the current end of `stream`.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.raw.event_record(self.handle, stream.handle)
+    }
+    /// Waits until the recorded point is reached.
+    pub fn synchronize(&self) -> Result<()> {
+        self.raw.event_synchronize(self.handle)
+    }
+    /// Milliseconds from `self` to `end` (both recorded and reached).
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        self.raw.event_elapsed_ms(self.handle, end.handle)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if let Err(e) = self.raw.event_destroy(self.handle) {
+            tracing::warn!("destroying an event failed: {e}");
+        }
+    }
+}
+
+/// A loaded code object.
+pub struct Module {
+    name: String,
+    handle: Handle,
+    raw: Arc<dyn RawDevice>,
+    functions: Mutex<HashMap<String, Handle>>,
+}
+
+impl fmt::Debug for Module {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Module({})", self.name)
+    }
+}
+
+impl Module {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kernel `entry`, or an error naming it and this module.
+    pub fn function(self: &Arc<Self>, entry: &str) -> Result<Function> {
+        let mut table = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        let handle = match table.get(entry) {
+            Some(&h) => h,
+            None => {
+                let h = self.raw.module_function(self.handle, entry)?.ok_or_else(|| Error::FunctionNotFound {
+                    module: self.name.clone(),
+                    function: entry.to_string(),
+                })?;
+                table.insert(entry.to_string(), h);
+                h
+            }
+        };
+        Ok(Function { module: self.clone(), handle, name: entry.to_string() })
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if let Err(e) = self.raw.module_unload(self.handle) {
+            tracing::warn!(module = %self.name, "unloading a module failed: {e}");
+        }
+    }
+}
+
+/// A kernel entry point; keeps its module loaded.
+#[derive(Clone)]
+pub struct Function {
+    module: Arc<Module>,
+    handle: Handle,
+    name: String,
+}
+
+impl fmt::Debug for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Function({}::{})", self.module.name, self.name)
+    }
+}
+
+impl Function {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}

@@ -1,0 +1,98 @@
+//! The one error type of the runtime.
+
+use crate::platform::Platform;
+
+/// Everything that can go wrong in the runtime. Messages name the call, op, sizes and the
+/// fix where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A vendor library could not be loaded.
+    #[error("{library} could not be loaded ({tried}); {hint}")]
+    LibraryMissing {
+        library: &'static str,
+        tried: String,
+        hint: &'static str,
+    },
+    /// The platform's runtime loaded but reports no usable device.
+    #[error("no {platform} device: {detail}")]
+    NoDevice { platform: Platform, detail: String },
+    /// The nvidia platform was asked for in a build without the `nvidia` feature.
+    #[error("the {0} platform is not built in: enable the cargo feature `nvidia` of rocm-device")]
+    PlatformNotBuilt(Platform),
+    /// `CANDLE_ROCM_PLATFORM` holds something other than `amd` or `nvidia`.
+    #[error("CANDLE_ROCM_PLATFORM={0:?} is not a platform: use `amd` or `nvidia`")]
+    InvalidPlatform(String),
+    /// A device ordinal past the number of devices.
+    #[error("device ordinal {ordinal} out of range: the {platform} platform has {count} device(s)")]
+    DeviceOutOfRange {
+        platform: Platform,
+        ordinal: usize,
+        count: usize,
+    },
+    /// A HIP / CUDA driver call returned an error status.
+    #[error("{platform} call {call} failed: {name} ({code}): {message}")]
+    Driver {
+        platform: Platform,
+        call: &'static str,
+        code: i64,
+        name: String,
+        message: String,
+    },
+    /// The device could not provide the memory, even after the pool released its cache.
+    #[error(
+        "out of device memory on {platform} device {ordinal}: requested {requested} bytes, \
+         {free} of {total} bytes free (after releasing {released} cached bytes)"
+    )]
+    OutOfMemory {
+        platform: Platform,
+        ordinal: usize,
+        requested: usize,
+        free: usize,
+        total: usize,
+        released: usize,
+    },
+    /// The kernel compiler rejected a module.
+    #[error("compiling module `{module}` for {arch} failed:\n{log}")]
+    Compile {
+        module: String,
+        arch: String,
+        log: String,
+    },
+    /// The kernel compiler itself failed (not the source).
+    #[error("{compiler} call {call} failed for module `{module}`: {message}")]
+    Compiler {
+        compiler: &'static str,
+        call: &'static str,
+        module: String,
+        message: String,
+    },
+    /// A module was loaded but has no function of that name.
+    #[error("module `{module}` has no kernel `{function}`")]
+    FunctionNotFound { module: String, function: String },
+    /// A launch configuration the hardware cannot run.
+    #[error("invalid launch of `{function}`: {reason}")]
+    InvalidLaunch { function: String, reason: String },
+    /// A copy or view whose sizes do not match.
+    #[error("{op}: size mismatch: {detail}")]
+    SizeMismatch { op: &'static str, detail: String },
+    /// A layout the kernels cannot take.
+    #[error("invalid layout: {0}")]
+    InvalidLayout(String),
+    /// Two buffers of different devices (or device handles) in one call.
+    #[error("{op}: buffers belong to different devices ({left} and {right})")]
+    DeviceMismatch {
+        op: &'static str,
+        left: String,
+        right: String,
+    },
+    /// Filesystem trouble outside the kernel cache (whose faults only warn).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The runtime's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

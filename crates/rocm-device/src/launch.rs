@@ -1,0 +1,308 @@
+//! Launch configuration, typed kernel arguments and the by-value layout struct.
+
+use std::ffi::c_void;
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::device::{Buffer, DeviceInfo};
+use crate::error::{Error, Result};
+
+/// Most dims a [`KernelLayout`] carries (after merging contiguous dims).
+pub const MAX_DIMS: usize = 8;
+
+/// A strided layout passed to kernels by value (mirrors `layout.h`), in elements.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct KernelLayout {
+    pub ndim: u32,
+    /// 1 when every linear index and relative offset fits in 32 bits.
+    pub fits_u32: u32,
+    pub start: u64,
+    pub dims: [u64; MAX_DIMS],
+    pub strides: [u64; MAX_DIMS],
+}
+
+impl KernelLayout {
+    /// Builds the layout of a tensor with `dims`/`strides` (elements) starting at `start`.
+    /// Size-1 dims are dropped and dims that are contiguous with each other merged, so only
+    /// genuinely strided tensors of more than 8 dims are refused.
+    pub fn new(dims: &[usize], strides: &[usize], start: usize) -> Result<Self> {
+        if dims.len() != strides.len() {
+            return Err(Error::InvalidLayout(format!(
+                "{} dims but {} strides",
+                dims.len(),
+                strides.len()
+            )));
+        }
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(dims.len());
+        for (&d, &s) in dims.iter().zip(strides) {
+            if d == 1 {
+                continue;
+            }
+            match merged.last_mut() {
+                Some((pd, ps)) if *ps == (s as u64) * (d as u64) => {
+                    *pd *= d as u64;
+                    *ps = s as u64;
+                }
+                _ => merged.push((d as u64, s as u64)),
+            }
+        }
+        if merged.len() > MAX_DIMS {
+            return Err(Error::InvalidLayout(format!(
+                "{} strided dims after merging (dims {dims:?}, strides {strides:?}); at most {MAX_DIMS}",
+                merged.len()
+            )));
+        }
+        let numel: u128 = dims.iter().map(|&d| d as u128).product();
+        let span: u128 = merged.iter().map(|&(d, s)| (d as u128 - 1) * s as u128).sum();
+        let mut l = KernelLayout::zeroed();
+        l.ndim = merged.len() as u32;
+        l.fits_u32 = u32::from(numel <= u32::MAX as u128 && span <= u32::MAX as u128);
+        l.start = start as u64;
+        for (i, (d, s)) in merged.into_iter().enumerate() {
+            l.dims[i] = d;
+            l.strides[i] = s;
+        }
+        Ok(l)
+    }
+
+    /// Host mirror of `layout_offset` in layout.h (for tests and references).
+    pub fn offset(&self, mut i: u64) -> u64 {
+        let mut off = 0;
+        for d in (0..self.ndim as usize).rev() {
+            off += (i % self.dims[d]) * self.strides[d];
+            i /= self.dims[d];
+        }
+        self.start + off
+    }
+}
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: u32,
+}
+
+/// Threads per block of the elementwise helpers (a multiple of 32 and 64).
+pub const DEFAULT_BLOCK: u32 = 256;
+/// Blocks per multiprocessor the grid-stride helpers aim for.
+const BLOCKS_PER_MP: u64 = 32;
+
+impl LaunchConfig {
+    /// A 1-D grid-stride launch over `n` items: `DEFAULT_BLOCK` threads, enough blocks to
+    /// cover `n` up to a few waves of the whole device (kernels loop over the rest).
+    pub fn for_elements(n: u64, info: &DeviceInfo) -> Self {
+        let blocks = n.div_ceil(u64::from(DEFAULT_BLOCK));
+        let cap = u64::from(info.multiprocessor_count.max(1)) * BLOCKS_PER_MP;
+        LaunchConfig {
+            grid: [blocks.clamp(1, cap) as u32, 1, 1],
+            block: [DEFAULT_BLOCK, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// One block of `block` threads per row, `rows` rows (x first, then y for > 2^31-1).
+    pub fn for_rows(rows: u64, block: u32) -> Result<Self> {
+        let max_x = u64::from(i32::MAX as u32);
+        let (x, y) = if rows <= max_x { (rows, 1) } else { (max_x, rows.div_ceil(max_x)) };
+        if y > 65_535 {
+            return Err(Error::InvalidLaunch {
+                function: "-".into(),
+                reason: format!("{rows} rows exceed the grid"),
+            });
+        }
+        Ok(LaunchConfig { grid: [x.max(1) as u32, y as u32, 1], block: [block, 1, 1], shared_mem_bytes: 0 })
+    }
+
+    /// Checks the limits HIP and CUDA share, and the device's own.
+    pub fn validate(&self, function: &str, info: &DeviceInfo) -> Result<()> {
+        let bad = |reason: String| Err(Error::InvalidLaunch { function: function.to_string(), reason });
+        let threads: u64 = self.block.iter().map(|&b| u64::from(b)).product();
+        if self.grid.contains(&0) || self.block.contains(&0) {
+            return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
+        }
+        if threads > u64::from(info.max_threads_per_block) {
+            return bad(format!(
+                "{threads} threads per block, the device allows {}",
+                info.max_threads_per_block
+            ));
+        }
+        if self.block[2] > 64 || self.grid[1] > 65_535 || self.grid[2] > 65_535 || self.grid[0] > i32::MAX as u32 {
+            return bad(format!("grid {:?} / block {:?} beyond the limits", self.grid, self.block));
+        }
+        if self.shared_mem_bytes as usize > info.shared_mem_per_block {
+            return bad(format!(
+                "{} bytes of shared memory, the device allows {}",
+                self.shared_mem_bytes, info.shared_mem_per_block
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Kernel arguments in order. Each value is kept in its own 8-byte-aligned slot; the launch
+/// passes a pointer to each slot, as HIP and CUDA expect.
+#[derive(Debug, Default, Clone)]
+pub struct LaunchArgs {
+    slots: Vec<Vec<u64>>,
+    /// Identity of the device of every buffer argument, checked at launch.
+    pub(crate) devices: Vec<usize>,
+}
+
+impl LaunchArgs {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A scalar or a `#[repr(C)]` plain-data struct (such as [`KernelLayout`]).
+    pub fn push<T: Pod>(&mut self, value: T) -> &mut Self {
+        let bytes = bytemuck::bytes_of(&value);
+        let mut slot = vec![0u64; bytes.len().div_ceil(8).max(1)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut slot)[..bytes.len()].copy_from_slice(bytes);
+        self.slots.push(slot);
+        self
+    }
+
+    /// The device address of `buffer`'s first byte.
+    pub fn push_buffer(&mut self, buffer: &Buffer) -> &mut Self {
+        self.devices.push(buffer.device().id());
+        self.push(buffer.device_ptr())
+    }
+
+    /// The device address `byte_offset` bytes into `buffer` (at most its length).
+    pub fn push_buffer_at(&mut self, buffer: &Buffer, byte_offset: usize) -> Result<&mut Self> {
+        if byte_offset > buffer.len() {
+            return Err(Error::SizeMismatch {
+                op: "kernel argument",
+                detail: format!("offset {byte_offset} past a buffer of {} bytes", buffer.len()),
+            });
+        }
+        self.devices.push(buffer.device().id());
+        Ok(self.push(buffer.device_ptr() + byte_offset as u64))
+    }
+
+    /// Number of arguments.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Bytes of argument `i`, as the kernel will read them.
+    pub fn bytes(&self, i: usize) -> Option<&[u8]> {
+        self.slots.get(i).map(|s| bytemuck::cast_slice(s))
+    }
+
+    /// One pointer per slot, valid while `self` is not touched.
+    pub(crate) fn param_ptrs(&mut self) -> Vec<*mut c_void> {
+        self.slots.iter_mut().map(|s| s.as_mut_ptr().cast::<c_void>()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::Platform;
+
+    fn info(mp: u32) -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 0,
+            platform: Platform::Amd,
+            name: "test".into(),
+            arch: "gfx942".into(),
+            warp_size: 64,
+            multiprocessor_count: mp,
+            shared_mem_per_block: 65536,
+            max_threads_per_block: 1024,
+            total_memory: 1 << 30,
+        }
+    }
+
+    #[test]
+    fn layouts_merge_contiguous_dims_and_drop_unit_dims() {
+        let l = KernelLayout::new(&[2, 3, 4], &[12, 4, 1], 5).unwrap();
+        assert_eq!((l.ndim, l.dims[0], l.strides[0], l.start, l.fits_u32), (1, 24, 1, 5, 1));
+        // transposed: nothing to merge
+        let t = KernelLayout::new(&[3, 2], &[1, 3], 0).unwrap();
+        assert_eq!((t.ndim, &t.dims[..2], &t.strides[..2]), (2, &[3u64, 2][..], &[1u64, 3][..]));
+        let b = KernelLayout::new(&[4, 1, 5], &[0, 99, 1], 0).unwrap(); // broadcast dim
+        assert_eq!((b.ndim, &b.dims[..2], &b.strides[..2]), (2, &[4u64, 5][..], &[0u64, 1][..]));
+        let scalar = KernelLayout::new(&[], &[], 7).unwrap();
+        assert_eq!((scalar.ndim, scalar.offset(0)), (0, 7));
+    }
+
+    #[test]
+    fn offsets_match_a_direct_strided_walk() {
+        let dims = [3usize, 4, 5];
+        let strides = [1usize, 15, 3]; // a permuted contiguous tensor
+        let l = KernelLayout::new(&dims, &strides, 2).unwrap();
+        let mut i = 0u64;
+        for a in 0..3 {
+            for b in 0..4 {
+                for c in 0..5 {
+                    assert_eq!(l.offset(i), (2 + a * 1 + b * 15 + c * 3) as u64);
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn big_tensors_leave_the_32_bit_path_and_deep_ones_are_refused() {
+        let big = KernelLayout::new(&[1 << 17, 1 << 16], &[1 << 16, 1], 0).unwrap();
+        assert_eq!(big.fits_u32, 0);
+        let wide_span = KernelLayout::new(&[2, 2], &[1 << 32, 1], 0).unwrap();
+        assert_eq!(wide_span.fits_u32, 0);
+        let dims = [2usize; 9];
+        let strides: Vec<usize> = (0..9).map(|i| 1 << (2 * (9 - i))).collect();
+        let err = KernelLayout::new(&dims, &strides, 0).unwrap_err().to_string();
+        assert!(err.contains("9 strided dims"), "{err}");
+        assert!(KernelLayout::new(&[2], &[1, 1], 0).is_err());
+    }
+
+    #[test]
+    fn kernel_layout_matches_the_c_struct_size() {
+        // u32 ndim, u32 fits_u32, u64 start, u64 dims[8], u64 strides[8]
+        assert_eq!(std::mem::size_of::<KernelLayout>(), 8 + 8 + 64 + 64);
+        assert_eq!(std::mem::align_of::<KernelLayout>(), 8);
+    }
+
+    #[test]
+    fn arguments_pack_into_aligned_slots() {
+        let mut args = LaunchArgs::new();
+        args.push(7u8).push(-2i64).push(1.5f32).push(half::bf16::from_f32(2.0));
+        let layout = KernelLayout::new(&[3, 4], &[4, 1], 1).unwrap();
+        args.push(layout);
+        assert_eq!(args.len(), 5);
+        assert_eq!(args.bytes(0).unwrap()[0], 7);
+        assert_eq!(args.bytes(1).unwrap(), &(-2i64).to_le_bytes());
+        assert_eq!(&args.bytes(2).unwrap()[..4], &1.5f32.to_le_bytes());
+        assert_eq!(&args.bytes(3).unwrap()[..2], &half::bf16::from_f32(2.0).to_bits().to_le_bytes());
+        assert_eq!(args.bytes(4).unwrap(), bytemuck::bytes_of(&layout));
+        let ptrs = args.param_ptrs();
+        assert!(ptrs.iter().all(|p| (*p as usize) % 8 == 0));
+    }
+
+    #[test]
+    fn launch_configs_cover_the_work_and_respect_limits() {
+        let dev = info(100);
+        let c = LaunchConfig::for_elements(1000, &dev);
+        assert_eq!((c.grid[0], c.block[0]), (4, 256));
+        assert_eq!(LaunchConfig::for_elements(0, &dev).grid[0], 1);
+        assert_eq!(LaunchConfig::for_elements(1 << 40, &dev).grid[0], 3200);
+        c.validate("k", &dev).unwrap();
+        let too_wide = LaunchConfig { block: [2048, 1, 1], ..c };
+        assert!(too_wide.validate("k", &dev).unwrap_err().to_string().contains("2048 threads"));
+        let too_much_smem = LaunchConfig { shared_mem_bytes: 1 << 20, ..c };
+        assert!(too_much_smem.validate("k", &dev).is_err());
+        let empty = LaunchConfig { grid: [0, 1, 1], ..c };
+        assert!(empty.validate("k", &dev).is_err());
+        let rows = LaunchConfig::for_rows(5_000_000_000, 64).unwrap();
+        assert!(u64::from(rows.grid[0]) * u64::from(rows.grid[1]) >= 5_000_000_000);
+        rows.validate("k", &dev).unwrap();
+    }
+}

@@ -1,0 +1,65 @@
+//! rocm-device: the runtime every candle-rocm op crate builds on.
+//!
+//! A [`Device`] serves the HIP programming model from one of two platforms chosen at run
+//! time: `amd` (libamdhip64 + hiprtc, the product) or `nvidia` (CUDA driver + NVRTC, cargo
+//! feature `nvidia`, so the same kernels run on NVIDIA GPUs). Nothing is linked at build
+//! time; a missing library is a typed error naming it and how to install it.
+//!
+//! - devices: [`Device::new`], [`enumerate`], [`DeviceInfo`]
+//! - memory: [`Buffer`], [`DeviceBuffer`], a caching pool per device ([`MemoryStats`])
+//! - ordering and timing: one [`Stream`] per device, [`Event`]
+//! - kernels: modules from `rocm-kernels` compiled on first use and cached on disk
+//!   ([`compile`]), [`LaunchArgs`] and [`LaunchConfig`] for launches.
+
+pub mod compile;
+mod device;
+mod error;
+mod launch;
+mod platform;
+mod pool;
+
+pub use device::{
+    CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Module, Stream, Buffer,
+    POOL_MAX_CACHED_ENV, SYNC_LAUNCH_ENV,
+};
+pub use error::{Error, Result};
+pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
+pub use platform::{selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
+pub use pool::{size_class, MemoryStats};
+pub use rocm_kernels as kernels;
+
+/// ABI values the amd platform passes to HIP, for the AMD tier to check against the headers.
+pub mod amd_abi {
+    pub use crate::platform::amd::abi::*;
+}
+
+/// What one platform offers on this machine.
+#[derive(Debug)]
+pub struct PlatformReport {
+    pub platform: Platform,
+    /// Whether this build contains it (the nvidia platform needs the `nvidia` feature).
+    pub built: bool,
+    pub libraries: Vec<LibraryStatus>,
+    /// Its devices, or why there are none.
+    pub devices: Result<Vec<DeviceInfo>>,
+}
+
+/// Every platform of this build, its libraries and devices.
+pub fn enumerate() -> Vec<PlatformReport> {
+    Platform::ALL
+        .into_iter()
+        .map(|platform| {
+            let built = platform.is_built();
+            let devices = if built {
+                platform.device_count().and_then(|n| {
+                    (0..n)
+                        .map(|i| Device::with_platform(platform, i).map(|d| d.info().clone()))
+                        .collect()
+                })
+            } else {
+                Err(Error::PlatformNotBuilt(platform))
+            };
+            PlatformReport { platform, built, libraries: platform.libraries(), devices }
+        })
+        .collect()
+}

@@ -1,0 +1,341 @@
+//! The two platforms that serve the HIP API, and the thin raw interface both implement.
+//!
+//! `amd`: libamdhip64 + hiprtc through cubecl-hip-sys (always built).
+//! `nvidia`: the CUDA driver + NVRTC through cudarc (cargo feature `nvidia`).
+//! Everything above this module is platform-neutral; all `unsafe` of the runtime lives in the
+//! two platform files.
+
+pub(crate) mod amd;
+#[cfg(feature = "nvidia")]
+pub(crate) mod nvidia;
+
+use std::ffi::c_void;
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// Which vendor runtime serves the HIP API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Platform {
+    /// ROCm: libamdhip64, hiprtc, rocBLAS, MIOpen.
+    Amd,
+    /// CUDA: the driver API, NVRTC, cuBLAS.
+    Nvidia,
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Platform {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "amd" | "rocm" | "hip" => Ok(Platform::Amd),
+            "nvidia" | "cuda" => Ok(Platform::Nvidia),
+            _ => Err(Error::InvalidPlatform(s.to_string())),
+        }
+    }
+}
+
+/// Environment variable that forces a platform.
+pub const PLATFORM_ENV: &str = "CANDLE_ROCM_PLATFORM";
+
+impl Platform {
+    /// Both platforms, AMD first.
+    pub const ALL: [Platform; 2] = [Platform::Amd, Platform::Nvidia];
+
+    /// `amd` or `nvidia`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Amd => "amd",
+            Platform::Nvidia => "nvidia",
+        }
+    }
+
+    /// Whether this build contains the platform.
+    pub fn is_built(self) -> bool {
+        match self {
+            Platform::Amd => true,
+            Platform::Nvidia => cfg!(feature = "nvidia"),
+        }
+    }
+
+    /// The libraries the platform loads, each found or not (with an install hint).
+    pub fn libraries(self) -> Vec<LibraryStatus> {
+        match self {
+            Platform::Amd => amd::libraries(),
+            #[cfg(feature = "nvidia")]
+            Platform::Nvidia => nvidia::libraries(),
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Nvidia => Vec::new(),
+        }
+    }
+
+    /// Number of devices, or why there are none (missing library, no device, not built).
+    pub fn device_count(self) -> Result<usize> {
+        match self {
+            Platform::Amd => amd::device_count(),
+            #[cfg(feature = "nvidia")]
+            Platform::Nvidia => nvidia::device_count(),
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Nvidia => Err(Error::PlatformNotBuilt(self)),
+        }
+    }
+
+    /// Version of the platform's kernel compiler (hiprtc or NVRTC), part of cache keys.
+    pub fn compiler_version(self) -> Result<String> {
+        match self {
+            Platform::Amd => amd::compiler_version(),
+            #[cfg(feature = "nvidia")]
+            Platform::Nvidia => nvidia::compiler_version(),
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Nvidia => Err(Error::PlatformNotBuilt(self)),
+        }
+    }
+
+    /// Compiles one translation unit for `arch` (a gcnArchName or `sm_XY`) into a loadable
+    /// code object (AMD) or cubin (NVIDIA). Needs the compiler library, not a device.
+    pub(crate) fn compile(
+        self,
+        module: &str,
+        source: &str,
+        arch: &str,
+        options: &[String],
+    ) -> Result<Vec<u8>> {
+        match self {
+            Platform::Amd => amd::compile(module, source, arch, options),
+            #[cfg(feature = "nvidia")]
+            Platform::Nvidia => nvidia::compile(module, source, arch, options),
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Nvidia => {
+                let _ = (module, source, arch, options);
+                Err(Error::PlatformNotBuilt(self))
+            }
+        }
+    }
+
+    /// Options every compile of this platform gets (the platform define first).
+    pub fn base_compile_options(self, arch: &str) -> Vec<String> {
+        match self {
+            Platform::Amd => vec![
+                "-DCANDLE_ROCM_AMD".into(),
+                format!("--offload-arch={arch}"),
+                "-O3".into(),
+                "-std=c++17".into(),
+            ],
+            Platform::Nvidia => vec![
+                "-DCANDLE_ROCM_NVIDIA".into(),
+                format!("--gpu-architecture={arch}"),
+                "-std=c++17".into(),
+            ],
+        }
+    }
+
+    pub(crate) fn open(self, ordinal: usize) -> Result<Box<dyn RawDevice>> {
+        match self {
+            Platform::Amd => Ok(Box::new(amd::HipDevice::open(ordinal)?)),
+            #[cfg(feature = "nvidia")]
+            Platform::Nvidia => Ok(Box::new(nvidia::CudaDevice::open(ordinal)?)),
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Nvidia => Err(Error::PlatformNotBuilt(self)),
+        }
+    }
+}
+
+/// The platform `Device::new` uses: `CANDLE_ROCM_PLATFORM` if set, else amd when a HIP
+/// device exists, else nvidia when built and a CUDA device exists, else the amd error.
+pub fn selected_platform() -> Result<Platform> {
+    if let Ok(value) = std::env::var(PLATFORM_ENV) {
+        if !value.trim().is_empty() {
+            return value.parse();
+        }
+    }
+    let amd = Platform::Amd.device_count();
+    if matches!(amd, Ok(n) if n > 0) {
+        return Ok(Platform::Amd);
+    }
+    if Platform::Nvidia.is_built() && matches!(Platform::Nvidia.device_count(), Ok(n) if n > 0) {
+        return Ok(Platform::Nvidia);
+    }
+    match amd {
+        Err(e) => Err(e),
+        Ok(_) => Err(Error::NoDevice {
+            platform: Platform::Amd,
+            detail: "the HIP runtime lists no device".into(),
+        }),
+    }
+}
+
+/// Whether one library was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibraryStatus {
+    /// What it is for (`HIP runtime`, `NVRTC`, ...).
+    pub role: &'static str,
+    /// The file that was loaded, or `None`.
+    pub found: Option<String>,
+    /// The names tried, for the message when none loaded.
+    pub tried: Vec<String>,
+    /// How to install it.
+    pub hint: &'static str,
+}
+
+/// Looks for a library under `dirs` then through the loader, by each of `names` in order.
+pub(crate) fn find_library(
+    role: &'static str,
+    names: &[String],
+    dirs: &[std::path::PathBuf],
+    hint: &'static str,
+) -> LibraryStatus {
+    let mut tried = Vec::new();
+    let candidates = dirs
+        .iter()
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n).display().to_string()))
+        .chain(names.iter().cloned());
+    for candidate in candidates {
+        // SAFETY: loading a vendor runtime library runs its initialisers; these are the
+        // libraries the platform is about to use anyway, and the handle is dropped right away.
+        let loaded = unsafe { libloading::Library::new(&candidate) };
+        if loaded.is_ok() {
+            return LibraryStatus {
+                role,
+                found: Some(candidate),
+                tried,
+                hint,
+            };
+        }
+        tried.push(candidate);
+    }
+    LibraryStatus {
+        role,
+        found: None,
+        tried,
+        hint,
+    }
+}
+
+impl LibraryStatus {
+    /// `Ok` if found, else the typed error naming it and how to install it.
+    pub fn require(&self) -> Result<()> {
+        match self.found {
+            Some(_) => Ok(()),
+            None => Err(Error::LibraryMissing {
+                library: self.role,
+                tried: self.tried.join(", "),
+                hint: self.hint,
+            }),
+        }
+    }
+}
+
+/// What the runtime needs to know about a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceProps {
+    pub name: String,
+    /// gcnArchName (`gfx942:sramecc+:xnack-`) or `sm_90`.
+    pub arch: String,
+    pub warp_size: u32,
+    pub multiprocessor_count: u32,
+    pub shared_mem_per_block: usize,
+    pub max_threads_per_block: u32,
+    pub total_memory: usize,
+}
+
+/// Why a raw allocation failed: out of memory is recoverable (the pool frees its cache and
+/// retries), anything else is passed on.
+#[derive(Debug)]
+pub(crate) enum AllocFailure {
+    OutOfMemory,
+    Other(Error),
+}
+
+/// Opaque handles: device pointers and driver objects, as integers.
+pub(crate) type DevicePtr = u64;
+pub(crate) type Handle = usize;
+
+/// The raw, per-device interface each platform implements. Streams, events, modules and
+/// functions are opaque handles owned by the safe wrappers above this layer.
+pub(crate) trait RawDevice: Send + Sync {
+    fn platform(&self) -> Platform;
+    fn ordinal(&self) -> usize;
+    fn props(&self) -> &DeviceProps;
+    /// (free, total) bytes.
+    fn mem_info(&self) -> Result<(usize, usize)>;
+    fn malloc(&self, bytes: usize) -> Result<DevicePtr, AllocFailure>;
+    fn free(&self, ptr: DevicePtr) -> Result<()>;
+
+    fn stream_create(&self) -> Result<Handle>;
+    fn stream_destroy(&self, stream: Handle) -> Result<()>;
+    fn stream_synchronize(&self, stream: Handle) -> Result<()>;
+
+    /// Host to device on `stream`; returns once `src` may be reused.
+    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], stream: Handle) -> Result<()>;
+    /// Device to host on `stream`; returns once `dst` holds the data.
+    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, stream: Handle) -> Result<()>;
+    fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: Handle)
+        -> Result<()>;
+    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: Handle) -> Result<()>;
+
+    fn event_create(&self) -> Result<Handle>;
+    fn event_record(&self, event: Handle, stream: Handle) -> Result<()>;
+    fn event_synchronize(&self, event: Handle) -> Result<()>;
+    fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32>;
+    fn event_destroy(&self, event: Handle) -> Result<()>;
+
+    fn module_load(&self, image: &[u8]) -> Result<Handle>;
+    fn module_unload(&self, module: Handle) -> Result<()>;
+    /// `Ok(None)` when the module has no such function.
+    fn module_function(&self, module: Handle, name: &str) -> Result<Option<Handle>>;
+    /// `params[i]` points at the i-th argument's value.
+    fn launch(
+        &self,
+        function: Handle,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        stream: Handle,
+        params: &mut [*mut c_void],
+    ) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platform_names_parse_both_ways() {
+        for p in Platform::ALL {
+            assert_eq!(p.as_str().parse::<Platform>().ok(), Some(p));
+        }
+        assert_eq!("CUDA".parse::<Platform>().ok(), Some(Platform::Nvidia));
+        let err = "metal".parse::<Platform>().unwrap_err().to_string();
+        assert!(err.contains("\"metal\"") && err.contains("amd"), "{err}");
+    }
+
+    #[test]
+    fn compile_options_carry_the_platform_define_and_arch() {
+        let amd = Platform::Amd.base_compile_options("gfx942:sramecc+:xnack-");
+        assert_eq!(amd[0], "-DCANDLE_ROCM_AMD");
+        assert!(amd.contains(&"--offload-arch=gfx942:sramecc+:xnack-".to_string()));
+        let nv = Platform::Nvidia.base_compile_options("sm_90");
+        assert_eq!(nv[0], "-DCANDLE_ROCM_NVIDIA");
+        assert!(nv.contains(&"--gpu-architecture=sm_90".to_string()));
+    }
+
+    #[test]
+    fn a_missing_library_names_itself_and_the_fix() {
+        let status = find_library(
+            "test runtime",
+            &["libdefinitely-not-here-candle-rocm.so".to_string()],
+            &[std::path::PathBuf::from("/nonexistent")],
+            "install the test runtime",
+        );
+        assert!(status.found.is_none());
+        assert_eq!(status.tried.len(), 2);
+        let err = status.require().unwrap_err().to_string();
+        assert!(err.contains("test runtime") && err.contains("install the test runtime"));
+        assert!(err.contains("/nonexistent/libdefinitely-not-here-candle-rocm.so"));
+    }
+}

@@ -1,0 +1,71 @@
+// fill.hip: fill with a constant, iota (start + i * step), contiguous copy, strided copy.
+// Contiguous paths move 16 bytes per thread when the pointers allow it.
+
+struct alignas(16) Vec16 { u64 lo, hi; };
+
+template <typename T>
+DEVICE bool aligned16(const T* p) { return ((usize)p & 15) == 0; }
+
+template <typename T>
+DEVICE void fill_impl(T* out, T value, u64 n) {
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 nthreads = (u64)gridDim.x * blockDim.x;
+    constexpr u64 per_vec = sizeof(Vec16) / sizeof(T);
+    if (per_vec > 1 && aligned16(out)) {
+        Vec16 pattern;
+        T* lanes = reinterpret_cast<T*>(&pattern);
+        for (u64 j = 0; j < per_vec; ++j) lanes[j] = value;
+        const u64 nvec = n / per_vec;
+        Vec16* vout = reinterpret_cast<Vec16*>(out);
+        for (u64 v = tid; v < nvec; v += nthreads) vout[v] = pattern;
+        for (u64 i = nvec * per_vec + tid; i < n; i += nthreads) out[i] = value;
+    } else {
+        for (u64 i = tid; i < n; i += nthreads) out[i] = value;
+    }
+}
+
+template <typename T>
+DEVICE void iota_impl(T* out, T start, T step, u64 n) {
+    typedef typename Acc<T>::type A;
+    const A a0 = cvt<A>(start);
+    const A d = cvt<A>(step);
+    const u64 nthreads = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+        out[i] = cvt<T>(a0 + (A)i * d);
+    }
+}
+
+template <typename T>
+DEVICE void copy_impl(const T* src, T* dst, u64 n) {
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 nthreads = (u64)gridDim.x * blockDim.x;
+    constexpr u64 per_vec = sizeof(Vec16) / sizeof(T);
+    if (per_vec > 1 && aligned16(src) && aligned16(dst)) {
+        const u64 nvec = n / per_vec;
+        const Vec16* vs = reinterpret_cast<const Vec16*>(src);
+        Vec16* vd = reinterpret_cast<Vec16*>(dst);
+        for (u64 v = tid; v < nvec; v += nthreads) vd[v] = vs[v];
+        for (u64 i = nvec * per_vec + tid; i < n; i += nthreads) dst[i] = src[i];
+    } else {
+        for (u64 i = tid; i < n; i += nthreads) dst[i] = src[i];
+    }
+}
+
+// dst[i] = src[layout_offset(src_layout, i)] for the n elements of src_layout, dst contiguous.
+template <typename T>
+DEVICE void copy_strided_impl(const T* src, T* dst, u64 n, const KernelLayout& src_layout) {
+    const u64 nthreads = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
+        dst[i] = src[layout_offset(src_layout, i)];
+    }
+}
+
+#define FILL_ENTRY_POINTS(NAME, T)                                                              \
+    KERNEL void fill_##NAME(T* out, T value, u64 n) { fill_impl<T>(out, value, n); }             \
+    KERNEL void iota_##NAME(T* out, T start, T step, u64 n) { iota_impl<T>(out, start, step, n); } \
+    KERNEL void copy_##NAME(const T* src, T* dst, u64 n) { copy_impl<T>(src, dst, n); }          \
+    KERNEL void copy_strided_##NAME(const T* src, T* dst, u64 n, KernelLayout src_layout) {      \
+        copy_strided_impl<T>(src, dst, n, src_layout);                                           \
+    }
+
+CANDLE_ROCM_FOR_EACH_DTYPE(FILL_ENTRY_POINTS)
