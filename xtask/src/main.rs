@@ -1,1 +1,46 @@
-fn main() {}
+//! candle-rocm's project commands.
+//!
+//! - `cargo xtask test`: every verification tier this machine allows, one summary line.
+//! - `cargo xtask gpu-pack`: stripped release test binaries + `run.sh` into `.gpu/`.
+//! - `cargo xtask demo`: discovery and a smoke kernel on the first device.
+
+mod demo;
+mod tiers;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: cargo xtask <command>\n\n\
+         commands:\n  \
+         test       run every verification tier this machine allows (unit, NVRTC, AMD chroot, GPU)\n  \
+         gpu-pack   build the GPU test suite and demo into .gpu/ (run there: bash .gpu/run.sh)\n  \
+         demo       list platforms, libraries and devices, then run a smoke kernel"
+    );
+    ExitCode::from(2)
+}
+
+/// The workspace root (xtask lives one level below it).
+pub(crate) fn root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => tiers::test(&args[1..]),
+        Some("gpu-pack") => tiers::gpu_pack(),
+        Some("demo") => demo::run(),
+        _ => return usage(),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -11,6 +11,8 @@
 //! - kernels: modules from `rocm-kernels` compiled on first use and cached on disk
 //!   ([`compile`]), [`LaunchArgs`] and [`LaunchConfig`] for launches.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 pub mod compile;
 mod device;
 mod error;

@@ -1,0 +1,103 @@
+//! The AMD tier: run by `cargo xtask test` inside the Debian sid chroot that holds ROCm 6.4
+//! (no AMD GPU there). Every kernel module goes through the production hiprtc path for two
+//! wave64 and two wave32 archs; the loader must report "no device" as a typed error; the
+//! ABI values the amd platform passes must equal the ROCm headers'.
+
+mod common;
+
+use rocm_device::{compile::compile_for_arch, kernels, Device, Error, Platform};
+
+/// CDNA (wave64) and RDNA (wave32) targets.
+const ARCHS: [&str; 4] = ["gfx90a", "gfx942", "gfx1100", "gfx1201"];
+
+#[test]
+#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
+fn every_module_compiles_through_hiprtc_for_wave64_and_wave32() {
+    let version = Platform::Amd.compiler_version().expect("hiprtc must load in the AMD tier");
+    println!("compiler: {version}");
+    for arch in ARCHS {
+        for module in kernels::ALL_MODULES {
+            let compiled = compile_for_arch(Platform::Amd, module, arch, &[], None)
+                .unwrap_or_else(|e| panic!("{} for {arch}: {e}", module.name));
+            assert!(common::is_elf(&compiled.image), "{} for {arch}: not an ELF code object", module.name);
+            let missing = common::missing_symbols(module, &compiled.image);
+            assert!(missing.is_empty(), "{} for {arch} lacks {missing:?}", module.name);
+            println!(
+                "AMD tier: {arch:8} {:10} {:4} entry points {:8} bytes {:6.0} ms",
+                module.name,
+                module.entry_points().count(),
+                compiled.image.len(),
+                compiled.elapsed.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
+fn a_compile_error_comes_back_with_the_log() {
+    let bad = rocm_kernels_bad_module();
+    let err = compile_for_arch(Platform::Amd, &bad, "gfx942", &[], None).unwrap_err();
+    match err {
+        Error::Compile { module, arch, log } => {
+            assert_eq!((module.as_str(), arch.as_str()), ("broken", "gfx942"));
+            assert!(log.contains("undeclared_thing"), "log: {log}");
+        }
+        other => panic!("expected a compile error, got {other}"),
+    }
+}
+
+fn rocm_kernels_bad_module() -> kernels::KernelModule {
+    kernels::KernelModule {
+        name: "broken",
+        source: "KERNEL void k(float* x) { x[0] = undeclared_thing; }",
+        ops: &[],
+        dtypes: &[],
+    }
+}
+
+#[test]
+#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
+fn the_loader_reports_no_device_cleanly() {
+    for lib in Platform::Amd.libraries() {
+        assert!(lib.found.is_some(), "{} not found; tried {:?}", lib.role, lib.tried);
+    }
+    match Platform::Amd.device_count() {
+        Err(Error::NoDevice { platform: Platform::Amd, detail }) => println!("no device: {detail}"),
+        other => panic!("expected NoDevice, got {other:?}"),
+    }
+    let err = Device::with_platform(Platform::Amd, 0).unwrap_err();
+    assert!(matches!(err, Error::NoDevice { .. }), "{err}");
+    assert!(err.to_string().starts_with("no amd device"), "{err}");
+}
+
+#[test]
+#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
+fn abi_values_match_the_rocm_headers() {
+    // KEY VALUE lines printed by a C probe built against the chroot's ROCm headers.
+    let path = std::env::var("CANDLE_ROCM_ABI_PROBE").expect("CANDLE_ROCM_ABI_PROBE names the probe output");
+    let text = std::fs::read_to_string(&path).expect("probe output readable");
+    let header: std::collections::HashMap<&str, usize> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k, v.trim().parse().expect("numeric probe value")))
+        .collect();
+    use rocm_device::amd_abi as abi;
+    let ours: Vec<(&str, usize)> = vec![
+        ("HIP_SUCCESS", abi::HIP_SUCCESS as usize),
+        ("HIP_ERROR_OUT_OF_MEMORY", abi::HIP_ERROR_OUT_OF_MEMORY as usize),
+        ("HIP_ERROR_NO_DEVICE", abi::HIP_ERROR_NO_DEVICE as usize),
+        ("HIP_ERROR_NOT_FOUND", abi::HIP_ERROR_NOT_FOUND as usize),
+        ("HIP_STREAM_NON_BLOCKING", abi::HIP_STREAM_NON_BLOCKING as usize),
+        ("HIPRTC_SUCCESS", abi::HIPRTC_SUCCESS as usize),
+    ];
+    let (size, fields) = abi::device_prop_layout();
+    let fields = fields.into_iter().map(|(f, off)| (f, off));
+    let mut checked = 0;
+    for (key, value) in ours.into_iter().chain(std::iter::once(("sizeof_hipDeviceProp_tR0600", size))).chain(fields) {
+        let h = header.get(key).unwrap_or_else(|| panic!("probe lacks {key}"));
+        assert_eq!(*h, value, "{key}: header {h}, ours {value}");
+        checked += 1;
+    }
+    println!("AMD tier: {checked} ABI values equal the ROCm headers'");
+}

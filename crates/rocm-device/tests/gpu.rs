@@ -1,0 +1,512 @@
+//! GPU tests of the runtime: run on a real device through whichever platform is selected
+//! (`bash .gpu/run.sh` runs them on the lent NVIDIA GPU through the nvidia platform).
+
+use std::sync::OnceLock;
+
+use half::{bf16, f16};
+use rand::{Rng, SeedableRng};
+use rocm_device::{kernels, Device, DeviceRepr, Error, KernelLayout, LaunchArgs, LaunchConfig};
+
+fn device() -> Device {
+    static DEVICE: OnceLock<Device> = OnceLock::new();
+    DEVICE.get_or_init(|| Device::new(0).expect("a GPU (set CANDLE_ROCM_PLATFORM)")).clone()
+}
+
+fn rng(seed: u64) -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(seed)
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn device_reports_its_properties() {
+    let d = device();
+    let i = d.info();
+    println!("{i:?}");
+    assert!(!i.name.is_empty() && !i.arch.is_empty());
+    assert!(i.warp_size == 32 || i.warp_size == 64);
+    assert!(i.multiprocessor_count > 0 && i.shared_mem_per_block >= 16 * 1024);
+    let (free, total) = d.memory_info().unwrap();
+    assert!(free <= total && total == i.total_memory, "{free} {total} {}", i.total_memory);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn round_trips_of_many_sizes() {
+    let d = device();
+    let mut r = rng(1);
+    for n in [0usize, 1, 3, 4097, 1 << 20, 1 << 30] {
+        let host: Vec<u8> = (0..n).map(|_| r.random()).collect();
+        let buf = d.htod(&host).unwrap();
+        assert_eq!(buf.len(), n);
+        // device to device, then back
+        let copy = d.alloc_typed::<u8>(n).unwrap();
+        d.copy_dtod(buf.as_buffer(), 0, copy.as_buffer(), 0, n).unwrap();
+        let back = d.dtoh(&copy).unwrap();
+        assert!(back == host, "round trip of {n} bytes differs");
+    }
+    // Offsets inside buffers and typed elements.
+    let xs: Vec<f32> = (0..1000).map(|_| r.random()).collect();
+    let buf = d.htod(&xs).unwrap();
+    let mut part = vec![0u8; 40];
+    d.copy_dtoh(buf.as_buffer(), 400, &mut part).unwrap();
+    assert_eq!(part, bytemuck::cast_slice::<f32, u8>(&xs[100..110]));
+    let zeros = d.alloc_zeroed_typed::<i64>(777).unwrap();
+    assert!(d.dtoh(&zeros).unwrap().iter().all(|&v| v == 0));
+    let poisoned = d.alloc_typed::<u8>(64).unwrap();
+    d.memset(poisoned.as_buffer(), 8, 16, 0xab).unwrap();
+    let got = d.dtoh(&poisoned).unwrap();
+    assert!(got[8..24].iter().all(|&b| b == 0xab));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn copies_out_of_bounds_are_typed_errors() {
+    let d = device();
+    let buf = d.alloc(100).unwrap();
+    let err = d.copy_htod(&[0u8; 10], &buf, 95).unwrap_err();
+    assert!(matches!(err, Error::SizeMismatch { op: "copy_htod", .. }), "{err}");
+    let mut out = [0u8; 8];
+    assert!(d.copy_dtoh(&buf, usize::MAX, &mut out).is_err());
+    assert!(d.memset(&buf, 50, 51, 0).is_err());
+}
+
+/// Bit patterns to fill with, per dtype, and random values for iota/copy.
+trait TestValue: DeviceRepr + PartialEq + std::fmt::Debug {
+    const NAME: &'static str;
+    fn sample(r: &mut rand::rngs::StdRng) -> Self;
+    /// start + i * step, as the kernel computes it.
+    fn iota(start: Self, step: Self, i: u64) -> Self;
+    fn small(v: i8) -> Self;
+}
+
+macro_rules! int_value {
+    ($t:ty, $name:literal) => {
+        impl TestValue for $t {
+            const NAME: &'static str = $name;
+            fn sample(r: &mut rand::rngs::StdRng) -> Self {
+                r.random()
+            }
+            fn iota(start: Self, step: Self, i: u64) -> Self {
+                start.wrapping_add((i as $t).wrapping_mul(step))
+            }
+            fn small(v: i8) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+int_value!(u8, "u8");
+int_value!(u32, "u32");
+int_value!(i16, "i16");
+int_value!(i32, "i32");
+int_value!(i64, "i64");
+
+impl TestValue for f32 {
+    const NAME: &'static str = "f32";
+    fn sample(r: &mut rand::rngs::StdRng) -> Self {
+        r.random_range(-100.0..100.0)
+    }
+    fn iota(start: Self, step: Self, i: u64) -> Self {
+        start + i as f32 * step
+    }
+    fn small(v: i8) -> Self {
+        v as f32
+    }
+}
+impl TestValue for f64 {
+    const NAME: &'static str = "f64";
+    fn sample(r: &mut rand::rngs::StdRng) -> Self {
+        r.random_range(-100.0..100.0)
+    }
+    fn iota(start: Self, step: Self, i: u64) -> Self {
+        start + i as f64 * step
+    }
+    fn small(v: i8) -> Self {
+        v as f64
+    }
+}
+impl TestValue for f16 {
+    const NAME: &'static str = "f16";
+    fn sample(r: &mut rand::rngs::StdRng) -> Self {
+        f16::from_f32(r.random_range(-100.0..100.0))
+    }
+    fn iota(start: Self, step: Self, i: u64) -> Self {
+        f16::from_f32(start.to_f32() + i as f32 * step.to_f32())
+    }
+    fn small(v: i8) -> Self {
+        f16::from_f32(v as f32)
+    }
+}
+impl TestValue for bf16 {
+    const NAME: &'static str = "bf16";
+    fn sample(r: &mut rand::rngs::StdRng) -> Self {
+        bf16::from_f32(r.random_range(-100.0..100.0))
+    }
+    fn iota(start: Self, step: Self, i: u64) -> Self {
+        bf16::from_f32(start.to_f32() + i as f32 * step.to_f32())
+    }
+    fn small(v: i8) -> Self {
+        bf16::from_f32(v as f32)
+    }
+}
+
+const SIZES: [usize; 6] = [1, 3, 255, 4097, 65_537, 1_000_003];
+
+fn check_fill_iota_copy<T: TestValue>(seed: u64) {
+    let d = device();
+    let mut r = rng(seed);
+    let module = &kernels::FILL;
+    for n in SIZES {
+        // fill, into a poisoned buffer, also at an unaligned start (no 16-byte fast path)
+        for offset_elems in [0usize, 1] {
+            let total = n + offset_elems;
+            let buf = d.alloc_typed::<T>(total).unwrap();
+            d.memset(buf.as_buffer(), 0, total * size_of::<T>(), 0x5a).unwrap();
+            let value = T::sample(&mut r);
+            let f = d.function(module, &format!("fill_{}", T::NAME)).unwrap();
+            let mut args = LaunchArgs::new();
+            args.push_buffer_at(buf.as_buffer(), offset_elems * size_of::<T>()).unwrap().push(value).push(n as u64);
+            d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+            let got = d.dtoh(&buf).unwrap();
+            let poison: T = bytemuck::cast_slice::<u8, T>(&vec![0x5a; size_of::<T>()])[0];
+            assert!(got[..offset_elems].iter().all(|&v| v == poison), "fill_{} wrote before its start", T::NAME);
+            let bad = got[offset_elems..].iter().position(|&v| v != value);
+            assert_eq!(bad, None, "fill_{} n={n} offset={offset_elems}", T::NAME);
+        }
+        // iota
+        let (start, step) = (T::small(3), T::small(-2));
+        let out = d.alloc_typed::<T>(n).unwrap();
+        let f = d.function(module, &format!("iota_{}", T::NAME)).unwrap();
+        let mut args = LaunchArgs::new();
+        args.push_buffer(out.as_buffer()).push(start).push(step).push(n as u64);
+        d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+        let got = d.dtoh(&out).unwrap();
+        for (i, v) in got.iter().enumerate() {
+            assert_eq!(*v, T::iota(start, step, i as u64), "iota_{} at {i}", T::NAME);
+        }
+        // contiguous copy of random data
+        let host: Vec<T> = (0..n).map(|_| T::sample(&mut r)).collect();
+        let src = d.htod(&host).unwrap();
+        let dst = d.alloc_typed::<T>(n).unwrap();
+        let f = d.function(module, &format!("copy_{}", T::NAME)).unwrap();
+        let mut args = LaunchArgs::new();
+        args.push_buffer(src.as_buffer()).push_buffer(dst.as_buffer()).push(n as u64);
+        d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+        assert!(d.dtoh(&dst).unwrap() == host, "copy_{} n={n}", T::NAME);
+    }
+    // strided copy: a transposed, offset view of a 3-d tensor
+    let dims = [7usize, 33, 19];
+    let strides = [1usize, 7 * 19, 7]; // element (a,b,c) at a + b*133 + c*7
+    let start = 5;
+    let len = start + 7 * 33 * 19;
+    let host: Vec<T> = (0..len).map(|_| T::sample(&mut r)).collect();
+    let src = d.htod(&host).unwrap();
+    let n = dims.iter().product::<usize>();
+    let dst = d.alloc_typed::<T>(n).unwrap();
+    let layout = KernelLayout::new(&dims, &strides, start).unwrap();
+    let f = d.function(module, &format!("copy_strided_{}", T::NAME)).unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(src.as_buffer()).push_buffer(dst.as_buffer()).push(n as u64).push(layout);
+    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+    let got = d.dtoh(&dst).unwrap();
+    for (i, v) in got.iter().enumerate() {
+        assert_eq!(*v, host[layout.offset(i as u64) as usize], "copy_strided_{} at {i}", T::NAME);
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn fill_iota_copy_every_dtype_match_the_host() {
+    check_fill_iota_copy::<u8>(10);
+    check_fill_iota_copy::<u32>(11);
+    check_fill_iota_copy::<i16>(12);
+    check_fill_iota_copy::<i32>(13);
+    check_fill_iota_copy::<i64>(14);
+    check_fill_iota_copy::<bf16>(15);
+    check_fill_iota_copy::<f16>(16);
+    check_fill_iota_copy::<f32>(17);
+    check_fill_iota_copy::<f64>(18);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn f8e4m3_kernels_fill_and_convert_like_the_reference() {
+    // The f8e4m3 entry points exist and compute: fill copies the byte, iota converts
+    // start + i*step to f8 (round to nearest even, saturating at 448).
+    let d = device();
+    let n = 1000usize;
+    let buf = d.alloc_typed::<u8>(n).unwrap();
+    let f = d.function(&kernels::FILL, "fill_f8e4m3").unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(buf.as_buffer()).push(0x3cu8).push(n as u64);
+    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+    assert!(d.dtoh(&buf).unwrap().iter().all(|&b| b == 0x3c));
+    // iota from 0.0 step 0.25 (0x00 and f8(0.25) = 0x28): exact for small i, then rounded.
+    let f = d.function(&kernels::FILL, "iota_f8e4m3").unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(buf.as_buffer()).push(0x00u8).push(0x28u8).push(n as u64);
+    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+    let got = d.dtoh(&buf).unwrap();
+    for (i, &b) in got.iter().enumerate() {
+        assert_eq!(b, f8e4m3_from_f32(i as f32 * 0.25), "f8 iota at {i}");
+    }
+}
+
+/// Reference f32 -> f8e4m3 (OCP FN): round to nearest even, saturate to 448, via f64 search.
+fn f8e4m3_from_f32(x: f32) -> u8 {
+    let decode = |b: u8| -> f64 {
+        let e = (b >> 3) & 0xf;
+        let m = (b & 7) as f64;
+        if e == 0 { m * 2f64.powi(-9) } else { (1.0 + m / 8.0) * 2f64.powi(e as i32 - 7) }
+    };
+    let x = x as f64;
+    let mut best = 0u8;
+    for b in 0u8..=0x7e {
+        let (db, dbest) = ((decode(b) - x).abs(), (decode(best) - x).abs());
+        if db < dbest || (db == dbest && b % 2 == 0 && best % 2 == 1) {
+            best = b;
+        }
+    }
+    best
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn compat_atomics_and_shuffles_work_on_the_device() {
+    // Narrow atomics (CAS on the enclosing word, at every byte/half-word position) and a
+    // warp reduction through warp_shfl_xor over warpSize lanes.
+    let d = device();
+    let src = format!(
+        "{}\n{}",
+        kernels::prelude(),
+        r#"
+#define ACC(NAME, T) KERNEL void acc_##NAME(T* slots, u32 nslots, T one, u32 n) { \
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) atomic_add(&slots[i % nslots], one); }
+CANDLE_ROCM_FOR_EACH_DTYPE(ACC)
+KERNEL void warp_sum(const float* x, float* out) {
+    float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int m = warpSize / 2; m > 0; m /= 2) v += warp_shfl_xor(v, m);
+    if (threadIdx.x % warpSize == 0) out[(blockIdx.x * blockDim.x + threadIdx.x) / warpSize] = v;
+}
+"#
+    );
+    let module = d.load_source("compat_selftest", &src).unwrap();
+    let nslots = 37u32; // odd: slots start at every offset inside a 32-bit word
+    let per_slot = 16u32; // exact in every dtype, f8e4m3 included
+    let n = nslots * per_slot;
+    fn run<T: DeviceRepr + PartialEq + std::fmt::Debug>(
+        d: &Device,
+        m: &std::sync::Arc<rocm_device::Module>,
+        name: &str,
+        one: T,
+        expect: T,
+        nslots: u32,
+        n: u32,
+    ) {
+        let slots = d.alloc_zeroed_typed::<T>(nslots as usize).unwrap();
+        let f = m.function(&format!("acc_{name}")).unwrap();
+        let mut args = LaunchArgs::new();
+        args.push_buffer(slots.as_buffer()).push(nslots).push(one).push(n);
+        d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+        let got = d.dtoh(&slots).unwrap();
+        assert!(got.iter().all(|v| *v == expect), "acc_{name}: {got:?}");
+    }
+    run(&d, &module, "u8", 1u8, 16u8, nslots, n);
+    run(&d, &module, "u32", 1u32, 16, nslots, n);
+    run(&d, &module, "i16", -1i16, -16, nslots, n);
+    run(&d, &module, "i32", -1i32, -16, nslots, n);
+    run(&d, &module, "i64", -1i64, -16, nslots, n);
+    run(&d, &module, "f32", 1f32, 16.0, nslots, n);
+    run(&d, &module, "f64", 1f64, 16.0, nslots, n);
+    run(&d, &module, "f16", f16::ONE, f16::from_f32(16.0), nslots, n);
+    run(&d, &module, "bf16", bf16::ONE, bf16::from_f32(16.0), nslots, n);
+    run(&d, &module, "f8e4m3", 0x38u8, 0x58u8, nslots, n); // 1.0 -> 16.0
+
+    let warp = d.info().warp_size as usize;
+    let blocks = 64usize;
+    let x: Vec<f32> = (0..blocks * 256).map(|i| (i % 97) as f32).collect();
+    let xs = d.htod(&x).unwrap();
+    let out = d.alloc_typed::<f32>(blocks * 256 / warp).unwrap();
+    let f = module.function("warp_sum").unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(xs.as_buffer()).push_buffer(out.as_buffer());
+    let cfg = LaunchConfig { grid: [blocks as u32, 1, 1], block: [256, 1, 1], shared_mem_bytes: 0 };
+    d.launch(&f, cfg, &mut args).unwrap();
+    let got = d.dtoh(&out).unwrap();
+    for (w, v) in got.iter().enumerate() {
+        let want: f32 = x[w * warp..(w + 1) * warp].iter().sum();
+        assert_eq!(*v, want, "warp {w}");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_missing_function_names_itself_and_its_module() {
+    let d = device();
+    let err = d.function(&kernels::FILL, "fill_q4k").unwrap_err();
+    assert_eq!(err.to_string(), "module `fill` has no kernel `fill_q4k`");
+    let bad = d.load_source("broken_on_purpose", "KERNEL void k() { nope(); }").unwrap_err();
+    assert!(matches!(bad, Error::Compile { .. }), "{bad}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn invalid_launches_are_refused_before_the_driver() {
+    let d = device();
+    let f = d.function(&kernels::FILL, "fill_f32").unwrap();
+    let buf = d.alloc_typed::<f32>(16).unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(buf.as_buffer()).push(1f32).push(16u64);
+    let cfg = LaunchConfig { grid: [1, 1, 1], block: [4096, 1, 1], shared_mem_bytes: 0 };
+    let err = d.launch(&f, cfg, &mut args).unwrap_err();
+    assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
+    // A buffer of another device handle is refused.
+    let other = Device::with_platform(d.info().platform, 0).unwrap();
+    let foreign = other.alloc_typed::<f32>(16).unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(foreign.as_buffer()).push(1f32).push(16u64);
+    let err = d.launch(&f, LaunchConfig::for_elements(16, d.info()), &mut args).unwrap_err();
+    assert!(matches!(err, Error::DeviceMismatch { .. }), "{err}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn out_of_memory_is_a_typed_error_and_the_device_stays_usable() {
+    let d = device();
+    let total = d.info().total_memory;
+    let err = d.alloc(total * 2).unwrap_err();
+    match &err {
+        Error::OutOfMemory { requested, total: t, .. } => {
+            assert!(*requested >= total * 2 && *t == total, "{err}");
+        }
+        other => panic!("expected OutOfMemory, got {other}"),
+    }
+    println!("{err}");
+    let ok = d.htod(&[1u32, 2, 3]).unwrap();
+    assert_eq!(d.dtoh(&ok).unwrap(), vec![1, 2, 3]);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn the_pool_reuses_blocks_and_empty_cache_returns_them() {
+    let d = Device::new(0).unwrap(); // its own pool
+    for _ in 0..100 {
+        let b = d.alloc(3 << 20).unwrap();
+        drop(b);
+    }
+    let s = d.memory_stats();
+    assert_eq!((s.misses, s.hits, s.driver_allocs), (1, 99, 1), "{s:?}");
+    assert_eq!((s.in_use_bytes, s.cached_bytes), (0, 3 << 20));
+    assert_eq!(d.empty_cache().unwrap(), 3 << 20);
+    assert_eq!(d.memory_stats().cached_bytes, 0);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn eight_threads_allocate_launch_and_copy_concurrently() {
+    let d = device();
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let d = d.clone();
+            std::thread::spawn(move || {
+                let f = d.function(&kernels::FILL, "iota_i32").unwrap();
+                for round in 0..50u32 {
+                    let n = 1000 + (t * 977 + round * 131) as usize % 50_000;
+                    let out = d.alloc_typed::<i32>(n).unwrap();
+                    let start = (t * 1000 + round) as i32;
+                    let mut args = LaunchArgs::new();
+                    args.push_buffer(out.as_buffer()).push(start).push(1i32).push(n as u64);
+                    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+                    let got = d.dtoh(&out).unwrap();
+                    assert!(got.iter().enumerate().all(|(i, &v)| v == start + i as i32), "thread {t} round {round}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("worker thread");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn events_time_a_kernel() {
+    let d = device();
+    let n = 64usize << 20; // 256 MiB of f32
+    let buf = d.alloc_typed::<f32>(n).unwrap();
+    let f = d.function(&kernels::FILL, "fill_f32").unwrap();
+    let (start, end) = (d.create_event().unwrap(), d.create_event().unwrap());
+    let mut args = LaunchArgs::new();
+    args.push_buffer(buf.as_buffer()).push(2.5f32).push(n as u64);
+    let cfg = LaunchConfig::for_elements(n as u64 / 4, d.info());
+    d.launch(&f, cfg, &mut args).unwrap(); // warm-up
+    start.record(d.stream()).unwrap();
+    for _ in 0..10 {
+        d.launch(&f, cfg, &mut args).unwrap();
+    }
+    end.record(d.stream()).unwrap();
+    end.synchronize().unwrap();
+    let ms = start.elapsed_ms(&end).unwrap() / 10.0;
+    let gbs = (n * 4) as f64 / (ms as f64 * 1e-3) / 1e9;
+    println!("fill_f32 of 256 MiB: {ms:.3} ms, {gbs:.0} GB/s written");
+    assert!(ms > 0.0 && gbs > 10.0, "{ms} ms");
+}
+
+/// Run as a child process by `module_cache_misses_then_hits_in_a_second_process`.
+#[test]
+#[ignore = "needs a GPU"]
+fn child_loads_the_fill_module() {
+    let d = Device::new(0).unwrap();
+    d.function(&kernels::FILL, "fill_f32").unwrap();
+    let s = d.compile_stats();
+    println!(
+        "CACHE-STATS compiled={} disk_hits={} compile_ms={:.1} disk_ms={:.2} load_ms={:.2}",
+        s.compiled,
+        s.disk_hits,
+        s.compile_time.as_secs_f64() * 1e3,
+        s.disk_load_time.as_secs_f64() * 1e3,
+        s.module_load_time.as_secs_f64() * 1e3
+    );
+    assert_eq!(s.compiled + s.disk_hits, 1);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn module_cache_misses_then_hits_in_a_second_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = || {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_loads_the_fill_module", "--include-ignored", "--nocapture"])
+            .env("CANDLE_ROCM_CACHE_DIR", dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "child failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+        let line = text.lines().find(|l| l.starts_with("CACHE-STATS")).expect("stats line").to_string();
+        println!("{line}");
+        line
+    };
+    let first = run();
+    assert!(first.contains("compiled=1 disk_hits=0"), "{first}");
+    let second = run();
+    assert!(second.contains("compiled=0 disk_hits=1"), "{second}");
+    // A corrupt entry is recompiled, then healed.
+    let entry = walk(dir.path()).into_iter().find(|p| p.extension().is_some_and(|e| e == "bin")).unwrap();
+    std::fs::write(&entry, b"garbage").unwrap();
+    let third = run();
+    assert!(third.contains("compiled=1 disk_hits=0"), "{third}");
+    assert!(run().contains("compiled=0 disk_hits=1"));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -1,0 +1,97 @@
+//! `cargo xtask demo`: what the backend finds on this machine, and a smoke kernel on it.
+
+use std::time::Instant;
+
+use rocm_device::{enumerate, kernels, Device, LaunchArgs, LaunchConfig, Platform};
+
+fn gib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// Returns Ok(false) when no device could run the smoke kernel.
+pub fn run() -> Result<bool, String> {
+    println!("candle-rocm demo\n\n== discovery ==");
+    let mut first: Option<(Platform, usize)> = None;
+    for report in enumerate() {
+        println!("platform {}{}", report.platform, if report.built { "" } else { " (not built in)" });
+        for lib in &report.libraries {
+            match &lib.found {
+                Some(path) => println!("  library {:28} found: {path}", lib.role),
+                None => println!("  library {:28} MISSING (tried {}); {}", lib.role, lib.tried.join(", "), lib.hint),
+            }
+        }
+        match &report.devices {
+            Ok(devices) => {
+                for d in devices {
+                    println!(
+                        "  device {}: {} arch {} warp {} CUs/SMs {} memory {:.1} GiB, {} KiB shared per block",
+                        d.ordinal,
+                        d.name,
+                        d.arch,
+                        d.warp_size,
+                        d.multiprocessor_count,
+                        gib(d.total_memory),
+                        d.shared_mem_per_block / 1024
+                    );
+                    if first.is_none() {
+                        first = Some((report.platform, d.ordinal));
+                    }
+                }
+            }
+            Err(e) => println!("  no device: {e}"),
+        }
+    }
+    // The platform Device::new would use, if it can be chosen.
+    let chosen = match rocm_device::selected_platform() {
+        Ok(p) => Some((p, 0)),
+        Err(_) => first,
+    };
+    let Some((platform, ordinal)) = chosen else {
+        println!(
+            "\nNo usable GPU: looked for an AMD GPU through libamdhip64/libhiprtc (ROCm) and an \
+             NVIDIA GPU through libcuda/libnvrtc; see the MISSING lines above."
+        );
+        return Ok(false);
+    };
+
+    println!("\n== smoke kernel on {platform} device {ordinal} ==");
+    let device = Device::with_platform(platform, ordinal).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let iota = device.function(&kernels::FILL, "iota_f32").map_err(|e| e.to_string())?;
+    let first_load = t.elapsed();
+    let stats = device.compile_stats();
+    let how = if stats.compiled > 0 { "compiled" } else { "loaded from the disk cache" };
+    println!(
+        "module fill: {how} in {:.1} ms (compile {:.1} ms, cache read {:.2} ms, module load {:.2} ms)",
+        first_load.as_secs_f64() * 1e3,
+        stats.compile_time.as_secs_f64() * 1e3,
+        stats.disk_load_time.as_secs_f64() * 1e3,
+        stats.module_load_time.as_secs_f64() * 1e3
+    );
+    let n = 1usize << 20;
+    let out = device.alloc_typed::<f32>(n).map_err(|e| e.to_string())?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(out.as_buffer()).push(1.0f32).push(0.5f32).push(n as u64);
+    device
+        .launch(&iota, LaunchConfig::for_elements(n as u64, device.info()), &mut args)
+        .map_err(|e| e.to_string())?;
+    let host = device.dtoh(&out).map_err(|e| e.to_string())?;
+    let wrong = host.iter().enumerate().filter(|(i, &v)| v != 1.0 + *i as f32 * 0.5).count();
+    println!(
+        "iota_f32 over {n} elements: first {:?}, last {}; {} mismatches against the host",
+        &host[..4],
+        host[n - 1],
+        wrong
+    );
+    let mem = device.memory_stats();
+    println!(
+        "pool: {} B in use, {} B cached, peak {} B, hit rate {:.0}%",
+        mem.in_use_bytes,
+        mem.cached_bytes,
+        mem.peak_in_use_bytes,
+        mem.hit_rate() * 100.0
+    );
+    let ok = wrong == 0;
+    println!("\nsummary: {} on {} ({})", if ok { "PASSED" } else { "FAILED" }, device.info().name, device.info().arch);
+    Ok(ok)
+}

@@ -1,0 +1,396 @@
+//! The verification tiers (DESIGN.md "Where each thing is verified") and the GPU pack.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::root;
+
+/// NVRTC for the compile tier: the CUDA 13.0 wheel (no CUDA install needed).
+const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
+/// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
+const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
+
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+    lines: Vec<String>,
+}
+
+impl Tally {
+    fn tier(&mut self, name: &str, outcome: TierOutcome) {
+        let line = match outcome {
+            TierOutcome::Ran { passed, failed } => {
+                self.passed += passed;
+                self.failed += failed;
+                format!("{name}: ran, {passed} passed, {failed} failed")
+            }
+            TierOutcome::Broken(why) => {
+                self.failed += 1;
+                format!("{name}: FAILED to run: {why}")
+            }
+            TierOutcome::Skipped(why) => format!("{name}: skipped ({why})"),
+        };
+        println!("\n>>> {line}\n");
+        self.lines.push(line);
+    }
+}
+
+enum TierOutcome {
+    Ran { passed: u64, failed: u64 },
+    Broken(String),
+    Skipped(String),
+}
+
+/// Sums libtest's `test result:` lines.
+fn count_results(output: &str) -> (u64, u64) {
+    let mut totals = (0, 0);
+    for line in output.lines().filter(|l| l.contains("test result:")) {
+        let num = |word: &str| {
+            line.split(';')
+                .find(|part| part.trim_end().ends_with(word))
+                .and_then(|part| part.split_whitespace().rev().nth(1))
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        totals.0 += num("passed");
+        totals.1 += num("failed");
+    }
+    totals
+}
+
+/// Runs a command, echoing its output, and returns (success, stdout + stderr).
+fn run_echo(cmd: &mut Command) -> Result<(bool, String), String> {
+    let shown = format!("{cmd:?}");
+    println!("$ {shown}");
+    let out = cmd.stderr(Stdio::piped()).stdout(Stdio::piped()).output().map_err(|e| format!("{shown}: {e}"))?;
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    print!("{text}");
+    Ok((out.status.success(), text))
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn outcome_of(result: Result<(bool, String), String>) -> TierOutcome {
+    match result {
+        Err(e) => TierOutcome::Broken(e),
+        Ok((ok, text)) => {
+            let (passed, failed) = count_results(&text);
+            if !ok && failed == 0 {
+                TierOutcome::Broken("the command failed before reporting tests (see above)".into())
+            } else if passed + failed == 0 {
+                TierOutcome::Broken("no test ran".into())
+            } else {
+                TierOutcome::Ran { passed, failed }
+            }
+        }
+    }
+}
+
+/// The executables of one `cargo test --no-run` invocation, with their target names.
+fn test_executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+    let out = cargo()
+        .args(["test", "--no-run", "--message-format=json"])
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err("building the test binaries failed".into());
+    }
+    let mut exes = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(exe) = json_str(line, "\"executable\":\"") else { continue };
+        let name = json_str(line, "\"name\":\"").unwrap_or_default();
+        exes.push((name, PathBuf::from(exe)));
+    }
+    Ok(exes)
+}
+
+/// The string value following `key` in one line of cargo's JSON (paths hold no quotes).
+fn json_str(line: &str, key: &str) -> Option<String> {
+    let start = line.find(key)? + key.len();
+    let end = line[start..].find('"')? + start;
+    Some(line[start..end].to_string())
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn tools_dir() -> PathBuf {
+    root().join("target").join("tools")
+}
+
+/// Installs the NVRTC wheel into target/tools once; returns its lib folder.
+fn nvrtc_lib() -> Result<PathBuf, String> {
+    let target = tools_dir().join("nvrtc");
+    let lib = target.join("nvidia").join("cu13").join("lib");
+    if lib.join("libnvrtc.so.13").exists() {
+        return Ok(lib);
+    }
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("--version").output().is_ok())
+        .ok_or("python3 is needed to install the NVRTC wheel")?;
+    let (ok, _) = run_echo(
+        Command::new(python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
+            .arg(&target)
+            .arg(NVRTC_WHEEL),
+    )?;
+    if ok && lib.join("libnvrtc.so.13").exists() {
+        Ok(lib)
+    } else {
+        Err(format!("pip could not install {NVRTC_WHEEL}"))
+    }
+}
+
+fn with_ld_path(cmd: &mut Command, dir: &Path) {
+    let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+    cmd.env("LD_LIBRARY_PATH", if old.is_empty() { dir.display().to_string() } else { format!("{}:{old}", dir.display()) });
+}
+
+fn nvrtc_tier() -> TierOutcome {
+    let lib = match nvrtc_lib() {
+        Ok(lib) => lib,
+        Err(e) => return TierOutcome::Broken(e),
+    };
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", "rocm-device", "--features", "nvidia", "--test", "nvrtc_tier", "--", "--ignored", "--nocapture"]);
+    with_ld_path(&mut cmd, &lib);
+    outcome_of(run_echo(&mut cmd))
+}
+
+/// C probe printing the ROCm headers' values of what `rocm_device::amd_abi` holds.
+fn abi_probe_source() -> String {
+    let (_, fields) = rocm_device::amd_abi::device_prop_layout();
+    let mut s = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <hip/hip_runtime_api.h>\n#include <hip/hiprtc.h>\nint main(void) {\n",
+    );
+    for (key, expr) in [
+        ("HIP_SUCCESS", "hipSuccess"),
+        ("HIP_ERROR_OUT_OF_MEMORY", "hipErrorOutOfMemory"),
+        ("HIP_ERROR_NO_DEVICE", "hipErrorNoDevice"),
+        ("HIP_ERROR_NOT_FOUND", "hipErrorNotFound"),
+        ("HIP_STREAM_NON_BLOCKING", "hipStreamNonBlocking"),
+        ("HIPRTC_SUCCESS", "HIPRTC_SUCCESS"),
+    ] {
+        s += &format!("  printf(\"{key} %lu\\n\", (unsigned long)({expr}));\n");
+    }
+    s += "  printf(\"sizeof_hipDeviceProp_tR0600 %lu\\n\", (unsigned long)sizeof(hipDeviceProp_tR0600));\n";
+    for (field, _) in fields {
+        s += &format!("  printf(\"{field} %lu\\n\", (unsigned long)offsetof(hipDeviceProp_tR0600, {field}));\n");
+    }
+    s + "  return 0;\n}\n"
+}
+
+fn amd_tier() -> TierOutcome {
+    if !cfg!(target_os = "linux") {
+        return TierOutcome::Skipped("needs Linux".into());
+    }
+    if !is_root() {
+        return TierOutcome::Skipped("needs root to build and enter the chroot".into());
+    }
+    let script = root().join("xtask").join("scripts").join("amd-chroot.sh");
+    println!("AMD tier: preparing the ROCm chroot at {CHROOT_DIR} (first time: about a minute)");
+    match run_echo(Command::new("bash").arg(&script).arg(CHROOT_DIR)) {
+        Ok((true, _)) => {}
+        Ok((false, _)) => return TierOutcome::Broken("building the ROCm chroot failed".into()),
+        Err(e) => return TierOutcome::Broken(e),
+    }
+    let chroot = PathBuf::from(CHROOT_DIR);
+    // The header probe: built on the host with the chroot's headers, run on the host.
+    let work = root().join("target").join("amd-tier");
+    let prepare = || -> Result<PathBuf, String> {
+        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        std::fs::write(work.join("abi_probe.c"), abi_probe_source()).map_err(|e| e.to_string())?;
+        let (ok, _) = run_echo(
+            Command::new("cc")
+                .arg("-D__HIP_PLATFORM_AMD__")
+                .arg(format!("-I{}", chroot.join("usr/include").display()))
+                .arg(work.join("abi_probe.c"))
+                .arg("-o")
+                .arg(work.join("abi_probe")),
+        )?;
+        if !ok {
+            return Err("the ABI probe did not compile against the ROCm headers".into());
+        }
+        let out = Command::new(work.join("abi_probe")).output().map_err(|e| e.to_string())?;
+        std::fs::write(chroot.join("tmp/candle-rocm-abi.txt"), &out.stdout).map_err(|e| e.to_string())?;
+        let exes = test_executables(&["-p", "rocm-device", "--test", "amd_tier"])?;
+        let (_, exe) = exes.into_iter().find(|(n, _)| n == "amd_tier").ok_or("no amd_tier test binary")?;
+        let inside = chroot.join("tmp/candle-rocm-amd-tier");
+        std::fs::copy(&exe, &inside).map_err(|e| e.to_string())?;
+        Ok(inside)
+    };
+    if let Err(e) = prepare() {
+        return TierOutcome::Broken(e);
+    }
+    outcome_of(run_echo(
+        Command::new("chroot")
+            .arg(&chroot)
+            .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
+            .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
+            .args(["/tmp/candle-rocm-amd-tier", "--ignored", "--nocapture", "--test-threads=1"]),
+    ))
+}
+
+fn gpu_present() -> bool {
+    Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success())
+        || Path::new("/dev/kfd").exists()
+}
+
+/// `cargo xtask test [--skip-amd] [--skip-nvrtc]`.
+pub fn test(args: &[String]) -> Result<bool, String> {
+    let mut tally = Tally::default();
+    // (a) unit tests of the whole workspace
+    tally.tier("unit (cargo test --workspace)", outcome_of(run_echo(cargo().args(["test", "--workspace"]))));
+    // (b) NVRTC compile tier
+    if args.iter().any(|a| a == "--skip-nvrtc") {
+        tally.tier("NVRTC compile (sm_90)", TierOutcome::Skipped("--skip-nvrtc".into()));
+    } else {
+        tally.tier("NVRTC compile (sm_90)", nvrtc_tier());
+    }
+    // (c) AMD tier in the ROCm chroot
+    if args.iter().any(|a| a == "--skip-amd") {
+        tally.tier("AMD (hiprtc, ROCm 6.4 chroot)", TierOutcome::Skipped("--skip-amd".into()));
+    } else {
+        tally.tier("AMD (hiprtc, ROCm 6.4 chroot)", amd_tier());
+    }
+    // (d) GPU tests, where a GPU is present
+    if gpu_present() {
+        let mut cmd = cargo();
+        cmd.args(["test", "--workspace", "--features", "rocm-device/nvidia", "--", "--include-ignored"]);
+        tally.tier("GPU", outcome_of(run_echo(&mut cmd)));
+    } else {
+        tally.tier("GPU", TierOutcome::Skipped("no GPU on this machine; run cargo xtask gpu-pack and bash .gpu/run.sh on one".into()));
+    }
+    println!("== tiers ==");
+    for line in &tally.lines {
+        println!("  {line}");
+    }
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    Ok(tally.failed == 0)
+}
+
+const RUN_SH: &str = r#"#!/usr/bin/env bash
+# Runs the packed GPU suite: every test binary with --include-ignored, then the demo.
+# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
+export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
+wrap=()
+if [ "${1:-}" = "--sanitize" ]; then
+  wrap=(compute-sanitizer --tool "${2:-memcheck}" --error-exitcode 99)
+fi
+passed=0; failed=0
+for t in "$here"/tests/*; do
+  echo "== $(basename "$t")"
+  out=$("${wrap[@]}" "$t" --include-ignored --test-threads=1 2>&1); rc=$?
+  echo "$out"
+  p=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' | awk '{s+=$1} END {print s+0}')
+  f=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | awk '{s+=$1} END {print s+0}')
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+done
+echo "== demo"
+if "$here/xtask" demo; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
+"#;
+
+/// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
+pub fn gpu_pack() -> Result<bool, String> {
+    let out = root().join(".gpu");
+    let tests_dir = out.join("tests");
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| e.to_string())?;
+    }
+    std::fs::create_dir_all(&tests_dir).map_err(|e| e.to_string())?;
+    let exes = test_executables(&["--release", "--workspace", "--features", "rocm-device/nvidia"])?;
+    // The AMD tier needs the ROCm chroot; it has its own runner.
+    let mut packed = 0;
+    for (name, exe) in exes.iter().filter(|(n, _)| n != "amd_tier") {
+        packed += 1;
+        let stem = exe.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| name.clone());
+        let dest = tests_dir.join(stem);
+        std::fs::copy(exe, &dest).map_err(|e| e.to_string())?;
+        strip(&dest)?;
+    }
+    let (ok, _) = run_echo(cargo().args(["build", "--release", "-p", "xtask"]))?;
+    if !ok {
+        return Err("building the demo failed".into());
+    }
+    let demo = out.join("xtask");
+    std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
+    strip(&demo)?;
+    std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
+    let size: u64 = std::fs::read_dir(&tests_dir)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .chain(std::fs::read_dir(&out).map_err(|e| e.to_string())?.flatten())
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    println!("packed {} test binaries and the demo into {} ({:.1} MiB)", packed, out.display(), size as f64 / 1048576.0);
+    if size > 60 << 20 {
+        return Err("the pack exceeds 60 MiB; the GPU machine takes at most 64 MiB".into());
+    }
+    Ok(true)
+}
+
+fn strip(path: &Path) -> Result<(), String> {
+    match Command::new("strip").arg(path).status() {
+        Ok(s) if s.success() => Ok(()),
+        _ => {
+            println!("note: strip unavailable, {} left unstripped", path.display());
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libtest_summaries_are_counted() {
+        let out = "test result: ok. 19 passed; 0 failed; 0 ignored\nnoise\n\
+                   test result: FAILED. 3 passed; 1 failed; 0 ignored; 0 measured\n";
+        assert_eq!(count_results(out), (22, 1));
+        assert_eq!(count_results("nothing here"), (0, 0));
+    }
+
+    #[test]
+    fn a_failed_command_without_results_is_a_broken_tier() {
+        assert!(matches!(outcome_of(Ok((false, "error: could not compile".into()))), TierOutcome::Broken(_)));
+        assert!(matches!(outcome_of(Ok((true, String::new()))), TierOutcome::Broken(_)));
+        assert!(matches!(
+            outcome_of(Ok((false, "test result: FAILED. 1 passed; 2 failed;".into()))),
+            TierOutcome::Ran { passed: 1, failed: 2 }
+        ));
+    }
+
+    #[test]
+    fn the_abi_probe_names_every_checked_field() {
+        let src = abi_probe_source();
+        for key in ["hipErrorNoDevice", "offsetof(hipDeviceProp_tR0600, gcnArchName)", "sizeof(hipDeviceProp_tR0600)"] {
+            assert!(src.contains(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn cargo_json_paths_are_extracted() {
+        let line = r#"{"reason":"compiler-artifact","target":{"name":"gpu","kind":["test"]},"executable":"/x/target/debug/deps/gpu-1234"}"#;
+        assert_eq!(json_str(line, "\"executable\":\"").as_deref(), Some("/x/target/debug/deps/gpu-1234"));
+        assert_eq!(json_str(line, "\"name\":\"").as_deref(), Some("gpu"));
+    }
+}
