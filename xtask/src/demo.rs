@@ -68,17 +68,23 @@ pub fn run() -> Result<bool, String> {
         stats.disk_load_time.as_secs_f64() * 1e3,
         stats.module_load_time.as_secs_f64() * 1e3
     );
+    // Ten rounds, each with a fresh output buffer: the pool serves all but the first.
     let n = 1usize << 20;
-    let out = device.alloc_typed::<f32>(n).map_err(|e| e.to_string())?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(out.as_buffer()).push(1.0f32).push(0.5f32).push(n as u64);
-    device
-        .launch(&iota, LaunchConfig::for_elements(n as u64, device.info()), &mut args)
-        .map_err(|e| e.to_string())?;
-    let host = device.dtoh(&out).map_err(|e| e.to_string())?;
-    let wrong = host.iter().enumerate().filter(|(i, &v)| v != 1.0 + *i as f32 * 0.5).count();
+    let mut host = Vec::new();
+    let mut wrong = 0;
+    for round in 0..10 {
+        let out = device.alloc_typed::<f32>(n).map_err(|e| e.to_string())?;
+        let start = round as f32;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(out.as_buffer()).push(start).push(0.5f32).push(n as u64);
+        device
+            .launch(&iota, LaunchConfig::for_elements(n as u64, device.info()), &mut args)
+            .map_err(|e| e.to_string())?;
+        host = device.dtoh(&out).map_err(|e| e.to_string())?;
+        wrong += host.iter().enumerate().filter(|(i, &v)| v != start + *i as f32 * 0.5).count();
+    }
     println!(
-        "iota_f32 over {n} elements: first {:?}, last {}; {} mismatches against the host",
+        "iota_f32 over {n} elements, 10 rounds: last round first {:?}, last {}; {} mismatches against the host",
         &host[..4],
         host[n - 1],
         wrong

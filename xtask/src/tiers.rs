@@ -293,15 +293,19 @@ fi
 passed=0; failed=0
 for t in "$here"/tests/*; do
   echo "== $(basename "$t")"
-  out=$("${wrap[@]}" "$t" --include-ignored --test-threads=1 2>&1); rc=$?
+  out=$("${wrap[@]}" "$t" --include-ignored --test-threads=1 --nocapture 2>&1); rc=$?
   echo "$out"
   p=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' | awk '{s+=$1} END {print s+0}')
   f=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | awk '{s+=$1} END {print s+0}')
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   passed=$((passed + p)); failed=$((failed + f))
 done
-echo "== demo"
-if "$here/xtask" demo; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+# The demo twice on a fresh kernel cache: a cold compile, then a load from disk.
+demo_cache=$(mktemp -d)
+for pass in cold warm; do
+  echo "== demo ($pass kernel cache)"
+  if CANDLE_ROCM_CACHE_DIR=$demo_cache "$here/xtask" demo; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
 "#;
