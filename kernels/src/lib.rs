@@ -91,7 +91,10 @@ mod tests {
         let names: Vec<String> = FILL.entry_points().collect();
         assert_eq!(names.len(), FILL.ops.len() * DTYPES.len());
         assert!(names.contains(&"copy_strided_f8e4m3".to_string()));
-        assert_eq!(FILL.entry_point("fill", "bf16").as_deref(), Some("fill_bf16"));
+        assert_eq!(
+            FILL.entry_point("fill", "bf16").as_deref(),
+            Some("fill_bf16")
+        );
         assert_eq!(FILL.entry_point("fill", "q4k"), None);
         assert_eq!(FILL.entry_point("nope", "f32"), None);
     }

@@ -13,11 +13,20 @@ pub fn run() -> Result<bool, String> {
     println!("candle-rocm demo\n\n== discovery ==");
     let mut first: Option<(Platform, usize)> = None;
     for report in enumerate() {
-        println!("platform {}{}", report.platform, if report.built { "" } else { " (not built in)" });
+        println!(
+            "platform {}{}",
+            report.platform,
+            if report.built { "" } else { " (not built in)" }
+        );
         for lib in &report.libraries {
             match &lib.found {
                 Some(path) => println!("  library {:28} found: {path}", lib.role),
-                None => println!("  library {:28} MISSING (tried {}); {}", lib.role, lib.tried.join(", "), lib.hint),
+                None => println!(
+                    "  library {:28} MISSING (tried {}); {}",
+                    lib.role,
+                    lib.tried.join(", "),
+                    lib.hint
+                ),
             }
         }
         match &report.devices {
@@ -57,10 +66,16 @@ pub fn run() -> Result<bool, String> {
     println!("\n== smoke kernel on {platform} device {ordinal} ==");
     let device = Device::with_platform(platform, ordinal).map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let iota = device.function(&kernels::FILL, "iota_f32").map_err(|e| e.to_string())?;
+    let iota = device
+        .function(&kernels::FILL, "iota_f32")
+        .map_err(|e| e.to_string())?;
     let first_load = t.elapsed();
     let stats = device.compile_stats();
-    let how = if stats.compiled > 0 { "compiled" } else { "loaded from the disk cache" };
+    let how = if stats.compiled > 0 {
+        "compiled"
+    } else {
+        "loaded from the disk cache"
+    };
     println!(
         "module fill: {how} in {:.1} ms (compile {:.1} ms, cache read {:.2} ms, module load {:.2} ms)",
         first_load.as_secs_f64() * 1e3,
@@ -76,12 +91,23 @@ pub fn run() -> Result<bool, String> {
         let out = device.alloc_typed::<f32>(n).map_err(|e| e.to_string())?;
         let start = round as f32;
         let mut args = LaunchArgs::new();
-        args.push_buffer(out.as_buffer()).push(start).push(0.5f32).push(n as u64);
+        args.push_buffer(out.as_buffer())
+            .push(start)
+            .push(0.5f32)
+            .push(n as u64);
         device
-            .launch(&iota, LaunchConfig::for_elements(n as u64, device.info()), &mut args)
+            .launch(
+                &iota,
+                LaunchConfig::for_elements(n as u64, device.info()),
+                &mut args,
+            )
             .map_err(|e| e.to_string())?;
         host = device.dtoh(&out).map_err(|e| e.to_string())?;
-        wrong += host.iter().enumerate().filter(|(i, &v)| v != start + *i as f32 * 0.5).count();
+        wrong += host
+            .iter()
+            .enumerate()
+            .filter(|(i, &v)| v != start + *i as f32 * 0.5)
+            .count();
     }
     println!(
         "iota_f32 over {n} elements, 10 rounds: last round first {:?}, last {}; {} mismatches against the host",
@@ -98,6 +124,11 @@ pub fn run() -> Result<bool, String> {
         mem.hit_rate() * 100.0
     );
     let ok = wrong == 0;
-    println!("\nsummary: {} on {} ({})", if ok { "PASSED" } else { "FAILED" }, device.info().name, device.info().arch);
+    println!(
+        "\nsummary: {} on {} ({})",
+        if ok { "PASSED" } else { "FAILED" },
+        device.info().name,
+        device.info().arch
+    );
     Ok(ok)
 }

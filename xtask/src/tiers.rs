@@ -63,8 +63,16 @@ fn count_results(output: &str) -> (u64, u64) {
 fn run_echo(cmd: &mut Command) -> Result<(bool, String), String> {
     let shown = format!("{cmd:?}");
     println!("$ {shown}");
-    let out = cmd.stderr(Stdio::piped()).stdout(Stdio::piped()).output().map_err(|e| format!("{shown}: {e}"))?;
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .output()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     print!("{text}");
     Ok((out.status.success(), text))
 }
@@ -104,7 +112,9 @@ fn test_executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
     }
     let mut exes = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some(exe) = json_str(line, "\"executable\":\"") else { continue };
+        let Some(exe) = json_str(line, "\"executable\":\"") else {
+            continue;
+        };
         let name = json_str(line, "\"name\":\"").unwrap_or_default();
         exes.push((name, PathBuf::from(exe)));
     }
@@ -119,7 +129,10 @@ fn json_str(line: &str, key: &str) -> Option<String> {
 }
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 fn tools_dir() -> PathBuf {
@@ -139,7 +152,15 @@ fn nvrtc_lib() -> Result<PathBuf, String> {
         .ok_or("python3 is needed to install the NVRTC wheel")?;
     let (ok, _) = run_echo(
         Command::new(python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--target",
+            ])
             .arg(&target)
             .arg(NVRTC_WHEEL),
     )?;
@@ -152,7 +173,14 @@ fn nvrtc_lib() -> Result<PathBuf, String> {
 
 fn with_ld_path(cmd: &mut Command, dir: &Path) {
     let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-    cmd.env("LD_LIBRARY_PATH", if old.is_empty() { dir.display().to_string() } else { format!("{}:{old}", dir.display()) });
+    cmd.env(
+        "LD_LIBRARY_PATH",
+        if old.is_empty() {
+            dir.display().to_string()
+        } else {
+            format!("{}:{old}", dir.display())
+        },
+    );
 }
 
 fn nvrtc_tier() -> TierOutcome {
@@ -161,7 +189,18 @@ fn nvrtc_tier() -> TierOutcome {
         Err(e) => return TierOutcome::Broken(e),
     };
     let mut cmd = cargo();
-    cmd.args(["test", "-p", "rocm-device", "--features", "nvidia", "--test", "nvrtc_tier", "--", "--ignored", "--nocapture"]);
+    cmd.args([
+        "test",
+        "-p",
+        "rocm-device",
+        "--features",
+        "nvidia",
+        "--test",
+        "nvrtc_tier",
+        "--",
+        "--ignored",
+        "--nocapture",
+    ]);
     with_ld_path(&mut cmd, &lib);
     outcome_of(run_echo(&mut cmd))
 }
@@ -220,10 +259,16 @@ fn amd_tier() -> TierOutcome {
         if !ok {
             return Err("the ABI probe did not compile against the ROCm headers".into());
         }
-        let out = Command::new(work.join("abi_probe")).output().map_err(|e| e.to_string())?;
-        std::fs::write(chroot.join("tmp/candle-rocm-abi.txt"), &out.stdout).map_err(|e| e.to_string())?;
+        let out = Command::new(work.join("abi_probe"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        std::fs::write(chroot.join("tmp/candle-rocm-abi.txt"), &out.stdout)
+            .map_err(|e| e.to_string())?;
         let exes = test_executables(&["-p", "rocm-device", "--test", "amd_tier"])?;
-        let (_, exe) = exes.into_iter().find(|(n, _)| n == "amd_tier").ok_or("no amd_tier test binary")?;
+        let (_, exe) = exes
+            .into_iter()
+            .find(|(n, _)| n == "amd_tier")
+            .ok_or("no amd_tier test binary")?;
         let inside = chroot.join("tmp/candle-rocm-amd-tier");
         std::fs::copy(&exe, &inside).map_err(|e| e.to_string())?;
         Ok(inside)
@@ -236,12 +281,20 @@ fn amd_tier() -> TierOutcome {
             .arg(&chroot)
             .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
             .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
-            .args(["/tmp/candle-rocm-amd-tier", "--ignored", "--nocapture", "--test-threads=1"]),
+            .args([
+                "/tmp/candle-rocm-amd-tier",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]),
     ))
 }
 
 fn gpu_present() -> bool {
-    Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success())
+    Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| o.status.success())
         || Path::new("/dev/kfd").exists()
 }
 
@@ -249,26 +302,48 @@ fn gpu_present() -> bool {
 pub fn test(args: &[String]) -> Result<bool, String> {
     let mut tally = Tally::default();
     // (a) unit tests of the whole workspace
-    tally.tier("unit (cargo test --workspace)", outcome_of(run_echo(cargo().args(["test", "--workspace"]))));
+    tally.tier(
+        "unit (cargo test --workspace)",
+        outcome_of(run_echo(cargo().args(["test", "--workspace"]))),
+    );
     // (b) NVRTC compile tier
     if args.iter().any(|a| a == "--skip-nvrtc") {
-        tally.tier("NVRTC compile (sm_90)", TierOutcome::Skipped("--skip-nvrtc".into()));
+        tally.tier(
+            "NVRTC compile (sm_90)",
+            TierOutcome::Skipped("--skip-nvrtc".into()),
+        );
     } else {
         tally.tier("NVRTC compile (sm_90)", nvrtc_tier());
     }
     // (c) AMD tier in the ROCm chroot
     if args.iter().any(|a| a == "--skip-amd") {
-        tally.tier("AMD (hiprtc, ROCm 6.4 chroot)", TierOutcome::Skipped("--skip-amd".into()));
+        tally.tier(
+            "AMD (hiprtc, ROCm 6.4 chroot)",
+            TierOutcome::Skipped("--skip-amd".into()),
+        );
     } else {
         tally.tier("AMD (hiprtc, ROCm 6.4 chroot)", amd_tier());
     }
     // (d) GPU tests, where a GPU is present
     if gpu_present() {
         let mut cmd = cargo();
-        cmd.args(["test", "--workspace", "--features", "rocm-device/nvidia", "--", "--include-ignored"]);
+        cmd.args([
+            "test",
+            "--workspace",
+            "--features",
+            "rocm-device/nvidia",
+            "--",
+            "--include-ignored",
+        ]);
         tally.tier("GPU", outcome_of(run_echo(&mut cmd)));
     } else {
-        tally.tier("GPU", TierOutcome::Skipped("no GPU on this machine; run cargo xtask gpu-pack and bash .gpu/run.sh on one".into()));
+        tally.tier(
+            "GPU",
+            TierOutcome::Skipped(
+                "no GPU on this machine; run cargo xtask gpu-pack and bash .gpu/run.sh on one"
+                    .into(),
+            ),
+        );
     }
     println!("== tiers ==");
     for line in &tally.lines {
@@ -318,12 +393,20 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::remove_dir_all(&out).map_err(|e| e.to_string())?;
     }
     std::fs::create_dir_all(&tests_dir).map_err(|e| e.to_string())?;
-    let exes = test_executables(&["--release", "--workspace", "--features", "rocm-device/nvidia"])?;
+    let exes = test_executables(&[
+        "--release",
+        "--workspace",
+        "--features",
+        "rocm-device/nvidia",
+    ])?;
     // The AMD tier needs the ROCm chroot; it has its own runner.
     let mut packed = 0;
     for (name, exe) in exes.iter().filter(|(n, _)| n != "amd_tier") {
         packed += 1;
-        let stem = exe.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| name.clone());
+        let stem = exe
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| name.clone());
         let dest = tests_dir.join(stem);
         std::fs::copy(exe, &dest).map_err(|e| e.to_string())?;
         strip(&dest)?;
@@ -339,12 +422,21 @@ pub fn gpu_pack() -> Result<bool, String> {
     let size: u64 = std::fs::read_dir(&tests_dir)
         .map_err(|e| e.to_string())?
         .flatten()
-        .chain(std::fs::read_dir(&out).map_err(|e| e.to_string())?.flatten())
+        .chain(
+            std::fs::read_dir(&out)
+                .map_err(|e| e.to_string())?
+                .flatten(),
+        )
         .filter_map(|e| e.metadata().ok())
         .filter(|m| m.is_file())
         .map(|m| m.len())
         .sum();
-    println!("packed {} test binaries and the demo into {} ({:.1} MiB)", packed, out.display(), size as f64 / 1048576.0);
+    println!(
+        "packed {} test binaries and the demo into {} ({:.1} MiB)",
+        packed,
+        out.display(),
+        size as f64 / 1048576.0
+    );
     if size > 60 << 20 {
         return Err("the pack exceeds 60 MiB; the GPU machine takes at most 64 MiB".into());
     }
@@ -355,7 +447,10 @@ fn strip(path: &Path) -> Result<(), String> {
     match Command::new("strip").arg(path).status() {
         Ok(s) if s.success() => Ok(()),
         _ => {
-            println!("note: strip unavailable, {} left unstripped", path.display());
+            println!(
+                "note: strip unavailable, {} left unstripped",
+                path.display()
+            );
             Ok(())
         }
     }
@@ -375,18 +470,34 @@ mod tests {
 
     #[test]
     fn a_failed_command_without_results_is_a_broken_tier() {
-        assert!(matches!(outcome_of(Ok((false, "error: could not compile".into()))), TierOutcome::Broken(_)));
-        assert!(matches!(outcome_of(Ok((true, String::new()))), TierOutcome::Broken(_)));
         assert!(matches!(
-            outcome_of(Ok((false, "test result: FAILED. 1 passed; 2 failed;".into()))),
-            TierOutcome::Ran { passed: 1, failed: 2 }
+            outcome_of(Ok((false, "error: could not compile".into()))),
+            TierOutcome::Broken(_)
+        ));
+        assert!(matches!(
+            outcome_of(Ok((true, String::new()))),
+            TierOutcome::Broken(_)
+        ));
+        assert!(matches!(
+            outcome_of(Ok((
+                false,
+                "test result: FAILED. 1 passed; 2 failed;".into()
+            ))),
+            TierOutcome::Ran {
+                passed: 1,
+                failed: 2
+            }
         ));
     }
 
     #[test]
     fn the_abi_probe_names_every_checked_field() {
         let src = abi_probe_source();
-        for key in ["hipErrorNoDevice", "offsetof(hipDeviceProp_tR0600, gcnArchName)", "sizeof(hipDeviceProp_tR0600)"] {
+        for key in [
+            "hipErrorNoDevice",
+            "offsetof(hipDeviceProp_tR0600, gcnArchName)",
+            "sizeof(hipDeviceProp_tR0600)",
+        ] {
             assert!(src.contains(key), "{key}");
         }
     }
@@ -394,7 +505,10 @@ mod tests {
     #[test]
     fn cargo_json_paths_are_extracted() {
         let line = r#"{"reason":"compiler-artifact","target":{"name":"gpu","kind":["test"]},"executable":"/x/target/debug/deps/gpu-1234"}"#;
-        assert_eq!(json_str(line, "\"executable\":\"").as_deref(), Some("/x/target/debug/deps/gpu-1234"));
+        assert_eq!(
+            json_str(line, "\"executable\":\"").as_deref(),
+            Some("/x/target/debug/deps/gpu-1234")
+        );
         assert_eq!(json_str(line, "\"name\":\"").as_deref(), Some("gpu"));
     }
 }

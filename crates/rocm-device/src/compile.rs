@@ -28,7 +28,11 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     if std::env::var(DISABLE_CACHE_ENV).is_ok_and(|v| v == "1") {
         return None;
     }
-    let non_empty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     non_empty(CACHE_DIR_ENV)
         .or_else(|| non_empty("XDG_CACHE_HOME").map(|p| p.join("candle-rocm")))
         .or_else(|| non_empty("HOME").map(|p| p.join(".cache").join("candle-rocm")))
@@ -69,7 +73,13 @@ impl CompileRequest<'_> {
         let arch: String = self
             .arch
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || "_-+:.".contains(c) { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "_-+:.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         dir.join(arch).join(format!("{}.bin", self.cache_key()))
     }
@@ -124,7 +134,10 @@ fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!(".tmp-{}-{n}", std::process::id()));
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
     Ok((path, file))
 }
 
@@ -135,7 +148,11 @@ pub fn compile_cached(req: &CompileRequest<'_>, cache_dir: Option<&Path>) -> Res
     if let Some(path) = &path {
         if let Some(image) = read_entry(path) {
             tracing::debug!(module = req.module, arch = req.arch, "kernel cache hit");
-            return Ok(Compiled { image, origin: Origin::DiskCache, elapsed: start.elapsed() });
+            return Ok(Compiled {
+                image,
+                origin: Origin::DiskCache,
+                elapsed: start.elapsed(),
+            });
         }
         if path.exists() {
             tracing::warn!(path = %path.display(), "corrupt kernel cache entry: recompiling");
@@ -143,15 +160,25 @@ pub fn compile_cached(req: &CompileRequest<'_>, cache_dir: Option<&Path>) -> Res
     }
     let span = tracing::debug_span!("compile", module = req.module, arch = req.arch);
     let _enter = span.enter();
-    let image = req.platform.compile(req.module, req.source, req.arch, &req.options)?;
+    let image = req
+        .platform
+        .compile(req.module, req.source, req.arch, &req.options)?;
     let elapsed = start.elapsed();
-    tracing::debug!(ms = elapsed.as_millis() as u64, bytes = image.len(), "compiled");
+    tracing::debug!(
+        ms = elapsed.as_millis() as u64,
+        bytes = image.len(),
+        "compiled"
+    );
     if let Some(path) = &path {
         if let Err(e) = write_entry(path, &image) {
             tracing::warn!(path = %path.display(), "kernel cache not written: {e}");
         }
     }
-    Ok(Compiled { image, origin: Origin::Compiled, elapsed })
+    Ok(Compiled {
+        image,
+        origin: Origin::Compiled,
+        elapsed,
+    })
 }
 
 /// Compiles a kernel module for an explicit arch, no device needed (the AMD tier compiles
@@ -201,27 +228,57 @@ mod tests {
         let mut variants = vec![
             req("kernel ", "gfx942"),
             req("kernel", "gfx90a"),
-            CompileRequest { options: vec!["-O2".into()], ..req("kernel", "gfx942") },
-            CompileRequest { options: vec![], ..req("kernel", "gfx942") },
-            CompileRequest { compiler_version: "hiprtc 6.3".into(), ..req("kernel", "gfx942") },
-            CompileRequest { platform: Platform::Nvidia, ..req("kernel", "gfx942") },
+            CompileRequest {
+                options: vec!["-O2".into()],
+                ..req("kernel", "gfx942")
+            },
+            CompileRequest {
+                options: vec![],
+                ..req("kernel", "gfx942")
+            },
+            CompileRequest {
+                compiler_version: "hiprtc 6.3".into(),
+                ..req("kernel", "gfx942")
+            },
+            CompileRequest {
+                platform: Platform::Nvidia,
+                ..req("kernel", "gfx942")
+            },
         ];
         // Field boundaries matter: moving text between fields changes the key.
-        variants.push(CompileRequest { options: vec!["-O".into(), "3".into()], ..req("kernel", "gfx942") });
+        variants.push(CompileRequest {
+            options: vec!["-O".into(), "3".into()],
+            ..req("kernel", "gfx942")
+        });
         for v in &variants {
             assert_ne!(v.cache_key(), base.cache_key(), "{v:?}");
         }
         // The module name is a label, not an input.
-        assert_eq!(CompileRequest { module: "other", ..req("kernel", "gfx942") }.cache_key(), base.cache_key());
+        assert_eq!(
+            CompileRequest {
+                module: "other",
+                ..req("kernel", "gfx942")
+            }
+            .cache_key(),
+            base.cache_key()
+        );
     }
 
     #[test]
     fn cache_paths_sit_under_the_arch_folder() {
         let dir = Path::new("/c");
         let p = req("k", "gfx942:sramecc+:xnack-").cache_path(dir);
-        assert!(p.starts_with("/c/gfx942:sramecc+:xnack-"), "{}", p.display());
+        assert!(
+            p.starts_with("/c/gfx942:sramecc+:xnack-"),
+            "{}",
+            p.display()
+        );
         let p = req("k", "../evil").cache_path(dir);
-        assert!(p.starts_with("/c/.._evil"), "no path escapes the cache: {}", p.display());
+        assert!(
+            p.starts_with("/c/.._evil"),
+            "no path escapes the cache: {}",
+            p.display()
+        );
     }
 
     #[test]

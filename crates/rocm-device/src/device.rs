@@ -67,7 +67,10 @@ struct DeviceInner {
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         // No buffer is alive (each holds the device); hand the cache back to the driver.
-        let alloc = Allocator { raw: &*self.raw, stream: self.stream.handle };
+        let alloc = Allocator {
+            raw: &*self.raw,
+            stream: self.stream.handle,
+        };
         if let Err(e) = self.pool.release_cached(&alloc) {
             tracing::warn!("releasing the device cache failed: {e}");
         }
@@ -83,7 +86,14 @@ pub struct Device {
 
 impl fmt::Debug for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Device({} {}: {} {})", self.inner.info.platform, self.inner.info.ordinal, self.inner.info.name, self.inner.info.arch)
+        write!(
+            f,
+            "Device({} {}: {} {})",
+            self.inner.info.platform,
+            self.inner.info.ordinal,
+            self.inner.info.name,
+            self.inner.info.arch
+        )
     }
 }
 
@@ -132,7 +142,10 @@ impl Device {
             max_threads_per_block: p.max_threads_per_block,
             total_memory: p.total_memory,
         };
-        let stream = Stream { handle: raw.stream_create()?, raw: raw.clone() };
+        let stream = Stream {
+            handle: raw.stream_create()?,
+            raw: raw.clone(),
+        };
         let max_cached = std::env::var(POOL_MAX_CACHED_ENV)
             .ok()
             .and_then(|v| v.trim().parse().ok())
@@ -183,7 +196,10 @@ impl Device {
     }
 
     fn allocator(&self) -> Allocator<'_> {
-        Allocator { raw: &*self.inner.raw, stream: self.inner.stream.handle }
+        Allocator {
+            raw: &*self.inner.raw,
+            stream: self.inner.stream.handle,
+        }
     }
 
     /// Pool counters.
@@ -198,8 +214,16 @@ impl Device {
 
     /// An uninitialised buffer of `bytes` bytes (zero bytes: no allocation).
     pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        let block = if bytes == 0 { None } else { Some(self.inner.pool.alloc(&self.allocator(), bytes)?) };
-        Ok(Buffer { device: self.clone(), block, len: bytes })
+        let block = if bytes == 0 {
+            None
+        } else {
+            Some(self.inner.pool.alloc(&self.allocator(), bytes)?)
+        };
+        Ok(Buffer {
+            device: self.clone(),
+            block,
+            len: bytes,
+        })
     }
 
     /// A buffer of `bytes` zero bytes.
@@ -212,13 +236,21 @@ impl Device {
     /// An uninitialised buffer of `len` elements of `T`.
     pub fn alloc_typed<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let bytes = byte_len::<T>(len)?;
-        Ok(DeviceBuffer { buf: self.alloc(bytes)?, len, _t: PhantomData })
+        Ok(DeviceBuffer {
+            buf: self.alloc(bytes)?,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// `len` zero elements of `T`.
     pub fn alloc_zeroed_typed<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let bytes = byte_len::<T>(len)?;
-        Ok(DeviceBuffer { buf: self.alloc_zeroed(bytes)?, len, _t: PhantomData })
+        Ok(DeviceBuffer {
+            buf: self.alloc_zeroed(bytes)?,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// Uploads `data` into a new buffer.
@@ -239,7 +271,11 @@ impl Device {
         if buf.device.same_device(self) {
             Ok(())
         } else {
-            Err(Error::DeviceMismatch { op, left: format!("{self:?}"), right: format!("{:?}", buf.device) })
+            Err(Error::DeviceMismatch {
+                op,
+                left: format!("{self:?}"),
+                right: format!("{:?}", buf.device),
+            })
         }
     }
 
@@ -248,7 +284,10 @@ impl Device {
             Some(end) if end <= buf.len => Ok(()),
             _ => Err(Error::SizeMismatch {
                 op,
-                detail: format!("{bytes} bytes at offset {offset} of a {}-byte buffer", buf.len),
+                detail: format!(
+                    "{bytes} bytes at offset {offset} of a {}-byte buffer",
+                    buf.len
+                ),
             }),
         }
     }
@@ -260,7 +299,11 @@ impl Device {
         if src.is_empty() {
             return Ok(());
         }
-        self.inner.raw.memcpy_htod(dst.device_ptr() + dst_offset as u64, src, self.inner.stream.handle)
+        self.inner.raw.memcpy_htod(
+            dst.device_ptr() + dst_offset as u64,
+            src,
+            self.inner.stream.handle,
+        )
     }
 
     /// `dst.len()` bytes of `src` from `src_offset` to the host, after all queued work.
@@ -270,11 +313,22 @@ impl Device {
         if dst.is_empty() {
             return Ok(());
         }
-        self.inner.raw.memcpy_dtoh(dst, src.device_ptr() + src_offset as u64, self.inner.stream.handle)
+        self.inner.raw.memcpy_dtoh(
+            dst,
+            src.device_ptr() + src_offset as u64,
+            self.inner.stream.handle,
+        )
     }
 
     /// `bytes` bytes between two buffers of this device (queued on the stream).
-    pub fn copy_dtod(&self, src: &Buffer, src_offset: usize, dst: &Buffer, dst_offset: usize, bytes: usize) -> Result<()> {
+    pub fn copy_dtod(
+        &self,
+        src: &Buffer,
+        src_offset: usize,
+        dst: &Buffer,
+        dst_offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
         self.check_own("copy_dtod", src)?;
         self.check_own("copy_dtod", dst)?;
         Self::check_range("copy_dtod", src, src_offset, bytes)?;
@@ -297,12 +351,20 @@ impl Device {
         if bytes == 0 {
             return Ok(());
         }
-        self.inner.raw.memset_d8(dst.device_ptr() + offset as u64, value, bytes, self.inner.stream.handle)
+        self.inner.raw.memset_d8(
+            dst.device_ptr() + offset as u64,
+            value,
+            bytes,
+            self.inner.stream.handle,
+        )
     }
 
     /// A new event for timing or waiting on this device's stream.
     pub fn create_event(&self) -> Result<Event> {
-        Ok(Event { handle: self.inner.raw.event_create()?, raw: self.inner.raw.clone() })
+        Ok(Event {
+            handle: self.inner.raw.event_create()?,
+            raw: self.inner.raw.clone(),
+        })
     }
 
     /// The kernel compiler's version string (cached).
@@ -323,9 +385,19 @@ impl Device {
     }
 
     fn cached_module(&self, name: &str) -> Option<Arc<Module>> {
-        let found = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
+        let found = self
+            .inner
+            .modules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned();
         if found.is_some() {
-            self.inner.compile_stats.lock().unwrap_or_else(|p| p.into_inner()).memory_hits += 1;
+            self.inner
+                .compile_stats
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .memory_hits += 1;
         }
         found
     }
@@ -356,7 +428,11 @@ impl Device {
             functions: Mutex::default(),
         });
         {
-            let mut st = self.inner.compile_stats.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = self
+                .inner
+                .compile_stats
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             st.module_load_time += started.elapsed();
             match compiled.origin {
                 Origin::Compiled => {
@@ -381,11 +457,20 @@ impl Device {
 
     /// Module compile/load counters and times.
     pub fn compile_stats(&self) -> CompileStats {
-        *self.inner.compile_stats.lock().unwrap_or_else(|p| p.into_inner())
+        *self
+            .inner
+            .compile_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Queues `function` on the stream. Buffers named in `args` must belong to this handle.
-    pub fn launch(&self, function: &Function, config: LaunchConfig, args: &mut LaunchArgs) -> Result<()> {
+    pub fn launch(
+        &self,
+        function: &Function,
+        config: LaunchConfig,
+        args: &mut LaunchArgs,
+    ) -> Result<()> {
         if !Arc::ptr_eq(&function.module.raw, &self.inner.raw) {
             return Err(Error::DeviceMismatch {
                 op: "launch",
@@ -419,10 +504,14 @@ impl Device {
 }
 
 fn byte_len<T>(len: usize) -> Result<usize> {
-    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| Error::SizeMismatch {
-        op: "alloc",
-        detail: format!("{len} elements of {} bytes overflow", std::mem::size_of::<T>()),
-    })
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::SizeMismatch {
+            op: "alloc",
+            detail: format!(
+                "{len} elements of {} bytes overflow",
+                std::mem::size_of::<T>()
+            ),
+        })
 }
 
 /// Plain-data element types a typed buffer may hold.
@@ -430,7 +519,20 @@ pub trait DeviceRepr: bytemuck::Pod + Send + Sync + 'static {}
 macro_rules! device_repr {
     ($($t:ty),*) => { $(impl DeviceRepr for $t {})* };
 }
-device_repr!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, half::f16, half::bf16);
+device_repr!(
+    u8,
+    u16,
+    u32,
+    u64,
+    i8,
+    i16,
+    i32,
+    i64,
+    f32,
+    f64,
+    half::f16,
+    half::bf16
+);
 
 /// Device memory from the pool; goes back to the pool on drop.
 pub struct Buffer {
@@ -441,7 +543,13 @@ pub struct Buffer {
 
 impl fmt::Debug for Buffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Buffer({} bytes at {:#x} on {:?})", self.len, self.device_ptr(), self.device)
+        write!(
+            f,
+            "Buffer({} bytes at {:#x} on {:?})",
+            self.len,
+            self.device_ptr(),
+            self.device
+        )
     }
 }
 
@@ -479,7 +587,13 @@ pub struct DeviceBuffer<T> {
 
 impl<T> fmt::Debug for DeviceBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DeviceBuffer<{}>[{}] {:?}", std::any::type_name::<T>(), self.len, self.buf)
+        write!(
+            f,
+            "DeviceBuffer<{}>[{}] {:?}",
+            std::any::type_name::<T>(),
+            self.len,
+            self.buf
+        )
     }
 }
 
@@ -523,7 +637,10 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let done = self.raw.stream_synchronize(self.handle).and_then(|()| self.raw.stream_destroy(self.handle));
+        let done = self
+            .raw
+            .stream_synchronize(self.handle)
+            .and_then(|()| self.raw.stream_destroy(self.handle));
         if let Err(e) = done {
             tracing::warn!("destroying a stream failed: {e}");
         }
@@ -590,15 +707,22 @@ impl Module {
         let handle = match table.get(entry) {
             Some(&h) => h,
             None => {
-                let h = self.raw.module_function(self.handle, entry)?.ok_or_else(|| Error::FunctionNotFound {
-                    module: self.name.clone(),
-                    function: entry.to_string(),
-                })?;
+                let h = self
+                    .raw
+                    .module_function(self.handle, entry)?
+                    .ok_or_else(|| Error::FunctionNotFound {
+                        module: self.name.clone(),
+                        function: entry.to_string(),
+                    })?;
                 table.insert(entry.to_string(), h);
                 h
             }
         };
-        Ok(Function { module: self.clone(), handle, name: entry.to_string() })
+        Ok(Function {
+            module: self.clone(),
+            handle,
+            name: entry.to_string(),
+        })
     }
 }
 

@@ -23,7 +23,9 @@ pub enum Error {
     #[error("CANDLE_ROCM_PLATFORM={0:?} is not a platform: use `amd` or `nvidia`")]
     InvalidPlatform(String),
     /// A device ordinal past the number of devices.
-    #[error("device ordinal {ordinal} out of range: the {platform} platform has {count} device(s)")]
+    #[error(
+        "device ordinal {ordinal} out of range: the {platform} platform has {count} device(s)"
+    )]
     DeviceOutOfRange {
         platform: Platform,
         ordinal: usize,

@@ -54,7 +54,10 @@ impl KernelLayout {
             )));
         }
         let numel: u128 = dims.iter().map(|&d| d as u128).product();
-        let span: u128 = merged.iter().map(|&(d, s)| (d as u128 - 1) * s as u128).sum();
+        let span: u128 = merged
+            .iter()
+            .map(|&(d, s)| (d as u128 - 1) * s as u128)
+            .sum();
         let mut l = KernelLayout::zeroed();
         l.ndim = merged.len() as u32;
         l.fits_u32 = u32::from(numel <= u32::MAX as u128 && span <= u32::MAX as u128);
@@ -106,22 +109,38 @@ impl LaunchConfig {
     /// One block of `block` threads per row, `rows` rows (x first, then y for > 2^31-1).
     pub fn for_rows(rows: u64, block: u32) -> Result<Self> {
         let max_x = u64::from(i32::MAX as u32);
-        let (x, y) = if rows <= max_x { (rows, 1) } else { (max_x, rows.div_ceil(max_x)) };
+        let (x, y) = if rows <= max_x {
+            (rows, 1)
+        } else {
+            (max_x, rows.div_ceil(max_x))
+        };
         if y > 65_535 {
             return Err(Error::InvalidLaunch {
                 function: "-".into(),
                 reason: format!("{rows} rows exceed the grid"),
             });
         }
-        Ok(LaunchConfig { grid: [x.max(1) as u32, y as u32, 1], block: [block, 1, 1], shared_mem_bytes: 0 })
+        Ok(LaunchConfig {
+            grid: [x.max(1) as u32, y as u32, 1],
+            block: [block, 1, 1],
+            shared_mem_bytes: 0,
+        })
     }
 
     /// Checks the limits HIP and CUDA share, and the device's own.
     pub fn validate(&self, function: &str, info: &DeviceInfo) -> Result<()> {
-        let bad = |reason: String| Err(Error::InvalidLaunch { function: function.to_string(), reason });
+        let bad = |reason: String| {
+            Err(Error::InvalidLaunch {
+                function: function.to_string(),
+                reason,
+            })
+        };
         let threads: u64 = self.block.iter().map(|&b| u64::from(b)).product();
         if self.grid.contains(&0) || self.block.contains(&0) {
-            return bad(format!("empty grid {:?} or block {:?}", self.grid, self.block));
+            return bad(format!(
+                "empty grid {:?} or block {:?}",
+                self.grid, self.block
+            ));
         }
         if threads > u64::from(info.max_threads_per_block) {
             return bad(format!(
@@ -129,8 +148,15 @@ impl LaunchConfig {
                 info.max_threads_per_block
             ));
         }
-        if self.block[2] > 64 || self.grid[1] > 65_535 || self.grid[2] > 65_535 || self.grid[0] > i32::MAX as u32 {
-            return bad(format!("grid {:?} / block {:?} beyond the limits", self.grid, self.block));
+        if self.block[2] > 64
+            || self.grid[1] > 65_535
+            || self.grid[2] > 65_535
+            || self.grid[0] > i32::MAX as u32
+        {
+            return bad(format!(
+                "grid {:?} / block {:?} beyond the limits",
+                self.grid, self.block
+            ));
         }
         if self.shared_mem_bytes as usize > info.shared_mem_per_block {
             return bad(format!(
@@ -176,7 +202,10 @@ impl LaunchArgs {
         if byte_offset > buffer.len() {
             return Err(Error::SizeMismatch {
                 op: "kernel argument",
-                detail: format!("offset {byte_offset} past a buffer of {} bytes", buffer.len()),
+                detail: format!(
+                    "offset {byte_offset} past a buffer of {} bytes",
+                    buffer.len()
+                ),
             });
         }
         self.devices.push(buffer.device().id());
@@ -199,7 +228,10 @@ impl LaunchArgs {
 
     /// One pointer per slot, valid while `self` is not touched.
     pub(crate) fn param_ptrs(&mut self) -> Vec<*mut c_void> {
-        self.slots.iter_mut().map(|s| s.as_mut_ptr().cast::<c_void>()).collect()
+        self.slots
+            .iter_mut()
+            .map(|s| s.as_mut_ptr().cast::<c_void>())
+            .collect()
     }
 }
 
@@ -225,12 +257,21 @@ mod tests {
     #[test]
     fn layouts_merge_contiguous_dims_and_drop_unit_dims() {
         let l = KernelLayout::new(&[2, 3, 4], &[12, 4, 1], 5).unwrap();
-        assert_eq!((l.ndim, l.dims[0], l.strides[0], l.start, l.fits_u32), (1, 24, 1, 5, 1));
+        assert_eq!(
+            (l.ndim, l.dims[0], l.strides[0], l.start, l.fits_u32),
+            (1, 24, 1, 5, 1)
+        );
         // transposed: nothing to merge
         let t = KernelLayout::new(&[3, 2], &[1, 3], 0).unwrap();
-        assert_eq!((t.ndim, &t.dims[..2], &t.strides[..2]), (2, &[3u64, 2][..], &[1u64, 3][..]));
+        assert_eq!(
+            (t.ndim, &t.dims[..2], &t.strides[..2]),
+            (2, &[3u64, 2][..], &[1u64, 3][..])
+        );
         let b = KernelLayout::new(&[4, 1, 5], &[0, 99, 1], 0).unwrap(); // broadcast dim
-        assert_eq!((b.ndim, &b.dims[..2], &b.strides[..2]), (2, &[4u64, 5][..], &[0u64, 1][..]));
+        assert_eq!(
+            (b.ndim, &b.dims[..2], &b.strides[..2]),
+            (2, &[4u64, 5][..], &[0u64, 1][..])
+        );
         let scalar = KernelLayout::new(&[], &[], 7).unwrap();
         assert_eq!((scalar.ndim, scalar.offset(0)), (0, 7));
     }
@@ -244,7 +285,7 @@ mod tests {
         for a in 0..3 {
             for b in 0..4 {
                 for c in 0..5 {
-                    assert_eq!(l.offset(i), (2 + a * 1 + b * 15 + c * 3) as u64);
+                    assert_eq!(l.offset(i), (2 + a + b * 15 + c * 3) as u64);
                     i += 1;
                 }
             }
@@ -259,7 +300,9 @@ mod tests {
         assert_eq!(wide_span.fits_u32, 0);
         let dims = [2usize; 9];
         let strides: Vec<usize> = (0..9).map(|i| 1 << (2 * (9 - i))).collect();
-        let err = KernelLayout::new(&dims, &strides, 0).unwrap_err().to_string();
+        let err = KernelLayout::new(&dims, &strides, 0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("9 strided dims"), "{err}");
         assert!(KernelLayout::new(&[2], &[1, 1], 0).is_err());
     }
@@ -274,14 +317,20 @@ mod tests {
     #[test]
     fn arguments_pack_into_aligned_slots() {
         let mut args = LaunchArgs::new();
-        args.push(7u8).push(-2i64).push(1.5f32).push(half::bf16::from_f32(2.0));
+        args.push(7u8)
+            .push(-2i64)
+            .push(1.5f32)
+            .push(half::bf16::from_f32(2.0));
         let layout = KernelLayout::new(&[3, 4], &[4, 1], 1).unwrap();
         args.push(layout);
         assert_eq!(args.len(), 5);
         assert_eq!(args.bytes(0).unwrap()[0], 7);
         assert_eq!(args.bytes(1).unwrap(), &(-2i64).to_le_bytes());
         assert_eq!(&args.bytes(2).unwrap()[..4], &1.5f32.to_le_bytes());
-        assert_eq!(&args.bytes(3).unwrap()[..2], &half::bf16::from_f32(2.0).to_bits().to_le_bytes());
+        assert_eq!(
+            &args.bytes(3).unwrap()[..2],
+            &half::bf16::from_f32(2.0).to_bits().to_le_bytes()
+        );
         assert_eq!(args.bytes(4).unwrap(), bytemuck::bytes_of(&layout));
         let ptrs = args.param_ptrs();
         assert!(ptrs.iter().all(|p| (*p as usize) % 8 == 0));
@@ -295,11 +344,24 @@ mod tests {
         assert_eq!(LaunchConfig::for_elements(0, &dev).grid[0], 1);
         assert_eq!(LaunchConfig::for_elements(1 << 40, &dev).grid[0], 3200);
         c.validate("k", &dev).unwrap();
-        let too_wide = LaunchConfig { block: [2048, 1, 1], ..c };
-        assert!(too_wide.validate("k", &dev).unwrap_err().to_string().contains("2048 threads"));
-        let too_much_smem = LaunchConfig { shared_mem_bytes: 1 << 20, ..c };
+        let too_wide = LaunchConfig {
+            block: [2048, 1, 1],
+            ..c
+        };
+        assert!(too_wide
+            .validate("k", &dev)
+            .unwrap_err()
+            .to_string()
+            .contains("2048 threads"));
+        let too_much_smem = LaunchConfig {
+            shared_mem_bytes: 1 << 20,
+            ..c
+        };
         assert!(too_much_smem.validate("k", &dev).is_err());
-        let empty = LaunchConfig { grid: [0, 1, 1], ..c };
+        let empty = LaunchConfig {
+            grid: [0, 1, 1],
+            ..c
+        };
         assert!(empty.validate("k", &dev).is_err());
         let rows = LaunchConfig::for_rows(5_000_000_000, 64).unwrap();
         assert!(u64::from(rows.grid[0]) * u64::from(rows.grid[1]) >= 5_000_000_000);

@@ -21,8 +21,8 @@ mod platform;
 mod pool;
 
 pub use device::{
-    CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Module, Stream, Buffer,
-    POOL_MAX_CACHED_ENV, SYNC_LAUNCH_ENV,
+    Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Module,
+    Stream, POOL_MAX_CACHED_ENV, SYNC_LAUNCH_ENV,
 };
 pub use error::{Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
@@ -61,7 +61,12 @@ pub fn enumerate() -> Vec<PlatformReport> {
             } else {
                 Err(Error::PlatformNotBuilt(platform))
             };
-            PlatformReport { platform, built, libraries: platform.libraries(), devices }
+            PlatformReport {
+                platform,
+                built,
+                libraries: platform.libraries(),
+                devices,
+            }
         })
         .collect()
 }

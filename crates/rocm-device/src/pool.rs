@@ -96,7 +96,10 @@ pub(crate) struct Block {
 impl Pool {
     /// `max_cached_bytes`: past this, freed blocks go back to the driver.
     pub(crate) fn new(max_cached_bytes: usize) -> Self {
-        Self { state: Mutex::new(PoolState::default()), max_cached_bytes }
+        Self {
+            state: Mutex::new(PoolState::default()),
+            max_cached_bytes,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
@@ -149,7 +152,14 @@ impl Pool {
     fn oom(&self, raw: &dyn RawAllocator, requested: usize, released: usize) -> Error {
         let (free, total) = raw.mem_info().unwrap_or((0, 0));
         let (platform, ordinal) = raw.describe();
-        Error::OutOfMemory { platform, ordinal, requested, free, total, released }
+        Error::OutOfMemory {
+            platform,
+            ordinal,
+            requested,
+            free,
+            total,
+            released,
+        }
     }
 
     /// Takes a block back into the cache (or to the driver past the cache limit).
@@ -161,7 +171,10 @@ impl Pool {
                 true
             } else {
                 st.stats.cached_bytes += block.class;
-                st.free_lists.entry(block.class).or_default().push(block.ptr);
+                st.free_lists
+                    .entry(block.class)
+                    .or_default()
+                    .push(block.ptr);
                 false
             }
         };
@@ -293,7 +306,10 @@ mod tests {
         assert_eq!(a, b);
         let s = pool.stats();
         assert_eq!((s.hits, s.misses, s.driver_allocs), (1, 1, 1));
-        assert_eq!((s.in_use_bytes, s.cached_bytes, s.peak_in_use_bytes), (1024, 0, 1024));
+        assert_eq!(
+            (s.in_use_bytes, s.cached_bytes, s.peak_in_use_bytes),
+            (1024, 0, 1024)
+        );
         assert!((s.hit_rate() - 0.5).abs() < 1e-12);
     }
 
@@ -301,7 +317,9 @@ mod tests {
     fn accounting_tracks_in_use_cached_and_peak() {
         let dev = FakeDevice::new(1 << 24);
         let pool = Pool::new(usize::MAX);
-        let blocks: Vec<Block> = (1..=10).map(|i| pool.alloc(&dev, i * 1000).unwrap()).collect();
+        let blocks: Vec<Block> = (1..=10)
+            .map(|i| pool.alloc(&dev, i * 1000).unwrap())
+            .collect();
         let sum: usize = blocks.iter().map(|b| b.class).sum();
         let ptrs: HashSet<u64> = blocks.iter().map(|b| b.ptr).collect();
         assert_eq!(ptrs.len(), 10, "live blocks never alias");
@@ -310,12 +328,18 @@ mod tests {
             pool.free(&dev, b);
         }
         let s = pool.stats();
-        assert_eq!((s.in_use_bytes, s.cached_bytes, s.peak_in_use_bytes), (0, sum, sum));
+        assert_eq!(
+            (s.in_use_bytes, s.cached_bytes, s.peak_in_use_bytes),
+            (0, sum, sum)
+        );
         assert_eq!(pool.release_cached(&dev).unwrap(), sum);
         let s = pool.stats();
         assert_eq!((s.cached_bytes, s.driver_frees), (0, 10));
         assert_eq!(dev.used.get(), 0, "everything went back to the driver");
-        assert!(dev.quiesced.get() >= 1, "the stream is drained before driver frees");
+        assert!(
+            dev.quiesced.get() >= 1,
+            "the stream is drained before driver frees"
+        );
     }
 
     #[test]
@@ -327,10 +351,19 @@ mod tests {
         let b = pool.alloc(&dev, 3000).unwrap(); // class 3072: needs the cache released
         assert_eq!(b.class, 3072);
         let s = pool.stats();
-        assert_eq!((s.oom_recoveries, s.cached_bytes, s.in_use_bytes), (1, 0, 3072));
+        assert_eq!(
+            (s.oom_recoveries, s.cached_bytes, s.in_use_bytes),
+            (1, 0, 3072)
+        );
         let err = pool.alloc(&dev, 4000).unwrap_err();
         match err {
-            Error::OutOfMemory { requested, free, total, ordinal, .. } => {
+            Error::OutOfMemory {
+                requested,
+                free,
+                total,
+                ordinal,
+                ..
+            } => {
                 assert_eq!((requested, free, total, ordinal), (4096, 1024, 4096, 3));
             }
             other => panic!("expected OutOfMemory, got {other}"),
@@ -345,7 +378,10 @@ mod tests {
         let dev = FakeDevice::new(4096);
         let pool = Pool::new(usize::MAX);
         let err = pool.alloc(&dev, usize::MAX - 3).unwrap_err().to_string();
-        assert!(err.contains("out of device memory") && err.contains(&(usize::MAX - 3).to_string()), "{err}");
+        assert!(
+            err.contains("out of device memory") && err.contains(&(usize::MAX - 3).to_string()),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (no AMD GPU there). Every kernel module goes through the production hiprtc path for two
 //! wave64 and two wave32 archs; the loader must report "no device" as a typed error; the
 //! ABI values the amd platform passes must equal the ROCm headers'.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -13,15 +14,25 @@ const ARCHS: [&str; 4] = ["gfx90a", "gfx942", "gfx1100", "gfx1201"];
 #[test]
 #[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn every_module_compiles_through_hiprtc_for_wave64_and_wave32() {
-    let version = Platform::Amd.compiler_version().expect("hiprtc must load in the AMD tier");
+    let version = Platform::Amd
+        .compiler_version()
+        .expect("hiprtc must load in the AMD tier");
     println!("compiler: {version}");
     for arch in ARCHS {
         for module in kernels::ALL_MODULES {
             let compiled = compile_for_arch(Platform::Amd, module, arch, &[], None)
                 .unwrap_or_else(|e| panic!("{} for {arch}: {e}", module.name));
-            assert!(common::is_elf(&compiled.image), "{} for {arch}: not an ELF code object", module.name);
+            assert!(
+                common::is_elf(&compiled.image),
+                "{} for {arch}: not an ELF code object",
+                module.name
+            );
             let missing = common::missing_symbols(module, &compiled.image);
-            assert!(missing.is_empty(), "{} for {arch} lacks {missing:?}", module.name);
+            assert!(
+                missing.is_empty(),
+                "{} for {arch} lacks {missing:?}",
+                module.name
+            );
             println!(
                 "AMD tier: {arch:8} {:10} {:4} entry points {:8} bytes {:6.0} ms",
                 module.name,
@@ -60,10 +71,18 @@ fn rocm_kernels_bad_module() -> kernels::KernelModule {
 #[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn the_loader_reports_no_device_cleanly() {
     for lib in Platform::Amd.libraries() {
-        assert!(lib.found.is_some(), "{} not found; tried {:?}", lib.role, lib.tried);
+        assert!(
+            lib.found.is_some(),
+            "{} not found; tried {:?}",
+            lib.role,
+            lib.tried
+        );
     }
     match Platform::Amd.device_count() {
-        Err(Error::NoDevice { platform: Platform::Amd, detail }) => println!("no device: {detail}"),
+        Err(Error::NoDevice {
+            platform: Platform::Amd,
+            detail,
+        }) => println!("no device: {detail}"),
         other => panic!("expected NoDevice, got {other:?}"),
     }
     let err = Device::with_platform(Platform::Amd, 0).unwrap_err();
@@ -75,7 +94,8 @@ fn the_loader_reports_no_device_cleanly() {
 #[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn abi_values_match_the_rocm_headers() {
     // KEY VALUE lines printed by a C probe built against the chroot's ROCm headers.
-    let path = std::env::var("CANDLE_ROCM_ABI_PROBE").expect("CANDLE_ROCM_ABI_PROBE names the probe output");
+    let path = std::env::var("CANDLE_ROCM_ABI_PROBE")
+        .expect("CANDLE_ROCM_ABI_PROBE names the probe output");
     let text = std::fs::read_to_string(&path).expect("probe output readable");
     let header: std::collections::HashMap<&str, usize> = text
         .lines()
@@ -85,17 +105,29 @@ fn abi_values_match_the_rocm_headers() {
     use rocm_device::amd_abi as abi;
     let ours: Vec<(&str, usize)> = vec![
         ("HIP_SUCCESS", abi::HIP_SUCCESS as usize),
-        ("HIP_ERROR_OUT_OF_MEMORY", abi::HIP_ERROR_OUT_OF_MEMORY as usize),
+        (
+            "HIP_ERROR_OUT_OF_MEMORY",
+            abi::HIP_ERROR_OUT_OF_MEMORY as usize,
+        ),
         ("HIP_ERROR_NO_DEVICE", abi::HIP_ERROR_NO_DEVICE as usize),
         ("HIP_ERROR_NOT_FOUND", abi::HIP_ERROR_NOT_FOUND as usize),
-        ("HIP_STREAM_NON_BLOCKING", abi::HIP_STREAM_NON_BLOCKING as usize),
+        (
+            "HIP_STREAM_NON_BLOCKING",
+            abi::HIP_STREAM_NON_BLOCKING as usize,
+        ),
         ("HIPRTC_SUCCESS", abi::HIPRTC_SUCCESS as usize),
     ];
     let (size, fields) = abi::device_prop_layout();
-    let fields = fields.into_iter().map(|(f, off)| (f, off));
+    let fields = fields.into_iter();
     let mut checked = 0;
-    for (key, value) in ours.into_iter().chain(std::iter::once(("sizeof_hipDeviceProp_tR0600", size))).chain(fields) {
-        let h = header.get(key).unwrap_or_else(|| panic!("probe lacks {key}"));
+    for (key, value) in ours
+        .into_iter()
+        .chain(std::iter::once(("sizeof_hipDeviceProp_tR0600", size)))
+        .chain(fields)
+    {
+        let h = header
+            .get(key)
+            .unwrap_or_else(|| panic!("probe lacks {key}"));
         assert_eq!(*h, value, "{key}: header {h}, ours {value}");
         checked += 1;
     }

@@ -1,5 +1,6 @@
 //! GPU tests of the runtime: run on a real device through whichever platform is selected
 //! (`bash .gpu/run.sh` runs them on the lent NVIDIA GPU through the nvidia platform).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::OnceLock;
 
@@ -9,7 +10,9 @@ use rocm_device::{kernels, Device, DeviceRepr, Error, KernelLayout, LaunchArgs, 
 
 fn device() -> Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
-    DEVICE.get_or_init(|| Device::new(0).expect("a GPU (set CANDLE_ROCM_PLATFORM)")).clone()
+    DEVICE
+        .get_or_init(|| Device::new(0).expect("a GPU (set CANDLE_ROCM_PLATFORM)"))
+        .clone()
 }
 
 fn rng(seed: u64) -> rand::rngs::StdRng {
@@ -26,7 +29,11 @@ fn device_reports_its_properties() {
     assert!(i.warp_size == 32 || i.warp_size == 64);
     assert!(i.multiprocessor_count > 0 && i.shared_mem_per_block >= 16 * 1024);
     let (free, total) = d.memory_info().unwrap();
-    assert!(free <= total && total == i.total_memory, "{free} {total} {}", i.total_memory);
+    assert!(
+        free <= total && total == i.total_memory,
+        "{free} {total} {}",
+        i.total_memory
+    );
 }
 
 #[test]
@@ -40,7 +47,8 @@ fn round_trips_of_many_sizes() {
         assert_eq!(buf.len(), n);
         // device to device, then back
         let copy = d.alloc_typed::<u8>(n).unwrap();
-        d.copy_dtod(buf.as_buffer(), 0, copy.as_buffer(), 0, n).unwrap();
+        d.copy_dtod(buf.as_buffer(), 0, copy.as_buffer(), 0, n)
+            .unwrap();
         let back = d.dtoh(&copy).unwrap();
         assert!(back == host, "round trip of {n} bytes differs");
     }
@@ -64,7 +72,16 @@ fn copies_out_of_bounds_are_typed_errors() {
     let d = device();
     let buf = d.alloc(100).unwrap();
     let err = d.copy_htod(&[0u8; 10], &buf, 95).unwrap_err();
-    assert!(matches!(err, Error::SizeMismatch { op: "copy_htod", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::SizeMismatch {
+                op: "copy_htod",
+                ..
+            }
+        ),
+        "{err}"
+    );
     let mut out = [0u8; 8];
     assert!(d.copy_dtoh(&buf, usize::MAX, &mut out).is_err());
     assert!(d.memset(&buf, 50, 51, 0).is_err());
@@ -161,15 +178,28 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         for offset_elems in [0usize, 1] {
             let total = n + offset_elems;
             let buf = d.alloc_typed::<T>(total).unwrap();
-            d.memset(buf.as_buffer(), 0, total * size_of::<T>(), 0x5a).unwrap();
+            d.memset(buf.as_buffer(), 0, total * size_of::<T>(), 0x5a)
+                .unwrap();
             let value = T::sample(&mut r);
             let f = d.function(module, &format!("fill_{}", T::NAME)).unwrap();
             let mut args = LaunchArgs::new();
-            args.push_buffer_at(buf.as_buffer(), offset_elems * size_of::<T>()).unwrap().push(value).push(n as u64);
-            d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+            args.push_buffer_at(buf.as_buffer(), offset_elems * size_of::<T>())
+                .unwrap()
+                .push(value)
+                .push(n as u64);
+            d.launch(
+                &f,
+                LaunchConfig::for_elements(n as u64, d.info()),
+                &mut args,
+            )
+            .unwrap();
             let got = d.dtoh(&buf).unwrap();
             let poison: T = bytemuck::cast_slice::<u8, T>(&vec![0x5a; size_of::<T>()])[0];
-            assert!(got[..offset_elems].iter().all(|&v| v == poison), "fill_{} wrote before its start", T::NAME);
+            assert!(
+                got[..offset_elems].iter().all(|&v| v == poison),
+                "fill_{} wrote before its start",
+                T::NAME
+            );
             let bad = got[offset_elems..].iter().position(|&v| v != value);
             assert_eq!(bad, None, "fill_{} n={n} offset={offset_elems}", T::NAME);
         }
@@ -178,11 +208,24 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         let out = d.alloc_typed::<T>(n).unwrap();
         let f = d.function(module, &format!("iota_{}", T::NAME)).unwrap();
         let mut args = LaunchArgs::new();
-        args.push_buffer(out.as_buffer()).push(start).push(step).push(n as u64);
-        d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+        args.push_buffer(out.as_buffer())
+            .push(start)
+            .push(step)
+            .push(n as u64);
+        d.launch(
+            &f,
+            LaunchConfig::for_elements(n as u64, d.info()),
+            &mut args,
+        )
+        .unwrap();
         let got = d.dtoh(&out).unwrap();
         for (i, v) in got.iter().enumerate() {
-            assert_eq!(*v, T::iota(start, step, i as u64), "iota_{} at {i}", T::NAME);
+            assert_eq!(
+                *v,
+                T::iota(start, step, i as u64),
+                "iota_{} at {i}",
+                T::NAME
+            );
         }
         // contiguous copy of random data
         let host: Vec<T> = (0..n).map(|_| T::sample(&mut r)).collect();
@@ -190,8 +233,15 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         let dst = d.alloc_typed::<T>(n).unwrap();
         let f = d.function(module, &format!("copy_{}", T::NAME)).unwrap();
         let mut args = LaunchArgs::new();
-        args.push_buffer(src.as_buffer()).push_buffer(dst.as_buffer()).push(n as u64);
-        d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+        args.push_buffer(src.as_buffer())
+            .push_buffer(dst.as_buffer())
+            .push(n as u64);
+        d.launch(
+            &f,
+            LaunchConfig::for_elements(n as u64, d.info()),
+            &mut args,
+        )
+        .unwrap();
         assert!(d.dtoh(&dst).unwrap() == host, "copy_{} n={n}", T::NAME);
     }
     // strided copy: a transposed, offset view of a 3-d tensor
@@ -204,13 +254,28 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
     let n = dims.iter().product::<usize>();
     let dst = d.alloc_typed::<T>(n).unwrap();
     let layout = KernelLayout::new(&dims, &strides, start).unwrap();
-    let f = d.function(module, &format!("copy_strided_{}", T::NAME)).unwrap();
+    let f = d
+        .function(module, &format!("copy_strided_{}", T::NAME))
+        .unwrap();
     let mut args = LaunchArgs::new();
-    args.push_buffer(src.as_buffer()).push_buffer(dst.as_buffer()).push(n as u64).push(layout);
-    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+    args.push_buffer(src.as_buffer())
+        .push_buffer(dst.as_buffer())
+        .push(n as u64)
+        .push(layout);
+    d.launch(
+        &f,
+        LaunchConfig::for_elements(n as u64, d.info()),
+        &mut args,
+    )
+    .unwrap();
     let got = d.dtoh(&dst).unwrap();
     for (i, v) in got.iter().enumerate() {
-        assert_eq!(*v, host[layout.offset(i as u64) as usize], "copy_strided_{} at {i}", T::NAME);
+        assert_eq!(
+            *v,
+            host[layout.offset(i as u64) as usize],
+            "copy_strided_{} at {i}",
+            T::NAME
+        );
     }
 }
 
@@ -238,14 +303,29 @@ fn f8e4m3_kernels_fill_and_convert_like_the_reference() {
     let buf = d.alloc_typed::<u8>(n).unwrap();
     let f = d.function(&kernels::FILL, "fill_f8e4m3").unwrap();
     let mut args = LaunchArgs::new();
-    args.push_buffer(buf.as_buffer()).push(0x3cu8).push(n as u64);
-    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+    args.push_buffer(buf.as_buffer())
+        .push(0x3cu8)
+        .push(n as u64);
+    d.launch(
+        &f,
+        LaunchConfig::for_elements(n as u64, d.info()),
+        &mut args,
+    )
+    .unwrap();
     assert!(d.dtoh(&buf).unwrap().iter().all(|&b| b == 0x3c));
     // iota from 0.0 step 0.25 (0x00 and f8(0.25) = 0x28): exact for small i, then rounded.
     let f = d.function(&kernels::FILL, "iota_f8e4m3").unwrap();
     let mut args = LaunchArgs::new();
-    args.push_buffer(buf.as_buffer()).push(0x00u8).push(0x28u8).push(n as u64);
-    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+    args.push_buffer(buf.as_buffer())
+        .push(0x00u8)
+        .push(0x28u8)
+        .push(n as u64);
+    d.launch(
+        &f,
+        LaunchConfig::for_elements(n as u64, d.info()),
+        &mut args,
+    )
+    .unwrap();
     let got = d.dtoh(&buf).unwrap();
     for (i, &b) in got.iter().enumerate() {
         assert_eq!(b, f8e4m3_from_f32(i as f32 * 0.25), "f8 iota at {i}");
@@ -257,7 +337,11 @@ fn f8e4m3_from_f32(x: f32) -> u8 {
     let decode = |b: u8| -> f64 {
         let e = (b >> 3) & 0xf;
         let m = (b & 7) as f64;
-        if e == 0 { m * 2f64.powi(-9) } else { (1.0 + m / 8.0) * 2f64.powi(e as i32 - 7) }
+        if e == 0 {
+            m * 2f64.powi(-9)
+        } else {
+            (1.0 + m / 8.0) * 2f64.powi(e as i32 - 7)
+        }
     };
     let x = x as f64;
     let mut best = 0u8;
@@ -306,8 +390,16 @@ KERNEL void warp_sum(const float* x, float* out) {
         let slots = d.alloc_zeroed_typed::<T>(nslots as usize).unwrap();
         let f = m.function(&format!("acc_{name}")).unwrap();
         let mut args = LaunchArgs::new();
-        args.push_buffer(slots.as_buffer()).push(nslots).push(one).push(n);
-        d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+        args.push_buffer(slots.as_buffer())
+            .push(nslots)
+            .push(one)
+            .push(n);
+        d.launch(
+            &f,
+            LaunchConfig::for_elements(n as u64, d.info()),
+            &mut args,
+        )
+        .unwrap();
         let got = d.dtoh(&slots).unwrap();
         assert!(got.iter().all(|v| *v == expect), "acc_{name}: {got:?}");
     }
@@ -319,7 +411,15 @@ KERNEL void warp_sum(const float* x, float* out) {
     run(&d, &module, "f32", 1f32, 16.0, nslots, n);
     run(&d, &module, "f64", 1f64, 16.0, nslots, n);
     run(&d, &module, "f16", f16::ONE, f16::from_f32(16.0), nslots, n);
-    run(&d, &module, "bf16", bf16::ONE, bf16::from_f32(16.0), nslots, n);
+    run(
+        &d,
+        &module,
+        "bf16",
+        bf16::ONE,
+        bf16::from_f32(16.0),
+        nslots,
+        n,
+    );
     run(&d, &module, "f8e4m3", 0x38u8, 0x58u8, nslots, n); // 1.0 -> 16.0
 
     let warp = d.info().warp_size as usize;
@@ -329,8 +429,13 @@ KERNEL void warp_sum(const float* x, float* out) {
     let out = d.alloc_typed::<f32>(blocks * 256 / warp).unwrap();
     let f = module.function("warp_sum").unwrap();
     let mut args = LaunchArgs::new();
-    args.push_buffer(xs.as_buffer()).push_buffer(out.as_buffer());
-    let cfg = LaunchConfig { grid: [blocks as u32, 1, 1], block: [256, 1, 1], shared_mem_bytes: 0 };
+    args.push_buffer(xs.as_buffer())
+        .push_buffer(out.as_buffer());
+    let cfg = LaunchConfig {
+        grid: [blocks as u32, 1, 1],
+        block: [256, 1, 1],
+        shared_mem_bytes: 0,
+    };
     d.launch(&f, cfg, &mut args).unwrap();
     let got = d.dtoh(&out).unwrap();
     for (w, v) in got.iter().enumerate() {
@@ -345,7 +450,9 @@ fn a_missing_function_names_itself_and_its_module() {
     let d = device();
     let err = d.function(&kernels::FILL, "fill_q4k").unwrap_err();
     assert_eq!(err.to_string(), "module `fill` has no kernel `fill_q4k`");
-    let bad = d.load_source("broken_on_purpose", "KERNEL void k() { nope(); }").unwrap_err();
+    let bad = d
+        .load_source("broken_on_purpose", "KERNEL void k() { nope(); }")
+        .unwrap_err();
     assert!(matches!(bad, Error::Compile { .. }), "{bad}");
 }
 
@@ -357,7 +464,11 @@ fn invalid_launches_are_refused_before_the_driver() {
     let buf = d.alloc_typed::<f32>(16).unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(buf.as_buffer()).push(1f32).push(16u64);
-    let cfg = LaunchConfig { grid: [1, 1, 1], block: [4096, 1, 1], shared_mem_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid: [1, 1, 1],
+        block: [4096, 1, 1],
+        shared_mem_bytes: 0,
+    };
     let err = d.launch(&f, cfg, &mut args).unwrap_err();
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
     // A buffer of another device handle is refused.
@@ -365,7 +476,9 @@ fn invalid_launches_are_refused_before_the_driver() {
     let foreign = other.alloc_typed::<f32>(16).unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(foreign.as_buffer()).push(1f32).push(16u64);
-    let err = d.launch(&f, LaunchConfig::for_elements(16, d.info()), &mut args).unwrap_err();
+    let err = d
+        .launch(&f, LaunchConfig::for_elements(16, d.info()), &mut args)
+        .unwrap_err();
     assert!(matches!(err, Error::DeviceMismatch { .. }), "{err}");
 }
 
@@ -376,7 +489,11 @@ fn out_of_memory_is_a_typed_error_and_the_device_stays_usable() {
     let total = d.info().total_memory;
     let err = d.alloc(total * 2).unwrap_err();
     match &err {
-        Error::OutOfMemory { requested, total: t, .. } => {
+        Error::OutOfMemory {
+            requested,
+            total: t,
+            ..
+        } => {
             assert!(*requested >= total * 2 && *t == total, "{err}");
         }
         other => panic!("expected OutOfMemory, got {other}"),
@@ -415,10 +532,21 @@ fn eight_threads_allocate_launch_and_copy_concurrently() {
                     let out = d.alloc_typed::<i32>(n).unwrap();
                     let start = (t * 1000 + round) as i32;
                     let mut args = LaunchArgs::new();
-                    args.push_buffer(out.as_buffer()).push(start).push(1i32).push(n as u64);
-                    d.launch(&f, LaunchConfig::for_elements(n as u64, d.info()), &mut args).unwrap();
+                    args.push_buffer(out.as_buffer())
+                        .push(start)
+                        .push(1i32)
+                        .push(n as u64);
+                    d.launch(
+                        &f,
+                        LaunchConfig::for_elements(n as u64, d.info()),
+                        &mut args,
+                    )
+                    .unwrap();
                     let got = d.dtoh(&out).unwrap();
-                    assert!(got.iter().enumerate().all(|(i, &v)| v == start + i as i32), "thread {t} round {round}");
+                    assert!(
+                        got.iter().enumerate().all(|(i, &v)| v == start + i as i32),
+                        "thread {t} round {round}"
+                    );
                 }
             })
         })
@@ -437,7 +565,9 @@ fn events_time_a_kernel() {
     let f = d.function(&kernels::FILL, "fill_f32").unwrap();
     let (start, end) = (d.create_event().unwrap(), d.create_event().unwrap());
     let mut args = LaunchArgs::new();
-    args.push_buffer(buf.as_buffer()).push(2.5f32).push(n as u64);
+    args.push_buffer(buf.as_buffer())
+        .push(2.5f32)
+        .push(n as u64);
     let cfg = LaunchConfig::for_elements(n as u64 / 4, d.info());
     d.launch(&f, cfg, &mut args).unwrap(); // warm-up
     start.record(d.stream()).unwrap();
@@ -476,13 +606,26 @@ fn module_cache_misses_then_hits_in_a_second_process() {
     let dir = tempfile::tempdir().unwrap();
     let run = || {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_loads_the_fill_module", "--include-ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "child_loads_the_fill_module",
+                "--include-ignored",
+                "--nocapture",
+            ])
             .env("CANDLE_ROCM_CACHE_DIR", dir.path())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "child failed: {text}{}", String::from_utf8_lossy(&out.stderr));
-        let line = text.lines().find(|l| l.starts_with("CACHE-STATS")).expect("stats line").to_string();
+        assert!(
+            out.status.success(),
+            "child failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("CACHE-STATS"))
+            .expect("stats line")
+            .to_string();
         println!("{line}");
         line
     };
@@ -491,7 +634,10 @@ fn module_cache_misses_then_hits_in_a_second_process() {
     let second = run();
     assert!(second.contains("compiled=0 disk_hits=1"), "{second}");
     // A corrupt entry is recompiled, then healed.
-    let entry = walk(dir.path()).into_iter().find(|p| p.extension().is_some_and(|e| e == "bin")).unwrap();
+    let entry = walk(dir.path())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "bin"))
+        .unwrap();
     std::fs::write(&entry, b"garbage").unwrap();
     let third = run();
     assert!(third.contains("compiled=1 disk_hits=0"), "{third}");

@@ -1,5 +1,6 @@
 //! The NVRTC compile tier: every kernel module compiles for sm_90 through NVRTC (no GPU
 //! needed). `cargo xtask test` provides NVRTC from the nvidia-cuda-nvrtc wheel.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "nvidia")]
 
 mod common;
@@ -9,12 +10,18 @@ use rocm_device::{compile::compile_for_arch, kernels, Platform};
 #[test]
 #[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
 fn every_module_compiles_through_nvrtc_for_sm_90() {
-    let version = Platform::Nvidia.compiler_version().expect("NVRTC must load in this tier");
+    let version = Platform::Nvidia
+        .compiler_version()
+        .expect("NVRTC must load in this tier");
     println!("compiler: {version}");
     for module in kernels::ALL_MODULES {
         let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &[], None)
             .unwrap_or_else(|e| panic!("{}: {e}", module.name));
-        assert!(common::is_elf(&compiled.image), "{}: not a cubin", module.name);
+        assert!(
+            common::is_elf(&compiled.image),
+            "{}: not a cubin",
+            module.name
+        );
         let missing = common::missing_symbols(module, &compiled.image);
         assert!(missing.is_empty(), "{} lacks {missing:?}", module.name);
         println!(

@@ -9,7 +9,9 @@ use std::ptr;
 
 use cubecl_hip_sys as hip;
 
-use super::{find_library, AllocFailure, DevicePtr, DeviceProps, Handle, LibraryStatus, Platform, RawDevice};
+use super::{
+    find_library, AllocFailure, DeviceProps, DevicePtr, Handle, LibraryStatus, Platform, RawDevice,
+};
 use crate::error::{Error, Result};
 
 /// Enum values passed to or compared with HIP. The AMD tier compares each with the header.
@@ -29,10 +31,19 @@ pub mod abi {
             vec![
                 ("name", std::mem::offset_of!(P, name)),
                 ("totalGlobalMem", std::mem::offset_of!(P, totalGlobalMem)),
-                ("sharedMemPerBlock", std::mem::offset_of!(P, sharedMemPerBlock)),
+                (
+                    "sharedMemPerBlock",
+                    std::mem::offset_of!(P, sharedMemPerBlock),
+                ),
                 ("warpSize", std::mem::offset_of!(P, warpSize)),
-                ("maxThreadsPerBlock", std::mem::offset_of!(P, maxThreadsPerBlock)),
-                ("multiProcessorCount", std::mem::offset_of!(P, multiProcessorCount)),
+                (
+                    "maxThreadsPerBlock",
+                    std::mem::offset_of!(P, maxThreadsPerBlock),
+                ),
+                (
+                    "multiProcessorCount",
+                    std::mem::offset_of!(P, multiProcessorCount),
+                ),
                 ("gcnArchName", std::mem::offset_of!(P, gcnArchName)),
             ],
         )
@@ -86,7 +97,9 @@ fn c_string(ptr: *const c_char) -> String {
         return String::new();
     }
     // SAFETY: HIP returns static NUL-terminated strings for error names and messages.
-    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(ptr) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn check(call: &'static str, code: hip::hipError_t) -> Result<()> {
@@ -183,11 +196,18 @@ impl RtcProgram {
         let mut buf = vec![0u8; size];
         // SAFETY: `buf` holds `size` bytes, the size hiprtc asked for.
         unsafe { hip::hiprtcGetProgramLog(self.0, buf.as_mut_ptr().cast()) };
-        String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string()
+        String::from_utf8_lossy(&buf)
+            .trim_end_matches('\0')
+            .to_string()
     }
 }
 
-pub(crate) fn compile(module: &str, source: &str, arch: &str, options: &[String]) -> Result<Vec<u8>> {
+pub(crate) fn compile(
+    module: &str,
+    source: &str,
+    arch: &str,
+    options: &[String],
+) -> Result<Vec<u8>> {
     ensure_loaded()?;
     let to_c = |s: &str| {
         CString::new(s).map_err(|_| Error::Compiler {
@@ -204,7 +224,14 @@ pub(crate) fn compile(module: &str, source: &str, arch: &str, options: &[String]
     let mut program: hip::hiprtcProgram = ptr::null_mut();
     // SAFETY: valid C strings; no extra headers.
     let code = unsafe {
-        hip::hiprtcCreateProgram(&mut program, src.as_ptr(), name.as_ptr(), 0, ptr::null_mut(), ptr::null_mut())
+        hip::hiprtcCreateProgram(
+            &mut program,
+            src.as_ptr(),
+            name.as_ptr(),
+            0,
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
     };
     if code != abi::HIPRTC_SUCCESS {
         return Err(rtc_error("hiprtcCreateProgram", module, code));
@@ -242,7 +269,11 @@ pub(crate) struct HipDevice {
 }
 
 fn fixed_c_string(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -250,14 +281,20 @@ impl HipDevice {
     pub(crate) fn open(ordinal: usize) -> Result<Self> {
         let count = device_count()?;
         if ordinal >= count {
-            return Err(Error::DeviceOutOfRange { platform: Platform::Amd, ordinal, count });
+            return Err(Error::DeviceOutOfRange {
+                platform: Platform::Amd,
+                ordinal,
+                count,
+            });
         }
         init()?;
         let id = ordinal as i32;
         // SAFETY: hipDeviceProp_tR0600 is a plain C struct; all-zero is a valid value.
         let mut props: hip::hipDeviceProp_tR0600 = unsafe { std::mem::zeroed() };
         // SAFETY: `props` is a valid out-pointer of the R0600 layout this entry point fills.
-        check("hipGetDevicePropertiesR0600", unsafe { hip::hipGetDevicePropertiesR0600(&mut props, id) })?;
+        check("hipGetDevicePropertiesR0600", unsafe {
+            hip::hipGetDevicePropertiesR0600(&mut props, id)
+        })?;
         let props = DeviceProps {
             name: fixed_c_string(&props.name),
             arch: fixed_c_string(&props.gcnArchName),
@@ -272,7 +309,9 @@ impl HipDevice {
 
     fn bind(&self) -> Result<()> {
         // SAFETY: the ordinal was validated in `open`.
-        check("hipSetDevice", unsafe { hip::hipSetDevice(self.ordinal as i32) })
+        check("hipSetDevice", unsafe {
+            hip::hipSetDevice(self.ordinal as i32)
+        })
     }
 }
 
@@ -301,7 +340,9 @@ impl RawDevice for HipDevice {
         self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers.
-        check("hipMemGetInfo", unsafe { hip::hipMemGetInfo(&mut free, &mut total) })?;
+        check("hipMemGetInfo", unsafe {
+            hip::hipMemGetInfo(&mut free, &mut total)
+        })?;
         Ok((free, total))
     }
 
@@ -335,12 +376,16 @@ impl RawDevice for HipDevice {
     fn stream_destroy(&self, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: the stream was created on this device and is destroyed once.
-        check("hipStreamDestroy", unsafe { hip::hipStreamDestroy(stream(s)) })
+        check("hipStreamDestroy", unsafe {
+            hip::hipStreamDestroy(stream(s))
+        })
     }
     fn stream_synchronize(&self, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream handle.
-        check("hipStreamSynchronize", unsafe { hip::hipStreamSynchronize(stream(s)) })
+        check("hipStreamSynchronize", unsafe {
+            hip::hipStreamSynchronize(stream(s))
+        })
     }
 
     fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], s: Handle) -> Result<()> {
@@ -371,7 +416,9 @@ impl RawDevice for HipDevice {
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: `dst` holds `bytes` bytes (checked by the caller).
-        check("hipMemsetD8Async", unsafe { hip::hipMemsetD8Async(dptr(dst), value, bytes, stream(s)) })
+        check("hipMemsetD8Async", unsafe {
+            hip::hipMemsetD8Async(dptr(dst), value, bytes, stream(s))
+        })
     }
 
     fn event_create(&self) -> Result<Handle> {
@@ -384,16 +431,22 @@ impl RawDevice for HipDevice {
     fn event_record(&self, e: Handle, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: live event and stream of this device.
-        check("hipEventRecord", unsafe { hip::hipEventRecord(event(e), stream(s)) })
+        check("hipEventRecord", unsafe {
+            hip::hipEventRecord(event(e), stream(s))
+        })
     }
     fn event_synchronize(&self, e: Handle) -> Result<()> {
         // SAFETY: a live event.
-        check("hipEventSynchronize", unsafe { hip::hipEventSynchronize(event(e)) })
+        check("hipEventSynchronize", unsafe {
+            hip::hipEventSynchronize(event(e))
+        })
     }
     fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32> {
         let mut ms = 0f32;
         // SAFETY: live events; valid out-pointer.
-        check("hipEventElapsedTime", unsafe { hip::hipEventElapsedTime(&mut ms, event(start), event(end)) })?;
+        check("hipEventElapsedTime", unsafe {
+            hip::hipEventElapsedTime(&mut ms, event(start), event(end))
+        })?;
         Ok(ms)
     }
     fn event_destroy(&self, e: Handle) -> Result<()> {
@@ -405,20 +458,27 @@ impl RawDevice for HipDevice {
         self.bind()?;
         let mut m: hip::hipModule_t = ptr::null_mut();
         // SAFETY: `image` is a complete code object produced by hiprtc; HIP copies it.
-        check("hipModuleLoadData", unsafe { hip::hipModuleLoadData(&mut m, image.as_ptr().cast()) })?;
+        check("hipModuleLoadData", unsafe {
+            hip::hipModuleLoadData(&mut m, image.as_ptr().cast())
+        })?;
         Ok(m as Handle)
     }
     fn module_unload(&self, m: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: the module was loaded on this device and is unloaded once.
-        check("hipModuleUnload", unsafe { hip::hipModuleUnload(m as hip::hipModule_t) })
+        check("hipModuleUnload", unsafe {
+            hip::hipModuleUnload(m as hip::hipModule_t)
+        })
     }
     fn module_function(&self, m: Handle, name: &str) -> Result<Option<Handle>> {
-        let Ok(cname) = CString::new(name) else { return Ok(None) };
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
         self.bind()?;
         let mut f: hip::hipFunction_t = ptr::null_mut();
         // SAFETY: live module, valid C string and out-pointer.
-        let code = unsafe { hip::hipModuleGetFunction(&mut f, m as hip::hipModule_t, cname.as_ptr()) };
+        let code =
+            unsafe { hip::hipModuleGetFunction(&mut f, m as hip::hipModule_t, cname.as_ptr()) };
         if code == abi::HIP_ERROR_NOT_FOUND {
             return Ok(None);
         }

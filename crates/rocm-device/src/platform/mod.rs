@@ -274,8 +274,13 @@ pub(crate) trait RawDevice: Send + Sync {
     fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], stream: Handle) -> Result<()>;
     /// Device to host on `stream`; returns once `dst` holds the data.
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, stream: Handle) -> Result<()>;
-    fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: Handle)
-        -> Result<()>;
+    fn memcpy_dtod(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: Handle,
+    ) -> Result<()>;
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: Handle) -> Result<()>;
 
     fn event_create(&self) -> Result<Handle>;

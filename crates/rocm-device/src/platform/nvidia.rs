@@ -9,7 +9,9 @@ use std::ptr;
 use cudarc::driver::sys as cu;
 use cudarc::nvrtc::sys as rtc;
 
-use super::{find_library, AllocFailure, DevicePtr, DeviceProps, Handle, LibraryStatus, Platform, RawDevice};
+use super::{
+    find_library, AllocFailure, DeviceProps, DevicePtr, Handle, LibraryStatus, Platform, RawDevice,
+};
 use crate::error::{Error, Result};
 
 const DRIVER_HINT: &str = "install the NVIDIA driver (libcuda.so)";
@@ -26,7 +28,12 @@ pub(crate) fn libraries() -> Vec<LibraryStatus> {
     // would be reported as found and still fail.
     let none: [PathBuf; 0] = [];
     vec![
-        find_library("CUDA driver (libcuda)", &candidates("cuda"), &none, DRIVER_HINT),
+        find_library(
+            "CUDA driver (libcuda)",
+            &candidates("cuda"),
+            &none,
+            DRIVER_HINT,
+        ),
         find_library("NVRTC (libnvrtc)", &candidates("nvrtc"), &none, NVRTC_HINT),
     ]
 }
@@ -84,7 +91,9 @@ pub(crate) fn device_count() -> Result<usize> {
     check("cuInit", code)?;
     let mut count = 0;
     // SAFETY: valid out-pointer.
-    check("cuDeviceGetCount", unsafe { cu::cuDeviceGetCount(&mut count) })?;
+    check("cuDeviceGetCount", unsafe {
+        cu::cuDeviceGetCount(&mut count)
+    })?;
     if count <= 0 {
         return Err(Error::NoDevice {
             platform: Platform::Nvidia,
@@ -128,7 +137,8 @@ impl NvrtcProgram {
     fn log(&self) -> String {
         let mut size = 0usize;
         // SAFETY: valid program and out-pointer.
-        if unsafe { rtc::nvrtcGetProgramLogSize(self.0, &mut size) } != rtc::nvrtcResult::NVRTC_SUCCESS
+        if unsafe { rtc::nvrtcGetProgramLogSize(self.0, &mut size) }
+            != rtc::nvrtcResult::NVRTC_SUCCESS
             || size == 0
         {
             return String::new();
@@ -136,11 +146,18 @@ impl NvrtcProgram {
         let mut buf = vec![0u8; size];
         // SAFETY: `buf` holds the `size` bytes NVRTC asked for.
         unsafe { rtc::nvrtcGetProgramLog(self.0, buf.as_mut_ptr().cast()) };
-        String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string()
+        String::from_utf8_lossy(&buf)
+            .trim_end_matches('\0')
+            .to_string()
     }
 }
 
-pub(crate) fn compile(module: &str, source: &str, arch: &str, options: &[String]) -> Result<Vec<u8>> {
+pub(crate) fn compile(
+    module: &str,
+    source: &str,
+    arch: &str,
+    options: &[String],
+) -> Result<Vec<u8>> {
     ensure_nvrtc()?;
     let to_c = |s: &str| {
         CString::new(s).map_err(|_| Error::Compiler {
@@ -157,14 +174,22 @@ pub(crate) fn compile(module: &str, source: &str, arch: &str, options: &[String]
     let mut program: rtc::nvrtcProgram = ptr::null_mut();
     // SAFETY: valid C strings, no headers.
     let code = unsafe {
-        rtc::nvrtcCreateProgram(&mut program, src.as_ptr(), name.as_ptr(), 0, ptr::null(), ptr::null())
+        rtc::nvrtcCreateProgram(
+            &mut program,
+            src.as_ptr(),
+            name.as_ptr(),
+            0,
+            ptr::null(),
+            ptr::null(),
+        )
     };
     if code != rtc::nvrtcResult::NVRTC_SUCCESS {
         return Err(nvrtc_error("nvrtcCreateProgram", module, code));
     }
     let program = NvrtcProgram(program);
     // SAFETY: `opt_ptrs` holds valid C strings that outlive the call.
-    let code = unsafe { rtc::nvrtcCompileProgram(program.0, opt_ptrs.len() as i32, opt_ptrs.as_ptr()) };
+    let code =
+        unsafe { rtc::nvrtcCompileProgram(program.0, opt_ptrs.len() as i32, opt_ptrs.as_ptr()) };
     if code != rtc::nvrtcResult::NVRTC_SUCCESS {
         return Err(Error::Compile {
             module: module.to_string(),
@@ -206,16 +231,24 @@ impl CudaDevice {
     pub(crate) fn open(ordinal: usize) -> Result<Self> {
         let count = device_count()?;
         if ordinal >= count {
-            return Err(Error::DeviceOutOfRange { platform: Platform::Nvidia, ordinal, count });
+            return Err(Error::DeviceOutOfRange {
+                platform: Platform::Nvidia,
+                ordinal,
+                count,
+            });
         }
         init()?;
         let mut device: cu::CUdevice = 0;
         // SAFETY: valid out-pointer, ordinal in range.
-        check("cuDeviceGet", unsafe { cu::cuDeviceGet(&mut device, ordinal as i32) })?;
+        check("cuDeviceGet", unsafe {
+            cu::cuDeviceGet(&mut device, ordinal as i32)
+        })?;
         let attr = |a: cu::CUdevice_attribute| -> Result<i32> {
             let mut v = 0;
             // SAFETY: valid out-pointer and device.
-            check("cuDeviceGetAttribute", unsafe { cu::cuDeviceGetAttribute(&mut v, a, device) })?;
+            check("cuDeviceGetAttribute", unsafe {
+                cu::cuDeviceGetAttribute(&mut v, a, device)
+            })?;
             Ok(v)
         };
         use cu::CUdevice_attribute as A;
@@ -223,29 +256,45 @@ impl CudaDevice {
         let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
         let mut name = [0 as c_char; 256];
         // SAFETY: `name` holds 256 bytes, the length passed.
-        check("cuDeviceGetName", unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, device) })?;
+        check("cuDeviceGetName", unsafe {
+            cu::cuDeviceGetName(name.as_mut_ptr(), 256, device)
+        })?;
         let mut total = 0usize;
         // SAFETY: valid out-pointer.
-        check("cuDeviceTotalMem", unsafe { cu::cuDeviceTotalMem_v2(&mut total, device) })?;
+        check("cuDeviceTotalMem", unsafe {
+            cu::cuDeviceTotalMem_v2(&mut total, device)
+        })?;
         let props = DeviceProps {
             // SAFETY: cuDeviceGetName wrote a NUL-terminated string into `name`.
-            name: unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned(),
+            name: unsafe { CStr::from_ptr(name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned(),
             arch: format!("sm_{major}{minor}"),
             warp_size: attr(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)? as u32,
             multiprocessor_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
-            shared_mem_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as usize,
+            shared_mem_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?
+                as usize,
             max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
             total_memory: total,
         };
         let mut context: cu::CUcontext = ptr::null_mut();
         // SAFETY: valid out-pointer and device; released in Drop.
-        check("cuDevicePrimaryCtxRetain", unsafe { cu::cuDevicePrimaryCtxRetain(&mut context, device) })?;
-        Ok(Self { ordinal, context, device, props })
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            cu::cuDevicePrimaryCtxRetain(&mut context, device)
+        })?;
+        Ok(Self {
+            ordinal,
+            context,
+            device,
+            props,
+        })
     }
 
     fn bind(&self) -> Result<()> {
         // SAFETY: the retained primary context stays alive until Drop.
-        check("cuCtxSetCurrent", unsafe { cu::cuCtxSetCurrent(self.context) })
+        check("cuCtxSetCurrent", unsafe {
+            cu::cuCtxSetCurrent(self.context)
+        })
     }
 }
 
@@ -278,7 +327,9 @@ impl RawDevice for CudaDevice {
         self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers.
-        check("cuMemGetInfo", unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        check("cuMemGetInfo", unsafe {
+            cu::cuMemGetInfo_v2(&mut free, &mut total)
+        })?;
         Ok((free, total))
     }
 
@@ -312,12 +363,16 @@ impl RawDevice for CudaDevice {
     fn stream_destroy(&self, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: created here, destroyed once.
-        check("cuStreamDestroy", unsafe { cu::cuStreamDestroy_v2(stream(s)) })
+        check("cuStreamDestroy", unsafe {
+            cu::cuStreamDestroy_v2(stream(s))
+        })
     }
     fn stream_synchronize(&self, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream.
-        check("cuStreamSynchronize", unsafe { cu::cuStreamSynchronize(stream(s)) })
+        check("cuStreamSynchronize", unsafe {
+            cu::cuStreamSynchronize(stream(s))
+        })
     }
 
     fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], s: Handle) -> Result<()> {
@@ -341,12 +396,16 @@ impl RawDevice for CudaDevice {
     fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: both ranges hold `bytes` bytes (caller checked).
-        check("cuMemcpyDtoDAsync", unsafe { cu::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream(s)) })
+        check("cuMemcpyDtoDAsync", unsafe {
+            cu::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream(s))
+        })
     }
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: `dst` holds `bytes` bytes (caller checked).
-        check("cuMemsetD8Async", unsafe { cu::cuMemsetD8Async(dst, value, bytes, stream(s)) })
+        check("cuMemsetD8Async", unsafe {
+            cu::cuMemsetD8Async(dst, value, bytes, stream(s))
+        })
     }
 
     fn event_create(&self) -> Result<Handle> {
@@ -359,18 +418,24 @@ impl RawDevice for CudaDevice {
     fn event_record(&self, e: Handle, s: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: live event and stream of this context.
-        check("cuEventRecord", unsafe { cu::cuEventRecord(event(e), stream(s)) })
+        check("cuEventRecord", unsafe {
+            cu::cuEventRecord(event(e), stream(s))
+        })
     }
     fn event_synchronize(&self, e: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live event.
-        check("cuEventSynchronize", unsafe { cu::cuEventSynchronize(event(e)) })
+        check("cuEventSynchronize", unsafe {
+            cu::cuEventSynchronize(event(e))
+        })
     }
     fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32> {
         self.bind()?;
         let mut ms = 0f32;
         // SAFETY: live events, valid out-pointer.
-        check("cuEventElapsedTime", unsafe { cu::cuEventElapsedTime_v2(&mut ms, event(start), event(end)) })?;
+        check("cuEventElapsedTime", unsafe {
+            cu::cuEventElapsedTime_v2(&mut ms, event(start), event(end))
+        })?;
         Ok(ms)
     }
     fn event_destroy(&self, e: Handle) -> Result<()> {
@@ -383,16 +448,22 @@ impl RawDevice for CudaDevice {
         self.bind()?;
         let mut m: cu::CUmodule = ptr::null_mut();
         // SAFETY: `image` is a complete cubin from NVRTC; the driver copies it.
-        check("cuModuleLoadData", unsafe { cu::cuModuleLoadData(&mut m, image.as_ptr().cast()) })?;
+        check("cuModuleLoadData", unsafe {
+            cu::cuModuleLoadData(&mut m, image.as_ptr().cast())
+        })?;
         Ok(m as Handle)
     }
     fn module_unload(&self, m: Handle) -> Result<()> {
         self.bind()?;
         // SAFETY: loaded here, unloaded once.
-        check("cuModuleUnload", unsafe { cu::cuModuleUnload(m as cu::CUmodule) })
+        check("cuModuleUnload", unsafe {
+            cu::cuModuleUnload(m as cu::CUmodule)
+        })
     }
     fn module_function(&self, m: Handle, name: &str) -> Result<Option<Handle>> {
-        let Ok(cname) = CString::new(name) else { return Ok(None) };
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
         self.bind()?;
         let mut f: cu::CUfunction = ptr::null_mut();
         // SAFETY: live module, valid C string and out-pointer.
