@@ -15,6 +15,12 @@ fn device() -> Device {
         .clone()
 }
 
+/// A grid-stride launch over `n` items that must succeed.
+fn launch_1d(d: &Device, f: &rocm_device::Function, n: u64, args: &mut LaunchArgs) {
+    d.launch(f, LaunchConfig::for_elements(n, d.info()), args)
+        .unwrap_or_else(|e| panic!("{f:?}: {e}"));
+}
+
 fn rng(seed: u64) -> rand::rngs::StdRng {
     rand::rngs::StdRng::seed_from_u64(seed)
 }
@@ -118,18 +124,27 @@ int_value!(i16, "i16");
 int_value!(i32, "i32");
 int_value!(i64, "i64");
 
-impl TestValue for f32 {
-    const NAME: &'static str = "f32";
-    fn sample(r: &mut rand::rngs::StdRng) -> Self {
-        r.random_range(-100.0..100.0)
-    }
-    fn iota(start: Self, step: Self, i: u64) -> Self {
-        start + i as f32 * step
-    }
-    fn small(v: i8) -> Self {
-        v as f32
-    }
+macro_rules! float_value {
+    ($t:ty, $name:literal, $from:expr, $to:expr) => {
+        impl TestValue for $t {
+            const NAME: &'static str = $name;
+            fn sample(r: &mut rand::rngs::StdRng) -> Self {
+                $from(r.random_range(-100.0f32..100.0))
+            }
+            fn iota(start: Self, step: Self, i: u64) -> Self {
+                // The kernel computes in f32 for the narrow types, in T otherwise.
+                $from($to(start) + i as f32 * $to(step))
+            }
+            fn small(v: i8) -> Self {
+                $from(v as f32)
+            }
+        }
+    };
 }
+float_value!(f32, "f32", |x: f32| x, |x: f32| x);
+float_value!(f16, "f16", f16::from_f32, f16::to_f32);
+float_value!(bf16, "bf16", bf16::from_f32, bf16::to_f32);
+
 impl TestValue for f64 {
     const NAME: &'static str = "f64";
     fn sample(r: &mut rand::rngs::StdRng) -> Self {
@@ -140,30 +155,6 @@ impl TestValue for f64 {
     }
     fn small(v: i8) -> Self {
         v as f64
-    }
-}
-impl TestValue for f16 {
-    const NAME: &'static str = "f16";
-    fn sample(r: &mut rand::rngs::StdRng) -> Self {
-        f16::from_f32(r.random_range(-100.0..100.0))
-    }
-    fn iota(start: Self, step: Self, i: u64) -> Self {
-        f16::from_f32(start.to_f32() + i as f32 * step.to_f32())
-    }
-    fn small(v: i8) -> Self {
-        f16::from_f32(v as f32)
-    }
-}
-impl TestValue for bf16 {
-    const NAME: &'static str = "bf16";
-    fn sample(r: &mut rand::rngs::StdRng) -> Self {
-        bf16::from_f32(r.random_range(-100.0..100.0))
-    }
-    fn iota(start: Self, step: Self, i: u64) -> Self {
-        bf16::from_f32(start.to_f32() + i as f32 * step.to_f32())
-    }
-    fn small(v: i8) -> Self {
-        bf16::from_f32(v as f32)
     }
 }
 
@@ -187,12 +178,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
                 .unwrap()
                 .push(value)
                 .push(n as u64);
-            d.launch(
-                &f,
-                LaunchConfig::for_elements(n as u64, d.info()),
-                &mut args,
-            )
-            .unwrap();
+            launch_1d(&d, &f, n as u64, &mut args);
             let got = d.dtoh(&buf).unwrap();
             let poison: T = bytemuck::cast_slice::<u8, T>(&vec![0x5a; size_of::<T>()])[0];
             assert!(
@@ -212,12 +198,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
             .push(start)
             .push(step)
             .push(n as u64);
-        d.launch(
-            &f,
-            LaunchConfig::for_elements(n as u64, d.info()),
-            &mut args,
-        )
-        .unwrap();
+        launch_1d(&d, &f, n as u64, &mut args);
         let got = d.dtoh(&out).unwrap();
         for (i, v) in got.iter().enumerate() {
             assert_eq!(
@@ -236,12 +217,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         args.push_buffer(src.as_buffer())
             .push_buffer(dst.as_buffer())
             .push(n as u64);
-        d.launch(
-            &f,
-            LaunchConfig::for_elements(n as u64, d.info()),
-            &mut args,
-        )
-        .unwrap();
+        launch_1d(&d, &f, n as u64, &mut args);
         assert!(d.dtoh(&dst).unwrap() == host, "copy_{} n={n}", T::NAME);
     }
     // strided copy: a transposed, offset view of a 3-d tensor
@@ -262,12 +238,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         .push_buffer(dst.as_buffer())
         .push(n as u64)
         .push(layout);
-    d.launch(
-        &f,
-        LaunchConfig::for_elements(n as u64, d.info()),
-        &mut args,
-    )
-    .unwrap();
+    launch_1d(&d, &f, n as u64, &mut args);
     let got = d.dtoh(&dst).unwrap();
     for (i, v) in got.iter().enumerate() {
         assert_eq!(
@@ -306,12 +277,7 @@ fn f8e4m3_kernels_fill_and_convert_like_the_reference() {
     args.push_buffer(buf.as_buffer())
         .push(0x3cu8)
         .push(n as u64);
-    d.launch(
-        &f,
-        LaunchConfig::for_elements(n as u64, d.info()),
-        &mut args,
-    )
-    .unwrap();
+    launch_1d(&d, &f, n as u64, &mut args);
     assert!(d.dtoh(&buf).unwrap().iter().all(|&b| b == 0x3c));
     // iota from 0.0 step 0.25 (0x00 and f8(0.25) = 0x28): exact for small i, then rounded.
     let f = d.function(&kernels::FILL, "iota_f8e4m3").unwrap();
@@ -320,12 +286,7 @@ fn f8e4m3_kernels_fill_and_convert_like_the_reference() {
         .push(0x00u8)
         .push(0x28u8)
         .push(n as u64);
-    d.launch(
-        &f,
-        LaunchConfig::for_elements(n as u64, d.info()),
-        &mut args,
-    )
-    .unwrap();
+    launch_1d(&d, &f, n as u64, &mut args);
     let got = d.dtoh(&buf).unwrap();
     for (i, &b) in got.iter().enumerate() {
         assert_eq!(b, f8e4m3_from_f32(i as f32 * 0.25), "f8 iota at {i}");
@@ -394,12 +355,7 @@ KERNEL void warp_sum(const float* x, float* out) {
             .push(nslots)
             .push(one)
             .push(n);
-        d.launch(
-            &f,
-            LaunchConfig::for_elements(n as u64, d.info()),
-            &mut args,
-        )
-        .unwrap();
+        launch_1d(d, &f, n as u64, &mut args);
         let got = d.dtoh(&slots).unwrap();
         assert!(got.iter().all(|v| *v == expect), "acc_{name}: {got:?}");
     }
@@ -536,12 +492,7 @@ fn eight_threads_allocate_launch_and_copy_concurrently() {
                         .push(start)
                         .push(1i32)
                         .push(n as u64);
-                    d.launch(
-                        &f,
-                        LaunchConfig::for_elements(n as u64, d.info()),
-                        &mut args,
-                    )
-                    .unwrap();
+                    launch_1d(&d, &f, n as u64, &mut args);
                     let got = d.dtoh(&out).unwrap();
                     assert!(
                         got.iter().enumerate().all(|(i, &v)| v == start + i as i32),

@@ -10,7 +10,8 @@ use std::ptr;
 use cubecl_hip_sys as hip;
 
 use super::{
-    find_library, AllocFailure, DeviceProps, DevicePtr, Handle, LibraryStatus, Platform, RawDevice,
+    find_library, AllocFailure, CompileInputs, DeviceProps, DevicePtr, Handle, LibraryStatus,
+    Platform, RawDevice,
 };
 use crate::error::{Error, Result};
 
@@ -196,9 +197,7 @@ impl RtcProgram {
         let mut buf = vec![0u8; size];
         // SAFETY: `buf` holds `size` bytes, the size hiprtc asked for.
         unsafe { hip::hiprtcGetProgramLog(self.0, buf.as_mut_ptr().cast()) };
-        String::from_utf8_lossy(&buf)
-            .trim_end_matches('\0')
-            .to_string()
+        super::log_text(&buf)
     }
 }
 
@@ -209,25 +208,15 @@ pub(crate) fn compile(
     options: &[String],
 ) -> Result<Vec<u8>> {
     ensure_loaded()?;
-    let to_c = |s: &str| {
-        CString::new(s).map_err(|_| Error::Compiler {
-            compiler: "hiprtc",
-            call: "hiprtcCreateProgram",
-            module: module.to_string(),
-            message: "source or option holds a NUL byte".into(),
-        })
-    };
-    let src = to_c(source)?;
-    let name = to_c(&format!("{module}.hip"))?;
-    let opts: Vec<CString> = options.iter().map(|o| to_c(o)).collect::<Result<_>>()?;
-    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let inputs = CompileInputs::new("hiprtc", module, source, options)?;
+    let opt_ptrs = inputs.option_ptrs();
     let mut program: hip::hiprtcProgram = ptr::null_mut();
     // SAFETY: valid C strings; no extra headers.
     let code = unsafe {
         hip::hiprtcCreateProgram(
             &mut program,
-            src.as_ptr(),
-            name.as_ptr(),
+            inputs.source.as_ptr(),
+            inputs.name.as_ptr(),
             0,
             ptr::null_mut(),
             ptr::null_mut(),

@@ -169,6 +169,48 @@ pub fn selected_platform() -> Result<Platform> {
     }
 }
 
+/// The C strings a runtime compiler takes: source, file name, options.
+pub(crate) struct CompileInputs {
+    pub source: std::ffi::CString,
+    pub name: std::ffi::CString,
+    pub options: Vec<std::ffi::CString>,
+}
+
+impl CompileInputs {
+    pub(crate) fn new(
+        compiler: &'static str,
+        module: &str,
+        source: &str,
+        options: &[String],
+    ) -> Result<Self> {
+        let to_c = |s: &str| {
+            std::ffi::CString::new(s).map_err(|_| Error::Compiler {
+                compiler,
+                call: "create program",
+                module: module.to_string(),
+                message: "source or option holds a NUL byte".into(),
+            })
+        };
+        Ok(Self {
+            source: to_c(source)?,
+            name: to_c(&format!("{module}.hip"))?,
+            options: options.iter().map(|o| to_c(o)).collect::<Result<_>>()?,
+        })
+    }
+
+    /// Pointers to the options, valid while `self` lives.
+    pub(crate) fn option_ptrs(&self) -> Vec<*const std::ffi::c_char> {
+        self.options.iter().map(|o| o.as_ptr()).collect()
+    }
+}
+
+/// A compiler log buffer as text, without its terminating NULs.
+pub(crate) fn log_text(buf: &[u8]) -> String {
+    String::from_utf8_lossy(buf)
+        .trim_end_matches('\0')
+        .to_string()
+}
+
 /// Whether one library was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LibraryStatus {

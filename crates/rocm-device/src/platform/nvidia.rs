@@ -10,7 +10,8 @@ use cudarc::driver::sys as cu;
 use cudarc::nvrtc::sys as rtc;
 
 use super::{
-    find_library, AllocFailure, DeviceProps, DevicePtr, Handle, LibraryStatus, Platform, RawDevice,
+    find_library, AllocFailure, CompileInputs, DeviceProps, DevicePtr, Handle, LibraryStatus,
+    Platform, RawDevice,
 };
 use crate::error::{Error, Result};
 
@@ -146,9 +147,7 @@ impl NvrtcProgram {
         let mut buf = vec![0u8; size];
         // SAFETY: `buf` holds the `size` bytes NVRTC asked for.
         unsafe { rtc::nvrtcGetProgramLog(self.0, buf.as_mut_ptr().cast()) };
-        String::from_utf8_lossy(&buf)
-            .trim_end_matches('\0')
-            .to_string()
+        super::log_text(&buf)
     }
 }
 
@@ -159,25 +158,15 @@ pub(crate) fn compile(
     options: &[String],
 ) -> Result<Vec<u8>> {
     ensure_nvrtc()?;
-    let to_c = |s: &str| {
-        CString::new(s).map_err(|_| Error::Compiler {
-            compiler: "nvrtc",
-            call: "nvrtcCreateProgram",
-            module: module.to_string(),
-            message: "source or option holds a NUL byte".into(),
-        })
-    };
-    let src = to_c(source)?;
-    let name = to_c(&format!("{module}.hip"))?;
-    let opts: Vec<CString> = options.iter().map(|o| to_c(o)).collect::<Result<_>>()?;
-    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let inputs = CompileInputs::new("nvrtc", module, source, options)?;
+    let opt_ptrs = inputs.option_ptrs();
     let mut program: rtc::nvrtcProgram = ptr::null_mut();
     // SAFETY: valid C strings, no headers.
     let code = unsafe {
         rtc::nvrtcCreateProgram(
             &mut program,
-            src.as_ptr(),
-            name.as_ptr(),
+            inputs.source.as_ptr(),
+            inputs.name.as_ptr(),
             0,
             ptr::null(),
             ptr::null(),
