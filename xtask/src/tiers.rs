@@ -363,7 +363,8 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 wrap=()
 if [ "${1:-}" = "--sanitize" ]; then
-  wrap=(compute-sanitizer --tool "${2:-memcheck}" --error-exitcode 99)
+  # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
+  wrap=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
 fi
 passed=0; failed=0
 for t in "$here"/tests/*; do
@@ -372,7 +373,8 @@ for t in "$here"/tests/*; do
   echo "$out"
   p=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' | awk '{s+=$1} END {print s+0}')
   f=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | awk '{s+=$1} END {print s+0}')
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  # Under a sanitizer, a binary that never touches the GPU makes the tool exit non-zero.
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && ! echo "$out" | grep -q "terminated before first instrumented API call"; then f=1; fi
   passed=$((passed + p)); failed=$((failed + f))
 done
 # The demo twice on a fresh kernel cache: a cold compile, then a load from disk.
