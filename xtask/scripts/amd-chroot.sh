@@ -18,7 +18,7 @@ if [ ! -x "$root/usr/bin/apt-get" ]; then
   # A half-finished bootstrap cannot be resumed reliably: start over.
   rm -rf "$root"
   mkdir -p "$root"
-  debootstrap --variant=minbase sid "$root" http://deb.debian.org/debian >/dev/null
+  debootstrap --variant=minbase sid "$root" >/dev/null
 fi
 # The mirror may serve a sid Release file older than this machine's clock believes valid.
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
