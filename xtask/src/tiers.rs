@@ -298,6 +298,9 @@ fn gpu_present() -> bool {
         || Path::new("/dev/kfd").exists()
 }
 
+/// A tier that a flag can skip: (name, flag, runner).
+type OptionalTier = (&'static str, &'static str, fn() -> TierOutcome);
+
 /// `cargo xtask test [--skip-amd] [--skip-nvrtc]`.
 pub fn test(args: &[String]) -> Result<bool, String> {
     let mut tally = Tally::default();
@@ -306,23 +309,18 @@ pub fn test(args: &[String]) -> Result<bool, String> {
         "unit (cargo test --workspace)",
         outcome_of(run_echo(cargo().args(["test", "--workspace"]))),
     );
-    // (b) NVRTC compile tier
-    if args.iter().any(|a| a == "--skip-nvrtc") {
-        tally.tier(
-            "NVRTC compile (sm_90)",
-            TierOutcome::Skipped("--skip-nvrtc".into()),
-        );
-    } else {
-        tally.tier("NVRTC compile (sm_90)", nvrtc_tier());
-    }
-    // (c) AMD tier in the ROCm chroot
-    if args.iter().any(|a| a == "--skip-amd") {
-        tally.tier(
-            "AMD (hiprtc, ROCm 6.4 chroot)",
-            TierOutcome::Skipped("--skip-amd".into()),
-        );
-    } else {
-        tally.tier("AMD (hiprtc, ROCm 6.4 chroot)", amd_tier());
+    // (b) NVRTC compile tier, (c) AMD tier in the ROCm chroot; each can be skipped by flag.
+    let optional: [OptionalTier; 2] = [
+        ("NVRTC compile (sm_90)", "--skip-nvrtc", nvrtc_tier),
+        ("AMD (hiprtc, ROCm 6.4 chroot)", "--skip-amd", amd_tier),
+    ];
+    for (name, flag, run) in optional {
+        let outcome = if args.iter().any(|a| a == flag) {
+            TierOutcome::Skipped(flag.into())
+        } else {
+            run()
+        };
+        tally.tier(name, outcome);
     }
     // (d) GPU tests, where a GPU is present
     if gpu_present() {
