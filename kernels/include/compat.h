@@ -48,11 +48,6 @@ DEVICE f16_t f32_to_f16(float f) {
     f16_t r; r.bits = c.u; return r;
 }
 DEVICE double f16_to_f64(f16_t h) { return (double)f16_to_f32(h); }
-DEVICE f16_t f64_to_f16(double d) {
-    union { u16 u; _Float16 h; } c;
-    c.h = (_Float16)d;  // one rounding, as Rust's half::f16::from_f64
-    f16_t r; r.bits = c.u; return r;
-}
 #else
 DEVICE float f16_to_f32(f16_t h) {
     float f;
@@ -65,11 +60,6 @@ DEVICE f16_t f32_to_f16(float f) {
     return r;
 }
 DEVICE double f16_to_f64(f16_t h) { return (double)f16_to_f32(h); }
-DEVICE f16_t f64_to_f16(double d) {
-    f16_t r;
-    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r.bits) : "d"(d));
-    return r;
-}
 #endif
 
 // bf16 is the top half of an f32: portable bit arithmetic, round to nearest even, NaN kept quiet.
@@ -127,15 +117,107 @@ DEVICE f8e4m3_t f32_to_f8e4m3(float f) {
     return r;
 }
 
+// f64 -> bf16 as Rust's half::bf16::from_f64: the low 32 bits of the f64 are dropped first,
+// then the rest is rounded to nearest even (so a tie is judged on the truncated value).
+DEVICE bf16_t f64_to_bf16(double d) {
+    u64 bits = (u64)__double_as_longlong(d);
+    u32 x = (u32)(bits >> 32);
+    u32 sign = x & 0x80000000u;
+    u32 exp = x & 0x7ff00000u;
+    u32 man = x & 0x000fffffu;
+    bf16_t r;
+    if (exp == 0x7ff00000u) {
+        u32 nan_bit = (man == 0 && (u32)bits == 0) ? 0u : 0x40u;
+        r.bits = (u16)((sign >> 16) | 0x7f80u | nan_bit | (man >> 13));
+        return r;
+    }
+    u32 half_sign = sign >> 16;
+    i32 e = (i32)(exp >> 20) - 1023 + 127;
+    if (e >= 0xff) { r.bits = (u16)(half_sign | 0x7f80u); return r; }
+    if (e <= 0) {
+        if (7 - e > 21) { r.bits = (u16)half_sign; return r; }
+        u32 m = man | 0x00100000u;
+        u32 hm = m >> (14 - e);
+        u32 round_bit = 1u << (13 - e);
+        if ((m & round_bit) != 0 && (m & (3u * round_bit - 1u)) != 0) hm += 1;
+        r.bits = (u16)(half_sign | hm);
+        return r;
+    }
+    u32 out = half_sign | ((u32)e << 7) | (man >> 13);
+    u32 round_bit = 0x1000u;
+    if ((man & round_bit) != 0 && (man & (3u * round_bit - 1u)) != 0) out += 1;
+    r.bits = (u16)out;
+    return r;
+}
+
+// f64 -> f8e4m3 with one rounding (nearest even), as float8's F8E4M3::from_f64.
+DEVICE f8e4m3_t f64_to_f8e4m3(double d) {
+    u64 u = (u64)__double_as_longlong(d);
+    u8 sign = (u8)((u >> 56) & 0x80u);
+    u64 abs = u & 0x7fffffffffffffffull;
+    f8e4m3_t r;
+    if (abs > 0x7ff0000000000000ull) { r.bits = sign | 0x7fu; return r; }
+    if (abs >= 0x407c000000000000ull) { r.bits = sign | 0x7eu; return r; }  // >= 448 (and inf)
+    if (abs < 0x3f90000000000000ull) {
+        // below 2^-6: subnormal range, quantum 2^-9 (the scaling is exact)
+        double q = __longlong_as_double((long long)abs) * 512.0;
+        u32 m = (u32)q;
+        double rem = q - (double)m;
+        if (rem > 0.5 || (rem == 0.5 && (m & 1u))) m += 1;
+        r.bits = sign | (u8)m;
+        return r;
+    }
+    u32 exp = (u32)(abs >> 52) - 1016u;
+    u64 man = abs & 0xfffffffffffffull;
+    u32 keep = (u32)(man >> 49);
+    u64 rest = man & 0x1ffffffffffffull;
+    const u64 half_q = 0x1000000000000ull;
+    if (rest > half_q || (rest == half_q && (keep & 1u))) keep += 1;
+    u32 out = (exp << 3) + keep;
+    if (out > 0x7eu) out = 0x7eu;
+    r.bits = sign | (u8)out;
+    return r;
+}
+
 // ---------------------------------------------------------------------------------------------
-// Conversions used by templates: cvt<To>(from). Arithmetic on 16/8-bit floats goes through f32.
+// Float -> integer as Rust's `as`: truncate toward zero, saturate at the type's bounds, NaN -> 0.
+// (A plain C++ cast is undefined out of range and wraps on some paths.)
+// `lo` is the smallest value (exact in f64), `hi` the first power of two past the largest.
+template <typename I> struct IntBounds;
+#define CANDLE_ROCM_INT_BOUNDS(I, LO, HI, MAXV) \
+    template <> struct IntBounds<I> { static constexpr double lo = LO, hi = HI; static constexpr I max = MAXV; };
+CANDLE_ROCM_INT_BOUNDS(u8, 0.0, 256.0, 0xff)
+CANDLE_ROCM_INT_BOUNDS(u32, 0.0, 4294967296.0, 0xffffffffu)
+CANDLE_ROCM_INT_BOUNDS(i16, -32768.0, 32768.0, 0x7fff)
+CANDLE_ROCM_INT_BOUNDS(i32, -2147483648.0, 2147483648.0, 0x7fffffff)
+CANDLE_ROCM_INT_BOUNDS(i64, -9223372036854775808.0, 9223372036854775808.0, 0x7fffffffffffffffll)
+template <typename I> DEVICE I saturating_int(double x) {
+    if (x != x) return (I)0;
+    if (x <= IntBounds<I>::lo) return (I)IntBounds<I>::lo;
+    if (x >= IntBounds<I>::hi) return IntBounds<I>::max;
+    return (I)x;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions used by templates: cvt<To>(from), with the semantics of Candle's CPU backend
+// (Rust `as` between numbers, half/float8 for the narrow floats). Arithmetic on 16/8-bit
+// floats goes through f32.
 template <typename To, typename From> struct Cvt { static DEVICE To run(From x) { return (To)x; } };
+#define CANDLE_ROCM_FLOAT_TO_INT(I) \
+    template <> struct Cvt<I, float> { static DEVICE I run(float x) { return saturating_int<I>((double)x); } }; \
+    template <> struct Cvt<I, double> { static DEVICE I run(double x) { return saturating_int<I>(x); } };
+CANDLE_ROCM_FLOAT_TO_INT(u8)
+CANDLE_ROCM_FLOAT_TO_INT(u32)
+CANDLE_ROCM_FLOAT_TO_INT(i16)
+CANDLE_ROCM_FLOAT_TO_INT(i32)
+CANDLE_ROCM_FLOAT_TO_INT(i64)
+// Integers and f32 reach the narrow floats through f32, as the CPU backend's `v as f32` does.
 template <typename From> struct Cvt<f16_t, From> { static DEVICE f16_t run(From x) { return f32_to_f16((float)x); } };
 template <typename From> struct Cvt<bf16_t, From> { static DEVICE bf16_t run(From x) { return f32_to_bf16((float)x); } };
 template <typename From> struct Cvt<f8e4m3_t, From> { static DEVICE f8e4m3_t run(From x) { return f32_to_f8e4m3((float)x); } };
-template <typename To> struct Cvt<To, f16_t> { static DEVICE To run(f16_t x) { return (To)f16_to_f32(x); } };
-template <typename To> struct Cvt<To, bf16_t> { static DEVICE To run(bf16_t x) { return (To)bf16_to_f32(x); } };
-template <typename To> struct Cvt<To, f8e4m3_t> { static DEVICE To run(f8e4m3_t x) { return (To)f8e4m3_to_f32(x); } };
+template <typename To> struct Cvt<To, f16_t> { static DEVICE To run(f16_t x) { return Cvt<To, float>::run(f16_to_f32(x)); } };
+template <typename To> struct Cvt<To, bf16_t> { static DEVICE To run(bf16_t x) { return Cvt<To, float>::run(bf16_to_f32(x)); } };
+template <typename To> struct Cvt<To, f8e4m3_t> { static DEVICE To run(f8e4m3_t x) { return Cvt<To, float>::run(f8e4m3_to_f32(x)); } };
 template <> struct Cvt<f16_t, f16_t> { static DEVICE f16_t run(f16_t x) { return x; } };
 template <> struct Cvt<bf16_t, bf16_t> { static DEVICE bf16_t run(bf16_t x) { return x; } };
 template <> struct Cvt<f8e4m3_t, f8e4m3_t> { static DEVICE f8e4m3_t run(f8e4m3_t x) { return x; } };
@@ -148,7 +230,14 @@ CANDLE_ROCM_NARROW_CVT(bf16_t, f16_t, f32_to_bf16, f16_to_f32)
 CANDLE_ROCM_NARROW_CVT(bf16_t, f8e4m3_t, f32_to_bf16, f8e4m3_to_f32)
 CANDLE_ROCM_NARROW_CVT(f8e4m3_t, f16_t, f32_to_f8e4m3, f16_to_f32)
 CANDLE_ROCM_NARROW_CVT(f8e4m3_t, bf16_t, f32_to_f8e4m3, bf16_to_f32)
-template <> struct Cvt<f16_t, double> { static DEVICE f16_t run(double x) { return f64_to_f16(x); } };
+// From f64: f16 goes through f32 as half does on x86 (F16C), bf16 and f8e4m3 directly.
+template <> struct Cvt<f16_t, double> { static DEVICE f16_t run(double x) { return f32_to_f16((float)x); } };
+template <> struct Cvt<bf16_t, double> { static DEVICE bf16_t run(double x) { return f64_to_bf16(x); } };
+template <> struct Cvt<f8e4m3_t, double> { static DEVICE f8e4m3_t run(double x) { return f64_to_f8e4m3(x); } };
+// To f64 from a narrow float: exact through f32.
+template <> struct Cvt<double, f16_t> { static DEVICE double run(f16_t x) { return (double)f16_to_f32(x); } };
+template <> struct Cvt<double, bf16_t> { static DEVICE double run(bf16_t x) { return (double)bf16_to_f32(x); } };
+template <> struct Cvt<double, f8e4m3_t> { static DEVICE double run(f8e4m3_t x) { return (double)f8e4m3_to_f32(x); } };
 template <typename To, typename From> DEVICE To cvt(From x) { return Cvt<To, From>::run(x); }
 
 // The type arithmetic on T is done in: f32 for the narrow floats, T itself otherwise.
@@ -223,6 +312,95 @@ DEVICE void atomic_add(f8e4m3_t* a, f8e4m3_t v) { atomic_update_u8(&a->bits, Add
 
 // ---------------------------------------------------------------------------------------------
 // Dtype list for instantiation: M(name, type), names as Candle's DType::as_str.
-#define CANDLE_ROCM_FOR_EACH_DTYPE(M) \
-    M(u8, u8) M(u32, u32) M(i16, i16) M(i32, i32) M(i64, i64) \
-    M(bf16, bf16_t) M(f16, f16_t) M(f32, float) M(f64, double) M(f8e4m3, f8e4m3_t)
+// A module may be compiled for one dtype only (the runtime defines CANDLE_ROCM_DTYPE_FILTER and
+// CANDLE_ROCM_ONLY_<dtype>), so a program pays the compile time of the dtypes it uses.
+#if defined(CANDLE_ROCM_DTYPE_FILTER)
+#define CANDLE_ROCM_KEEP(NAME) CANDLE_ROCM_KEEP_##NAME
+#else
+#define CANDLE_ROCM_KEEP(NAME) CANDLE_ROCM_KEEP_ALL
+#endif
+#define CANDLE_ROCM_KEEP_ALL(x) x
+#if defined(CANDLE_ROCM_ONLY_u8)
+#define CANDLE_ROCM_KEEP_u8(x) x
+#else
+#define CANDLE_ROCM_KEEP_u8(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_u32)
+#define CANDLE_ROCM_KEEP_u32(x) x
+#else
+#define CANDLE_ROCM_KEEP_u32(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_i16)
+#define CANDLE_ROCM_KEEP_i16(x) x
+#else
+#define CANDLE_ROCM_KEEP_i16(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_i32)
+#define CANDLE_ROCM_KEEP_i32(x) x
+#else
+#define CANDLE_ROCM_KEEP_i32(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_i64)
+#define CANDLE_ROCM_KEEP_i64(x) x
+#else
+#define CANDLE_ROCM_KEEP_i64(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_bf16)
+#define CANDLE_ROCM_KEEP_bf16(x) x
+#else
+#define CANDLE_ROCM_KEEP_bf16(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_f16)
+#define CANDLE_ROCM_KEEP_f16(x) x
+#else
+#define CANDLE_ROCM_KEEP_f16(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_f32)
+#define CANDLE_ROCM_KEEP_f32(x) x
+#else
+#define CANDLE_ROCM_KEEP_f32(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_f64)
+#define CANDLE_ROCM_KEEP_f64(x) x
+#else
+#define CANDLE_ROCM_KEEP_f64(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_f8e4m3)
+#define CANDLE_ROCM_KEEP_f8e4m3(x) x
+#else
+#define CANDLE_ROCM_KEEP_f8e4m3(x)
+#endif
+#define CANDLE_ROCM_FOR_EACH_INT(M)                                                  \
+    CANDLE_ROCM_KEEP(u8)(M(u8, u8)) CANDLE_ROCM_KEEP(u32)(M(u32, u32))               \
+    CANDLE_ROCM_KEEP(i16)(M(i16, i16)) CANDLE_ROCM_KEEP(i32)(M(i32, i32))            \
+    CANDLE_ROCM_KEEP(i64)(M(i64, i64))
+#define CANDLE_ROCM_FOR_EACH_FLOAT(M)                                                \
+    CANDLE_ROCM_KEEP(bf16)(M(bf16, bf16_t)) CANDLE_ROCM_KEEP(f16)(M(f16, f16_t))     \
+    CANDLE_ROCM_KEEP(f32)(M(f32, float)) CANDLE_ROCM_KEEP(f64)(M(f64, double))       \
+    CANDLE_ROCM_KEEP(f8e4m3)(M(f8e4m3, f8e4m3_t))
+#define CANDLE_ROCM_FOR_EACH_DTYPE(M) CANDLE_ROCM_FOR_EACH_INT(M) CANDLE_ROCM_FOR_EACH_FLOAT(M)
+
+// ---------------------------------------------------------------------------------------------
+// Math on the arithmetic types (f32 and f64), one overload set for templates. Accurate library
+// functions, never the fast approximations: results are compared with the CPU backend.
+#define CANDLE_ROCM_MATH(NAME, F32, F64) \
+    DEVICE float NAME(float x) { return F32(x); } \
+    DEVICE double NAME(double x) { return F64(x); }
+CANDLE_ROCM_MATH(m_exp, expf, exp)
+CANDLE_ROCM_MATH(m_log, logf, log)
+CANDLE_ROCM_MATH(m_sin, sinf, sin)
+CANDLE_ROCM_MATH(m_cos, cosf, cos)
+CANDLE_ROCM_MATH(m_tanh, tanhf, tanh)
+CANDLE_ROCM_MATH(m_erf, erff, erf)
+CANDLE_ROCM_MATH(m_ceil, ceilf, ceil)
+CANDLE_ROCM_MATH(m_floor, floorf, floor)
+CANDLE_ROCM_MATH(m_round, roundf, round)  // halves away from zero, as Rust's round
+CANDLE_ROCM_MATH(m_normcdf, normcdff, normcdf)
+CANDLE_ROCM_MATH(m_abs, fabsf, fabs)
+CANDLE_ROCM_MATH(m_sqrt, sqrtf, sqrt)
+DEVICE float m_pow(float x, float e) { return powf(x, e); }
+DEVICE double m_pow(double x, double e) { return pow(x, e); }
+DEVICE float m_max(float a, float b) { return fmaxf(a, b); }  // NaN-ignoring, as Rust's max
+DEVICE double m_max(double a, double b) { return fmax(a, b); }
+DEVICE bool m_signbit(float x) { return (f32_bits(x) >> 31) != 0; }
+DEVICE bool m_signbit(double x) { return ((u64)__double_as_longlong(x) >> 63) != 0; }

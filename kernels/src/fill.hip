@@ -1,4 +1,5 @@
-// fill.hip: fill with a constant, iota (start + i * step), contiguous copy, strided copy.
+// fill.hip: fill with a constant, iota (start + i * step), contiguous copy, strided copy,
+// constant set through a strided layout, and the 2-D block copy behind cat / slice_set.
 // Contiguous paths move 16 bytes per thread when the pointers allow it.
 
 struct alignas(16) Vec16 { u64 lo, hi; };
@@ -52,11 +53,33 @@ DEVICE void copy_impl(const T* src, T* dst, u64 n) {
 }
 
 // dst[i] = src[layout_offset(src_layout, i)] for the n elements of src_layout, dst contiguous.
+struct Identity { template <typename T> DEVICE T operator()(T x) const { return x; } };
 template <typename T>
 DEVICE void copy_strided_impl(const T* src, T* dst, u64 n, const KernelLayout& src_layout) {
-    const u64 nthreads = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += nthreads) {
-        dst[i] = src[layout_offset(src_layout, i)];
+    map1(src, dst, n, src_layout, Identity());
+}
+
+// dst[layout_offset(l, i)] = value for the n elements of l.
+template <typename T>
+DEVICE void const_set_impl(T* dst, T value, u64 n, const KernelLayout& l) {
+    if (layout_is_contiguous(l)) {
+        fill_impl<T>(dst + l.start, value, n);
+        return;
+    }
+    const u64 nthreads = grid_threads();
+    for (u64 i = grid_tid(); i < n; i += nthreads) dst[layout_offset(l, i)] = value;
+}
+
+// rows x cols block: dst[r * dst_stride + c] = src[r * src_stride + c]. Columns run over x,
+// rows over y, both grid-stride, so no index is divided.
+template <typename T>
+DEVICE void copy2d_impl(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride, u64 dst_stride) {
+    const u64 col0 = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 col_step = (u64)gridDim.x * blockDim.x;
+    for (u64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const T* s = src + r * src_stride;
+        T* d = dst + r * dst_stride;
+        for (u64 c = col0; c < cols; c += col_step) d[c] = s[c];
     }
 }
 
@@ -66,6 +89,13 @@ DEVICE void copy_strided_impl(const T* src, T* dst, u64 n, const KernelLayout& s
     KERNEL void copy_##NAME(const T* src, T* dst, u64 n) { copy_impl<T>(src, dst, n); }          \
     KERNEL void copy_strided_##NAME(const T* src, T* dst, u64 n, KernelLayout src_layout) {      \
         copy_strided_impl<T>(src, dst, n, src_layout);                                           \
+    }                                                                                            \
+    KERNEL void const_set_##NAME(T* dst, T value, u64 n, KernelLayout l) {                       \
+        const_set_impl<T>(dst, value, n, l);                                                     \
+    }                                                                                            \
+    KERNEL void copy2d_##NAME(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride,          \
+                              u64 dst_stride) {                                                  \
+        copy2d_impl<T>(src, dst, rows, cols, src_stride, dst_stride);                            \
     }
 
 CANDLE_ROCM_FOR_EACH_DTYPE(FILL_ENTRY_POINTS)

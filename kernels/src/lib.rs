@@ -9,11 +9,27 @@
 pub const COMPAT_H: &str = include_str!("../include/compat.h");
 /// `layout.h`: the by-value strided layout struct and its index decoding.
 pub const LAYOUT_H: &str = include_str!("../include/layout.h");
+/// `map.h`: grid-stride elementwise loops with 16-byte contiguous paths.
+pub const MAP_H: &str = include_str!("../include/map.h");
 
 /// Dtype names as Candle 0.11.1's `DType::as_str`, in the order modules instantiate them.
 pub const DTYPES: [&str; 10] = [
     "u8", "u32", "i16", "i32", "i64", "bf16", "f16", "f32", "f64", "f8e4m3",
 ];
+
+/// Floating-point dtypes (math ops are defined for these only).
+pub const FLOAT_DTYPES: [&str; 5] = ["bf16", "f16", "f32", "f64", "f8e4m3"];
+/// Integer dtypes.
+pub const INT_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
+/// Dtypes a `where_cond` condition may have (Candle's CPU backend accepts these).
+pub const CONDITION_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
+
+/// Ops instantiated for every dtype of a list: entry points `<op>_<dtype>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryGroup {
+    pub ops: &'static [&'static str],
+    pub dtypes: &'static [&'static str],
+}
 
 /// One kernel module: a source file and the entry points it defines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,23 +38,45 @@ pub struct KernelModule {
     pub name: &'static str,
     /// The HIP C++ source, without the prelude.
     pub source: &'static str,
-    /// Op names; each is instantiated for every dtype in `dtypes` as `<op>_<dtype>`.
-    pub ops: &'static [&'static str],
-    /// Dtypes the ops are instantiated for.
-    pub dtypes: &'static [&'static str],
+    /// The entry points, as op x dtype groups.
+    pub groups: &'static [EntryGroup],
 }
 
 impl KernelModule {
     /// Every `extern "C"` entry point of the module.
     pub fn entry_points(&self) -> impl Iterator<Item = String> + '_ {
-        self.ops
-            .iter()
-            .flat_map(move |op| self.dtypes.iter().map(move |dt| format!("{op}_{dt}")))
+        self.groups.iter().flat_map(|g| {
+            g.ops
+                .iter()
+                .flat_map(move |op| g.dtypes.iter().map(move |dt| format!("{op}_{dt}")))
+        })
     }
 
     /// Name of the entry point for `op` and `dtype`, if the module has it.
     pub fn entry_point(&self, op: &str, dtype: &str) -> Option<String> {
-        (self.ops.contains(&op) && self.dtypes.contains(&dtype)).then(|| format!("{op}_{dtype}"))
+        self.groups
+            .iter()
+            .any(|g| g.ops.contains(&op) && g.dtypes.contains(&dtype))
+            .then(|| format!("{op}_{dtype}"))
+    }
+
+    /// The translation unit restricted to the entry points of one dtype (the `dtypes` side of
+    /// each group; for cast that is the source dtype, for where the value dtype).
+    pub fn source_for_dtype(&self, dtype: &str) -> String {
+        format!(
+            "#define CANDLE_ROCM_DTYPE_FILTER 1\n#define CANDLE_ROCM_ONLY_{dtype} 1\n{}",
+            self.full_source()
+        )
+    }
+
+    /// Module name of the one-dtype translation unit.
+    pub fn name_for_dtype(&self, dtype: &str) -> String {
+        format!("{}.{dtype}", self.name)
+    }
+
+    /// Every op name of the module (each group's ops, in order).
+    pub fn ops(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.groups.iter().flat_map(|g| g.ops.iter().copied())
     }
 
     /// The full translation unit: prelude, then the module source with its own line numbers.
@@ -54,32 +92,120 @@ impl KernelModule {
 
 /// The headers every module is compiled with, in order.
 pub fn prelude() -> String {
-    format!("#line 1 \"compat.h\"\n{COMPAT_H}\n#line 1 \"layout.h\"\n{LAYOUT_H}\n")
+    format!(
+        "#line 1 \"compat.h\"\n{COMPAT_H}\n#line 1 \"layout.h\"\n{LAYOUT_H}\n#line 1 \"map.h\"\n{MAP_H}\n"
+    )
 }
 
-/// fill, iota, contiguous copy and strided copy.
+/// fill, iota, copies (contiguous, strided, 2-D) and strided constant set.
 pub const FILL: KernelModule = KernelModule {
     name: "fill",
     source: include_str!("fill.hip"),
-    ops: &["fill", "iota", "copy", "copy_strided"],
-    dtypes: &DTYPES,
+    groups: &[EntryGroup {
+        ops: &["fill", "iota", "copy", "copy_strided", "const_set", "copy2d"],
+        dtypes: &DTYPES,
+    }],
+};
+
+/// Math ops that only floats have.
+pub const UNARY_FLOAT_OPS: [&str; 23] = [
+    "neg", "recip", "exp", "log", "sin", "cos", "tanh", "erf", "ceil", "floor", "round",
+    "normcdf", "abs", "sqr", "sqrt", "gelu", "gelu_erf", "relu", "silu", "sign", "sigmoid",
+    "elu", "powf",
+];
+/// Unary ops Candle's CPU backend also computes for integers.
+pub const UNARY_INT_OPS: [&str; 10] = [
+    "abs", "ceil", "floor", "round", "relu", "sign", "gelu", "gelu_erf", "erf", "silu",
+];
+
+/// Unary math, elu, powf and affine.
+pub const UNARY: KernelModule = KernelModule {
+    name: "unary",
+    source: include_str!("unary.hip"),
+    groups: &[
+        EntryGroup {
+            ops: &UNARY_FLOAT_OPS,
+            dtypes: &FLOAT_DTYPES,
+        },
+        EntryGroup {
+            ops: &UNARY_INT_OPS,
+            dtypes: &INT_DTYPES,
+        },
+        EntryGroup {
+            ops: &["affine"],
+            dtypes: &DTYPES,
+        },
+    ],
+};
+
+/// Binary arithmetic and comparisons (comparisons write u8).
+pub const BINARY: KernelModule = KernelModule {
+    name: "binary",
+    source: include_str!("binary.hip"),
+    groups: &[EntryGroup {
+        ops: &[
+            "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+        ],
+        dtypes: &DTYPES,
+    }],
+};
+
+/// Casts between every pair of dtypes: `cast_<from>_<to>`.
+pub const CAST: KernelModule = KernelModule {
+    name: "cast",
+    source: include_str!("cast.hip"),
+    groups: &[EntryGroup {
+        ops: &[
+            "cast_u8",
+            "cast_u32",
+            "cast_i16",
+            "cast_i32",
+            "cast_i64",
+            "cast_bf16",
+            "cast_f16",
+            "cast_f32",
+            "cast_f64",
+            "cast_f8e4m3",
+        ],
+        dtypes: &DTYPES,
+    }],
+};
+
+/// `where_<condition dtype>_<value dtype>`.
+pub const TERNARY: KernelModule = KernelModule {
+    name: "ternary",
+    source: include_str!("ternary.hip"),
+    groups: &[EntryGroup {
+        ops: &["where_u8", "where_u32", "where_i16", "where_i32", "where_i64"],
+        dtypes: &DTYPES,
+    }],
+};
+
+/// Rotary embeddings (candle-nn's rope_i, rope, rope_thd).
+pub const ROPE: KernelModule = KernelModule {
+    name: "rope",
+    source: include_str!("rope.hip"),
+    groups: &[EntryGroup {
+        ops: &["rope_i", "rope", "rope_thd"],
+        dtypes: &["bf16", "f16", "f32", "f64"],
+    }],
 };
 
 /// Every module, for the compile tiers to iterate over.
-pub const ALL_MODULES: &[&KernelModule] = &[&FILL];
+pub const ALL_MODULES: &[&KernelModule] = &[&FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_op_has_an_entry_point_macro_line() {
+    fn every_op_is_named_in_its_source() {
+        // The compile tiers check the real symbols; this catches a list out of step early.
         for module in ALL_MODULES {
-            for op in module.ops {
-                let needle = format!("void {op}_##NAME(");
+            for op in module.ops() {
                 assert!(
-                    module.source.contains(&needle),
-                    "module {} lacks `{needle}`",
+                    module.source.contains(op),
+                    "module {} never names `{op}`",
                     module.name
                 );
             }
@@ -89,7 +215,7 @@ mod tests {
     #[test]
     fn entry_points_are_op_times_dtype() {
         let names: Vec<String> = FILL.entry_points().collect();
-        assert_eq!(names.len(), FILL.ops.len() * DTYPES.len());
+        assert_eq!(names.len(), 6 * DTYPES.len());
         assert!(names.contains(&"copy_strided_f8e4m3".to_string()));
         assert_eq!(
             FILL.entry_point("fill", "bf16").as_deref(),

@@ -455,6 +455,22 @@ impl Device {
         self.load_module(module)?.function(entry)
     }
 
+    /// The function `entry` from the part of `module` built for `dtype` alone (see
+    /// `KernelModule::source_for_dtype`): a program compiles only the dtypes it uses.
+    pub fn dtype_function(
+        &self,
+        module: &rocm_kernels::KernelModule,
+        dtype: &str,
+        entry: &str,
+    ) -> Result<Function> {
+        let name = module.name_for_dtype(dtype);
+        let loaded = match self.cached_module(&name) {
+            Some(m) => m,
+            None => self.load_source(&name, &module.source_for_dtype(dtype))?,
+        };
+        loaded.function(entry)
+    }
+
     /// Module compile/load counters and times.
     pub fn compile_stats(&self) -> CompileStats {
         *self

@@ -77,6 +77,15 @@ pub enum Error {
     /// A copy or view whose sizes do not match.
     #[error("{op}: size mismatch: {detail}")]
     SizeMismatch { op: &'static str, detail: String },
+    /// An op that Candle's CPU backend does not compute for this dtype either.
+    #[error("{op}: unsupported dtype {dtype}")]
+    UnsupportedDType { op: &'static str, dtype: crate::DType },
+    /// Operands of one op whose dtypes disagree.
+    #[error("{op}: dtype mismatch: {detail}")]
+    DTypeMismatch { op: &'static str, detail: String },
+    /// Operands of one op whose shapes disagree.
+    #[error("{op}: shape mismatch: {detail}")]
+    ShapeMismatch { op: &'static str, detail: String },
     /// A layout the kernels cannot take.
     #[error("invalid layout: {0}")]
     InvalidLayout(String),

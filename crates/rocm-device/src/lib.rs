@@ -19,6 +19,7 @@ mod error;
 mod launch;
 mod platform;
 mod pool;
+mod tensor;
 
 pub use device::{
     Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Module,
@@ -28,6 +29,7 @@ pub use error::{Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
 pub use platform::{selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
 pub use pool::{size_class, MemoryStats};
+pub use tensor::{DType, Layout, Scalar};
 pub use rocm_kernels as kernels;
 
 /// ABI values the amd platform passes to HIP, for the AMD tier to check against the headers.

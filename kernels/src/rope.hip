@@ -1,0 +1,77 @@
+// rope.hip: candle-nn's rotary embeddings on contiguous tensors, computed in Acc<T>.
+// x is (b, h, t, d) for rope_i / rope and (b, t, h, d) for rope_thd; cos and sin hold d/2
+// values per position, either one table (t, d/2) shared by the batch (cs_batch_stride = 0) or
+// one per batch entry (cs_batch_stride = the table stride the CPU backend uses, t * d / 2).
+// One thread per rotated pair.
+
+template <typename T>
+DEVICE void rotate(const T* x, T* out, u64 i1, u64 i2, T c, T s) {
+    typedef typename Acc<T>::type A;
+    const A x1 = cvt<A>(x[i1]), x2 = cvt<A>(x[i2]);
+    const A cc = cvt<A>(c), ss = cvt<A>(s);
+    out[i1] = cvt<T>(x1 * cc - x2 * ss);
+    out[i2] = cvt<T>(x1 * ss + x2 * cc);
+}
+
+// Interleaved: pairs (2k, 2k + 1) of each (b, h) row of t * d values.
+template <typename T>
+DEVICE void rope_i_impl(const T* x, const T* cos, const T* sin, T* out, u64 bh, u64 h, u64 td,
+                        u64 cs_batch_stride) {
+    const u64 pairs = bh * (td / 2);
+    for (u64 p = grid_tid(); p < pairs; p += grid_threads()) {
+        const u64 row = p / (td / 2), k = p % (td / 2);
+        const u64 cs = k + (row / h) * cs_batch_stride;
+        rotate(x, out, 2 * p, 2 * p + 1, cos[cs], sin[cs]);
+    }
+}
+
+// Halves: element j of the first half pairs with element j of the second half.
+template <typename T>
+DEVICE void rope_impl(const T* x, const T* cos, const T* sin, T* out, u64 bh, u64 h, u64 t, u64 d,
+                      u64 cs_batch_stride) {
+    const u64 half = d / 2;
+    const u64 pairs = bh * t * half;
+    for (u64 p = grid_tid(); p < pairs; p += grid_threads()) {
+        const u64 row = p / (t * half), rem = p % (t * half);
+        const u64 i_t = rem / half, i_d = rem % half;
+        const u64 i1 = row * t * d + i_t * d + i_d;
+        const u64 cs = rem + (row / h) * cs_batch_stride;
+        rotate(x, out, i1, i1 + half, cos[cs], sin[cs]);
+    }
+}
+
+// (b, t, h, d) layout, halves as in rope.
+template <typename T>
+DEVICE void rope_thd_impl(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 t, u64 h,
+                          u64 d, u64 cs_batch_stride) {
+    const u64 half = d / 2;
+    const u64 pairs = b * t * h * half;
+    for (u64 p = grid_tid(); p < pairs; p += grid_threads()) {
+        const u64 i_d = p % half;
+        u64 q = p / half;
+        const u64 i_h = q % h;
+        q /= h;
+        const u64 i_t = q % t, i_b = q / t;
+        const u64 i1 = ((i_b * t + i_t) * h + i_h) * d + i_d;
+        const u64 cs = i_t * half + i_d + i_b * cs_batch_stride;
+        rotate(x, out, i1, i1 + half, cos[cs], sin[cs]);
+    }
+}
+
+#define ROPE_ENTRIES(NAME, T)                                                                   \
+    KERNEL void rope_i_##NAME(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 h,    \
+                              u64 t, u64 d, u64 cs_batch_stride) {                              \
+        rope_i_impl(x, cos, sin, out, b * h, h, t * d, cs_batch_stride);                        \
+    }                                                                                           \
+    KERNEL void rope_##NAME(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 h,      \
+                            u64 t, u64 d, u64 cs_batch_stride) {                                \
+        rope_impl(x, cos, sin, out, b * h, h, t, d, cs_batch_stride);                           \
+    }                                                                                           \
+    KERNEL void rope_thd_##NAME(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 t,  \
+                                u64 h, u64 d, u64 cs_batch_stride) {                            \
+        rope_thd_impl(x, cos, sin, out, b, t, h, d, cs_batch_stride);                           \
+    }
+CANDLE_ROCM_KEEP(bf16)(ROPE_ENTRIES(bf16, bf16_t))
+CANDLE_ROCM_KEEP(f16)(ROPE_ENTRIES(f16, f16_t))
+CANDLE_ROCM_KEEP(f32)(ROPE_ENTRIES(f32, float))
+CANDLE_ROCM_KEEP(f64)(ROPE_ENTRIES(f64, double))
