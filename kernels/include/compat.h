@@ -402,5 +402,9 @@ DEVICE float m_pow(float x, float e) { return powf(x, e); }
 DEVICE double m_pow(double x, double e) { return pow(x, e); }
 DEVICE float m_max(float a, float b) { return fmaxf(a, b); }  // NaN-ignoring, as Rust's max
 DEVICE double m_max(double a, double b) { return fmax(a, b); }
+// Products rounded on their own (never fused into a following add), where a result must match
+// a CPU computation that rounds each step.
+DEVICE float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+DEVICE double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 DEVICE bool m_signbit(float x) { return (f32_bits(x) >> 31) != 0; }
 DEVICE bool m_signbit(double x) { return ((u64)__double_as_longlong(x) >> 63) != 0; }

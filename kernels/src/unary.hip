@@ -79,11 +79,15 @@ struct IntZero { template <typename T> DEVICE T operator()(T) const { return (T)
     UNARY_INT(erf, IntZero, NAME, T) UNARY_INT(silu, IntZero, NAME, T)
 CANDLE_ROCM_FOR_EACH_INT(UNARY_INT_ALL)
 
-// affine: x * mul + add, with mul and add converted to T first (T::from_f64 on the CPU).
+// affine: x * mul + add, with mul and add converted to T first (T::from_f64 on the CPU), and
+// the product rounded to T before the add, as the CPU backend's two operations in T do.
 template <typename T> struct AffineFloat {
     typedef typename Acc<T>::type A;
     A mul, add;
-    DEVICE T operator()(T x) const { return cvt<T>(cvt<A>(x) * mul + add); }
+    DEVICE T operator()(T x) const {
+        const T product = cvt<T>(m_mul_rn(cvt<A>(x), mul));
+        return cvt<T>(cvt<A>(product) + add);
+    }
 };
 template <typename T> struct AffineInt {
     typedef typename Wide<T>::type W;

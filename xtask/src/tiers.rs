@@ -115,6 +115,10 @@ fn test_executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
         let Some(exe) = json_str(line, "\"executable\":\"") else {
             continue;
         };
+        // `cargo test` also builds examples; only test harnesses belong in the list.
+        if line.contains("\"kind\":[\"example\"]") {
+            continue;
+        }
         let name = json_str(line, "\"name\":\"").unwrap_or_default();
         exes.push((name, PathBuf::from(exe)));
     }
@@ -353,12 +357,24 @@ pub fn test(args: &[String]) -> Result<bool, String> {
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs the packed GPU suite: every test binary with --include-ignored, then the demo.
-# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck]
+# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck] | --bench
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
+if [ "${1:-}" = "--bench" ]; then
+  # Benchmarks: ours, then torch eager on the same ops, merged into one table under $OUT.
+  out=${OUT:-$here/results}; mkdir -p "$out"
+  for b in "$here"/bench/*_bench; do
+    name=$(basename "$b")
+    echo "== $name"
+    "$b" | tee "$out/$name.jsonl" || exit 1
+    python3 "$here/bench/torch_${name%_bench}.py" "$out/$name.jsonl" "$out/$name.md" || exit 1
+  done
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
+  exit 0
+fi
 wrap=()
 if [ "${1:-}" = "--sanitize" ]; then
   # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
@@ -384,6 +400,10 @@ done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
 "#;
+
+/// Benchmark examples packed for the GPU machine: (package, example); each has a torch peer
+/// `bench/torch_<family>.py`.
+const BENCHES: [(&str, &str); 1] = [("rocm-elementwise", "elementwise_bench")];
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
 pub fn gpu_pack() -> Result<bool, String> {
@@ -415,6 +435,31 @@ pub fn gpu_pack() -> Result<bool, String> {
     if !ok {
         return Err("building the demo failed".into());
     }
+    // Benchmarks: release examples named `*_bench`, with their torch peers.
+    let bench_dir = out.join("bench");
+    std::fs::create_dir_all(&bench_dir).map_err(|e| e.to_string())?;
+    for (package, example) in BENCHES {
+        let (ok, _) = run_echo(cargo().args([
+            "build",
+            "--release",
+            "-p",
+            package,
+            "--features",
+            "nvidia",
+            "--example",
+            example,
+        ]))?;
+        if !ok {
+            return Err(format!("building the benchmark {example} failed"));
+        }
+        let dest = bench_dir.join(example);
+        std::fs::copy(root().join("target/release/examples").join(example), &dest)
+            .map_err(|e| e.to_string())?;
+        strip(&dest)?;
+        let peer = format!("torch_{}.py", example.trim_end_matches("_bench"));
+        std::fs::copy(root().join("bench").join(&peer), bench_dir.join(&peer))
+            .map_err(|e| e.to_string())?;
+    }
     let demo = out.join("xtask");
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;
@@ -424,6 +469,11 @@ pub fn gpu_pack() -> Result<bool, String> {
         .flatten()
         .chain(
             std::fs::read_dir(&out)
+                .map_err(|e| e.to_string())?
+                .flatten(),
+        )
+        .chain(
+            std::fs::read_dir(&bench_dir)
                 .map_err(|e| e.to_string())?
                 .flatten(),
         )

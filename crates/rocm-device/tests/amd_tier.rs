@@ -62,8 +62,7 @@ fn rocm_kernels_bad_module() -> kernels::KernelModule {
     kernels::KernelModule {
         name: "broken",
         source: "KERNEL void k(float* x) { x[0] = undeclared_thing; }",
-        ops: &[],
-        dtypes: &[],
+        groups: &[],
     }
 }
 

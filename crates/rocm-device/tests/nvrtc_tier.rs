@@ -33,3 +33,25 @@ fn every_module_compiles_through_nvrtc_for_sm_90() {
         );
     }
 }
+
+#[test]
+#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
+fn one_dtype_variants_compile_through_nvrtc() {
+    for module in kernels::ALL_MODULES {
+        for dtype in kernels::DTYPES {
+            let defines = vec![
+                "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
+                format!("-DCANDLE_ROCM_ONLY_{dtype}=1"),
+            ];
+            let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &defines, None)
+                .unwrap_or_else(|e| panic!("{} for {dtype}: {e}", module.name));
+            assert!(common::is_elf(&compiled.image));
+            println!(
+                "NVRTC tier: {:>8}.{dtype:<7} {:8} bytes {:6.0} ms",
+                module.name,
+                compiled.image.len(),
+                compiled.elapsed.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
