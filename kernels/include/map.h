@@ -66,19 +66,63 @@ DEVICE void map1(const In* in, Out* out, u64 n, const KernelLayout& l, const F& 
     for (u64 i = head + packs * N + tid; i < n; i += nthreads) out[i] = f(src[i]);
 }
 
+// Whether element runs [i, i + N) with i a multiple of N sit at off(i) + k * step for one step
+// of 0 (broadcast) or 1 (contiguous, N-aligned), so a pack costs one offset decode. Returns the
+// step, or -1 when the layout has no such runs.
+template <int N> DEVICE int pack_step(const KernelLayout& l) {
+    if (l.ndim == 0) return 0;
+    const u64 inner = l.strides[l.ndim - 1];
+    if (inner > 1 || l.dims[l.ndim - 1] % N != 0) return -1;
+    if (inner == 1) {
+        if (l.start % N != 0) return -1;
+        for (u32 d = 0; d + 1 < l.ndim; ++d)
+            if (l.strides[d] % N != 0) return -1;
+    }
+    return (int)inner;
+}
+
+template <typename T, int N>
+DEVICE void load_pack(const T* base, u64 off, int step, Pack<T, N>& p) {
+    if (step == 1) {
+        p.raw = *reinterpret_cast<const typename RawOf<sizeof(T) * N>::type*>(base + off);
+    } else {
+        const T v = base[off];
+#pragma unroll
+        for (int j = 0; j < N; ++j) p.v[j] = v;
+    }
+}
+
 // out[i] = f(a[i], b[i]) for two operands of the same shape (broadcasts have stride 0).
 template <typename In, typename Out, typename F>
 DEVICE void map2(const In* a, const In* b, Out* out, u64 n, const KernelLayout& la,
                  const KernelLayout& lb, const F& f) {
     const u64 tid = grid_tid(), nthreads = grid_threads();
+    constexpr int N = PackWidth<In, Out>::n;
     if (!layout_is_contiguous(la) || !layout_is_contiguous(lb)) {
+        // Broadcasts such as (r, c) + (1, c) or (r, c) * (r, 1): one decode per pack.
+        const int step_a = pack_step<N>(la), step_b = pack_step<N>(lb);
+        if (N > 1 && step_a >= 0 && step_b >= 0 && n % N == 0 && pack_phase<N>(a) == 0 &&
+            pack_phase<N>(b) == 0 && pack_phase<N>(out) == 0) {
+            typedef typename RawOf<sizeof(Out) * N>::type RawOut;
+            RawOut* po = reinterpret_cast<RawOut*>(out);
+            for (u64 p = tid; p < n / N; p += nthreads) {
+                const u64 i = p * N;
+                Pack<In, N> x, y;
+                load_pack<In, N>(a, layout_offset(la, i), step_a, x);
+                load_pack<In, N>(b, layout_offset(lb, i), step_b, y);
+                Pack<Out, N> r;
+#pragma unroll
+                for (int j = 0; j < N; ++j) r.v[j] = f(x.v[j], y.v[j]);
+                po[p] = r.raw;
+            }
+            return;
+        }
         for (u64 i = tid; i < n; i += nthreads)
             out[i] = f(a[layout_offset(la, i)], b[layout_offset(lb, i)]);
         return;
     }
     const In* sa = a + la.start;
     const In* sb = b + lb.start;
-    constexpr int N = PackWidth<In, Out>::n;
     const u64 phase = pack_phase<N>(sa);
     if (N == 1 || phase != pack_phase<N>(sb) || phase != pack_phase<N>(out)) {
         for (u64 i = tid; i < n; i += nthreads) out[i] = f(sa[i], sb[i]);

@@ -83,6 +83,33 @@ DEVICE void copy2d_impl(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride
     }
 }
 
+// Batched 2-D transpose into a contiguous (batch, d0, d1) output from a source whose d0 axis
+// has stride 1: out[b][i0][i1] = src[start + b * s_batch + i0 + i1 * s1]. A 32 x 32 tile goes
+// through shared memory so both the reads (along i0) and the writes (along i1) coalesce.
+#define TRANSPOSE_TILE 32
+#define TRANSPOSE_ROWS 8
+template <typename T>
+DEVICE void transpose_impl(const T* src, T* dst, u64 batch, u64 d0, u64 d1, u64 s_batch, u64 s1,
+                           u64 start) {
+    __shared__ T tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
+    const u64 i0b = (u64)blockIdx.x * TRANSPOSE_TILE, i1b = (u64)blockIdx.y * TRANSPOSE_TILE;
+    const u32 tx = threadIdx.x, ty = threadIdx.y;
+    for (u64 b = blockIdx.z; b < batch; b += gridDim.z) {
+        const T* s = src + start + b * s_batch;
+        T* d = dst + b * d0 * d1;
+        for (u32 j = ty; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
+            const u64 i0 = i0b + tx, i1 = i1b + j;
+            if (i0 < d0 && i1 < d1) tile[j][tx] = s[i0 + i1 * s1];
+        }
+        __syncthreads();
+        for (u32 j = ty; j < TRANSPOSE_TILE; j += TRANSPOSE_ROWS) {
+            const u64 i0 = i0b + j, i1 = i1b + tx;
+            if (i0 < d0 && i1 < d1) d[i0 * d1 + i1] = tile[tx][j];
+        }
+        __syncthreads();
+    }
+}
+
 #define FILL_ENTRY_POINTS(NAME, T)                                                              \
     KERNEL void fill_##NAME(T* out, T value, u64 n) { fill_impl<T>(out, value, n); }             \
     KERNEL void iota_##NAME(T* out, T start, T step, u64 n) { iota_impl<T>(out, start, step, n); } \
@@ -92,6 +119,10 @@ DEVICE void copy2d_impl(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride
     }                                                                                            \
     KERNEL void const_set_##NAME(T* dst, T value, u64 n, KernelLayout l) {                       \
         const_set_impl<T>(dst, value, n, l);                                                     \
+    }                                                                                            \
+    KERNEL void transpose_##NAME(const T* src, T* dst, u64 batch, u64 d0, u64 d1, u64 s_batch,  \
+                                 u64 s1, u64 start) {                                            \
+        transpose_impl<T>(src, dst, batch, d0, d1, s_batch, s1, start);                          \
     }                                                                                            \
     KERNEL void copy2d_##NAME(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride,          \
                               u64 dst_stride) {                                                  \

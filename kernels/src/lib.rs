@@ -97,12 +97,20 @@ pub fn prelude() -> String {
     )
 }
 
-/// fill, iota, copies (contiguous, strided, 2-D) and strided constant set.
+/// fill, iota, copies (contiguous, strided, 2-D, tiled transpose) and strided constant set.
 pub const FILL: KernelModule = KernelModule {
     name: "fill",
     source: include_str!("fill.hip"),
     groups: &[EntryGroup {
-        ops: &["fill", "iota", "copy", "copy_strided", "const_set", "copy2d"],
+        ops: &[
+            "fill",
+            "iota",
+            "copy",
+            "copy_strided",
+            "const_set",
+            "copy2d",
+            "transpose",
+        ],
         dtypes: &DTYPES,
     }],
 };
@@ -218,7 +226,7 @@ mod tests {
     #[test]
     fn entry_points_are_op_times_dtype() {
         let names: Vec<String> = FILL.entry_points().collect();
-        assert_eq!(names.len(), 6 * DTYPES.len());
+        assert_eq!(names.len(), 7 * DTYPES.len());
         assert!(names.contains(&"copy_strided_f8e4m3".to_string()));
         assert_eq!(
             FILL.entry_point("fill", "bf16").as_deref(),

@@ -610,6 +610,8 @@ pub fn const_set(device: &Device, dst: &Buffer, layout: &Layout, value: Scalar) 
 }
 
 /// Copies the elements of `src_l` (any layout) contiguously into `dst` from `dst_offset`.
+/// Transposes (a unit-stride axis that is not the last, with at most one batch axis) go
+/// through a tiled kernel, everything else through the elementwise strided copy.
 pub fn copy_strided(
     device: &Device,
     dtype: DType,
@@ -618,6 +620,16 @@ pub fn copy_strided(
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
+    let kl = kernel_layout("copy_strided", dtype, src, src_l)?;
+    if let Some(t) = Transpose::of(&kl) {
+        let n = src_l.elem_count();
+        let out = Out {
+            buffer: dst,
+            offset: dst_offset,
+        };
+        check_out("copy_strided", dtype, &out, n)?;
+        return t.launch(device, dtype, src, &out);
+    }
     let entry = format!("copy_strided_{}", dtype.as_str());
     let out = Out {
         buffer: dst,
@@ -635,6 +647,72 @@ pub fn copy_strided(
         out,
         &[],
     )
+}
+
+/// A (batch, d0, d1) view whose d0 axis has stride 1: the tiled transpose kernel's case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Transpose {
+    batch: u64,
+    d0: u64,
+    d1: u64,
+    batch_stride: u64,
+    s1: u64,
+    start: u64,
+}
+
+impl Transpose {
+    const TILE: u64 = 32;
+
+    fn of(kl: &KernelLayout) -> Option<Self> {
+        let nd = kl.ndim as usize;
+        if !(2..=3).contains(&nd) || kl.strides[nd - 2] != 1 || kl.strides[nd - 1] == 1 {
+            return None;
+        }
+        let (batch, batch_stride) = if nd == 3 {
+            (kl.dims[0], kl.strides[0])
+        } else {
+            (1, 0)
+        };
+        let t = Transpose {
+            batch,
+            d0: kl.dims[nd - 2],
+            d1: kl.dims[nd - 1],
+            batch_stride,
+            s1: kl.strides[nd - 1],
+            start: kl.start,
+        };
+        // Narrow tiles waste most of the block; the grid's y axis bounds d1.
+        (t.d0 >= 8 && t.d1 >= 8 && t.d1.div_ceil(Self::TILE) <= 65_535).then_some(t)
+    }
+
+    fn launch(&self, device: &Device, dtype: DType, src: &Buffer, out: &Out<'_>) -> Result<()> {
+        let mut args = LaunchArgs::new();
+        args.push_buffer(src);
+        push_out(&mut args, dtype, out)?;
+        for v in [
+            self.batch,
+            self.d0,
+            self.d1,
+            self.batch_stride,
+            self.s1,
+            self.start,
+        ] {
+            args.push(v);
+        }
+        let config = LaunchConfig {
+            grid: [
+                self.d0.div_ceil(Self::TILE) as u32,
+                self.d1.div_ceil(Self::TILE) as u32,
+                self.batch.min(65_535) as u32,
+            ],
+            block: [Self::TILE as u32, 8, 1],
+            shared_mem_bytes: 0,
+        };
+        let entry = format!("transpose_{}", dtype.as_str());
+        let _span = tracing::debug_span!("op", entry = %entry, batch = self.batch, d0 = self.d0, d1 = self.d1).entered();
+        let function = device.dtype_function(&kernels::FILL, dtype.as_str(), &entry)?;
+        device.launch(&function, config, &mut args)
+    }
 }
 
 /// A `rows x cols` block copy with row strides in elements (Candle's `copy2d`).
@@ -681,4 +759,40 @@ pub fn copy2d(
     let _span = tracing::debug_span!("op", entry = %entry, rows, cols).entered();
     let function = device.dtype_function(&kernels::FILL, dtype.as_str(), &entry)?;
     device.launch(&function, config, &mut args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kl(dims: &[usize], strides: &[usize], start: usize) -> KernelLayout {
+        Layout::new(dims, strides, start).kernel_layout().unwrap()
+    }
+
+    #[test]
+    fn transposes_are_recognised() {
+        // (64, 48) transposed view of a (48, 64) tensor
+        let t = Transpose::of(&kl(&[64, 48], &[1, 64], 5)).unwrap();
+        assert_eq!((t.batch, t.d0, t.d1, t.s1, t.start), (1, 64, 48, 64, 5));
+        // batched: (3, 33, 17) view of (3, 17, 33)
+        let t = Transpose::of(&kl(&[3, 33, 17], &[561, 1, 33], 0)).unwrap();
+        assert_eq!((t.batch, t.batch_stride, t.d0, t.d1, t.s1), (3, 561, 33, 17, 33));
+        // contiguous, broadcast, too narrow, too many dims: not this kernel's case
+        assert_eq!(Transpose::of(&kl(&[64, 48], &[48, 1], 0)), None);
+        assert_eq!(Transpose::of(&kl(&[64, 48], &[0, 1], 0)), None);
+        assert_eq!(Transpose::of(&kl(&[64, 4], &[1, 64], 0)), None);
+        assert_eq!(Transpose::of(&kl(&[2, 3, 64, 48], &[10000, 3333, 1, 64], 0)), None);
+        // batch dims that merge into one are fine
+        assert_eq!(Transpose::of(&kl(&[2, 3, 64, 48], &[9999, 3333, 1, 64], 0)).unwrap().batch, 6);
+    }
+
+    #[test]
+    fn unary_support_follows_the_cpu_backend() {
+        assert!(UnaryOp::Exp.supports(DType::F8E4M3));
+        assert!(!UnaryOp::Exp.supports(DType::U8));
+        assert!(UnaryOp::Abs.supports(DType::I16));
+        assert!(UnaryOp::Gelu.supports(DType::I64));
+        assert!(!UnaryOp::Sqrt.supports(DType::U32));
+        assert_eq!(UnaryOp::ALL.len(), 21);
+    }
 }

@@ -202,6 +202,10 @@ pub fn layout_cases(dtype: DType, lo: f32, hi: f32, seed: u64) -> Vec<Case> {
         Case::new("broadcast rows", make(&[1, 33], 4), |b| b.broadcast_as((9, 33)).unwrap()),
         Case::new("broadcast cols", make(&[9, 1], 5), |b| b.broadcast_as((9, 33)).unwrap()),
         Case::new("narrowed", make(&[8, 40], 6), |b| b.narrow(1, 5, 30).unwrap()),
+        Case::new("batched transpose", make(&[3, 17, 33], 10), |b| b.transpose(1, 2).unwrap()),
+        Case::new("broadcast rows x64", make(&[1, 64], 11), |b| b.broadcast_as((9, 64)).unwrap()),
+        Case::new("broadcast cols x64", make(&[9, 1], 12), |b| b.broadcast_as((9, 64)).unwrap()),
+        Case::new("contiguous 9x64", make(&[9, 64], 13), |b| b.clone()),
         Case::new("empty", make(&[0, 5], 7), |b| b.clone()),
         Case::new("one element", make(&[1], 8), |b| b.clone()),
         Case::new("long, odd tail", make(&[(1 << 16) + 5], 9), |b| {
