@@ -117,9 +117,8 @@ pub const FILL: KernelModule = KernelModule {
 
 /// Math ops that only floats have.
 pub const UNARY_FLOAT_OPS: [&str; 23] = [
-    "neg", "recip", "exp", "log", "sin", "cos", "tanh", "erf", "ceil", "floor", "round",
-    "normcdf", "abs", "sqr", "sqrt", "gelu", "gelu_erf", "relu", "silu", "sign", "sigmoid",
-    "elu", "powf",
+    "neg", "recip", "exp", "log", "sin", "cos", "tanh", "erf", "ceil", "floor", "round", "normcdf",
+    "abs", "sqr", "sqrt", "gelu", "gelu_erf", "relu", "silu", "sign", "sigmoid", "elu", "powf",
 ];
 /// Unary ops Candle's CPU backend also computes for integers.
 pub const UNARY_INT_OPS: [&str; 10] = [
@@ -184,7 +183,13 @@ pub const TERNARY: KernelModule = KernelModule {
     name: "ternary",
     source: include_str!("ternary.hip"),
     groups: &[EntryGroup {
-        ops: &["where_u8", "where_u32", "where_i16", "where_i32", "where_i64"],
+        ops: &[
+            "where_u8",
+            "where_u32",
+            "where_i16",
+            "where_i32",
+            "where_i64",
+        ],
         dtypes: &DTYPES,
     }],
 };
@@ -214,8 +219,7 @@ mod tests {
                 // `cast_u8` comes from `cast_##SN##_##DN`, `where_u8` from `where_##CN...`
                 let family = op.split('_').next().unwrap_or(op);
                 assert!(
-                    module.source.contains(op)
-                        || module.source.contains(&format!("{family}_##")),
+                    module.source.contains(op) || module.source.contains(&format!("{family}_##")),
                     "module {} never names `{op}`",
                     module.name
                 );

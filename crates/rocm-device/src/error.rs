@@ -79,7 +79,10 @@ pub enum Error {
     SizeMismatch { op: &'static str, detail: String },
     /// An op that Candle's CPU backend does not compute for this dtype either.
     #[error("{op}: unsupported dtype {dtype}")]
-    UnsupportedDType { op: &'static str, dtype: crate::DType },
+    UnsupportedDType {
+        op: &'static str,
+        dtype: crate::DType,
+    },
     /// Operands of one op whose dtypes disagree.
     #[error("{op}: dtype mismatch: {detail}")]
     DTypeMismatch { op: &'static str, detail: String },

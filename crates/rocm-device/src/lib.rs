@@ -29,8 +29,8 @@ pub use error::{Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
 pub use platform::{selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
 pub use pool::{size_class, MemoryStats};
-pub use tensor::{DType, Layout, Scalar};
 pub use rocm_kernels as kernels;
+pub use tensor::{DType, Layout, Scalar};
 
 /// ABI values the amd platform passes to HIP, for the AMD tier to check against the headers.
 pub mod amd_abi {

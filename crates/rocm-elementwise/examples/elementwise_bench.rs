@@ -58,10 +58,14 @@ fn main() -> ew::Result<()> {
             let ms = time_ms(&d, || ew::unary_into(&d, op, dtype, &x, &l, &out, 0))?;
             report(op.name(), name, 2 * n * w, ms);
         }
-        let ms = time_ms(&d, || ew::affine_into(&d, dtype, &x, &l, 1.5, 0.25, &out, 0))?;
+        let ms = time_ms(&d, || {
+            ew::affine_into(&d, dtype, &x, &l, 1.5, 0.25, &out, 0)
+        })?;
         report("affine", name, 2 * n * w, ms);
         for op in [BinaryOp::Add, BinaryOp::Mul] {
-            let ms = time_ms(&d, || ew::binary_into(&d, op, dtype, &x, &l, &y, &l, &out, 0))?;
+            let ms = time_ms(&d, || {
+                ew::binary_into(&d, op, dtype, &x, &l, &y, &l, &out, 0)
+            })?;
             report(op.name(), name, 3 * n * w, ms);
         }
         // broadcast: (rows, 4096) + (1, 4096)
@@ -80,9 +84,13 @@ fn main() -> ew::Result<()> {
         if dtype != DType::F32 {
             // casts to and from f32 over the same element count
             let wide = d.alloc(n * 4)?;
-            let ms = time_ms(&d, || ew::cast_into(&d, DType::F32, dtype, &wide, &l, &out, 0))?;
+            let ms = time_ms(&d, || {
+                ew::cast_into(&d, DType::F32, dtype, &wide, &l, &out, 0)
+            })?;
             report(&format!("cast f32->{name}"), name, n * (4 + w), ms);
-            let ms = time_ms(&d, || ew::cast_into(&d, dtype, DType::F32, &x, &l, &wide, 0))?;
+            let ms = time_ms(&d, || {
+                ew::cast_into(&d, dtype, DType::F32, &x, &l, &wide, 0)
+            })?;
             report(&format!("cast {name}->f32"), name, n * (4 + w), ms);
         }
     }

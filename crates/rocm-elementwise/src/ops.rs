@@ -2,7 +2,7 @@
 
 use rocm_device::kernels::{self, KernelModule};
 use rocm_device::{
-    Buffer, DType, Device, Error, KernelLayout, Layout, LaunchArgs, LaunchConfig, Result, Scalar,
+    Buffer, DType, Device, Error, KernelLayout, LaunchArgs, LaunchConfig, Layout, Result, Scalar,
 };
 
 /// Unary ops of Candle's `UnaryOpT` plus normcdf and candle-nn's sigmoid.
@@ -345,7 +345,13 @@ pub fn elu(
 }
 
 /// `x.powf(e)` (floats only, as the CPU backend).
-pub fn powf(device: &Device, dtype: DType, src: &Buffer, layout: &Layout, e: f64) -> Result<Buffer> {
+pub fn powf(
+    device: &Device,
+    dtype: DType,
+    src: &Buffer,
+    layout: &Layout,
+    e: f64,
+) -> Result<Buffer> {
     float_param_op(device, "powf", dtype, src, layout, e)
 }
 
@@ -776,14 +782,25 @@ mod tests {
         assert_eq!((t.batch, t.d0, t.d1, t.s1, t.start), (1, 64, 48, 64, 5));
         // batched: (3, 33, 17) view of (3, 17, 33)
         let t = Transpose::of(&kl(&[3, 33, 17], &[561, 1, 33], 0)).unwrap();
-        assert_eq!((t.batch, t.batch_stride, t.d0, t.d1, t.s1), (3, 561, 33, 17, 33));
+        assert_eq!(
+            (t.batch, t.batch_stride, t.d0, t.d1, t.s1),
+            (3, 561, 33, 17, 33)
+        );
         // contiguous, broadcast, too narrow, too many dims: not this kernel's case
         assert_eq!(Transpose::of(&kl(&[64, 48], &[48, 1], 0)), None);
         assert_eq!(Transpose::of(&kl(&[64, 48], &[0, 1], 0)), None);
         assert_eq!(Transpose::of(&kl(&[64, 4], &[1, 64], 0)), None);
-        assert_eq!(Transpose::of(&kl(&[2, 3, 64, 48], &[10000, 3333, 1, 64], 0)), None);
+        assert_eq!(
+            Transpose::of(&kl(&[2, 3, 64, 48], &[10000, 3333, 1, 64], 0)),
+            None
+        );
         // batch dims that merge into one are fine
-        assert_eq!(Transpose::of(&kl(&[2, 3, 64, 48], &[9999, 3333, 1, 64], 0)).unwrap().batch, 6);
+        assert_eq!(
+            Transpose::of(&kl(&[2, 3, 64, 48], &[9999, 3333, 1, 64], 0))
+                .unwrap()
+                .batch,
+            6
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Host side of rope.hip: candle-nn's rotary embeddings.
 
 use rocm_device::kernels;
-use rocm_device::{Buffer, DType, Device, Error, Layout, LaunchArgs, LaunchConfig, Result};
+use rocm_device::{Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Result};
 
 /// Which of candle-nn's three rotary embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

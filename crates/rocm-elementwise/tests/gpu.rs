@@ -18,7 +18,9 @@ use rocm_elementwise::{
 /// through f32, which is exact.
 fn cpu_to_dtype(x: &Tensor, to: DType) -> candle_core::Result<Tensor> {
     if x.dtype() == candle_core::DType::F8E4M3 && to == DType::F64 {
-        return x.to_dtype(candle_core::DType::F32)?.to_dtype(candle_core::DType::F64);
+        return x
+            .to_dtype(candle_core::DType::F32)?
+            .to_dtype(candle_core::DType::F64);
     }
     x.to_dtype(cdtype(to))
 }
@@ -78,8 +80,8 @@ fn unary_ops_match_the_cpu_backend() {
         let uploaded: Vec<_> = cases.iter().map(|c| upload(&d, &c.base)).collect();
         for op in UnaryOp::ALL {
             if !op.supports(dtype) {
-                let err = ew::unary(&d, op, dtype, &uploaded[0], &layout_of(&cases[0].view))
-                    .unwrap_err();
+                let err =
+                    ew::unary(&d, op, dtype, &uploaded[0], &layout_of(&cases[0].view)).unwrap_err();
                 assert!(
                     matches!(err, Error::UnsupportedDType { .. }),
                     "{op:?} {dtype}: {err}"
@@ -91,7 +93,11 @@ fn unary_ops_match_the_cpu_backend() {
                 let got = ew::unary(&d, op, dtype, src, &layout_of(&c.view))
                     .unwrap_or_else(|e| panic!("{op:?} {dtype} {}: {e}", c.name));
                 let want = bytes_of(&cpu_unary(op, &c.view));
-                let slack = if multi_step(op) && dtype.size_in_bytes() <= 2 { 3.0 } else { 1.0 };
+                let slack = if multi_step(op) && dtype.size_in_bytes() <= 2 {
+                    3.0
+                } else {
+                    1.0
+                };
                 compare(&download(&d, &got), &want, dtype, slack)
                     .unwrap_or_else(|e| panic!("{op:?} {dtype} {}: {e}", c.name));
                 checked += 1;
@@ -120,7 +126,10 @@ fn elu_powf_and_affine_match_the_cpu_backend() {
                 checked += 1;
             }
             if dtype.is_int() {
-                for r in [ew::elu(&d, dtype, &src, &l, 1.0), ew::powf(&d, dtype, &src, &l, 2.0)] {
+                for r in [
+                    ew::elu(&d, dtype, &src, &l, 1.0),
+                    ew::powf(&d, dtype, &src, &l, 2.0),
+                ] {
                     assert!(matches!(r.unwrap_err(), Error::UnsupportedDType { .. }));
                 }
                 continue;
@@ -155,7 +164,8 @@ fn safe_divisor(t: &Tensor, dtype: DType) -> Tensor {
         .chunks_exact(w)
         .flat_map(|c| {
             let zero = c.iter().all(|&b| b == 0);
-            let minus_one = dtype != DType::U8 && dtype != DType::U32 && c.iter().all(|&b| b == 0xff);
+            let minus_one =
+                dtype != DType::U8 && dtype != DType::U32 && c.iter().all(|&b| b == 0xff);
             let mut v = c.to_vec();
             if zero || minus_one {
                 v.iter_mut().for_each(|b| *b = 0);
@@ -240,8 +250,16 @@ fn integer_division_by_zero_gives_zero() {
     let a = d.htod(&[7i32, i32::MIN, -9, 5]).unwrap();
     let b = d.htod(&[0i32, -1, 2, 0]).unwrap();
     let l = Layout::contiguous(&[4]);
-    let out = ew::binary(&d, BinaryOp::Div, DType::I32, a.as_buffer(), &l, b.as_buffer(), &l)
-        .unwrap();
+    let out = ew::binary(
+        &d,
+        BinaryOp::Div,
+        DType::I32,
+        a.as_buffer(),
+        &l,
+        b.as_buffer(),
+        &l,
+    )
+    .unwrap();
     let got: Vec<i32> = bytemuck::cast_slice(&download(&d, &out)).to_vec();
     assert_eq!(got, vec![0, i32::MIN, -4, 0]);
 }
@@ -301,7 +319,9 @@ fn casts_between_every_pair_match_the_cpu_backend() {
     let mut checked = 0;
     for from in ALL {
         let mut cases = layout_cases(from, -300.0, 300.0, 21);
-        cases.retain(|c| ["contiguous", "start offset", "transposed", "long, odd tail"].contains(&c.name));
+        cases.retain(|c| {
+            ["contiguous", "start offset", "transposed", "long, odd tail"].contains(&c.name)
+        });
         if from.is_float() {
             let s = tensor(&specials(from), from, &[SPECIALS.len()]);
             cases.push(cases[0].with_base(s));
@@ -327,7 +347,13 @@ fn some_zero(t: &Tensor, dtype: DType) -> Tensor {
     let w = dtype.size_in_bytes();
     let bytes: Vec<u8> = bytes_of(t)
         .chunks_exact(w)
-        .flat_map(|c| if c[0] & 1 == 0 { vec![0u8; w] } else { c.to_vec() })
+        .flat_map(|c| {
+            if c[0] & 1 == 0 {
+                vec![0u8; w]
+            } else {
+                c.to_vec()
+            }
+        })
         .collect();
     tensor(&bytes, dtype, t.dims())
 }
@@ -361,7 +387,12 @@ fn where_cond_matches_the_cpu_backend() {
                     .unwrap();
                     let want = c.view.where_cond(&t.view, &f.view).unwrap();
                     compare(&download(&d, &got), &bytes_of(&want), dtype, 0.0).unwrap_or_else(
-                        |e| panic!("where {cond_dtype} {dtype} {}/{}/{}: {e}", c.name, t.name, f.name),
+                        |e| {
+                            panic!(
+                                "where {cond_dtype} {dtype} {}/{}/{}: {e}",
+                                c.name, t.name, f.name
+                            )
+                        },
                     );
                     checked += 1;
                 }
@@ -370,8 +401,18 @@ fn where_cond_matches_the_cpu_backend() {
     }
     let c = d.htod(&[1.0f32]).unwrap();
     let l = Layout::contiguous(&[1]);
-    let err = ew::where_cond(&d, DType::F32, c.as_buffer(), &l, DType::F32, c.as_buffer(), &l, c.as_buffer(), &l)
-        .unwrap_err();
+    let err = ew::where_cond(
+        &d,
+        DType::F32,
+        c.as_buffer(),
+        &l,
+        DType::F32,
+        c.as_buffer(),
+        &l,
+        c.as_buffer(),
+        &l,
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::UnsupportedDType { .. }), "{err}");
     println!("where_cond: {checked} cases equal the CPU backend");
 }
@@ -424,8 +465,15 @@ fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
             d.memset(&dst, 0, (n + 9) * w, 0xab).unwrap();
             ew::copy_strided(&d, dtype, &src, &layout_of(&c.view), &dst, 7).unwrap();
             let got = download(&d, &dst);
-            assert!(got[..7 * w].iter().chain(&got[(7 + n) * w..]).all(|&b| b == 0xab));
-            assert!(got[7 * w..(7 + n) * w] == bytes_of(&c.view)[..], "copy_strided {dtype} {}", c.name);
+            assert!(got[..7 * w]
+                .iter()
+                .chain(&got[(7 + n) * w..])
+                .all(|&b| b == 0xab));
+            assert!(
+                got[7 * w..(7 + n) * w] == bytes_of(&c.view)[..],
+                "copy_strided {dtype} {}",
+                c.name
+            );
             checked += 2;
         }
         // copy2d: blocks with strides and offsets on both sides
@@ -460,14 +508,35 @@ fn rope_variants_match_candle_nn() {
     let d = device();
     let mut checked = 0;
     for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
-        for (b, h, t, hd) in [(2usize, 3usize, 5usize, 8usize), (1, 1, 1, 2), (2, 4, 7, 64), (3, 2, 1, 16)] {
+        for (b, h, t, hd) in [
+            (2usize, 3usize, 5usize, 8usize),
+            (1, 1, 1, 2),
+            (2, 4, 7, 64),
+            (3, 2, 1, 16),
+        ] {
             for batched in [false, true] {
-                for variant in [RopeVariant::Interleaved, RopeVariant::Halves, RopeVariant::Thd] {
+                for variant in [
+                    RopeVariant::Interleaved,
+                    RopeVariant::Halves,
+                    RopeVariant::Thd,
+                ] {
                     let seq = t + 3;
-                    let x_dims = if variant == RopeVariant::Thd { [b, t, h, hd] } else { [b, h, t, hd] };
-                    let cs_dims: Vec<usize> = if batched { vec![b, seq, hd / 2] } else { vec![seq, hd / 2] };
+                    let x_dims = if variant == RopeVariant::Thd {
+                        [b, t, h, hd]
+                    } else {
+                        [b, h, t, hd]
+                    };
+                    let cs_dims: Vec<usize> = if batched {
+                        vec![b, seq, hd / 2]
+                    } else {
+                        vec![seq, hd / 2]
+                    };
                     let ncs: usize = cs_dims.iter().product();
-                    let x = tensor(&random(dtype, b * h * t * hd, -2.0, 2.0, 51), dtype, &x_dims);
+                    let x = tensor(
+                        &random(dtype, b * h * t * hd, -2.0, 2.0, 51),
+                        dtype,
+                        &x_dims,
+                    );
                     let cos = tensor(&random(dtype, ncs, -1.0, 1.0, 52), dtype, &cs_dims);
                     let sin = tensor(&random(dtype, ncs, -1.0, 1.0, 53), dtype, &cs_dims);
                     let want = match variant {
@@ -488,9 +557,9 @@ fn rope_variants_match_candle_nn() {
                         &layout_of(&sin),
                     )
                     .unwrap();
-                    compare(&download(&d, &got), &bytes_of(&want), dtype, 3.0).unwrap_or_else(|e| {
-                        panic!("{variant:?} {dtype} {x_dims:?} batched={batched}: {e}")
-                    });
+                    compare(&download(&d, &got), &bytes_of(&want), dtype, 3.0).unwrap_or_else(
+                        |e| panic!("{variant:?} {dtype} {x_dims:?} batched={batched}: {e}"),
+                    );
                     checked += 1;
                 }
             }
@@ -510,12 +579,30 @@ fn bad_input_gives_typed_errors() {
     let e = ew::unary(&d, UnaryOp::Exp, DType::F32, &buf, &far).unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
     // shapes that differ
-    let e = ew::binary(&d, BinaryOp::Add, DType::F32, &buf, &l16, &buf, &Layout::contiguous(&[4, 4]))
-        .unwrap_err();
+    let e = ew::binary(
+        &d,
+        BinaryOp::Add,
+        DType::F32,
+        &buf,
+        &l16,
+        &buf,
+        &Layout::contiguous(&[4, 4]),
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     // an op the dtype does not have
-    let e = ew::unary(&d, UnaryOp::Exp, DType::I64, &buf, &Layout::contiguous(&[8])).unwrap_err();
-    assert!(e.to_string().contains("exp") && e.to_string().contains("i64"), "{e}");
+    let e = ew::unary(
+        &d,
+        UnaryOp::Exp,
+        DType::I64,
+        &buf,
+        &Layout::contiguous(&[8]),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("exp") && e.to_string().contains("i64"),
+        "{e}"
+    );
     // an output too small for in-place writing
     let e = ew::unary_into(&d, UnaryOp::Abs, DType::F32, &buf, &l16, &buf, 1).unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
@@ -523,12 +610,29 @@ fn bad_input_gives_typed_errors() {
     let x = Layout::contiguous(&[1, 1, 2, 3]);
     let cs = Layout::contiguous(&[2, 1]);
     let r = |x: &Layout, dt| ew::rope(&d, RopeVariant::Halves, dt, &buf, x, &buf, &cs, &buf, &cs);
-    assert!(matches!(r(&x, DType::F32).unwrap_err(), Error::ShapeMismatch { .. }));
+    assert!(matches!(
+        r(&x, DType::F32).unwrap_err(),
+        Error::ShapeMismatch { .. }
+    ));
     let xt = Layout::new(&[1, 1, 2, 2], &[4, 4, 1, 2], 0);
     let cs2 = Layout::contiguous(&[2, 1]);
-    let e = ew::rope(&d, RopeVariant::Halves, DType::F32, &buf, &xt, &buf, &cs2, &buf, &cs2).unwrap_err();
+    let e = ew::rope(
+        &d,
+        RopeVariant::Halves,
+        DType::F32,
+        &buf,
+        &xt,
+        &buf,
+        &cs2,
+        &buf,
+        &cs2,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::InvalidLayout(_)), "{e}");
-    assert!(matches!(r(&x, DType::U32).unwrap_err(), Error::UnsupportedDType { .. }));
+    assert!(matches!(
+        r(&x, DType::U32).unwrap_err(),
+        Error::UnsupportedDType { .. }
+    ));
     // copy2d beyond the destination
     let e = ew::copy2d(&d, DType::F32, &buf, &buf, 4, 4, 4, 5, 0, 0).unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
@@ -541,10 +645,39 @@ fn in_place_forms_write_over_their_input() {
     let xs: Vec<f32> = (0..1000).map(|i| i as f32 * 0.01 - 5.0).collect();
     let buf = d.htod(&xs).unwrap();
     let l = Layout::contiguous(&[1000]);
-    ew::unary_into(&d, UnaryOp::Abs, DType::F32, buf.as_buffer(), &l, buf.as_buffer(), 0).unwrap();
-    ew::affine_into(&d, DType::F32, buf.as_buffer(), &l, 2.0, 1.0, buf.as_buffer(), 0).unwrap();
-    ew::binary_into(&d, BinaryOp::Mul, DType::F32, buf.as_buffer(), &l, buf.as_buffer(), &l, buf.as_buffer(), 0)
-        .unwrap();
+    ew::unary_into(
+        &d,
+        UnaryOp::Abs,
+        DType::F32,
+        buf.as_buffer(),
+        &l,
+        buf.as_buffer(),
+        0,
+    )
+    .unwrap();
+    ew::affine_into(
+        &d,
+        DType::F32,
+        buf.as_buffer(),
+        &l,
+        2.0,
+        1.0,
+        buf.as_buffer(),
+        0,
+    )
+    .unwrap();
+    ew::binary_into(
+        &d,
+        BinaryOp::Mul,
+        DType::F32,
+        buf.as_buffer(),
+        &l,
+        buf.as_buffer(),
+        &l,
+        buf.as_buffer(),
+        0,
+    )
+    .unwrap();
     let got = d.dtoh(&buf).unwrap();
     for (g, x) in got.iter().zip(&xs) {
         let want = (x.abs() * 2.0 + 1.0).powi(2);
@@ -561,7 +694,10 @@ fn more_than_2_pow_32_u8_elements() {
     let n = 2 * cols;
     let (free, _) = d.memory_info().unwrap();
     if free < 2 * n + (256 << 20) {
-        println!("SKIPPED: needs {} bytes of free device memory, {free} free", 2 * n);
+        println!(
+            "SKIPPED: needs {} bytes of free device memory, {free} free",
+            2 * n
+        );
         return;
     }
     // x[i] = i mod 251 via a cast of an affine of ... simpler: fill a pattern in chunks.
@@ -579,10 +715,22 @@ fn more_than_2_pow_32_u8_elements() {
     // strided: the transpose of (cols, 2) viewed as (2, cols)
     let t = Layout::new(&[2, cols], &[1, 2], 0);
     let z = ew::unary(&d, UnaryOp::Relu, DType::U8, &x, &t).unwrap();
-    for i in [0usize, 1, 4095, (1 << 32) - 1, 1 << 32, (1 << 32) + 7, n - 1] {
+    for i in [
+        0usize,
+        1,
+        4095,
+        (1 << 32) - 1,
+        1 << 32,
+        (1 << 32) + 7,
+        n - 1,
+    ] {
         let mut b = [0u8; 1];
         d.copy_dtoh(&y, i, &mut b).unwrap();
-        assert_eq!(b[0], pattern(i).wrapping_mul(3).wrapping_add(1), "affine at {i}");
+        assert_eq!(
+            b[0],
+            pattern(i).wrapping_mul(3).wrapping_add(1),
+            "affine at {i}"
+        );
         d.copy_dtoh(&z, i, &mut b).unwrap();
         let (row, col) = (i / cols, i % cols);
         assert_eq!(b[0], pattern(col * 2 + row), "transposed relu at {i}");

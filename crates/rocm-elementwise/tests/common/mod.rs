@@ -61,10 +61,9 @@ pub fn random(dtype: DType, n: usize, lo: f32, hi: f32, seed: u64) -> Vec<u8> {
             DType::BF16 => out.extend(bf16::from_f32(x).to_bits().to_le_bytes()),
             DType::F16 => out.extend(f16::from_f32(x).to_bits().to_le_bytes()),
             DType::F32 => out.extend(x.to_le_bytes()),
-            DType::F64 => out.extend(
-                (f64::from(x) + f64::from(r.random::<f32>()) * 1e-7)
-                    .to_le_bytes(),
-            ),
+            DType::F64 => {
+                out.extend((f64::from(x) + f64::from(r.random::<f32>()) * 1e-7).to_le_bytes())
+            }
             DType::F8E4M3 => out.push(F8E4M3::from_f32(x).to_bits()),
         }
     }
@@ -86,19 +85,28 @@ pub fn tensor(bytes: &[u8], dtype: DType, dims: &[usize]) -> Tensor {
         DType::I32 => Tensor::from_vec(v::<i32>(bytes), dims, cpu),
         DType::I64 => Tensor::from_vec(v::<i64>(bytes), dims, cpu),
         DType::BF16 => Tensor::from_vec(
-            v::<u16>(bytes).into_iter().map(bf16::from_bits).collect::<Vec<_>>(),
+            v::<u16>(bytes)
+                .into_iter()
+                .map(bf16::from_bits)
+                .collect::<Vec<_>>(),
             dims,
             cpu,
         ),
         DType::F16 => Tensor::from_vec(
-            v::<u16>(bytes).into_iter().map(f16::from_bits).collect::<Vec<_>>(),
+            v::<u16>(bytes)
+                .into_iter()
+                .map(f16::from_bits)
+                .collect::<Vec<_>>(),
             dims,
             cpu,
         ),
         DType::F32 => Tensor::from_vec(v::<f32>(bytes), dims, cpu),
         DType::F64 => Tensor::from_vec(v::<f64>(bytes), dims, cpu),
         DType::F8E4M3 => Tensor::from_vec(
-            bytes.iter().map(|&b| F8E4M3::from_bits(b)).collect::<Vec<_>>(),
+            bytes
+                .iter()
+                .map(|&b| F8E4M3::from_bits(b))
+                .collect::<Vec<_>>(),
             dims,
             cpu,
         ),
@@ -180,7 +188,12 @@ pub struct Case {
 
 impl Case {
     fn new(name: &'static str, base: Tensor, make_view: fn(&Tensor) -> Tensor) -> Self {
-        Case { name, view: make_view(&base), base, make_view }
+        Case {
+            name,
+            view: make_view(&base),
+            base,
+            make_view,
+        }
     }
 
     /// The same view over another base of the same shape.
@@ -197,14 +210,28 @@ pub fn layout_cases(dtype: DType, lo: f32, hi: f32, seed: u64) -> Vec<Case> {
     };
     vec![
         Case::new("contiguous", make(&[3, 5, 7], 1), |b| b.clone()),
-        Case::new("start offset", make(&[1003], 2), |b| b.narrow(0, 3, 1000).unwrap()),
+        Case::new("start offset", make(&[1003], 2), |b| {
+            b.narrow(0, 3, 1000).unwrap()
+        }),
         Case::new("transposed", make(&[17, 33], 3), |b| b.t().unwrap()),
-        Case::new("broadcast rows", make(&[1, 33], 4), |b| b.broadcast_as((9, 33)).unwrap()),
-        Case::new("broadcast cols", make(&[9, 1], 5), |b| b.broadcast_as((9, 33)).unwrap()),
-        Case::new("narrowed", make(&[8, 40], 6), |b| b.narrow(1, 5, 30).unwrap()),
-        Case::new("batched transpose", make(&[3, 17, 33], 10), |b| b.transpose(1, 2).unwrap()),
-        Case::new("broadcast rows x64", make(&[1, 64], 11), |b| b.broadcast_as((9, 64)).unwrap()),
-        Case::new("broadcast cols x64", make(&[9, 1], 12), |b| b.broadcast_as((9, 64)).unwrap()),
+        Case::new("broadcast rows", make(&[1, 33], 4), |b| {
+            b.broadcast_as((9, 33)).unwrap()
+        }),
+        Case::new("broadcast cols", make(&[9, 1], 5), |b| {
+            b.broadcast_as((9, 33)).unwrap()
+        }),
+        Case::new("narrowed", make(&[8, 40], 6), |b| {
+            b.narrow(1, 5, 30).unwrap()
+        }),
+        Case::new("batched transpose", make(&[3, 17, 33], 10), |b| {
+            b.transpose(1, 2).unwrap()
+        }),
+        Case::new("broadcast rows x64", make(&[1, 64], 11), |b| {
+            b.broadcast_as((9, 64)).unwrap()
+        }),
+        Case::new("broadcast cols x64", make(&[9, 1], 12), |b| {
+            b.broadcast_as((9, 64)).unwrap()
+        }),
         Case::new("contiguous 9x64", make(&[9, 64], 13), |b| b.clone()),
         Case::new("empty", make(&[0, 5], 7), |b| b.clone()),
         Case::new("one element", make(&[1], 8), |b| b.clone()),
