@@ -7,6 +7,8 @@ use crate::root;
 
 /// NVRTC for the compile tier: the CUDA 13.0 wheel (no CUDA install needed).
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
+/// Packages with an `amd_tier` test (run inside the ROCm chroot).
+const AMD_TIER_PACKAGES: [&str; 2] = ["rocm-device", "rocm-blas"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
 const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
 
@@ -213,7 +215,7 @@ fn nvrtc_tier() -> TierOutcome {
 fn abi_probe_source() -> String {
     let (_, fields) = rocm_device::amd_abi::device_prop_layout();
     let mut s = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <hip/hip_runtime_api.h>\n#include <hip/hiprtc.h>\nint main(void) {\n",
+        "#include <stdio.h>\n#include <stddef.h>\n#include <hip/hip_runtime_api.h>\n#include <hip/hiprtc.h>\n#include <rocblas/rocblas.h>\nint main(void) {\n",
     );
     for (key, expr) in [
         ("HIP_SUCCESS", "hipSuccess"),
@@ -222,6 +224,15 @@ fn abi_probe_source() -> String {
         ("HIP_ERROR_NOT_FOUND", "hipErrorNotFound"),
         ("HIP_STREAM_NON_BLOCKING", "hipStreamNonBlocking"),
         ("HIPRTC_SUCCESS", "HIPRTC_SUCCESS"),
+        ("ROCBLAS_STATUS_SUCCESS", "rocblas_status_success"),
+        ("ROCBLAS_OPERATION_NONE", "rocblas_operation_none"),
+        ("ROCBLAS_OPERATION_TRANSPOSE", "rocblas_operation_transpose"),
+        ("ROCBLAS_DATATYPE_F16_R", "rocblas_datatype_f16_r"),
+        ("ROCBLAS_DATATYPE_F32_R", "rocblas_datatype_f32_r"),
+        ("ROCBLAS_DATATYPE_F64_R", "rocblas_datatype_f64_r"),
+        ("ROCBLAS_DATATYPE_BF16_R", "rocblas_datatype_bf16_r"),
+        ("ROCBLAS_GEMM_ALGO_STANDARD", "rocblas_gemm_algo_standard"),
+        ("ROCBLAS_GEMM_FLAGS_NONE", "rocblas_gemm_flags_none"),
     ] {
         s += &format!("  printf(\"{key} %lu\\n\", (unsigned long)({expr}));\n");
     }
@@ -249,7 +260,7 @@ fn amd_tier() -> TierOutcome {
     let chroot = PathBuf::from(CHROOT_DIR);
     // The header probe: built on the host with the chroot's headers, run on the host.
     let work = root().join("target").join("amd-tier");
-    let prepare = || -> Result<PathBuf, String> {
+    let prepare = || -> Result<Vec<String>, String> {
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         std::fs::write(work.join("abi_probe.c"), abi_probe_source()).map_err(|e| e.to_string())?;
         let (ok, _) = run_echo(
@@ -268,30 +279,47 @@ fn amd_tier() -> TierOutcome {
             .map_err(|e| e.to_string())?;
         std::fs::write(chroot.join("tmp/candle-rocm-abi.txt"), &out.stdout)
             .map_err(|e| e.to_string())?;
-        let exes = test_executables(&["-p", "rocm-device", "--test", "amd_tier"])?;
-        let (_, exe) = exes
-            .into_iter()
-            .find(|(n, _)| n == "amd_tier")
-            .ok_or("no amd_tier test binary")?;
-        let inside = chroot.join("tmp/candle-rocm-amd-tier");
-        std::fs::copy(&exe, &inside).map_err(|e| e.to_string())?;
+        // Every package's `amd_tier` test binary runs inside the chroot.
+        let mut inside = Vec::new();
+        for package in AMD_TIER_PACKAGES {
+            let exes = test_executables(&["-p", package, "--test", "amd_tier"])?;
+            let (_, exe) = exes
+                .into_iter()
+                .find(|(n, _)| n == "amd_tier")
+                .ok_or_else(|| format!("no amd_tier test binary in {package}"))?;
+            let name = format!("tmp/candle-rocm-amd-tier-{package}");
+            std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
+            inside.push(format!("/{name}"));
+        }
         Ok(inside)
     };
-    if let Err(e) = prepare() {
-        return TierOutcome::Broken(e);
+    let binaries = match prepare() {
+        Ok(b) => b,
+        Err(e) => return TierOutcome::Broken(e),
+    };
+    let mut all = String::new();
+    let mut all_ok = true;
+    for binary in binaries {
+        match run_echo(
+            Command::new("chroot")
+                .arg(&chroot)
+                .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
+                .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
+                .args([
+                    binary.as_str(),
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ]),
+        ) {
+            Ok((ok, text)) => {
+                all_ok &= ok;
+                all += &text;
+            }
+            Err(e) => return TierOutcome::Broken(e),
+        }
     }
-    outcome_of(run_echo(
-        Command::new("chroot")
-            .arg(&chroot)
-            .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
-            .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
-            .args([
-                "/tmp/candle-rocm-amd-tier",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ]),
-    ))
+    outcome_of(Ok((all_ok, all)))
 }
 
 fn gpu_present() -> bool {
@@ -403,7 +431,10 @@ echo "$passed passed, $failed failed"
 
 /// Benchmark examples packed for the GPU machine: (package, example); each has a torch peer
 /// `bench/torch_<family>.py`.
-const BENCHES: [(&str, &str); 1] = [("rocm-elementwise", "elementwise_bench")];
+const BENCHES: [(&str, &str); 2] = [
+    ("rocm-elementwise", "elementwise_bench"),
+    ("rocm-blas", "matmul_bench"),
+];
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
 pub fn gpu_pack() -> Result<bool, String> {

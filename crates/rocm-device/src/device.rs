@@ -455,6 +455,18 @@ impl Device {
         self.load_module(module)?.function(entry)
     }
 
+    /// Makes this device current on the calling thread, for vendor libraries (rocBLAS,
+    /// cuBLAS, MIOpen) that work on the thread's current device.
+    pub fn bind_to_thread(&self) -> Result<()> {
+        self.inner.raw.bind_thread()
+    }
+
+    /// The device's stream as the platform's handle (`hipStream_t` / `CUstream`), for vendor
+    /// libraries that must queue their work behind ours.
+    pub fn raw_stream(&self) -> *mut std::ffi::c_void {
+        self.inner.stream.handle as *mut std::ffi::c_void
+    }
+
     /// The function `entry` from the part of `module` built for `dtype` alone (see
     /// `KernelModule::source_for_dtype`): a program compiles only the dtypes it uses.
     pub fn dtype_function(

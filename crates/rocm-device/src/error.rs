@@ -77,6 +77,14 @@ pub enum Error {
     /// A copy or view whose sizes do not match.
     #[error("{op}: size mismatch: {detail}")]
     SizeMismatch { op: &'static str, detail: String },
+    /// A vendor library call (rocBLAS, cuBLAS, MIOpen) returned an error status.
+    #[error("{library} call {call} failed: {code} ({message})")]
+    Library {
+        library: &'static str,
+        call: &'static str,
+        code: i64,
+        message: String,
+    },
     /// An op that Candle's CPU backend does not compute for this dtype either.
     #[error("{op}: unsupported dtype {dtype}")]
     UnsupportedDType {

@@ -27,7 +27,13 @@ pub use device::{
 };
 pub use error::{Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
-pub use platform::{selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
+pub use platform::{find_library, selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
+
+/// Where ROCm libraries are looked for before the loader's path: `$ROCM_PATH/lib`,
+/// `$HIP_PATH/lib`, `/opt/rocm/lib`.
+pub fn rocm_library_dirs() -> Vec<std::path::PathBuf> {
+    platform::amd::search_dirs()
+}
 pub use pool::{size_class, MemoryStats};
 pub use rocm_kernels as kernels;
 pub use tensor::{DType, Layout, Scalar};

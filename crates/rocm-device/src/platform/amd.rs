@@ -54,7 +54,7 @@ pub mod abi {
 const HINT: &str = "install ROCm 6.2 or newer (libamdhip64, libhiprtc; Debian/Ubuntu: \
     apt install libamdhip64-dev libhiprtc-dev or the ROCm packages), or set ROCM_PATH";
 
-fn search_dirs() -> Vec<PathBuf> {
+pub(crate) fn search_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = ["ROCM_PATH", "HIP_PATH"]
         .into_iter()
         .filter_map(std::env::var_os)
@@ -320,6 +320,9 @@ impl RawDevice for HipDevice {
     }
     fn ordinal(&self) -> usize {
         self.ordinal
+    }
+    fn bind_thread(&self) -> Result<()> {
+        self.bind()
     }
     fn props(&self) -> &DeviceProps {
         &self.props

@@ -225,7 +225,8 @@ pub struct LibraryStatus {
 }
 
 /// Looks for a library under `dirs` then through the loader, by each of `names` in order.
-pub(crate) fn find_library(
+/// Looks for a library under `dirs` by each of `names`, then by the loader's own path.
+pub fn find_library(
     role: &'static str,
     names: &[String],
     dirs: &[std::path::PathBuf],
@@ -303,6 +304,8 @@ pub(crate) trait RawDevice: Send + Sync {
     fn platform(&self) -> Platform;
     fn ordinal(&self) -> usize;
     fn props(&self) -> &DeviceProps;
+    /// Makes this device current on the calling thread (for vendor libraries such as the BLAS).
+    fn bind_thread(&self) -> Result<()>;
     /// (free, total) bytes.
     fn mem_info(&self) -> Result<(usize, usize)>;
     fn malloc(&self, bytes: usize) -> Result<DevicePtr, AllocFailure>;

@@ -308,6 +308,9 @@ impl RawDevice for CudaDevice {
     fn ordinal(&self) -> usize {
         self.ordinal
     }
+    fn bind_thread(&self) -> Result<()> {
+        self.bind()
+    }
     fn props(&self) -> &DeviceProps {
         &self.props
     }

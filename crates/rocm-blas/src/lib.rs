@@ -1,0 +1,248 @@
+//! rocm-blas: the matmul of candle-rocm, one strided-batched gemm call per matmul.
+//!
+//! lhs (batch, m, k) times rhs (batch, k, n) with Candle-style layouts (dims, strides, start
+//! offset, batch dims of any count) into a contiguous (batch, m, n) output, for f32, f16 and
+//! bf16 (f32 accumulation) and f64. Row-major and transposed operands go straight to the BLAS
+//! (see [`plan`]); batch dims collapse to one stride or broadcast with stride 0; a layout no
+//! gemm call can read is copied to a contiguous one first instead of being refused. The BLAS is
+//! rocBLAS on the amd platform (loaded at run time, our own FFI table) and cuBLAS on the
+//! nvidia platform (cargo feature `nvidia`).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+#[cfg(feature = "nvidia")]
+mod cublas;
+pub mod plan;
+pub mod rocblas;
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+pub use plan::MatmulShape;
+use plan::{GemmPlan, Op, Operand};
+use rocm_device::{Buffer, DType, Device, Error, Layout, Platform, Result};
+
+enum Backend {
+    RocBlas(rocblas::RocBlasHandle),
+    #[cfg(feature = "nvidia")]
+    CuBlas(cublas::CuBlasHandle),
+}
+
+/// A BLAS handle for one device, bound to its stream. Cheap to share behind an `Arc`; calls
+/// are serialised on the handle.
+pub struct Blas {
+    device: Device,
+    backend: Mutex<Backend>,
+    reduced_f16: AtomicBool,
+    reduced_bf16: AtomicBool,
+    reduced_f32: AtomicBool,
+}
+
+impl std::fmt::Debug for Blas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Blas({:?})", self.device)
+    }
+}
+
+impl Blas {
+    /// rocBLAS on an amd device, cuBLAS on an nvidia one.
+    pub fn new(device: &Device) -> Result<Self> {
+        let backend = match device.info().platform {
+            Platform::Amd => Backend::RocBlas(rocblas::RocBlasHandle::new(device)?),
+            #[cfg(feature = "nvidia")]
+            Platform::Nvidia => Backend::CuBlas(cublas::CuBlasHandle::new(device)?),
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Nvidia => return Err(Error::PlatformNotBuilt(Platform::Nvidia)),
+        };
+        Ok(Blas {
+            device: device.clone(),
+            backend: Mutex::new(backend),
+            reduced_f16: AtomicBool::new(false),
+            reduced_bf16: AtomicBool::new(false),
+            reduced_f32: AtomicBool::new(false),
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// f16 gemms accumulate in f16 (Candle's `set_gemm_reduced_precision_f16`).
+    pub fn set_reduced_precision_f16(&self, on: bool) {
+        self.reduced_f16.store(on, Ordering::Relaxed);
+    }
+
+    /// bf16 gemms may compute in reduced precision (cuBLAS `32F_FAST_16BF`; rocBLAS keeps f32).
+    pub fn set_reduced_precision_bf16(&self, on: bool) {
+        self.reduced_bf16.store(on, Ordering::Relaxed);
+    }
+
+    /// f32 gemms may use TF32 (cuBLAS `32F_FAST_TF32`; rocBLAS keeps f32).
+    pub fn set_reduced_precision_f32(&self, on: bool) {
+        self.reduced_f32.store(on, Ordering::Relaxed);
+    }
+
+    /// `lhs . rhs` into a new contiguous (batch, m, n) buffer.
+    pub fn matmul(
+        &self,
+        dtype: DType,
+        lhs: &Buffer,
+        lhs_l: &Layout,
+        rhs: &Buffer,
+        rhs_l: &Layout,
+        shape: MatmulShape,
+    ) -> Result<Buffer> {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+            return Err(Error::UnsupportedDType {
+                op: "matmul",
+                dtype,
+            });
+        }
+        let MatmulShape { batch, m, n, k } = shape;
+        plan::check_operand("lhs", lhs_l, batch, m, k)?;
+        plan::check_operand("rhs", rhs_l, batch, k, n)?;
+        lhs_l.check_fits("matmul", dtype, lhs)?;
+        rhs_l.check_fits("matmul", dtype, rhs)?;
+        let size = dtype.size_in_bytes();
+        let out_len = batch * m * n;
+        let out = self.device.alloc(out_len * size)?;
+        if out_len == 0 {
+            return Ok(out);
+        }
+        if k == 0 {
+            self.device.memset(&out, 0, out_len * size, 0)?;
+            return Ok(out);
+        }
+        let _span = tracing::debug_span!("matmul", %dtype, batch, m, n, k).entered();
+        let (lhs_op, lhs_copy) = self.readable(dtype, lhs, lhs_l, m, k)?;
+        let (rhs_op, rhs_copy) = self.readable(dtype, rhs, rhs_l, k, n)?;
+        let lhs_buf = lhs_copy.as_ref().unwrap_or(lhs);
+        let rhs_buf = rhs_copy.as_ref().unwrap_or(rhs);
+        let p = GemmPlan::new(shape, lhs_op, rhs_op)?;
+        let ptr = |buf: &Buffer, o: &Operand| buf.device_ptr() + (o.offset * size) as u64;
+        let a = (ptr(rhs_buf, &p.a), p.a.ld as i32, p.a.batch_stride as i64);
+        let b = (ptr(lhs_buf, &p.b), p.b.ld as i32, p.b.batch_stride as i64);
+        let c = (out.device_ptr(), p.ldc as i32, p.stride_c as i64);
+        let mnk = (p.m as i32, p.n as i32, p.k as i32);
+        let reduced_f16 = dtype == DType::F16 && self.reduced_f16.load(Ordering::Relaxed);
+        // alpha = 1, beta = 0 in the compute type's scalar type.
+        let (one32, zero32) = (1f32, 0f32);
+        let (one64, zero64) = (1f64, 0f64);
+        let (one16, zero16) = (half::f16::ONE, half::f16::ZERO);
+        let (alpha, beta): (*const c_void, *const c_void) = if dtype == DType::F64 {
+            (
+                std::ptr::from_ref(&one64).cast(),
+                std::ptr::from_ref(&zero64).cast(),
+            )
+        } else if reduced_f16 {
+            (
+                std::ptr::from_ref(&one16).cast(),
+                std::ptr::from_ref(&zero16).cast(),
+            )
+        } else {
+            (
+                std::ptr::from_ref(&one32).cast(),
+                std::ptr::from_ref(&zero32).cast(),
+            )
+        };
+        let backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
+        match &*backend {
+            Backend::RocBlas(h) => {
+                use rocblas::abi;
+                let op = |o: Op| match o {
+                    Op::None => abi::ROCBLAS_OPERATION_NONE,
+                    Op::Transpose => abi::ROCBLAS_OPERATION_TRANSPOSE,
+                };
+                let (dt, compute) = match dtype {
+                    DType::F32 => (abi::ROCBLAS_DATATYPE_F32_R, abi::ROCBLAS_DATATYPE_F32_R),
+                    DType::F64 => (abi::ROCBLAS_DATATYPE_F64_R, abi::ROCBLAS_DATATYPE_F64_R),
+                    DType::F16 if reduced_f16 => {
+                        (abi::ROCBLAS_DATATYPE_F16_R, abi::ROCBLAS_DATATYPE_F16_R)
+                    }
+                    DType::F16 => (abi::ROCBLAS_DATATYPE_F16_R, abi::ROCBLAS_DATATYPE_F32_R),
+                    _ => (abi::ROCBLAS_DATATYPE_BF16_R, abi::ROCBLAS_DATATYPE_F32_R),
+                };
+                // SAFETY: check_fits bounded both inputs (or they are fresh contiguous copies),
+                // the output holds batch * m * n elements, and all three stay alive until the
+                // stream has run the call (pool memory is reused in stream order).
+                unsafe {
+                    h.gemm(
+                        &self.device,
+                        (op(p.a.op), op(p.b.op)),
+                        mnk,
+                        alpha,
+                        a,
+                        b,
+                        beta,
+                        c,
+                        p.batch as i32,
+                        dt,
+                        compute,
+                    )
+                }?;
+            }
+            #[cfg(feature = "nvidia")]
+            Backend::CuBlas(h) => {
+                use cublas::Compute;
+                use cudarc::cublas::sys::cudaDataType as T;
+                let (dt, compute) = match dtype {
+                    DType::F32 if self.reduced_f32.load(Ordering::Relaxed) => {
+                        (T::CUDA_R_32F, Compute::F32FastTf32)
+                    }
+                    DType::F32 => (T::CUDA_R_32F, Compute::F32),
+                    DType::F64 => (T::CUDA_R_64F, Compute::F64),
+                    DType::F16 if reduced_f16 => (T::CUDA_R_16F, Compute::F16),
+                    DType::F16 => (T::CUDA_R_16F, Compute::F32),
+                    _ if self.reduced_bf16.load(Ordering::Relaxed) => {
+                        (T::CUDA_R_16BF, Compute::F32Fast16Bf)
+                    }
+                    _ => (T::CUDA_R_16BF, Compute::F32),
+                };
+                // SAFETY: as for rocBLAS above.
+                unsafe {
+                    h.gemm(
+                        &self.device,
+                        (p.a.op == Op::Transpose, p.b.op == Op::Transpose),
+                        mnk,
+                        alpha,
+                        a,
+                        b,
+                        beta,
+                        c,
+                        p.batch as i32,
+                        dt,
+                        compute,
+                    )
+                }?;
+            }
+        }
+        drop(backend);
+        // The temporary copies go back to the pool after the call is queued: the pool hands
+        // memory out again only in stream order.
+        drop((lhs_copy, rhs_copy));
+        Ok(out)
+    }
+
+    /// The operand as a gemm call reads it, copying it to a contiguous buffer when no call can.
+    fn readable(
+        &self,
+        dtype: DType,
+        buf: &Buffer,
+        l: &Layout,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Operand, Option<Buffer>)> {
+        if let Some(o) = plan::operand(l, rows, cols) {
+            return Ok((o, None));
+        }
+        let n = l.elem_count();
+        let copy = self.device.alloc(n * dtype.size_in_bytes())?;
+        rocm_elementwise::copy_strided(&self.device, dtype, buf, l, &copy, 0)?;
+        let contiguous = Layout::contiguous(&l.dims);
+        let o = plan::operand(&contiguous, rows, cols).ok_or_else(|| {
+            Error::InvalidLayout(format!("matmul: contiguous {:?} unreadable", l.dims))
+        })?;
+        Ok((o, Some(copy)))
+    }
+}
