@@ -7,6 +7,8 @@ use crate::root;
 
 /// NVRTC for the compile tier: the CUDA 13.0 wheel (no CUDA install needed).
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
+/// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
+const NVIDIA_FEATURES: &str = "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia";
 /// Packages with an `amd_tier` test (run inside the ROCm chroot).
 const AMD_TIER_PACKAGES: [&str; 2] = ["rocm-device", "rocm-blas"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
@@ -361,7 +363,7 @@ pub fn test(args: &[String]) -> Result<bool, String> {
             "test",
             "--workspace",
             "--features",
-            "rocm-device/nvidia",
+            NVIDIA_FEATURES,
             "--",
             "--include-ignored",
         ]);
@@ -444,12 +446,7 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::remove_dir_all(&out).map_err(|e| e.to_string())?;
     }
     std::fs::create_dir_all(&tests_dir).map_err(|e| e.to_string())?;
-    let exes = test_executables(&[
-        "--release",
-        "--workspace",
-        "--features",
-        "rocm-device/nvidia",
-    ])?;
+    let exes = test_executables(&["--release", "--workspace", "--features", NVIDIA_FEATURES])?;
     // The compile tiers need no GPU (the AMD one needs the ROCm chroot): they run in
     // `cargo xtask test`, not on the GPU machine's time.
     let mut packed = 0;

@@ -125,7 +125,7 @@ pub fn operand(l: &Layout, rows: usize, cols: usize) -> Option<Operand> {
 impl GemmPlan {
     /// The call for lhs (batch, m, k) and rhs (batch, k, n) already reduced to operands.
     pub fn new(shape: MatmulShape, lhs: Operand, rhs: Operand) -> Result<Self> {
-        let plan = GemmPlan {
+        let mut plan = GemmPlan {
             m: shape.n,
             n: shape.m,
             k: shape.k,
@@ -135,6 +135,18 @@ impl GemmPlan {
             ldc: shape.n.max(1),
             stride_c: shape.m * shape.n,
         };
+        // One weight for the whole batch and lhs rows that run on from one batch entry to the
+        // next (a decode step: (b, 1, k) x (k, n)): one gemm of batch * m rows instead of b
+        // skinny ones, several times faster.
+        if shape.batch > 1
+            && rhs.batch_stride == 0
+            && lhs.op == Op::None
+            && lhs.batch_stride == shape.m * lhs.ld
+        {
+            plan.n = shape.batch * shape.m;
+            plan.batch = 1;
+            plan.stride_c = plan.n * shape.n;
+        }
         // The 32-bit arguments of the vendor calls.
         let fits = |v: usize| v <= i32::MAX as usize;
         if ![
