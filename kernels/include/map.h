@@ -154,3 +154,25 @@ DEVICE void map2(const In* a, const In* b, Out* out, u64 n, const KernelLayout& 
 template <typename T> struct Wide { typedef u32 type; };
 template <> struct Wide<i64> { typedef u64 type; };
 template <typename T> DEVICE bool is_signed_int() { return (T)(-1) < (T)0; }
+
+// Calls f(value, index) for the elements [begin, end) of a unit-stride run, the calling thread
+// taking every blockDim.x-th element (or 16-byte pack of elements when `run + begin` is
+// 16-byte aligned). Each thread sees its indices in increasing order.
+template <typename T, typename F>
+DEVICE void block_visit(const T* run, u64 begin, u64 end, F& f) {
+    constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+    typedef typename RawOf<sizeof(T) * N>::type Raw;
+    if (N > 1 && ((usize)(run + begin) & 15) == 0) {
+        const u64 packs = (end - begin) / N;
+        const Raw* p = reinterpret_cast<const Raw*>(run + begin);
+        for (u64 k = threadIdx.x; k < packs; k += blockDim.x) {
+            Pack<T, N> v;
+            v.raw = p[k];
+#pragma unroll
+            for (int j = 0; j < N; ++j) f(v.v[j], begin + k * N + j);
+        }
+        for (u64 i = begin + packs * N + threadIdx.x; i < end; i += blockDim.x) f(run[i], i);
+        return;
+    }
+    for (u64 i = begin + threadIdx.x; i < end; i += blockDim.x) f(run[i], i);
+}

@@ -204,8 +204,41 @@ pub const ROPE: KernelModule = KernelModule {
     }],
 };
 
+/// Reductions over any dims: `<op>_<dtype>` and the second pass `<op>_finish_<dtype>`.
+pub const REDUCE: KernelModule = KernelModule {
+    name: "reduce",
+    source: include_str!("reduce.hip"),
+    groups: &[EntryGroup {
+        ops: &[
+            "sum",
+            "min",
+            "max",
+            "argmin",
+            "argmax",
+            "sum_finish",
+            "min_finish",
+            "max_finish",
+            "argmin_finish",
+            "argmax_finish",
+        ],
+        dtypes: &DTYPES,
+    }],
+};
+
+/// softmax / log-softmax over the last dim, rms_norm, layer_norm.
+pub const NORM: KernelModule = KernelModule {
+    name: "norm",
+    source: include_str!("norm.hip"),
+    groups: &[EntryGroup {
+        ops: &["softmax", "log_softmax", "rms_norm", "layer_norm"],
+        dtypes: &["bf16", "f16", "f32", "f64"],
+    }],
+};
+
 /// Every module, for the compile tiers to iterate over.
-pub const ALL_MODULES: &[&KernelModule] = &[&FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE];
+pub const ALL_MODULES: &[&KernelModule] = &[
+    &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM,
+];
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,8 @@ use crate::root;
 /// NVRTC for the compile tier: the CUDA 13.0 wheel (no CUDA install needed).
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
-const NVIDIA_FEATURES: &str = "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia";
+const NVIDIA_FEATURES: &str =
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia";
 /// Packages with an `amd_tier` test (run inside the ROCm chroot).
 const AMD_TIER_PACKAGES: [&str; 2] = ["rocm-device", "rocm-blas"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
@@ -433,9 +434,10 @@ echo "$passed passed, $failed failed"
 
 /// Benchmark examples packed for the GPU machine: (package, example); each has a torch peer
 /// `bench/torch_<family>.py`.
-const BENCHES: [(&str, &str); 2] = [
+const BENCHES: [(&str, &str); 3] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
+    ("rocm-reduce", "reduce_bench"),
 ];
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.

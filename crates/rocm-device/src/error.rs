@@ -91,6 +91,9 @@ pub enum Error {
         op: &'static str,
         dtype: crate::DType,
     },
+    /// A reduction with no element to pick (min/max/argmin/argmax of an empty tensor).
+    #[error("{op}: the tensor is empty")]
+    EmptyTensor { op: &'static str },
     /// Operands of one op whose dtypes disagree.
     #[error("{op}: dtype mismatch: {detail}")]
     DTypeMismatch { op: &'static str, detail: String },

@@ -1,0 +1,401 @@
+//! rocm-reduce: reductions and the fused row ops of candle-rocm.
+//!
+//! - [`reduce`]: sum, min, max, argmin, argmax over any set of dims of any layout, for all ten
+//!   dtypes, with Candle's CPU semantics (integer sums wrap; min/max keep the first of equal
+//!   values; a NaN wins only as element 0; min/max/arg* of an empty tensor are
+//!   [`Error::EmptyTensor`]). Long reductions with few outputs are split over many blocks and
+//!   finished by a second pass, so a whole-tensor sum uses the whole GPU.
+//! - [`softmax_last_dim`], [`log_softmax_last_dim`], [`rms_norm`], [`layer_norm`]: one block per
+//!   row of any length, f32 statistics for the 16-bit floats, max-subtracted softmax, Welford
+//!   variance. Strided inputs are copied to contiguous ones first.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+use rocm_device::kernels;
+pub use rocm_device::{Buffer, DType, Device, Error, Layout, Result};
+use rocm_device::{KernelLayout, LaunchArgs, LaunchConfig};
+
+/// Candle's `ReduceOp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Min,
+    Max,
+    ArgMin,
+    ArgMax,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::ArgMin,
+        ReduceOp::ArgMax,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::ArgMin => "argmin",
+            ReduceOp::ArgMax => "argmax",
+        }
+    }
+
+    /// The output dtype for an input of `dtype`.
+    pub fn out_dtype(self, dtype: DType) -> DType {
+        match self {
+            ReduceOp::ArgMin | ReduceOp::ArgMax => DType::U32,
+            _ => dtype,
+        }
+    }
+}
+
+/// Threads per block: a multiple of 64 so every warp is full on wave32 and wave64.
+fn block_for(len: u64) -> u32 {
+    (len.next_power_of_two().clamp(64, 256)) as u32
+}
+
+/// How a reduction is spread: output blocks x chunks of the reduction per output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReducePlan {
+    pub n_out: u64,
+    pub red_len: u64,
+    pub block: u32,
+    pub chunks: u64,
+    pub chunk_len: u64,
+}
+
+impl ReducePlan {
+    /// Enough blocks to fill `multiprocessors` several times over.
+    pub fn new(n_out: u64, red_len: u64, multiprocessors: u32) -> Self {
+        let block = block_for(red_len);
+        let target = u64::from(multiprocessors.max(1)) * 8;
+        let mut chunks = 1;
+        if n_out < target {
+            // at least 4 elements per thread in each chunk
+            let by_work = red_len.div_ceil(u64::from(block) * 4);
+            chunks = target.div_ceil(n_out.max(1)).min(by_work).clamp(1, 65_535);
+        }
+        // chunks start on 16-element boundaries so each keeps 16-byte loads
+        let chunk_len = red_len.div_ceil(chunks).next_multiple_of(16).max(1);
+        let chunks = red_len.div_ceil(chunk_len).max(1);
+        ReducePlan {
+            n_out,
+            red_len,
+            block,
+            chunks,
+            chunk_len,
+        }
+    }
+}
+
+/// Splits `layout` into the kept dims (with the start offset) and the reduced dims.
+fn split_layout(op: &'static str, layout: &Layout, dims: &[usize]) -> Result<(Layout, Layout)> {
+    let nd = layout.dims.len();
+    let mut seen = vec![false; nd];
+    for &d in dims {
+        if d >= nd || seen[d] {
+            return Err(Error::ShapeMismatch {
+                op,
+                detail: format!("reduce dims {dims:?} for a tensor of rank {nd}"),
+            });
+        }
+        seen[d] = true;
+    }
+    let pick = |keep: bool| -> (Vec<usize>, Vec<usize>) {
+        (0..nd)
+            .filter(|&i| seen[i] != keep)
+            .map(|i| (layout.dims[i], layout.strides[i]))
+            .unzip()
+    };
+    let (kd, ks) = pick(true);
+    let (rd, rs) = pick(false);
+    Ok((
+        Layout::new(&kd, &ks, layout.start),
+        Layout::new(&rd, &rs, 0),
+    ))
+}
+
+/// `op` over `reduce_dims` of `src`; the output is contiguous with those dims kept as size 1
+/// (u32 for argmin/argmax).
+pub fn reduce(
+    device: &Device,
+    op: ReduceOp,
+    dtype: DType,
+    src: &Buffer,
+    layout: &Layout,
+    reduce_dims: &[usize],
+) -> Result<Buffer> {
+    let name = op.name();
+    layout.check_fits(name, dtype, src)?;
+    let (kept, red) = split_layout(name, layout, reduce_dims)?;
+    let n_out = kept.elem_count() as u64;
+    let red_len = red.elem_count() as u64;
+    let out_dtype = op.out_dtype(dtype);
+    let out = device.alloc(n_out as usize * out_dtype.size_in_bytes())?;
+    if layout.elem_count() == 0 {
+        if op != ReduceOp::Sum {
+            return Err(Error::EmptyTensor { op: "reduce" });
+        }
+        if n_out > 0 {
+            device.memset(&out, 0, out.len(), 0)?;
+        }
+        return Ok(out);
+    }
+    let plan = ReducePlan::new(n_out, red_len, device.info().multiprocessor_count);
+    let (kept_kl, red_kl): (KernelLayout, KernelLayout) =
+        (kept.kernel_layout()?, red.kernel_layout()?);
+    let _span =
+        tracing::debug_span!("reduce", op = name, %dtype, n_out, red_len, chunks = plan.chunks)
+            .entered();
+    // Partial states of the first pass: at most 16 bytes each.
+    let partials = if plan.chunks > 1 {
+        Some(device.alloc((n_out * plan.chunks * 16) as usize)?)
+    } else {
+        None
+    };
+    let grid_x = n_out.min(1 << 20) as u32;
+    let entry = format!("{name}_{}", dtype.as_str());
+    let f = device.dtype_function(&kernels::REDUCE, dtype.as_str(), &entry)?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(src).push_buffer(&out);
+    match &partials {
+        Some(p) => args.push_buffer(p),
+        None => args.push(0u64),
+    };
+    args.push(n_out)
+        .push(red_len)
+        .push(kept_kl)
+        .push(red_kl)
+        .push(plan.chunk_len);
+    let config = LaunchConfig {
+        grid: [grid_x, plan.chunks as u32, 1],
+        block: [plan.block, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch(&f, config, &mut args)?;
+    if let Some(p) = &partials {
+        let entry = format!("{name}_finish_{}", dtype.as_str());
+        let f = device.dtype_function(&kernels::REDUCE, dtype.as_str(), &entry)?;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(p)
+            .push_buffer(&out)
+            .push(n_out)
+            .push(plan.chunks);
+        let config = LaunchConfig {
+            grid: [grid_x, 1, 1],
+            block: [block_for(plan.chunks), 1, 1],
+            shared_mem_bytes: 0,
+        };
+        device.launch(&f, config, &mut args)?;
+    }
+    Ok(out)
+}
+
+fn check_float(op: &'static str, dtype: DType) -> Result<()> {
+    if matches!(dtype, DType::BF16 | DType::F16 | DType::F32 | DType::F64) {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedDType { op, dtype })
+    }
+}
+
+/// `buf` as a contiguous buffer (a copy when `l` is strided or starts later).
+fn contiguous(device: &Device, dtype: DType, buf: &Buffer, l: &Layout) -> Result<Option<Buffer>> {
+    if l.is_contiguous() && l.start == 0 {
+        return Ok(None);
+    }
+    let copy = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
+    rocm_elementwise::copy_strided(device, dtype, buf, l, &copy, 0)?;
+    Ok(Some(copy))
+}
+
+/// (rows, row length) of a layout whose last dim is the row.
+fn rows_of(op: &'static str, l: &Layout) -> Result<(u64, u64)> {
+    let Some(&len) = l.dims.last() else {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: "a scalar has no last dim".into(),
+        });
+    };
+    let n = l.elem_count() as u64;
+    Ok((if len == 0 { 0 } else { n / len as u64 }, len as u64))
+}
+
+fn row_launch(
+    device: &Device,
+    dtype: DType,
+    entry_op: &str,
+    rows: u64,
+    len: u64,
+    args: &mut LaunchArgs,
+) -> Result<()> {
+    if rows == 0 || len == 0 {
+        return Ok(());
+    }
+    let entry = format!("{entry_op}_{}", dtype.as_str());
+    let f = device.dtype_function(&kernels::NORM, dtype.as_str(), &entry)?;
+    // Small blocks with several 16-byte loads per thread keep many rows in flight per SM.
+    let block = (len / 32).next_power_of_two().clamp(64, 256) as u32;
+    let config = LaunchConfig {
+        grid: [rows.min(1 << 20) as u32, 1, 1],
+        block: [block, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch(&f, config, args)
+}
+
+fn softmax_impl(
+    device: &Device,
+    dtype: DType,
+    src: &Buffer,
+    l: &Layout,
+    log: bool,
+) -> Result<Buffer> {
+    let op = if log { "log_softmax" } else { "softmax" };
+    check_float(op, dtype)?;
+    l.check_fits(op, dtype, src)?;
+    let (rows, len) = rows_of(op, l)?;
+    let copy = contiguous(device, dtype, src, l)?;
+    let x = copy.as_ref().unwrap_or(src);
+    let out = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(x).push_buffer(&out).push(rows).push(len);
+    row_launch(device, dtype, op, rows, len, &mut args)?;
+    Ok(out)
+}
+
+/// `exp(x - max) / sum(exp(x - max))` over the last dim.
+pub fn softmax_last_dim(device: &Device, dtype: DType, src: &Buffer, l: &Layout) -> Result<Buffer> {
+    softmax_impl(device, dtype, src, l, false)
+}
+
+/// `x - max - log(sum(exp(x - max)))` over the last dim.
+pub fn log_softmax_last_dim(
+    device: &Device,
+    dtype: DType,
+    src: &Buffer,
+    l: &Layout,
+) -> Result<Buffer> {
+    softmax_impl(device, dtype, src, l, true)
+}
+
+fn check_weight(op: &'static str, name: &str, l: &Layout, len: u64) -> Result<()> {
+    if l.elem_count() as u64 != len {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: format!("{name} has dims {:?}, the rows have {len} elements", l.dims),
+        });
+    }
+    Ok(())
+}
+
+/// `x / sqrt(mean(x^2) + eps) * alpha` over the last dim (`alpha` has the row's length).
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm(
+    device: &Device,
+    dtype: DType,
+    x: &Buffer,
+    x_l: &Layout,
+    alpha: &Buffer,
+    alpha_l: &Layout,
+    eps: f32,
+) -> Result<Buffer> {
+    const OP: &str = "rms_norm";
+    check_float(OP, dtype)?;
+    x_l.check_fits(OP, dtype, x)?;
+    alpha_l.check_fits(OP, dtype, alpha)?;
+    let (rows, len) = rows_of(OP, x_l)?;
+    check_weight(OP, "alpha", alpha_l, len)?;
+    let xc = contiguous(device, dtype, x, x_l)?;
+    let ac = contiguous(device, dtype, alpha, alpha_l)?;
+    let out = device.alloc(x_l.elem_count() * dtype.size_in_bytes())?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(xc.as_ref().unwrap_or(x))
+        .push_buffer(ac.as_ref().unwrap_or(alpha))
+        .push_buffer(&out)
+        .push(rows)
+        .push(len)
+        .push(eps);
+    row_launch(device, dtype, OP, rows, len, &mut args)?;
+    Ok(out)
+}
+
+/// `(x - mean) / sqrt(var + eps) * alpha + beta` over the last dim; `beta` is optional.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm(
+    device: &Device,
+    dtype: DType,
+    x: &Buffer,
+    x_l: &Layout,
+    alpha: &Buffer,
+    alpha_l: &Layout,
+    beta: Option<(&Buffer, &Layout)>,
+    eps: f32,
+) -> Result<Buffer> {
+    const OP: &str = "layer_norm";
+    check_float(OP, dtype)?;
+    x_l.check_fits(OP, dtype, x)?;
+    alpha_l.check_fits(OP, dtype, alpha)?;
+    let (rows, len) = rows_of(OP, x_l)?;
+    check_weight(OP, "alpha", alpha_l, len)?;
+    let xc = contiguous(device, dtype, x, x_l)?;
+    let ac = contiguous(device, dtype, alpha, alpha_l)?;
+    let bc = match beta {
+        Some((b, bl)) => {
+            bl.check_fits(OP, dtype, b)?;
+            check_weight(OP, "beta", bl, len)?;
+            contiguous(device, dtype, b, bl)?
+        }
+        None => None,
+    };
+    let out = device.alloc(x_l.elem_count() * dtype.size_in_bytes())?;
+    let a_buf = ac.as_ref().unwrap_or(alpha);
+    let b_buf = match beta {
+        Some((b, _)) => bc.as_ref().unwrap_or(b),
+        None => a_buf, // not read: has_beta = 0
+    };
+    let mut args = LaunchArgs::new();
+    args.push_buffer(xc.as_ref().unwrap_or(x))
+        .push_buffer(a_buf)
+        .push_buffer(b_buf)
+        .push_buffer(&out)
+        .push(rows)
+        .push(len)
+        .push(eps)
+        .push(u32::from(beta.is_some()));
+    row_launch(device, dtype, OP, rows, len, &mut args)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_reductions_with_few_outputs_are_split() {
+        let p = ReducePlan::new(1, 1 << 26, 132);
+        assert!(p.chunks >= 132 * 8 && p.chunks * p.chunk_len >= 1 << 26);
+        assert!((p.chunks - 1) * p.chunk_len < 1 << 26);
+        let p = ReducePlan::new(1 << 20, 1024, 132);
+        assert_eq!(p.chunks, 1);
+        let p = ReducePlan::new(1, 1, 132);
+        assert_eq!((p.chunks, p.chunk_len, p.block), (1, 16, 64));
+        assert_eq!(block_for(33) % 64, 0);
+    }
+
+    #[test]
+    fn layouts_split_into_kept_and_reduced() {
+        let l = Layout::new(&[2, 3, 4], &[12, 4, 1], 5);
+        let (k, r) = split_layout("sum", &l, &[1]).unwrap();
+        assert_eq!((k.dims, k.strides, k.start), (vec![2, 4], vec![12, 1], 5));
+        assert_eq!((r.dims, r.strides, r.start), (vec![3], vec![4], 0));
+        assert!(split_layout("sum", &l, &[3]).is_err());
+        assert!(split_layout("sum", &l, &[1, 1]).is_err());
+        let (k, r) = split_layout("sum", &l, &[0, 1, 2]).unwrap();
+        assert_eq!((k.elem_count(), r.elem_count()), (1, 24));
+    }
+}

@@ -1,0 +1,179 @@
+// reduce.hip: sum, min, max, argmin, argmax over any set of dims of any layout.
+// The host splits the input layout into `kept` (the output dims, with the input's start
+// offset) and `red` (the reduced dims, start 0): element r of output o is
+// in[layout_offset(kept, o) + offset(red, r)]. One block reduces one output over one chunk of
+// its reduction; with several chunks (long reductions, few outputs, so the whole GPU works)
+// blocks write partial states and `<op>_finish` combines them. Block reductions take the warp
+// size from warpSize (32 or 64), never a constant.
+//
+// Semantics of Candle's CPU backend: sums of integers wrap (accumulated in an unsigned type of
+// at least 32 bits), floats accumulate in f32 (f64 for f64). min/max keep the first of equal
+// values; a NaN is picked only when it is element 0 of the reduction (the CPU loop starts
+// from element 0 and `acc < NaN` is false), later NaNs are passed over.
+
+// Entry points per dtype: sum, min, max, argmin, argmax (first pass) and sum_finish,
+// min_finish, max_finish, argmin_finish, argmax_finish (second pass).
+
+#define MAX_WARPS 32
+
+template <typename T> struct SumAcc { typedef float type; };
+template <> struct SumAcc<double> { typedef double type; };
+template <> struct SumAcc<u8> { typedef u32 type; };
+template <> struct SumAcc<u32> { typedef u32 type; };
+template <> struct SumAcc<i16> { typedef u32 type; };
+template <> struct SumAcc<i32> { typedef u32 type; };
+template <> struct SumAcc<i64> { typedef u64 type; };
+
+// The value type min/max compare in.
+template <typename T> struct CmpVal { typedef float type; };
+template <> struct CmpVal<double> { typedef double type; };
+template <> struct CmpVal<u8> { typedef i64 type; };
+template <> struct CmpVal<u32> { typedef i64 type; };
+template <> struct CmpVal<i16> { typedef i64 type; };
+template <> struct CmpVal<i32> { typedef i64 type; };
+template <> struct CmpVal<i64> { typedef i64 type; };
+
+template <typename S> struct SumOp {
+    typedef S State;
+    DEVICE static S identity() { return (S)0; }
+    DEVICE static S combine(S a, S b) { return a + b; }
+    DEVICE static S shfl(S v, int lane_mask) { return warp_shfl_xor(v, lane_mask); }
+    template <typename T> DEVICE static S step(S acc, T x, u64) { return acc + cvt<S>(x); }
+};
+
+template <typename V> struct MinMaxState { V val; u32 idx; u32 valid; };
+
+template <typename V> DEVICE bool is_nan(V v) { return v != v; }
+
+// IS_MAX: the larger value wins; ties and everything else as described above.
+template <typename V, bool IS_MAX> struct MinMaxOp {
+    typedef MinMaxState<V> State;
+    DEVICE static State identity() { State s; s.val = (V)0; s.idx = 0; s.valid = 0; return s; }
+    DEVICE static bool beats(V a, V b) { return IS_MAX ? a > b : a < b; }
+    DEVICE static State combine(State a, State b) {
+        if (!a.valid) return b;
+        if (!b.valid) return a;
+        if (is_nan(a.val)) return a;  // only element 0 can be a kept NaN
+        if (is_nan(b.val)) return b;
+        if (beats(b.val, a.val) || (b.val == a.val && b.idx < a.idx)) return b;
+        return a;
+    }
+    DEVICE static State shfl(State s, int lane_mask) {
+        State r;
+        r.val = warp_shfl_xor(s.val, lane_mask);
+        r.idx = warp_shfl_xor(s.idx, lane_mask);
+        r.valid = warp_shfl_xor(s.valid, lane_mask);
+        return r;
+    }
+    template <typename T> DEVICE static State step(State s, T x, u64 r) {
+        const V v = cvt<V>(x);
+        if (r != 0 && is_nan(v)) return s;
+        State e;
+        e.val = v; e.idx = (u32)r; e.valid = 1;
+        return combine(s, e);
+    }
+};
+
+// Combines one value per thread; the result is valid in thread 0.
+template <typename Op>
+DEVICE typename Op::State block_combine(typename Op::State v) {
+    typedef typename Op::State S;
+    __shared__ S partial[MAX_WARPS];
+    const u32 ws = warpSize;
+    const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
+    const u32 nwarps = (blockDim.x + ws - 1) / ws;
+    for (u32 off = ws / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < nwarps ? partial[lane] : Op::identity();
+        for (u32 off = ws / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
+    }
+    __syncthreads();
+    return v;
+}
+
+// Folds visited elements into a running state (for block_visit).
+template <typename Op> struct StepInto {
+    typename Op::State acc;
+    template <typename T> DEVICE void operator()(T x, u64 r) { acc = Op::step(acc, x, r); }
+};
+
+DEVICE u64 red_offset(const KernelLayout& red, u64 r) {
+    if (red.ndim == 0) return 0;
+    if (red.ndim == 1) return r * red.strides[0];
+    return layout_offset(red, r);
+}
+
+template <typename T, typename Op, typename Out, typename Fin>
+DEVICE void reduce_impl(const T* in, Out* out, typename Op::State* partials, u64 n_out, u64 red_len,
+                        const KernelLayout& kept, const KernelLayout& red, u64 chunk_len, Fin fin) {
+    typedef typename Op::State S;
+    const u64 chunk = blockIdx.y;
+    const u64 r0 = chunk * chunk_len;
+    const u64 r1 = r0 + chunk_len < red_len ? r0 + chunk_len : red_len;
+    for (u64 o = blockIdx.x; o < n_out; o += gridDim.x) {
+        const T* base = in + layout_offset(kept, o);
+        S acc = Op::identity();
+        if (red.ndim <= 1 && (red.ndim == 0 || red.strides[0] == 1)) {
+            StepInto<Op> visit;
+            visit.acc = acc;
+            block_visit(base, r0, r1, visit);
+            acc = visit.acc;
+        } else {
+            for (u64 r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+                acc = Op::step(acc, base[red_offset(red, r)], r);
+        }
+        acc = block_combine<Op>(acc);
+        if (threadIdx.x == 0) {
+            if (gridDim.y == 1) out[o] = fin(acc);
+            else partials[o * gridDim.y + chunk] = acc;
+        }
+    }
+}
+
+template <typename Op, typename Out, typename Fin>
+DEVICE void finish_impl(const typename Op::State* partials, Out* out, u64 n_out, u64 chunks, Fin fin) {
+    typedef typename Op::State S;
+    for (u64 o = blockIdx.x; o < n_out; o += gridDim.x) {
+        S acc = Op::identity();
+        for (u64 c = threadIdx.x; c < chunks; c += blockDim.x) {
+            // chunks are visited in increasing order per thread: ties keep the lower index
+            acc = Op::combine(acc, partials[o * chunks + c]);
+        }
+        acc = block_combine<Op>(acc);
+        if (threadIdx.x == 0) out[o] = fin(acc);
+    }
+}
+
+template <typename T> struct FinSum {
+    template <typename S> DEVICE T operator()(S s) const { return cvt<T>(s); }
+};
+template <typename T> struct FinVal {
+    template <typename S> DEVICE T operator()(S s) const { return cvt<T>(s.val); }
+};
+struct FinIdx {
+    template <typename S> DEVICE u32 operator()(S s) const { return s.idx; }
+};
+
+// Integer sums: truncate the wrapped unsigned accumulator (cvt would saturate).
+#define INT_SUM_FIN(T) \
+    template <> struct FinSum<T> { template <typename S> DEVICE T operator()(S s) const { return (T)s; } };
+INT_SUM_FIN(u8) INT_SUM_FIN(u32) INT_SUM_FIN(i16) INT_SUM_FIN(i32) INT_SUM_FIN(i64)
+
+#define REDUCE_OP(OP, NAME, T, OPT, OUT, FIN)                                                    \
+    KERNEL void OP##_##NAME(const T* in, OUT* out, OPT::State* partials, u64 n_out, u64 red_len,  \
+                            KernelLayout kept, KernelLayout red, u64 chunk_len) {                \
+        reduce_impl<T, OPT>(in, out, partials, n_out, red_len, kept, red, chunk_len, FIN());     \
+    }                                                                                            \
+    KERNEL void OP##_finish_##NAME(const OPT::State* partials, OUT* out, u64 n_out, u64 chunks) { \
+        finish_impl<OPT>(partials, out, n_out, chunks, FIN());                                   \
+    }
+#define REDUCE_ALL(NAME, T)                                                                      \
+    REDUCE_OP(sum, NAME, T, SumOp<typename SumAcc<T>::type>, T, FinSum<T>)                      \
+    REDUCE_OP(min, NAME, T, MinMaxOp<typename CmpVal<T>::type COMMA false>, T, FinVal<T>)       \
+    REDUCE_OP(max, NAME, T, MinMaxOp<typename CmpVal<T>::type COMMA true>, T, FinVal<T>)        \
+    REDUCE_OP(argmin, NAME, T, MinMaxOp<typename CmpVal<T>::type COMMA false>, u32, FinIdx)     \
+    REDUCE_OP(argmax, NAME, T, MinMaxOp<typename CmpVal<T>::type COMMA true>, u32, FinIdx)
+#define COMMA ,
+CANDLE_ROCM_FOR_EACH_DTYPE(REDUCE_ALL)
