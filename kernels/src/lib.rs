@@ -110,6 +110,7 @@ pub const FILL: KernelModule = KernelModule {
             "const_set",
             "copy2d",
             "transpose",
+            "transpose_pairs",
         ],
         dtypes: &DTYPES,
     }],
@@ -263,7 +264,7 @@ mod tests {
     #[test]
     fn entry_points_are_op_times_dtype() {
         let names: Vec<String> = FILL.entry_points().collect();
-        assert_eq!(names.len(), 7 * DTYPES.len());
+        assert_eq!(names.len(), 8 * DTYPES.len());
         assert!(names.contains(&"copy_strided_f8e4m3".to_string()));
         assert_eq!(
             FILL.entry_point("fill", "bf16").as_deref(),

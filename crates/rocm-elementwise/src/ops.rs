@@ -691,6 +691,17 @@ impl Transpose {
         (t.d0 >= 8 && t.d1 >= 8 && t.d1.div_ceil(Self::TILE) <= 65_535).then_some(t)
     }
 
+    /// Whether the pair kernel applies: elements of at most 4 bytes and every pair aligned.
+    fn pairs_fit(&self, dtype: DType, dst_offset: usize) -> bool {
+        let even = |v: u64| v % 2 == 0;
+        dtype.size_in_bytes() <= 4
+            && even(self.start)
+            && even(self.s1)
+            && even(self.d1)
+            && (self.batch == 1 || even(self.batch_stride))
+            && dst_offset % 2 == 0
+    }
+
     fn launch(&self, device: &Device, dtype: DType, src: &Buffer, out: &Out<'_>) -> Result<()> {
         let mut args = LaunchArgs::new();
         args.push_buffer(src);
@@ -705,16 +716,21 @@ impl Transpose {
         ] {
             args.push(v);
         }
+        let (op, tile) = if self.pairs_fit(dtype, out.offset) {
+            ("transpose_pairs", 2 * Self::TILE)
+        } else {
+            ("transpose", Self::TILE)
+        };
         let config = LaunchConfig {
             grid: [
-                self.d0.div_ceil(Self::TILE) as u32,
-                self.d1.div_ceil(Self::TILE) as u32,
+                self.d0.div_ceil(tile) as u32,
+                self.d1.div_ceil(tile) as u32,
                 self.batch.min(65_535) as u32,
             ],
             block: [Self::TILE as u32, 8, 1],
             shared_mem_bytes: 0,
         };
-        let entry = format!("transpose_{}", dtype.as_str());
+        let entry = format!("{op}_{}", dtype.as_str());
         let _span = tracing::debug_span!("op", entry = %entry, batch = self.batch, d0 = self.d0, d1 = self.d1).entered();
         let function = device.dtype_function(&kernels::FILL, dtype.as_str(), &entry)?;
         device.launch(&function, config, &mut args)
@@ -790,6 +806,16 @@ mod tests {
         assert_eq!(Transpose::of(&kl(&[64, 48], &[48, 1], 0)), None);
         assert_eq!(Transpose::of(&kl(&[64, 48], &[0, 1], 0)), None);
         assert_eq!(Transpose::of(&kl(&[64, 4], &[1, 64], 0)), None);
+        // pairs need even start, strides, d1 and destination offset, and small elements
+        let t = Transpose::of(&kl(&[64, 48], &[1, 64], 0)).unwrap();
+        assert!(t.pairs_fit(DType::BF16, 0) && t.pairs_fit(DType::F32, 2));
+        assert!(!t.pairs_fit(DType::F64, 0) && !t.pairs_fit(DType::F16, 1));
+        assert!(!Transpose::of(&kl(&[64, 48], &[1, 64], 3))
+            .unwrap()
+            .pairs_fit(DType::U8, 0));
+        assert!(!Transpose::of(&kl(&[64, 47], &[1, 64], 0))
+            .unwrap()
+            .pairs_fit(DType::U8, 0));
         assert_eq!(
             Transpose::of(&kl(&[2, 3, 64, 48], &[10000, 3333, 1, 64], 0)),
             None

@@ -226,6 +226,10 @@ pub fn layout_cases(dtype: DType, lo: f32, hi: f32, seed: u64) -> Vec<Case> {
         Case::new("batched transpose", make(&[3, 17, 33], 10), |b| {
             b.transpose(1, 2).unwrap()
         }),
+        // even strides and start, odd d0: the paired transpose kernel with edge elements
+        Case::new("even transpose", make(&[2, 34, 70], 14), |b| {
+            b.narrow(2, 2, 67).unwrap().transpose(1, 2).unwrap()
+        }),
         Case::new("broadcast rows x64", make(&[1, 64], 11), |b| {
             b.broadcast_as((9, 64)).unwrap()
         }),
