@@ -65,12 +65,15 @@ template <typename V, bool IS_MAX> struct MinMaxOp {
         r.valid = warp_shfl_xor(s.valid, lane_mask);
         return r;
     }
+    // One element, in increasing r per thread: element 0 is always taken, a later NaN never,
+    // otherwise the first valid one or a strictly better one (so ties keep the first). A kept
+    // NaN (element 0) is never beaten. Selects rather than the general combine: this runs per
+    // element.
     template <typename T> DEVICE static State step(State s, T x, u64 r) {
         const V v = cvt<V>(x);
-        if (r != 0 && is_nan(v)) return s;
-        State e;
-        e.val = v; e.idx = (u32)r; e.valid = 1;
-        return combine(s, e);
+        const bool take = (r == 0) || (!is_nan(v) && (!s.valid || beats(v, s.val)));
+        if (take) { s.val = v; s.idx = (u32)r; s.valid = 1; }
+        return s;
     }
 };
 
