@@ -1,26 +1,14 @@
 """torch eager on the same ops and sizes as examples/elementwise_bench.rs, then one markdown
 table: ours, torch, and the copy ceiling measured in the same run.
 Usage: python3 torch_elementwise.py OURS.jsonl OUT.md"""
-import json
 import sys
 
 import torch
 import torch.nn.functional as F
 
+from benchlib import bandwidth_table, read_lines, time_ms, write
+
 BYTES = 256 << 20
-ITERS = 20
-
-
-def time_ms(f):
-    for _ in range(3):
-        f()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(ITERS):
-        f()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / ITERS
 
 
 def torch_rows():
@@ -49,29 +37,8 @@ def torch_rows():
 
 
 def main():
-    ours = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-    theirs = torch_rows()
-    ceiling = next(r for r in ours if r["op"].startswith("copy"))
-    lines = [
-        f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; copy ceiling "
-        f"{ceiling['gbps']:.0f} GB/s (device-to-device copy, same run); 256 MiB per operand.",
-        "",
-        "| op | dtype | ours GB/s | % of copy | torch GB/s | ours / torch |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for r in ours:
-        if r is ceiling:
-            continue
-        t = theirs.get((r["op"], r["dtype"]))
-        tg = r["bytes"] / (t * 1e-3) / 1e9 if t else float("nan")
-        lines.append(
-            f"| {r['op']} | {r['dtype']} | {r['gbps']:.0f} | {100 * r['gbps'] / ceiling['gbps']:.0f}% "
-            f"| {tg:.0f} | {r['gbps'] / tg:.2f} |"
-        )
-    text = "\n".join(lines)
-    print(text)
-    with open(sys.argv[2], "w") as f:
-        f.write(text + "\n")
+    ours = read_lines(sys.argv[1])
+    write(bandwidth_table(ours, torch_rows(), "256 MiB per operand"), sys.argv[2])
 
 
 main()

@@ -1,31 +1,19 @@
 """torch.matmul on the shapes of crates/rocm-blas/examples/matmul_bench.rs, merged with that
 bench's lines (ours vs a direct cuBLAS call) into one markdown table.
 Usage: python3 torch_matmul.py OURS.jsonl OUT.md"""
-import json
 import sys
 
 import torch
 
-ITERS = 20
+from benchlib import read_lines, time_ms, write
+
 DT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-
-
-def time_ms(f):
-    for _ in range(3):
-        f()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(ITERS):
-        f()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / ITERS
 
 
 def main():
     # Candle's default: no TF32 for f32 matmuls; torch's default is the same.
     torch.backends.cuda.matmul.allow_tf32 = False
-    rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+    rows = read_lines(sys.argv[1])
     lines = [
         f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}. TFLOP/s; overhead = "
         "ours / direct cuBLAS call - 1 (same process, same stream, device events).",
@@ -47,10 +35,7 @@ def main():
             f"| {r['shape']} | {r['dtype']} | {r['ours_tflops']:.1f} | {r['cublas_tflops']:.1f} "
             f"| {r['overhead_pct']:+.1f}% | {tflops:.1f} |"
         )
-    text = "\n".join(lines)
-    print(text)
-    with open(sys.argv[2], "w") as f:
-        f.write(text + "\n")
+    write("\n".join(lines), sys.argv[2])
 
 
 main()

@@ -494,6 +494,11 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::copy(root().join("bench").join(&peer), bench_dir.join(&peer))
             .map_err(|e| e.to_string())?;
     }
+    std::fs::copy(
+        root().join("bench").join("benchlib.py"),
+        bench_dir.join("benchlib.py"),
+    )
+    .map_err(|e| e.to_string())?;
     let demo = out.join("xtask");
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;

@@ -1,17 +1,15 @@
 //! GPU tests of rocm-elementwise against Candle 0.11.1's CPU backend (and candle-nn's CPU
 //! rope and sigmoid): every op x every dtype it accepts x the layout classes of
-//! `common::layout_cases`. Integers and casts must be exact; float tolerances are in
-//! `common::tolerance` (about one unit in the last place, x3 where the CPU backend rounds
+//! `rocm_test_support::layout_cases`. Integers and casts must be exact; float tolerances are in
+//! `rocm_test_support::tolerance` (about one unit in the last place, x3 where the CPU backend rounds
 //! after every step of a multi-step formula in a narrow dtype).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use candle_core::Tensor;
-use common::*;
 use rocm_elementwise::{
     self as ew, BinaryOp, CmpOp, DType, Error, Layout, RopeVariant, Scalar, UnaryOp,
 };
+use rocm_test_support::*;
 
 /// Candle's CPU `to_dtype`, except f8e4m3 -> f64, which never returns in Candle 0.11.1 (its
 /// `to_f64` resolves to the `WithDType` trait method, which calls itself); that one goes

@@ -3,14 +3,12 @@
 //! compared with the CPU's f64 sum of the same values (the CPU backend sums 16-bit floats in
 //! 16 bits, far less accurately than the kernels): |got - want| <= tol * sum|x| with tol 1e-5
 //! for f32 and the output dtype's rounding otherwise. Softmax and norms use the elementwise
-//! tolerances of `common::tolerance`, x4 for the 16-bit dtypes (the CPU rounds its steps).
+//! tolerances of `rocm_test_support::tolerance`, x4 for the 16-bit dtypes (the CPU rounds its steps).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use candle_core::{DType as C, Tensor, D};
-use common::*;
 use rocm_reduce::{self as rr, DType, Error, Layout, ReduceOp};
+use rocm_test_support::*;
 
 /// `x` as f64 (f8e4m3 through f32: Candle 0.11.1's direct f8e4m3 -> f64 never returns).
 fn to_f64(x: &Tensor) -> Tensor {
@@ -214,7 +212,7 @@ fn nan_ties_and_empty_tensors_follow_the_cpu_backend() {
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
 }
 
-/// Multiplier on `common::tolerance`: x4 for the 16-bit floats (one output rounding on each
+/// Multiplier on `rocm_test_support::tolerance`: x4 for the 16-bit floats (one output rounding on each
 /// side); for f64, rows of 10^6 values near 1000 are summed in a different order on each side,
 /// which moves the mean by about 1e-10 relative, so 1e-9.
 fn norm_tol_slack(dtype: DType) -> f64 {

@@ -1,6 +1,7 @@
-//! Shared helpers of the GPU tests: host data as Candle CPU tensors, uploads of a tensor's
-//! whole storage with the view's layout, and comparisons with stated tolerances.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! Helpers shared by the GPU tests of the op crates: host data as Candle CPU tensors, uploads
+//! of a tensor's whole storage with the view's layout, the layout classes every op is tested
+//! on, and comparisons with stated tolerances. Test code: it panics on failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::OnceLock;
 
@@ -8,7 +9,7 @@ use candle_core::{DType as CDType, Device as Cpu, Tensor};
 use float8::F8E4M3;
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng};
-use rocm_elementwise::{Buffer, DType, Device, Layout};
+use rocm_device::{Buffer, DType, Device, Layout};
 
 pub fn device() -> Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
@@ -178,6 +179,7 @@ pub fn layout_of(view: &Tensor) -> Layout {
 }
 
 /// A view over a base tensor: the base is uploaded whole, the view's layout addresses it.
+#[derive(Debug)]
 pub struct Case {
     pub name: &'static str,
     pub base: Tensor,
