@@ -293,6 +293,28 @@ fn check_weight(op: &'static str, name: &str, l: &Layout, len: u64) -> Result<()
     Ok(())
 }
 
+/// The checks both norms make, and their inputs made contiguous: (rows, row length, copy of
+/// x, copy of alpha), a copy only where the input was strided.
+#[allow(clippy::too_many_arguments)]
+fn norm_inputs(
+    device: &Device,
+    op: &'static str,
+    dtype: DType,
+    x: &Buffer,
+    x_l: &Layout,
+    alpha: &Buffer,
+    alpha_l: &Layout,
+) -> Result<(u64, u64, Option<Buffer>, Option<Buffer>)> {
+    check_float(op, dtype)?;
+    x_l.check_fits(op, dtype, x)?;
+    alpha_l.check_fits(op, dtype, alpha)?;
+    let (rows, len) = rows_of(op, x_l)?;
+    check_weight(op, "alpha", alpha_l, len)?;
+    let xc = contiguous(device, dtype, x, x_l)?;
+    let ac = contiguous(device, dtype, alpha, alpha_l)?;
+    Ok((rows, len, xc, ac))
+}
+
 /// `x / sqrt(mean(x^2) + eps) * alpha` over the last dim (`alpha` has the row's length).
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm(
@@ -305,13 +327,7 @@ pub fn rms_norm(
     eps: f32,
 ) -> Result<Buffer> {
     const OP: &str = "rms_norm";
-    check_float(OP, dtype)?;
-    x_l.check_fits(OP, dtype, x)?;
-    alpha_l.check_fits(OP, dtype, alpha)?;
-    let (rows, len) = rows_of(OP, x_l)?;
-    check_weight(OP, "alpha", alpha_l, len)?;
-    let xc = contiguous(device, dtype, x, x_l)?;
-    let ac = contiguous(device, dtype, alpha, alpha_l)?;
+    let (rows, len, xc, ac) = norm_inputs(device, OP, dtype, x, x_l, alpha, alpha_l)?;
     let out = device.alloc(x_l.elem_count() * dtype.size_in_bytes())?;
     let mut args = LaunchArgs::new();
     args.push_buffer(xc.as_ref().unwrap_or(x))
@@ -337,13 +353,7 @@ pub fn layer_norm(
     eps: f32,
 ) -> Result<Buffer> {
     const OP: &str = "layer_norm";
-    check_float(OP, dtype)?;
-    x_l.check_fits(OP, dtype, x)?;
-    alpha_l.check_fits(OP, dtype, alpha)?;
-    let (rows, len) = rows_of(OP, x_l)?;
-    check_weight(OP, "alpha", alpha_l, len)?;
-    let xc = contiguous(device, dtype, x, x_l)?;
-    let ac = contiguous(device, dtype, alpha, alpha_l)?;
+    let (rows, len, xc, ac) = norm_inputs(device, OP, dtype, x, x_l, alpha, alpha_l)?;
     let bc = match beta {
         Some((b, bl)) => {
             bl.check_fits(OP, dtype, b)?;
