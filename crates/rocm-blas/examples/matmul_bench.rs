@@ -2,6 +2,7 @@
 //! process and stream, timed with device events. One JSON object per line.
 //! `bash .gpu/run.sh --bench` runs it and `bench/torch_matmul.py` adds torch.matmul.
 
+use rocm_test_support::time_ms;
 use std::ffi::c_void;
 
 use cudarc::cublas::{result, sys};
@@ -9,20 +10,6 @@ use rocm_blas::{Blas, MatmulShape};
 use rocm_device::{DType, Device, Layout, Result};
 
 const ITERS: usize = 20;
-
-fn time_ms(d: &Device, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    let (start, end) = (d.create_event()?, d.create_event()?);
-    start.record(d.stream())?;
-    for _ in 0..ITERS {
-        f()?;
-    }
-    end.record(d.stream())?;
-    end.synchronize()?;
-    Ok(f64::from(start.elapsed_ms(&end)?) / ITERS as f64)
-}
 
 fn main() -> Result<()> {
     let d = Device::new(0)?;
@@ -49,7 +36,7 @@ fn main() -> Result<()> {
             let rhs_stride = if broadcast { 0 } else { k * n };
             let rhs_l = Layout::new(&[batch, k, n], &[rhs_stride, n, 1], 0);
             let shape = MatmulShape { batch, m, n, k };
-            let ours = time_ms(&d, || {
+            let ours = time_ms(&d, ITERS, || {
                 blas.matmul(dtype, &lhs, &lhs_l, &rhs, &rhs_l, shape)
                     .map(drop)
             })?;
@@ -58,7 +45,7 @@ fn main() -> Result<()> {
                 DType::F16 => (sys::cudaDataType::CUDA_R_16F, 1.0, 0.0),
                 _ => (sys::cudaDataType::CUDA_R_16BF, 1.0, 0.0),
             };
-            let direct = time_ms(&d, || {
+            let direct = time_ms(&d, ITERS, || {
                 // SAFETY: buffers sized for the shape above, alive for the whole loop.
                 unsafe {
                     result::gemm_strided_batched_ex(

@@ -4,31 +4,10 @@
 //! `bash .gpu/run.sh --bench` runs it next to torch eager and merges the two into a table.
 
 use rocm_elementwise::{self as ew, BinaryOp, Buffer, DType, Device, Layout, UnaryOp};
+use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
 const BYTES: usize = 256 << 20;
-
-fn time_ms(d: &Device, mut f: impl FnMut() -> ew::Result<()>) -> ew::Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    let start = d.create_event()?;
-    let end = d.create_event()?;
-    start.record(d.stream())?;
-    for _ in 0..ITERS {
-        f()?;
-    }
-    end.record(d.stream())?;
-    end.synchronize()?;
-    Ok(f64::from(start.elapsed_ms(&end)?) / ITERS as f64)
-}
-
-fn report(op: &str, dtype: &str, bytes: usize, ms: f64) {
-    let gbps = bytes as f64 / (ms * 1e-3) / 1e9;
-    println!(
-        "{{\"op\": \"{op}\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"ms\": {ms:.4}, \"gbps\": {gbps:.1}}}"
-    );
-}
 
 fn filled(d: &Device, dtype: DType, n: usize) -> ew::Result<Buffer> {
     let buf = d.alloc(n * dtype.size_in_bytes())?;
@@ -43,8 +22,8 @@ fn main() -> ew::Result<()> {
     // ceiling: device-to-device copy
     let a = d.alloc(BYTES)?;
     let b = d.alloc(BYTES)?;
-    let ms = time_ms(&d, || d.copy_dtod(&a, 0, &b, 0, BYTES))?;
-    report("copy (ceiling)", "-", 2 * BYTES, ms);
+    let ms = time_ms(&d, ITERS, || d.copy_dtod(&a, 0, &b, 0, BYTES))?;
+    report_bandwidth("copy (ceiling)", "-", 2 * BYTES, ms);
     drop((a, b));
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let w = dtype.size_in_bytes();
@@ -55,43 +34,43 @@ fn main() -> ew::Result<()> {
         let l = Layout::contiguous(&[n]);
         let name = dtype.as_str();
         for op in [UnaryOp::Exp, UnaryOp::Silu, UnaryOp::Gelu] {
-            let ms = time_ms(&d, || ew::unary_into(&d, op, dtype, &x, &l, &out, 0))?;
-            report(op.name(), name, 2 * n * w, ms);
+            let ms = time_ms(&d, ITERS, || ew::unary_into(&d, op, dtype, &x, &l, &out, 0))?;
+            report_bandwidth(op.name(), name, 2 * n * w, ms);
         }
-        let ms = time_ms(&d, || {
+        let ms = time_ms(&d, ITERS, || {
             ew::affine_into(&d, dtype, &x, &l, 1.5, 0.25, &out, 0)
         })?;
-        report("affine", name, 2 * n * w, ms);
+        report_bandwidth("affine", name, 2 * n * w, ms);
         for op in [BinaryOp::Add, BinaryOp::Mul] {
-            let ms = time_ms(&d, || {
+            let ms = time_ms(&d, ITERS, || {
                 ew::binary_into(&d, op, dtype, &x, &l, &y, &l, &out, 0)
             })?;
-            report(op.name(), name, 3 * n * w, ms);
+            report_bandwidth(op.name(), name, 3 * n * w, ms);
         }
         // broadcast: (rows, 4096) + (1, 4096)
         let cols = 4096;
         let rows = n / cols;
         let full = Layout::contiguous(&[rows, cols]);
         let bias = Layout::new(&[rows, cols], &[0, 1], 0);
-        let ms = time_ms(&d, || {
+        let ms = time_ms(&d, ITERS, || {
             ew::binary_into(&d, BinaryOp::Add, dtype, &x, &full, &y, &bias, &out, 0)
         })?;
-        report("add broadcast (r,4096)+(1,4096)", name, 2 * n * w, ms);
+        report_bandwidth("add broadcast (r,4096)+(1,4096)", name, 2 * n * w, ms);
         // transposed: (4096, rows) view of a (rows, 4096) tensor made contiguous
         let t = Layout::new(&[cols, rows], &[1, cols], 0);
-        let ms = time_ms(&d, || ew::copy_strided(&d, dtype, &x, &t, &out, 0))?;
-        report("transpose copy (4096,r)", name, 2 * n * w, ms);
+        let ms = time_ms(&d, ITERS, || ew::copy_strided(&d, dtype, &x, &t, &out, 0))?;
+        report_bandwidth("transpose copy (4096,r)", name, 2 * n * w, ms);
         if dtype != DType::F32 {
             // casts to and from f32 over the same element count
             let wide = d.alloc(n * 4)?;
-            let ms = time_ms(&d, || {
+            let ms = time_ms(&d, ITERS, || {
                 ew::cast_into(&d, DType::F32, dtype, &wide, &l, &out, 0)
             })?;
-            report(&format!("cast f32->{name}"), name, n * (4 + w), ms);
-            let ms = time_ms(&d, || {
+            report_bandwidth(&format!("cast f32->{name}"), name, n * (4 + w), ms);
+            let ms = time_ms(&d, ITERS, || {
                 ew::cast_into(&d, dtype, DType::F32, &x, &l, &wide, 0)
             })?;
-            report(&format!("cast {name}->f32"), name, n * (4 + w), ms);
+            report_bandwidth(&format!("cast {name}->f32"), name, n * (4 + w), ms);
         }
     }
     Ok(())

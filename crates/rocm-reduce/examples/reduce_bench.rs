@@ -2,28 +2,10 @@
 //! line, the first the device-to-device copy ceiling. `bash .gpu/run.sh --bench` adds torch.
 
 use rocm_reduce::{self as rr, Buffer, DType, Device, Layout, ReduceOp, Result};
+use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
 const BYTES: usize = 256 << 20;
-
-fn time_ms(d: &Device, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..3 {
-        f()?;
-    }
-    let (start, end) = (d.create_event()?, d.create_event()?);
-    start.record(d.stream())?;
-    for _ in 0..ITERS {
-        f()?;
-    }
-    end.record(d.stream())?;
-    end.synchronize()?;
-    Ok(f64::from(start.elapsed_ms(&end)?) / ITERS as f64)
-}
-
-fn report(op: &str, dtype: &str, bytes: usize, ms: f64) {
-    let gbps = bytes as f64 / (ms * 1e-3) / 1e9;
-    println!("{{\"op\": \"{op}\", \"dtype\": \"{dtype}\", \"bytes\": {bytes}, \"ms\": {ms:.4}, \"gbps\": {gbps:.1}}}");
-}
 
 fn filled(d: &Device, bytes: usize) -> Result<Buffer> {
     let b = d.alloc(bytes)?;
@@ -34,8 +16,8 @@ fn filled(d: &Device, bytes: usize) -> Result<Buffer> {
 fn main() -> Result<()> {
     let d = Device::new(0)?;
     let (a, b) = (d.alloc(BYTES)?, d.alloc(BYTES)?);
-    let ms = time_ms(&d, || d.copy_dtod(&a, 0, &b, 0, BYTES))?;
-    report("copy (ceiling)", "-", 2 * BYTES, ms);
+    let ms = time_ms(&d, ITERS, || d.copy_dtod(&a, 0, &b, 0, BYTES))?;
+    report_bandwidth("copy (ceiling)", "-", 2 * BYTES, ms);
     drop((a, b));
     for dtype in [DType::F32, DType::BF16] {
         let w = dtype.size_in_bytes();
@@ -49,23 +31,27 @@ fn main() -> Result<()> {
             ("max rows of 4096", ReduceOp::Max, vec![1]),
             ("argmax rows of 4096", ReduceOp::ArgMax, vec![1]),
         ] {
-            let ms = time_ms(&d, || rr::reduce(&d, op, dtype, &x, &rows, &dims).map(drop))?;
-            report(label, name, BYTES, ms);
+            let ms = time_ms(&d, ITERS, || {
+                rr::reduce(&d, op, dtype, &x, &rows, &dims).map(drop)
+            })?;
+            report_bandwidth(label, name, BYTES, ms);
         }
         let alpha = filled(&d, 32768 * w)?;
         for len in [1024usize, 4096, 32768] {
             let l = Layout::contiguous(&[n / len, len]);
             let al = Layout::contiguous(&[len]);
-            let ms = time_ms(&d, || rr::softmax_last_dim(&d, dtype, &x, &l).map(drop))?;
-            report(&format!("softmax rows of {len}"), name, 2 * BYTES, ms);
-            let ms = time_ms(&d, || {
+            let ms = time_ms(&d, ITERS, || {
+                rr::softmax_last_dim(&d, dtype, &x, &l).map(drop)
+            })?;
+            report_bandwidth(&format!("softmax rows of {len}"), name, 2 * BYTES, ms);
+            let ms = time_ms(&d, ITERS, || {
                 rr::rms_norm(&d, dtype, &x, &l, &alpha, &al, 1e-5).map(drop)
             })?;
-            report(&format!("rms_norm rows of {len}"), name, 2 * BYTES, ms);
-            let ms = time_ms(&d, || {
+            report_bandwidth(&format!("rms_norm rows of {len}"), name, 2 * BYTES, ms);
+            let ms = time_ms(&d, ITERS, || {
                 rr::layer_norm(&d, dtype, &x, &l, &alpha, &al, Some((&alpha, &al)), 1e-5).map(drop)
             })?;
-            report(&format!("layer_norm rows of {len}"), name, 2 * BYTES, ms);
+            report_bandwidth(&format!("layer_norm rows of {len}"), name, 2 * BYTES, ms);
         }
     }
     Ok(())
