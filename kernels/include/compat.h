@@ -370,6 +370,33 @@ DEVICE void atomic_add(f8e4m3_t* a, f8e4m3_t v) { atomic_update_u8(&a->bits, Add
 #else
 #define CANDLE_ROCM_KEEP_f8e4m3(x)
 #endif
+// Byte widths, the filter keys of kernels that only move bytes (gathers, scatters, nearest
+// upsampling): one instantiation serves every dtype of that size.
+#if defined(CANDLE_ROCM_ONLY_w1)
+#define CANDLE_ROCM_KEEP_w1(x) x
+#else
+#define CANDLE_ROCM_KEEP_w1(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_w2)
+#define CANDLE_ROCM_KEEP_w2(x) x
+#else
+#define CANDLE_ROCM_KEEP_w2(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_w4)
+#define CANDLE_ROCM_KEEP_w4(x) x
+#else
+#define CANDLE_ROCM_KEEP_w4(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_w8)
+#define CANDLE_ROCM_KEEP_w8(x) x
+#else
+#define CANDLE_ROCM_KEEP_w8(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_w16)
+#define CANDLE_ROCM_KEEP_w16(x) x
+#else
+#define CANDLE_ROCM_KEEP_w16(x)
+#endif
 #define CANDLE_ROCM_FOR_EACH_INT(M)                                                  \
     CANDLE_ROCM_KEEP(u8)(M(u8, u8)) CANDLE_ROCM_KEEP(u32)(M(u32, u32))               \
     CANDLE_ROCM_KEEP(i16)(M(i16, i16)) CANDLE_ROCM_KEEP(i32)(M(i32, i32))            \

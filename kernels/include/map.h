@@ -176,3 +176,9 @@ DEVICE void block_visit(const T* run, u64 begin, u64 end, F& f) {
     }
     for (u64 i = begin + threadIdx.x; i < end; i += blockDim.x) f(run[i], i);
 }
+
+// Element types of the byte-moving kernels, by width: M(name, raw type).
+#define CANDLE_ROCM_FOR_EACH_WIDTH(M)                                                \
+    CANDLE_ROCM_KEEP(w1)(M(w1, u8)) CANDLE_ROCM_KEEP(w2)(M(w2, u16))                 \
+    CANDLE_ROCM_KEEP(w4)(M(w4, u32)) CANDLE_ROCM_KEEP(w8)(M(w8, u64))                \
+    CANDLE_ROCM_KEEP(w16)(M(w16, Raw16))

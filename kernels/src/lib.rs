@@ -74,6 +74,17 @@ impl KernelModule {
         format!("{}.{dtype}", self.name)
     }
 
+    /// The keys a one-dtype translation unit may be restricted to (dtypes or widths), each once.
+    pub fn filter_keys(&self) -> Vec<&'static str> {
+        let mut keys: Vec<&'static str> = Vec::new();
+        for k in self.groups.iter().flat_map(|g| g.dtypes.iter().copied()) {
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        keys
+    }
+
     /// Every op name of the module (each group's ops, in order).
     pub fn ops(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.groups.iter().flat_map(|g| g.ops.iter().copied())
@@ -236,9 +247,96 @@ pub const NORM: KernelModule = KernelModule {
     }],
 };
 
+/// Element widths: the filter keys of kernels that only move bytes (one instantiation serves
+/// every dtype of that size; a run of elements may also travel as one wider unit).
+pub const WIDTHS: [&str; 5] = ["w1", "w2", "w4", "w8", "w16"];
+
+/// The width key of `bytes`-byte elements.
+pub fn width_key(bytes: usize) -> Option<&'static str> {
+    WIDTHS.into_iter().find(|w| w[1..].parse() == Ok(bytes))
+}
+
+/// Index dtypes the indexing kernels take (every one Candle's CPU backend accepts somewhere).
+pub const ID_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
+
+/// gather / index_select and scatter (set), by width: `<op>_<id dtype>_<width>`; scatter-add
+/// and index_add, by dtype: `<op>_<id dtype>_<dtype>`.
+pub const INDEXING: KernelModule = KernelModule {
+    name: "indexing",
+    source: include_str!("indexing.hip"),
+    groups: &[
+        EntryGroup {
+            ops: &[
+                "gather_u8",
+                "gather_u32",
+                "gather_i16",
+                "gather_i32",
+                "gather_i64",
+                "scatter_own_u8",
+                "scatter_own_u32",
+                "scatter_own_i16",
+                "scatter_own_i32",
+                "scatter_own_i64",
+                "scatter_claim_u8",
+                "scatter_claim_u32",
+                "scatter_claim_i16",
+                "scatter_claim_i32",
+                "scatter_claim_i64",
+                "scatter_won_u8",
+                "scatter_won_u32",
+                "scatter_won_i16",
+                "scatter_won_i32",
+                "scatter_won_i64",
+            ],
+            dtypes: &WIDTHS,
+        },
+        EntryGroup {
+            ops: &[
+                "scatter_add_own_u8",
+                "scatter_add_own_u32",
+                "scatter_add_own_i16",
+                "scatter_add_own_i32",
+                "scatter_add_own_i64",
+                "scatter_add_atomic_u8",
+                "scatter_add_atomic_u32",
+                "scatter_add_atomic_i16",
+                "scatter_add_atomic_i32",
+                "scatter_add_atomic_i64",
+            ],
+            dtypes: &DTYPES,
+        },
+    ],
+};
+
+/// Nearest upsampling by width, bilinear by dtype.
+pub const UPSAMPLE: KernelModule = KernelModule {
+    name: "upsample",
+    source: include_str!("upsample.hip"),
+    groups: &[
+        EntryGroup {
+            ops: &["upsample_nearest1d", "upsample_nearest2d"],
+            dtypes: &WIDTHS,
+        },
+        EntryGroup {
+            ops: &["upsample_bilinear2d"],
+            dtypes: &DTYPES,
+        },
+    ],
+};
+
+/// arg_sort along the last dim: tile sort and merge passes.
+pub const SORT: KernelModule = KernelModule {
+    name: "sort",
+    source: include_str!("sort.hip"),
+    groups: &[EntryGroup {
+        ops: &["argsort_tile", "argsort_merge"],
+        dtypes: &DTYPES,
+    }],
+};
+
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
-    &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM,
+    &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
 ];
 
 #[cfg(test)]
@@ -250,8 +348,8 @@ mod tests {
         // The compile tiers check the real symbols; this catches a list out of step early.
         for module in ALL_MODULES {
             for op in module.ops() {
-                // `cast_u8` comes from `cast_##SN##_##DN`, `where_u8` from `where_##CN...`
-                let family = op.split('_').next().unwrap_or(op);
+                // `cast_u8` comes from `cast_##SN##_##DN`, `gather_u8` from `gather_##IN...`
+                let family = op.rsplit_once('_').map_or(op, |(f, _)| f);
                 assert!(
                     module.source.contains(op) || module.source.contains(&format!("{family}_##")),
                     "module {} never names `{op}`",
@@ -272,6 +370,18 @@ mod tests {
         );
         assert_eq!(FILL.entry_point("fill", "q4k"), None);
         assert_eq!(FILL.entry_point("nope", "f32"), None);
+    }
+
+    #[test]
+    fn width_keys_name_byte_sizes() {
+        assert_eq!(width_key(2), Some("w2"));
+        assert_eq!(width_key(16), Some("w16"));
+        assert_eq!(width_key(3), None);
+        assert_eq!(INDEXING.filter_keys().len(), WIDTHS.len() + DTYPES.len());
+        assert_eq!(
+            INDEXING.entry_point("gather_i64", "w16").as_deref(),
+            Some("gather_i64_w16")
+        );
     }
 
     #[test]

@@ -100,6 +100,15 @@ pub enum Error {
     /// Operands of one op whose shapes disagree.
     #[error("{op}: shape mismatch: {detail}")]
     ShapeMismatch { op: &'static str, detail: String },
+    /// Ids outside the dim they index (checked when `CANDLE_ROCM_CHECK_INDICES=1`; otherwise
+    /// such ids read zero or are skipped, and never touch memory out of bounds).
+    #[error("{op}: {count} id(s) out of range for a dim of size {size}, for example {index}")]
+    IndexOutOfRange {
+        op: &'static str,
+        index: i64,
+        size: usize,
+        count: u64,
+    },
     /// A layout the kernels cannot take.
     #[error("invalid layout: {0}")]
     InvalidLayout(String),

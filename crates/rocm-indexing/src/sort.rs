@@ -1,0 +1,117 @@
+//! arg_sort along the last dim: rows up to one tile sorted in shared memory, longer rows
+//! sorted per tile and merged in passes (see sort.hip).
+
+use rocm_device::{kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Result};
+
+use crate::View;
+
+/// Elements one block sorts in shared memory (ARGSORT_TILE in sort.hip).
+const TILE: usize = 2048;
+
+/// Shared memory of a tile of `p2` elements: a 64-bit key and a 32-bit column each.
+fn tile_config(blocks: usize, p2: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid: [blocks.min(1 << 20) as u32, 1, 1],
+        block: [(p2 / 2).clamp(64, 512) as u32, 1, 1],
+        shared_mem_bytes: (p2 * 12) as u32,
+    }
+}
+
+/// The u32 columns that sort each row of the last dim, ascending or descending. Equal values
+/// keep their order (a stable sort, as the CPU backend's); -0.0 equals 0.0; NaN counts as the
+/// largest value. A strided input is copied first.
+pub fn arg_sort_last_dim(
+    device: &Device,
+    dtype: DType,
+    src: View<'_>,
+    ascending: bool,
+) -> Result<Buffer> {
+    const OP: &str = "arg_sort";
+    let l = src.layout;
+    l.check_fits(OP, dtype, src.buffer)?;
+    let Some(&len) = l.dims.last() else {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: "a scalar has no last dim".into(),
+        });
+    };
+    if len >= u32::MAX as usize {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!("rows of {len} elements exceed u32 columns"),
+        });
+    }
+    let n = l.elem_count();
+    let out = device.alloc(n * 4)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let rows = n / len;
+    let copy = if l.is_contiguous() && l.start == 0 {
+        None
+    } else {
+        let c = device.alloc(n * dtype.size_in_bytes())?;
+        rocm_elementwise::copy_strided(device, dtype, src.buffer, l, &c, 0)?;
+        Some(c)
+    };
+    let x = copy.as_ref().unwrap_or(src.buffer);
+    let key = dtype.as_str();
+    let tile = device.dtype_function(&kernels::SORT, key, &format!("argsort_tile_{key}"))?;
+    let _span = tracing::debug_span!("arg_sort", %dtype, rows, len).entered();
+    let desc = u32::from(!ascending);
+    if len <= TILE {
+        let p2 = len.next_power_of_two();
+        let mut args = LaunchArgs::new();
+        args.push_buffer(x)
+            .push(0u64)
+            .push(0u64)
+            .push_buffer(&out)
+            .push(rows as u64)
+            .push(len as u64)
+            .push(p2 as u32)
+            .push(desc);
+        device.launch(&tile, tile_config(rows, p2), &mut args)?;
+        return Ok(out);
+    }
+    // (key, column) pairs, ping-ponged between two buffers by the merge passes
+    let keys = [device.alloc(n * 8)?, device.alloc(n * 8)?];
+    let cols = [device.alloc(n * 4)?, device.alloc(n * 4)?];
+    let mut args = LaunchArgs::new();
+    args.push_buffer(x)
+        .push_buffer(&keys[0])
+        .push_buffer(&cols[0])
+        .push(0u64)
+        .push(rows as u64)
+        .push(len as u64)
+        .push(TILE as u32)
+        .push(desc);
+    device.launch(
+        &tile,
+        tile_config(rows * len.div_ceil(TILE), TILE),
+        &mut args,
+    )?;
+    let merge = device.dtype_function(&kernels::SORT, key, &format!("argsort_merge_{key}"))?;
+    let mut width = TILE;
+    let mut from = 0;
+    while width < len {
+        let last = width * 2 >= len;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(&keys[from]).push_buffer(&cols[from]);
+        if last {
+            args.push(0u64).push(0u64).push_buffer(&out);
+        } else {
+            args.push_buffer(&keys[1 - from])
+                .push_buffer(&cols[1 - from])
+                .push(0u64);
+        }
+        args.push(rows as u64).push(len as u64).push(width as u64);
+        device.launch(
+            &merge,
+            LaunchConfig::for_elements(n as u64, device.info()),
+            &mut args,
+        )?;
+        from = 1 - from;
+        width *= 2;
+    }
+    Ok(out)
+}

@@ -1,0 +1,231 @@
+//! Nearest and bilinear upsampling of (b, c, [h,] w) tensors of any layout.
+
+use rocm_device::{
+    kernels, Buffer, DType, Device, Error, KernelLayout, LaunchArgs, LaunchConfig, Result,
+};
+
+use crate::View;
+
+/// (batch, channel) layout with the start offset, then the spatial (dim, stride) pairs.
+fn split(
+    op: &'static str,
+    src: View<'_>,
+    rank: usize,
+) -> Result<(KernelLayout, Vec<(usize, usize)>)> {
+    let l = src.layout;
+    if l.dims.len() != rank {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: format!("expects a rank-{rank} tensor, got dims {:?}", l.dims),
+        });
+    }
+    if l.dims[2..].contains(&0) && l.dims[..2].iter().all(|&d| d > 0) {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: format!("cannot upsample the empty spatial dims of {:?}", l.dims),
+        });
+    }
+    let outer = KernelLayout::new(&l.dims[..2], &l.strides[..2], l.start)?;
+    let spatial = l.dims[2..]
+        .iter()
+        .copied()
+        .zip(l.strides[2..].iter().copied())
+        .collect();
+    Ok((outer, spatial))
+}
+
+fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchArgs) -> Result<()> {
+    let f = device.dtype_function(&kernels::UPSAMPLE, key, entry)?;
+    device.launch(
+        &f,
+        LaunchConfig::for_elements(n as u64, device.info()),
+        args,
+    )
+}
+
+fn width(dtype: DType) -> Result<&'static str> {
+    kernels::width_key(dtype.size_in_bytes()).ok_or_else(|| Error::UnsupportedDType {
+        op: "upsample",
+        dtype,
+    })
+}
+
+/// (b, c, w) -> (b, c, w_out), each output taking input `min(w - 1, floor(x * w / w_out))`.
+pub fn upsample_nearest1d(
+    device: &Device,
+    dtype: DType,
+    src: View<'_>,
+    w_out: usize,
+) -> Result<Buffer> {
+    const OP: &str = "upsample_nearest1d";
+    src.layout.check_fits(OP, dtype, src.buffer)?;
+    let (outer, sp) = split(OP, src, 3)?;
+    let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
+    let n = b * c * w_out;
+    let out = device.alloc(n * dtype.size_in_bytes())?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let (w_in, sw) = sp[0];
+    let key = width(dtype)?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(src.buffer)
+        .push_buffer(&out)
+        .push(n as u64)
+        .push(outer)
+        .push(sw as u64)
+        .push(w_in as u64)
+        .push(w_out as u64)
+        .push(w_in as f64 / w_out as f64);
+    launch(
+        device,
+        key,
+        &format!("upsample_nearest1d_{key}"),
+        n,
+        &mut args,
+    )?;
+    Ok(out)
+}
+
+/// (b, c, h, w) -> (b, c, h_out, w_out), nearest source pixel as [`upsample_nearest1d`] per axis.
+pub fn upsample_nearest2d(
+    device: &Device,
+    dtype: DType,
+    src: View<'_>,
+    h_out: usize,
+    w_out: usize,
+) -> Result<Buffer> {
+    const OP: &str = "upsample_nearest2d";
+    src.layout.check_fits(OP, dtype, src.buffer)?;
+    nearest2d(device, OP, dtype, src, h_out, w_out)
+}
+
+fn nearest2d(
+    device: &Device,
+    op: &'static str,
+    dtype: DType,
+    src: View<'_>,
+    h_out: usize,
+    w_out: usize,
+) -> Result<Buffer> {
+    let (outer, sp) = split(op, src, 4)?;
+    let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
+    let n = b * c * h_out * w_out;
+    let out = device.alloc(n * dtype.size_in_bytes())?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let ((h_in, sh), (w_in, sw)) = (sp[0], sp[1]);
+    let key = width(dtype)?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(src.buffer)
+        .push_buffer(&out)
+        .push(n as u64)
+        .push(outer)
+        .push(sh as u64)
+        .push(sw as u64)
+        .push(h_in as u64)
+        .push(w_in as u64)
+        .push(h_out as u64)
+        .push(w_out as u64)
+        .push(h_in as f64 / h_out as f64)
+        .push(w_in as f64 / w_out as f64);
+    launch(
+        device,
+        key,
+        &format!("upsample_nearest2d_{key}"),
+        n,
+        &mut args,
+    )?;
+    Ok(out)
+}
+
+/// Bilinear resize parameters, as PyTorch's `interpolate(mode="bilinear")` takes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bilinear {
+    pub h_out: usize,
+    pub w_out: usize,
+    /// Corner pixels of input and output aligned (scale (in - 1) / (out - 1)).
+    pub align_corners: bool,
+    /// Explicit scale factors (PyTorch's `scale_factor`): without align_corners, source
+    /// positions use 1 / factor instead of in / out.
+    pub scale_factors: Option<(f64, f64)>,
+}
+
+/// The source step per output pixel, as PyTorch's area_pixel_compute_scale.
+fn bilinear_scale(n_in: usize, n_out: usize, align_corners: bool, factor: Option<f64>) -> f64 {
+    if align_corners {
+        if n_out > 1 {
+            (n_in - 1) as f64 / (n_out - 1) as f64
+        } else {
+            0.0
+        }
+    } else if let Some(f) = factor {
+        1.0 / f
+    } else {
+        n_in as f64 / n_out as f64
+    }
+}
+
+/// (b, c, h, w) -> (b, c, h_out, w_out) by bilinear interpolation computed in f64 (rounded
+/// step by step as the CPU backend rounds it). Same size in and out is a copy.
+pub fn upsample_bilinear2d(
+    device: &Device,
+    dtype: DType,
+    src: View<'_>,
+    p: Bilinear,
+) -> Result<Buffer> {
+    const OP: &str = "upsample_bilinear2d";
+    src.layout.check_fits(OP, dtype, src.buffer)?;
+    let (outer, sp) = split(OP, src, 4)?;
+    let ((h_in, sh), (w_in, sw)) = (sp[0], sp[1]);
+    if (h_in, w_in) == (p.h_out, p.w_out) {
+        return nearest2d(device, OP, dtype, src, p.h_out, p.w_out);
+    }
+    let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
+    let n = b * c * p.h_out * p.w_out;
+    let out = device.alloc(n * dtype.size_in_bytes())?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let (fh, fw) = match p.scale_factors {
+        Some((h, w)) => (Some(h), Some(w)),
+        None => (None, None),
+    };
+    let mut args = LaunchArgs::new();
+    args.push_buffer(src.buffer)
+        .push_buffer(&out)
+        .push(n as u64)
+        .push(outer)
+        .push(sh as u64)
+        .push(sw as u64)
+        .push(h_in as u64)
+        .push(w_in as u64)
+        .push(p.h_out as u64)
+        .push(p.w_out as u64)
+        .push(bilinear_scale(h_in, p.h_out, p.align_corners, fh))
+        .push(bilinear_scale(w_in, p.w_out, p.align_corners, fw))
+        .push(u32::from(p.align_corners));
+    let key = dtype.as_str();
+    launch(
+        device,
+        key,
+        &format!("upsample_bilinear2d_{key}"),
+        n,
+        &mut args,
+    )?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bilinear_scales_follow_pytorch() {
+        assert_eq!(bilinear_scale(4, 8, false, None), 0.5);
+        assert_eq!(bilinear_scale(4, 8, true, None), 3.0 / 7.0);
+        assert_eq!(bilinear_scale(4, 1, true, None), 0.0);
+        assert_eq!(bilinear_scale(4, 10, false, Some(2.5)), 0.4);
+    }
+}
