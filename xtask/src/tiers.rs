@@ -9,7 +9,7 @@ use crate::root;
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 const NVIDIA_FEATURES: &str =
-    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia";
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia";
 /// Packages with an `amd_tier` test (run inside the ROCm chroot).
 const AMD_TIER_PACKAGES: [&str; 2] = ["rocm-device", "rocm-blas"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
@@ -125,7 +125,16 @@ fn test_executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
             continue;
         }
         let name = json_str(line, "\"name\":\"").unwrap_or_default();
-        exes.push((name, PathBuf::from(exe)));
+        // the crate's directory name, so packed binaries say whose tests they are
+        let package = json_str(line, "\"manifest_path\":\"")
+            .and_then(|m| {
+                PathBuf::from(m)
+                    .parent()
+                    .and_then(|d| d.file_name())
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default();
+        exes.push((format!("{package}/{name}"), PathBuf::from(exe)));
     }
     Ok(exes)
 }
@@ -288,7 +297,7 @@ fn amd_tier() -> TierOutcome {
             let exes = test_executables(&["-p", package, "--test", "amd_tier"])?;
             let (_, exe) = exes
                 .into_iter()
-                .find(|(n, _)| n == "amd_tier")
+                .find(|(n, _)| n.ends_with("/amd_tier"))
                 .ok_or_else(|| format!("no amd_tier test binary in {package}"))?;
             let name = format!("tmp/candle-rocm-amd-tier-{package}");
             std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
@@ -389,6 +398,8 @@ pub fn test(args: &[String]) -> Result<bool, String> {
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs the packed GPU suite: every test binary with --include-ignored, then the demo.
 # Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck] | --bench
+# GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
+# with it set the demo is left out.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -412,7 +423,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   wrap=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
 fi
 passed=0; failed=0
-for t in "$here"/tests/*; do
+for t in "$here"/tests/${GPU_TESTS:-*}; do
   echo "== $(basename "$t")"
   out=$("${wrap[@]}" "$t" --include-ignored --test-threads=1 --nocapture 2>&1); rc=$?
   echo "$out"
@@ -424,7 +435,8 @@ for t in "$here"/tests/*; do
 done
 # The demo twice on a fresh kernel cache: a cold compile, then a load from disk.
 demo_cache=$(mktemp -d)
-for pass in cold warm; do
+[ -n "${GPU_TESTS:-}" ] && passes="" || passes="cold warm"
+for pass in $passes; do
   echo "== demo ($pass kernel cache)"
   if CANDLE_ROCM_CACHE_DIR=$demo_cache "$here/xtask" demo; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
@@ -434,10 +446,11 @@ echo "$passed passed, $failed failed"
 
 /// Benchmark examples packed for the GPU machine: (package, example); each has a torch peer
 /// `bench/torch_<family>.py`.
-const BENCHES: [(&str, &str); 3] = [
+const BENCHES: [(&str, &str); 4] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
     ("rocm-reduce", "reduce_bench"),
+    ("rocm-indexing", "indexing_bench"),
 ];
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
@@ -454,14 +467,16 @@ pub fn gpu_pack() -> Result<bool, String> {
     let mut packed = 0;
     for (name, exe) in exes
         .iter()
-        .filter(|(n, _)| n != "amd_tier" && n != "nvrtc_tier")
+        .filter(|(n, _)| !n.ends_with("/amd_tier") && !n.ends_with("/nvrtc_tier"))
     {
         packed += 1;
+        // `<crate dir>-<binary>`: GPU_TESTS='rocm-indexing-*' runs one crate's tests
         let stem = exe
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_else(|| name.clone());
-        let dest = tests_dir.join(stem);
+            .unwrap_or_default();
+        let package = name.split('/').next().unwrap_or_default();
+        let dest = tests_dir.join(format!("{package}-{stem}"));
         std::fs::copy(exe, &dest).map_err(|e| e.to_string())?;
         strip(&dest)?;
     }

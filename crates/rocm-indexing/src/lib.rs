@@ -415,8 +415,8 @@ fn scatter_core(
         }
         Update::Set => {
             // one claim word per destination position the layout can reach
-            let span = dst.layout.required_len()? - dst.layout.start;
-            let win = device.alloc_zeroed(span * 4)?;
+            let span = dst.layout.required_len()?.saturating_sub(dst.layout.start);
+            let win = device.alloc_zeroed(span.max(1) * 4)?;
             let mut args = LaunchArgs::new();
             args.push_buffer(&win)
                 .push_buffer(ids.buffer)

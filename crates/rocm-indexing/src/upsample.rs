@@ -44,7 +44,7 @@ fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchAr
 }
 
 fn width(dtype: DType) -> Result<&'static str> {
-    kernels::width_key(dtype.size_in_bytes()).ok_or_else(|| Error::UnsupportedDType {
+    kernels::width_key(dtype.size_in_bytes()).ok_or(Error::UnsupportedDType {
         op: "upsample",
         dtype,
     })
