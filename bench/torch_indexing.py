@@ -28,6 +28,13 @@ def torch_rows():
     for tag in ["ownership", "per update"]:
         rows[(f"index_add 8192 rows x 4096 ({tag})", "f32")] = t
     del dst
+    dst = torch.zeros((1024, 1 << 16), dtype=f32, device=dev)
+    src = torch.full((512, 1 << 16), 0.5, dtype=f32, device=dev)
+    rids = torch.randint(0, 1024, (512,), device=dev)
+    t = time_ms(lambda: dst.index_add_(0, rids, src))
+    for tag in ["ownership", "per update"]:
+        rows[(f"index_add 512 rows x 65536 ({tag})", "f32")] = t
+    del dst
     dst = torch.zeros((16, 1024), dtype=f32, device=dev)
     src = torch.full((16, 1 << 18), 0.5, dtype=f32, device=dev)
     cids = torch.randint(0, 1024, (16, 1 << 18), device=dev)

@@ -37,7 +37,7 @@ template <typename I> DEVICE i64 resolve_id(I v, u64 n) {
     return (x < 0 || (u64)x >= n) ? ID_BAD : x;
 }
 
-// bad[0] counts out-of-range ids, bad[1] keeps one of them for the error message.
+// bad[0] counts lookups with an out-of-range id, bad[1] keeps one such id for the message.
 DEVICE void report_bad(u64* bad, i64 raw) {
     if (bad) {
         atomicAdd(bad, 1ull);
@@ -47,17 +47,36 @@ DEVICE void report_bad(u64* bad, i64 raw) {
 
 // out[o] = src[src_view(o) + id(o) * dim_stride], id(o) = ids[ids_view(o)]. Both views walk
 // the output's shape: src_view has stride 0 on the indexed dim; for index_select, ids_view is
-// the 1-D ids broadcast over every other dim.
+// the 1-D ids broadcast over every other dim. Each thread keeps GATHER_ILP lookups in flight
+// (all id loads, then all row loads): a lookup is two dependent loads, and one at a time per
+// thread leaves the memory system idle.
+#define GATHER_ILP 4
 template <typename R, typename I>
 DEVICE void gather_impl(const R* src, const I* ids, R* out, u64 n, u64 src_dim, u64 dim_stride,
                         const KernelLayout& src_view, const KernelLayout& ids_view, u64* bad) {
-    for (u64 o = grid_tid(); o < n; o += grid_threads()) {
-        const I v = ids[layout_offset(ids_view, o)];
-        const i64 id = resolve_id(v, src_dim);
-        R r = R();
-        if (id >= 0) r = src[layout_offset(src_view, o) + (u64)id * dim_stride];
-        else if (id == ID_BAD) report_bad(bad, (i64)v);
-        out[o] = r;
+    const u64 step = grid_threads();
+    for (u64 o0 = grid_tid(); o0 < n; o0 += GATHER_ILP * step) {
+        I v[GATHER_ILP];
+#pragma unroll
+        for (int j = 0; j < GATHER_ILP; ++j) {
+            const u64 o = o0 + j * step;
+            if (o < n) v[j] = ids[layout_offset(ids_view, o)];
+        }
+        R r[GATHER_ILP];
+#pragma unroll
+        for (int j = 0; j < GATHER_ILP; ++j) {
+            const u64 o = o0 + j * step;
+            r[j] = R();
+            if (o >= n) continue;
+            const i64 id = resolve_id(v[j], src_dim);
+            if (id >= 0) r[j] = src[layout_offset(src_view, o) + (u64)id * dim_stride];
+            else if (id == ID_BAD) report_bad(bad, (i64)v[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < GATHER_ILP; ++j) {
+            const u64 o = o0 + j * step;
+            if (o < n) out[o] = r[j];
+        }
     }
 }
 
@@ -99,18 +118,32 @@ struct AddUpd {
 };
 
 // One thread per source element e: the destination of e is dst_view(e) + id(e) * dst_dim_stride.
+// GATHER_ILP updates per thread in flight, as in gather_impl.
 template <typename T, typename I>
 DEVICE void scatter_add_atomic_impl(T* dst, const I* ids, const T* src, u64 n, u64 dst_dim,
                                     u64 dst_dim_stride, const KernelLayout& dst_view,
                                     const KernelLayout& ids_view, const KernelLayout& src_view,
                                     u64* bad) {
-    for (u64 e = grid_tid(); e < n; e += grid_threads()) {
-        const I v = ids[layout_offset(ids_view, e)];
-        const i64 id = resolve_id(v, dst_dim);
-        if (id >= 0)
-            atomic_add(dst + layout_offset(dst_view, e) + (u64)id * dst_dim_stride,
-                       src[layout_offset(src_view, e)]);
-        else if (id == ID_BAD) report_bad(bad, (i64)v);
+    const u64 step = grid_threads();
+    for (u64 e0 = grid_tid(); e0 < n; e0 += GATHER_ILP * step) {
+        I v[GATHER_ILP];
+        T x[GATHER_ILP];
+#pragma unroll
+        for (int j = 0; j < GATHER_ILP; ++j) {
+            const u64 e = e0 + j * step;
+            if (e >= n) continue;
+            v[j] = ids[layout_offset(ids_view, e)];
+            x[j] = src[layout_offset(src_view, e)];
+        }
+#pragma unroll
+        for (int j = 0; j < GATHER_ILP; ++j) {
+            const u64 e = e0 + j * step;
+            if (e >= n) continue;
+            const i64 id = resolve_id(v[j], dst_dim);
+            if (id >= 0)
+                atomic_add(dst + layout_offset(dst_view, e) + (u64)id * dst_dim_stride, x[j]);
+            else if (id == ID_BAD) report_bad(bad, (i64)v[j]);
+        }
     }
 }
 

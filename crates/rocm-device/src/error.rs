@@ -102,7 +102,9 @@ pub enum Error {
     ShapeMismatch { op: &'static str, detail: String },
     /// Ids outside the dim they index (checked when `CANDLE_ROCM_CHECK_INDICES=1`; otherwise
     /// such ids read zero or are skipped, and never touch memory out of bounds).
-    #[error("{op}: {count} id(s) out of range for a dim of size {size}, for example {index}")]
+    /// `count` is the number of lookups that met such an id (an index_select id is looked up
+    /// once per element it selects).
+    #[error("{op}: id {index} is out of range for a dim of size {size} ({count} lookup(s) with an out-of-range id)")]
     IndexOutOfRange {
         op: &'static str,
         index: i64,

@@ -129,6 +129,43 @@ fn main() -> Result<()> {
             ms,
         );
         drop(dst);
+        // the same with 2^16 columns: 512 rows of 65536 added into (1024, 65536)
+        let (r, m, c) = (512usize, 1024usize, 1usize << 16);
+        let dst = filled(&d, m * c * 4)?;
+        let dl = Layout::contiguous(&[m, c]);
+        let src = filled(&d, r * c * 4)?;
+        let sl = Layout::contiguous(&[r, c]);
+        let rids = ids(&d, r, m as u32, 6)?;
+        let rl = Layout::contiguous(&[r]);
+        let idv = Ids {
+            dtype: DType::U32,
+            buffer: &rids,
+            layout: &rl,
+        };
+        let ms = time_ms(&d, ITERS, || {
+            ri::index_add_set(
+                &d,
+                dtype,
+                View {
+                    buffer: &dst,
+                    layout: &dl,
+                },
+                idv,
+                View {
+                    buffer: &src,
+                    layout: &sl,
+                },
+                0,
+                &o,
+            )
+        })?;
+        report_bandwidth(
+            &format!("index_add 512 rows x 65536 ({tag})"),
+            "f32",
+            3 * r * c * 4 + r * 4,
+            ms,
+        );
+        drop(dst);
         // heavy collisions: (16, 2^18) updates into (16, 1024) along dim 1 (16 columns)
         let (r, n, m) = (16usize, 1usize << 18, 1024usize);
         let dst = filled(&d, r * m * 4)?;

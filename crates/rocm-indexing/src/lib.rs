@@ -336,7 +336,11 @@ fn scatter_core(
         ScatterStrategy::Ownership => true,
         ScatterStrategy::PerUpdate => n >= u32::MAX as usize && update == Update::Set,
         ScatterStrategy::Auto => {
-            prefers_ownership(n_cols, len) || (update == Update::Set && n >= u32::MAX as usize)
+            // ids shared by the columns: stride 0 on every dim but `dim` (index_add)
+            let ids_shared =
+                (0..dims.len()).all(|i| i == dim || dims[i] == 1 || ids_strides[i] == 0);
+            prefers_ownership(n_cols, len, ids_shared)
+                || (update == Update::Set && n >= u32::MAX as usize)
         }
     };
     let ids_key = ids.dtype.as_str();
