@@ -47,35 +47,55 @@ DEVICE void report_bad(u64* bad, i64 raw) {
 
 // out[o] = src[src_view(o) + id(o) * dim_stride], id(o) = ids[ids_view(o)]. Both views walk
 // the output's shape: src_view has stride 0 on the indexed dim; for index_select, ids_view is
-// the 1-D ids broadcast over every other dim. Each thread keeps GATHER_ILP lookups in flight
-// (all id loads, then all row loads): a lookup is two dependent loads, and one at a time per
-// thread leaves the memory system idle.
-#define GATHER_ILP 4
+// the 1-D ids broadcast over every other dim. The general path; the two below skip the index
+// decoding for the common contiguous cases.
 template <typename R, typename I>
 DEVICE void gather_impl(const R* src, const I* ids, R* out, u64 n, u64 src_dim, u64 dim_stride,
                         const KernelLayout& src_view, const KernelLayout& ids_view, u64* bad) {
-    const u64 step = grid_threads();
-    for (u64 o0 = grid_tid(); o0 < n; o0 += GATHER_ILP * step) {
-        I v[GATHER_ILP];
-#pragma unroll
-        for (int j = 0; j < GATHER_ILP; ++j) {
-            const u64 o = o0 + j * step;
-            if (o < n) v[j] = ids[layout_offset(ids_view, o)];
+    for (u64 o = grid_tid(); o < n; o += grid_threads()) {
+        const I v = ids[layout_offset(ids_view, o)];
+        const i64 id = resolve_id(v, src_dim);
+        R r = R();
+        if (id >= 0) r = src[layout_offset(src_view, o) + (u64)id * dim_stride];
+        else if (id == ID_BAD) report_bad(bad, (i64)v);
+        out[o] = r;
+    }
+}
+
+// index_select of a contiguous source seen as (left, src_dim, right): one block per output
+// row (l, i) of `right` units, its id read once.
+template <typename R, typename I>
+DEVICE void index_rows_impl(const R* src, const I* ids, R* out, u64 rows, u64 n_ids, u64 right,
+                            u64 src_dim, u64 ids_stride, u64* bad) {
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const u64 l = row / n_ids;
+        const I v = ids[(row % n_ids) * ids_stride];
+        const i64 id = resolve_id(v, src_dim);
+        R* o = out + row * right;
+        if (id >= 0) {
+            const R* s = src + (l * src_dim + (u64)id) * right;
+            for (u64 r = threadIdx.x; r < right; r += blockDim.x) o[r] = s[r];
+        } else {
+            for (u64 r = threadIdx.x; r < right; r += blockDim.x) o[r] = R();
+            if (id == ID_BAD && threadIdx.x == 0) report_bad(bad, (i64)v);
         }
-        R r[GATHER_ILP];
-#pragma unroll
-        for (int j = 0; j < GATHER_ILP; ++j) {
-            const u64 o = o0 + j * step;
-            r[j] = R();
-            if (o >= n) continue;
-            const i64 id = resolve_id(v[j], src_dim);
-            if (id >= 0) r[j] = src[layout_offset(src_view, o) + (u64)id * dim_stride];
-            else if (id == ID_BAD) report_bad(bad, (i64)v[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < GATHER_ILP; ++j) {
-            const u64 o = o0 + j * step;
-            if (o < n) out[o] = r[j];
+    }
+}
+
+// gather along the last dim of contiguous src (rows, src_len) and ids (rows, m): one block
+// per row.
+template <typename R, typename I>
+DEVICE void gather_last_impl(const R* src, const I* ids, R* out, u64 rows, u64 m, u64 src_len,
+                             u64* bad) {
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const R* s = src + row * src_len;
+        for (u64 j = threadIdx.x; j < m; j += blockDim.x) {
+            const I v = ids[row * m + j];
+            const i64 id = resolve_id(v, src_len);
+            R r = R();
+            if (id >= 0) r = s[id];
+            else if (id == ID_BAD) report_bad(bad, (i64)v);
+            out[row * m + j] = r;
         }
     }
 }
@@ -118,32 +138,18 @@ struct AddUpd {
 };
 
 // One thread per source element e: the destination of e is dst_view(e) + id(e) * dst_dim_stride.
-// GATHER_ILP updates per thread in flight, as in gather_impl.
 template <typename T, typename I>
 DEVICE void scatter_add_atomic_impl(T* dst, const I* ids, const T* src, u64 n, u64 dst_dim,
                                     u64 dst_dim_stride, const KernelLayout& dst_view,
                                     const KernelLayout& ids_view, const KernelLayout& src_view,
                                     u64* bad) {
-    const u64 step = grid_threads();
-    for (u64 e0 = grid_tid(); e0 < n; e0 += GATHER_ILP * step) {
-        I v[GATHER_ILP];
-        T x[GATHER_ILP];
-#pragma unroll
-        for (int j = 0; j < GATHER_ILP; ++j) {
-            const u64 e = e0 + j * step;
-            if (e >= n) continue;
-            v[j] = ids[layout_offset(ids_view, e)];
-            x[j] = src[layout_offset(src_view, e)];
-        }
-#pragma unroll
-        for (int j = 0; j < GATHER_ILP; ++j) {
-            const u64 e = e0 + j * step;
-            if (e >= n) continue;
-            const i64 id = resolve_id(v[j], dst_dim);
-            if (id >= 0)
-                atomic_add(dst + layout_offset(dst_view, e) + (u64)id * dst_dim_stride, x[j]);
-            else if (id == ID_BAD) report_bad(bad, (i64)v[j]);
-        }
+    for (u64 e = grid_tid(); e < n; e += grid_threads()) {
+        const I v = ids[layout_offset(ids_view, e)];
+        const i64 id = resolve_id(v, dst_dim);
+        if (id >= 0)
+            atomic_add(dst + layout_offset(dst_view, e) + (u64)id * dst_dim_stride,
+                       src[layout_offset(src_view, e)]);
+        else if (id == ID_BAD) report_bad(bad, (i64)v);
     }
 }
 
@@ -179,6 +185,14 @@ DEVICE void scatter_won_impl(R* dst, const u32* win, const I* ids, const R* src,
                                   u64 dim_stride, KernelLayout src_view, KernelLayout ids_view,     \
                                   u64* bad) {                                                       \
         gather_impl(src, ids, out, n, src_dim, dim_stride, src_view, ids_view, bad);                \
+    }                                                                                               \
+    KERNEL void index_rows_##IN##_##W(const R* src, const I* ids, R* out, u64 rows, u64 n_ids,      \
+                                      u64 right, u64 src_dim, u64 ids_stride, u64* bad) {          \
+        index_rows_impl(src, ids, out, rows, n_ids, right, src_dim, ids_stride, bad);               \
+    }                                                                                               \
+    KERNEL void gather_last_##IN##_##W(const R* src, const I* ids, R* out, u64 rows, u64 m,         \
+                                       u64 src_len, u64* bad) {                                     \
+        gather_last_impl(src, ids, out, rows, m, src_len, bad);                                     \
     }                                                                                               \
     KERNEL void scatter_own_##IN##_##W(R* dst, const I* ids, const R* src, u64 n_cols, u64 len,     \
                                        u64 dst_dim, KernelLayout dst_cols, KernelLayout ids_cols,   \

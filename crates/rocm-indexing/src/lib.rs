@@ -218,6 +218,109 @@ fn gather_core(
     Ok(out)
 }
 
+/// Rows shorter than this (in units) go through the general kernel: a block per row would
+/// leave most of its threads idle.
+const MIN_ROW: usize = 32;
+
+fn block_for_row(len: usize) -> u32 {
+    len.next_power_of_two().clamp(64, 256) as u32
+}
+
+/// index_select of a contiguous source (any start): one block per output row, the row moved
+/// in units of up to 16 bytes. None when the source is strided or the rows are short.
+#[allow(clippy::too_many_arguments)]
+fn index_rows(
+    device: &Device,
+    dtype: DType,
+    src: View<'_>,
+    ids: Ids<'_>,
+    dim: usize,
+    n_ids: usize,
+    opts: &IndexOptions,
+) -> Result<Option<Buffer>> {
+    let l = src.layout;
+    let right: usize = l.dims[dim + 1..].iter().product();
+    let left: usize = l.dims[..dim].iter().product();
+    let size = dtype.size_in_bytes();
+    let mut k = (16 / size).max(1);
+    while k > 1 && (right % k != 0 || l.start % k != 0) {
+        k /= 2;
+    }
+    let rows = left * n_ids;
+    if !l.is_contiguous() || right / k < MIN_ROW || rows == 0 {
+        return Ok(None);
+    }
+    let key = width_of("index_select", k * size)?;
+    let out = device.alloc(rows * right * size)?;
+    let bad = BadIds::new(device, opts)?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer_at(src.buffer, l.start * size)?
+        .push_buffer_at(ids.buffer, ids.layout.start * ids.dtype.size_in_bytes())?
+        .push_buffer(&out)
+        .push(rows as u64)
+        .push(n_ids as u64)
+        .push((right / k) as u64)
+        .push(l.dims[dim] as u64)
+        .push(ids.layout.strides[0] as u64);
+    bad.push(&mut args);
+    let f = device.dtype_function(
+        &kernels::INDEXING,
+        key,
+        &format!("index_rows_{}_{key}", ids.dtype.as_str()),
+    )?;
+    let config = LaunchConfig {
+        grid: [rows.min(1 << 20) as u32, 1, 1],
+        block: [block_for_row(right / k), 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch(&f, config, &mut args)?;
+    bad.finish(device, "index_select", l.dims[dim])?;
+    Ok(Some(out))
+}
+
+/// gather along the last dim of a contiguous source with contiguous ids: one block per row.
+fn gather_last(
+    device: &Device,
+    dtype: DType,
+    src: View<'_>,
+    ids: Ids<'_>,
+    dim: usize,
+    opts: &IndexOptions,
+) -> Result<Option<Buffer>> {
+    let (sl, il) = (src.layout, ids.layout);
+    let m = il.dims[dim];
+    if dim + 1 != sl.dims.len() || !sl.is_contiguous() || !il.is_contiguous() || m < MIN_ROW {
+        return Ok(None);
+    }
+    let n = il.elem_count();
+    let rows = n / m;
+    let size = dtype.size_in_bytes();
+    let key = width_of("gather", size)?;
+    let out = device.alloc(n * size)?;
+    let bad = BadIds::new(device, opts)?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer_at(src.buffer, sl.start * size)?
+        .push_buffer_at(ids.buffer, il.start * ids.dtype.size_in_bytes())?
+        .push_buffer(&out)
+        .push(rows as u64)
+        .push(m as u64)
+        .push(sl.dims[dim] as u64);
+    bad.push(&mut args);
+    let f = device.dtype_function(
+        &kernels::INDEXING,
+        key,
+        &format!("gather_last_{}_{key}", ids.dtype.as_str()),
+    )?;
+    let config = LaunchConfig {
+        grid: [rows.min(1 << 20) as u32, 1, 1],
+        block: [block_for_row(m), 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch(&f, config, &mut args)?;
+    bad.finish(device, "gather", sl.dims[dim])?;
+    Ok(Some(out))
+}
+
 /// Rows of `src` picked along `dim` by the 1-D `ids`: the output has `src`'s dims with
 /// `dims[dim] = ids.len()`. Masked ids give zero rows.
 pub fn index_select(
@@ -240,6 +343,9 @@ pub fn index_select(
     };
     let mut out_dims = src.layout.dims.clone();
     out_dims[dim] = n_ids;
+    if let Some(out) = index_rows(device, dtype, src, ids, dim, n_ids, opts)? {
+        return Ok(out);
+    }
     let mut ids_strides = vec![0; out_dims.len()];
     ids_strides[dim] = ids.layout.strides[0];
     gather_core(
@@ -270,6 +376,9 @@ pub fn gather(
     ids.check(OP)?;
     check_dim(OP, &src.layout.dims, dim)?;
     same_except(OP, "ids", &ids.layout.dims, "src", &src.layout.dims, dim)?;
+    if let Some(out) = gather_last(device, dtype, src, ids, dim, opts)? {
+        return Ok(out);
+    }
     gather_core(
         device,
         OP,
