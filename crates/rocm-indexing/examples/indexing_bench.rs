@@ -28,6 +28,106 @@ fn ids(d: &Device, n: usize, range: u32, seed: u64) -> Result<Buffer> {
     Ok(b)
 }
 
+/// One f32 accumulation: `src` (rows, cols) added into `dst` along `dim`, by index_add (1-D ids,
+/// one per src row) or scatter_add (one id per src element); ids uniform in [0, dst dim).
+struct Accumulation {
+    label: &'static str,
+    dst: [usize; 2],
+    src: [usize; 2],
+    dim: usize,
+    index_add: bool,
+    seed: u64,
+    /// Bytes each update moves: its value, its id (scatter) and the destination element read
+    /// and written, unless the destination stays in cache (heavy collisions).
+    bytes_per_update: usize,
+}
+
+const ACCUMULATIONS: [Accumulation; 4] = [
+    // embedding backward: 8192 rows of 4096 added into a (32000, 4096) table (4096 columns)
+    Accumulation {
+        label: "index_add 8192 rows x 4096",
+        dst: [32_000, 4096],
+        src: [8192, 4096],
+        dim: 0,
+        index_add: true,
+        seed: 1,
+        bytes_per_update: 12,
+    },
+    // the same with 2^16 columns
+    Accumulation {
+        label: "index_add 512 rows x 65536",
+        dst: [1024, 1 << 16],
+        src: [512, 1 << 16],
+        dim: 0,
+        index_add: true,
+        seed: 6,
+        bytes_per_update: 12,
+    },
+    // heavy collisions: 16 columns
+    Accumulation {
+        label: "scatter_add (16, 2^18) into (16, 1024)",
+        dst: [16, 1024],
+        src: [16, 1 << 18],
+        dim: 1,
+        index_add: false,
+        seed: 3,
+        bytes_per_update: 8,
+    },
+    // many columns (2^20), 8 updates each
+    Accumulation {
+        label: "scatter_add (8, 2^20) into (64, 2^20)",
+        dst: [64, 1 << 20],
+        src: [8, 1 << 20],
+        dim: 0,
+        index_add: false,
+        seed: 4,
+        bytes_per_update: 16,
+    },
+];
+
+fn accumulate(d: &Device, c: &Accumulation, o: &IndexOptions) -> Result<()> {
+    let tag = match o.strategy {
+        ScatterStrategy::Ownership => "ownership",
+        _ => "per update",
+    };
+    let dst = filled(d, c.dst[0] * c.dst[1] * 4)?;
+    let dl = Layout::contiguous(&c.dst);
+    let src = filled(d, c.src[0] * c.src[1] * 4)?;
+    let sl = Layout::contiguous(&c.src);
+    let n_ids = if c.index_add {
+        c.src[0]
+    } else {
+        c.src[0] * c.src[1]
+    };
+    let id_buf = ids(d, n_ids, c.dst[c.dim] as u32, c.seed)?;
+    let il = Layout::contiguous(&[n_ids]);
+    let idv = Ids {
+        dtype: DType::U32,
+        buffer: &id_buf,
+        layout: if c.index_add { &il } else { &sl },
+    };
+    let (dv, sv) = (
+        View {
+            buffer: &dst,
+            layout: &dl,
+        },
+        View {
+            buffer: &src,
+            layout: &sl,
+        },
+    );
+    let f = if c.index_add {
+        ri::index_add_set
+    } else {
+        ri::scatter_add_set
+    };
+    let ms = time_ms(d, ITERS, || f(d, DType::F32, dv, idv, sv, c.dim, o))?;
+    // index_add reads each of its row ids once
+    let bytes = c.src[0] * c.src[1] * c.bytes_per_update + if c.index_add { n_ids * 4 } else { 0 };
+    report_bandwidth(&format!("{} ({tag})", c.label), "f32", bytes, ms);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let d = Device::new(0)?;
     let copy = 256 << 20;
@@ -88,154 +188,11 @@ fn main() -> Result<()> {
         );
     }
     // Accumulations, each shape with both strategies (the measurement behind the Auto choice).
-    let dtype = DType::F32;
     for strategy in [ScatterStrategy::Ownership, ScatterStrategy::PerUpdate] {
-        let tag = match strategy {
-            ScatterStrategy::Ownership => "ownership",
-            _ => "per update",
-        };
         let o = IndexOptions { strategy, ..opts };
-        // embedding backward: 8192 rows of 4096 added into a (32000, 4096) table (4096 columns)
-        let dst = filled(&d, rows * width * 4)?;
-        let dl = Layout::contiguous(&[rows, width]);
-        let src = filled(&d, n_ids * width * 4)?;
-        let sl = Layout::contiguous(&[n_ids, width]);
-        let idv = Ids {
-            dtype: DType::U32,
-            buffer: &id_buf,
-            layout: &id_l,
-        };
-        let ms = time_ms(&d, ITERS, || {
-            ri::index_add_set(
-                &d,
-                dtype,
-                View {
-                    buffer: &dst,
-                    layout: &dl,
-                },
-                idv,
-                View {
-                    buffer: &src,
-                    layout: &sl,
-                },
-                0,
-                &o,
-            )
-        })?;
-        report_bandwidth(
-            &format!("index_add 8192 rows x 4096 ({tag})"),
-            "f32",
-            3 * n_ids * width * 4 + n_ids * 4,
-            ms,
-        );
-        drop(dst);
-        // the same with 2^16 columns: 512 rows of 65536 added into (1024, 65536)
-        let (r, m, c) = (512usize, 1024usize, 1usize << 16);
-        let dst = filled(&d, m * c * 4)?;
-        let dl = Layout::contiguous(&[m, c]);
-        let src = filled(&d, r * c * 4)?;
-        let sl = Layout::contiguous(&[r, c]);
-        let rids = ids(&d, r, m as u32, 6)?;
-        let rl = Layout::contiguous(&[r]);
-        let idv = Ids {
-            dtype: DType::U32,
-            buffer: &rids,
-            layout: &rl,
-        };
-        let ms = time_ms(&d, ITERS, || {
-            ri::index_add_set(
-                &d,
-                dtype,
-                View {
-                    buffer: &dst,
-                    layout: &dl,
-                },
-                idv,
-                View {
-                    buffer: &src,
-                    layout: &sl,
-                },
-                0,
-                &o,
-            )
-        })?;
-        report_bandwidth(
-            &format!("index_add 512 rows x 65536 ({tag})"),
-            "f32",
-            3 * r * c * 4 + r * 4,
-            ms,
-        );
-        drop(dst);
-        // heavy collisions: (16, 2^18) updates into (16, 1024) along dim 1 (16 columns)
-        let (r, n, m) = (16usize, 1usize << 18, 1024usize);
-        let dst = filled(&d, r * m * 4)?;
-        let dl = Layout::contiguous(&[r, m]);
-        let src = filled(&d, r * n * 4)?;
-        let sl = Layout::contiguous(&[r, n]);
-        let cids = ids(&d, r * n, m as u32, 3)?;
-        let idv = Ids {
-            dtype: DType::U32,
-            buffer: &cids,
-            layout: &sl,
-        };
-        let ms = time_ms(&d, ITERS, || {
-            ri::scatter_add_set(
-                &d,
-                dtype,
-                View {
-                    buffer: &dst,
-                    layout: &dl,
-                },
-                idv,
-                View {
-                    buffer: &src,
-                    layout: &sl,
-                },
-                1,
-                &o,
-            )
-        })?;
-        report_bandwidth(
-            &format!("scatter_add (16, 2^18) into (16, 1024) ({tag})"),
-            "f32",
-            r * n * 8,
-            ms,
-        );
-        // many columns: (8, 2^20) updates into (64, 2^20) along dim 0 (2^20 columns)
-        let (r, n, m) = (8usize, 1usize << 20, 64usize);
-        let dst = filled(&d, m * n * 4)?;
-        let dl = Layout::contiguous(&[m, n]);
-        let src = filled(&d, r * n * 4)?;
-        let sl = Layout::contiguous(&[r, n]);
-        let cids = ids(&d, r * n, m as u32, 4)?;
-        let idv = Ids {
-            dtype: DType::U32,
-            buffer: &cids,
-            layout: &sl,
-        };
-        let ms = time_ms(&d, ITERS, || {
-            ri::scatter_add_set(
-                &d,
-                dtype,
-                View {
-                    buffer: &dst,
-                    layout: &dl,
-                },
-                idv,
-                View {
-                    buffer: &src,
-                    layout: &sl,
-                },
-                0,
-                &o,
-            )
-        })?;
-        report_bandwidth(
-            &format!("scatter_add (8, 2^20) into (64, 2^20) ({tag})"),
-            "f32",
-            r * n * 16,
-            ms,
-        );
+        for case in ACCUMULATIONS {
+            accumulate(&d, &case, &o)?;
+        }
     }
     // arg_sort: 64 rows of a 32000-entry vocabulary, and 2^16 rows of 64 (MoE routing)
     for (r, len) in [(64usize, 32_000usize), (1 << 16, 64)] {

@@ -104,10 +104,6 @@ fn dim_stride(l: &Layout, dim: usize) -> usize {
     }
 }
 
-fn kernel_layout(dims: &[usize], strides: &[usize], start: usize) -> Result<KernelLayout> {
-    KernelLayout::new(dims, strides, start)
-}
-
 /// The device word pair that counts out-of-range ids, when they are checked.
 struct BadIds(Option<Buffer>);
 
@@ -200,12 +196,12 @@ fn gather_core(
         .push(n_units)
         .push(src_dim as u64)
         .push(u.dim_stride as u64)
-        .push(kernel_layout(
+        .push(KernelLayout::new(
             &u.walk.dims,
             &u.walk.strides[0],
             u.src_start,
         )?)
-        .push(kernel_layout(
+        .push(KernelLayout::new(
             &u.walk.dims,
             &u.walk.strides[1],
             ids.layout.start,
@@ -222,8 +218,22 @@ fn gather_core(
 /// leave most of its threads idle.
 const MIN_ROW: usize = 32;
 
-fn block_for_row(len: usize) -> u32 {
-    len.next_power_of_two().clamp(64, 256) as u32
+/// One block per row of `row_len` units (rows past the grid are looped over by the kernel).
+fn launch_rows(
+    device: &Device,
+    key: &str,
+    entry: &str,
+    rows: usize,
+    row_len: usize,
+    args: &mut LaunchArgs,
+) -> Result<()> {
+    let f = device.dtype_function(&kernels::INDEXING, key, entry)?;
+    let config = LaunchConfig {
+        grid: [rows.min(1 << 20) as u32, 1, 1],
+        block: [row_len.next_power_of_two().clamp(64, 256) as u32, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch(&f, config, args)
 }
 
 /// index_select of a contiguous source (any start): one block per output row, the row moved
@@ -263,17 +273,8 @@ fn index_rows(
         .push(l.dims[dim] as u64)
         .push(ids.layout.strides[0] as u64);
     bad.push(&mut args);
-    let f = device.dtype_function(
-        &kernels::INDEXING,
-        key,
-        &format!("index_rows_{}_{key}", ids.dtype.as_str()),
-    )?;
-    let config = LaunchConfig {
-        grid: [rows.min(1 << 20) as u32, 1, 1],
-        block: [block_for_row(right / k), 1, 1],
-        shared_mem_bytes: 0,
-    };
-    device.launch(&f, config, &mut args)?;
+    let entry = format!("index_rows_{}_{key}", ids.dtype.as_str());
+    launch_rows(device, key, &entry, rows, right / k, &mut args)?;
     bad.finish(device, "index_select", l.dims[dim])?;
     Ok(Some(out))
 }
@@ -306,17 +307,8 @@ fn gather_last(
         .push(m as u64)
         .push(sl.dims[dim] as u64);
     bad.push(&mut args);
-    let f = device.dtype_function(
-        &kernels::INDEXING,
-        key,
-        &format!("gather_last_{}_{key}", ids.dtype.as_str()),
-    )?;
-    let config = LaunchConfig {
-        grid: [rows.min(1 << 20) as u32, 1, 1],
-        block: [block_for_row(m), 1, 1],
-        shared_mem_bytes: 0,
-    };
-    device.launch(&f, config, &mut args)?;
+    let entry = format!("gather_last_{}_{key}", ids.dtype.as_str());
+    launch_rows(device, key, &entry, rows, m, &mut args)?;
     bad.finish(device, "gather", sl.dims[dim])?;
     Ok(Some(out))
 }
@@ -476,17 +468,17 @@ fn scatter_core(
             .push(n_cols as u64)
             .push(len as u64)
             .push(dst_dim as u64)
-            .push(kernel_layout(
+            .push(KernelLayout::new(
                 &walk.dims,
                 &walk.strides[0],
                 dst.layout.start,
             )?)
-            .push(kernel_layout(
+            .push(KernelLayout::new(
                 &walk.dims,
                 &walk.strides[1],
                 ids.layout.start,
             )?)
-            .push(kernel_layout(
+            .push(KernelLayout::new(
                 &walk.dims,
                 &walk.strides[2],
                 src.layout.start,
@@ -507,9 +499,9 @@ fn scatter_core(
             &src.layout.strides,
         ],
     );
-    let dst_view = kernel_layout(&walk.dims, &walk.strides[0], dst.layout.start)?;
-    let ids_view = kernel_layout(&walk.dims, &walk.strides[1], ids.layout.start)?;
-    let src_view = kernel_layout(&walk.dims, &walk.strides[2], src.layout.start)?;
+    let dst_view = KernelLayout::new(&walk.dims, &walk.strides[0], dst.layout.start)?;
+    let ids_view = KernelLayout::new(&walk.dims, &walk.strides[1], ids.layout.start)?;
+    let src_view = KernelLayout::new(&walk.dims, &walk.strides[2], src.layout.start)?;
     match update {
         Update::Add => {
             let mut args = LaunchArgs::new();
@@ -559,32 +551,6 @@ fn scatter_core(
     bad.finish(device, op, dst_dim)
 }
 
-/// The checks of scatter and scatter-add: ids and src share their dims, which equal dst's
-/// except at `dim`.
-fn scatter_checks(
-    op: &'static str,
-    dtype: DType,
-    dst: View<'_>,
-    ids: Ids<'_>,
-    src: View<'_>,
-    dim: usize,
-) -> Result<()> {
-    dst.layout.check_fits(op, dtype, dst.buffer)?;
-    src.layout.check_fits(op, dtype, src.buffer)?;
-    ids.check(op)?;
-    check_dim(op, &dst.layout.dims, dim)?;
-    if ids.layout.dims != src.layout.dims {
-        return Err(shape_err(
-            op,
-            format!(
-                "ids dims {:?} differ from src dims {:?}",
-                ids.layout.dims, src.layout.dims
-            ),
-        ));
-    }
-    same_except(op, "src", &src.layout.dims, "dst", &dst.layout.dims, dim)
-}
-
 /// In place: `dst[.., ids[e], ..] = src[e]` along `dim` for every element e of `src` (ids have
 /// `src`'s dims). Where several updates hit one position, the last along `dim` wins, as on the
 /// CPU.
@@ -597,17 +563,13 @@ pub fn scatter_set(
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<()> {
-    const OP: &str = "scatter";
-    scatter_checks(OP, dtype, dst, ids, src, dim)?;
-    let ids_strides = ids.layout.strides.clone();
-    scatter_core(
+    scatter(
         device,
-        OP,
+        "scatter",
         Update::Set,
         dtype,
         dst,
         ids,
-        &ids_strides,
         src,
         dim,
         opts,
@@ -624,17 +586,55 @@ pub fn scatter_add_set(
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<()> {
-    const OP: &str = "scatter_add";
-    scatter_checks(OP, dtype, dst, ids, src, dim)?;
-    let ids_strides = ids.layout.strides.clone();
-    scatter_core(
+    scatter(
         device,
-        OP,
+        "scatter_add",
         Update::Add,
         dtype,
         dst,
         ids,
-        &ids_strides,
+        src,
+        dim,
+        opts,
+    )
+}
+
+/// scatter / scatter-add: ids and src share their dims, which equal dst's except at `dim`.
+#[allow(clippy::too_many_arguments)]
+fn scatter(
+    device: &Device,
+    op: &'static str,
+    update: Update,
+    dtype: DType,
+    dst: View<'_>,
+    ids: Ids<'_>,
+    src: View<'_>,
+    dim: usize,
+    opts: &IndexOptions,
+) -> Result<()> {
+    dst.layout.check_fits(op, dtype, dst.buffer)?;
+    src.layout.check_fits(op, dtype, src.buffer)?;
+    ids.check(op)?;
+    check_dim(op, &dst.layout.dims, dim)?;
+    if ids.layout.dims != src.layout.dims {
+        return Err(shape_err(
+            op,
+            format!(
+                "ids dims {:?} differ from src dims {:?}",
+                ids.layout.dims, src.layout.dims
+            ),
+        ));
+    }
+    same_except(op, "src", &src.layout.dims, "dst", &dst.layout.dims, dim)?;
+    let ids_strides = &ids.layout.strides;
+    scatter_core(
+        device,
+        op,
+        update,
+        dtype,
+        dst,
+        ids,
+        ids_strides,
         src,
         dim,
         opts,

@@ -97,47 +97,7 @@ pub fn upsample_nearest2d(
 ) -> Result<Buffer> {
     const OP: &str = "upsample_nearest2d";
     src.layout.check_fits(OP, dtype, src.buffer)?;
-    nearest2d(device, OP, dtype, src, h_out, w_out)
-}
-
-fn nearest2d(
-    device: &Device,
-    op: &'static str,
-    dtype: DType,
-    src: View<'_>,
-    h_out: usize,
-    w_out: usize,
-) -> Result<Buffer> {
-    let (outer, sp) = split(op, src, 4)?;
-    let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
-    let n = b * c * h_out * w_out;
-    let out = device.alloc(n * dtype.size_in_bytes())?;
-    if n == 0 {
-        return Ok(out);
-    }
-    let ((h_in, sh), (w_in, sw)) = (sp[0], sp[1]);
-    let key = width(dtype)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(src.buffer)
-        .push_buffer(&out)
-        .push(n as u64)
-        .push(outer)
-        .push(sh as u64)
-        .push(sw as u64)
-        .push(h_in as u64)
-        .push(w_in as u64)
-        .push(h_out as u64)
-        .push(w_out as u64)
-        .push(h_in as f64 / h_out as f64)
-        .push(w_in as f64 / w_out as f64);
-    launch(
-        device,
-        key,
-        &format!("upsample_nearest2d_{key}"),
-        n,
-        &mut args,
-    )?;
-    Ok(out)
+    resize2d(device, OP, dtype, src, h_out, w_out, None)
 }
 
 /// Bilinear resize parameters, as PyTorch's `interpolate(mode="bilinear")` takes them.
@@ -177,21 +137,31 @@ pub fn upsample_bilinear2d(
 ) -> Result<Buffer> {
     const OP: &str = "upsample_bilinear2d";
     src.layout.check_fits(OP, dtype, src.buffer)?;
-    let (outer, sp) = split(OP, src, 4)?;
+    let (h_in, w_in) = (src.layout.dims.get(2), src.layout.dims.get(3));
+    let same_size = (h_in, w_in) == (Some(&p.h_out), Some(&p.w_out));
+    let bilinear = (!same_size).then_some(p);
+    resize2d(device, OP, dtype, src, p.h_out, p.w_out, bilinear)
+}
+
+/// Nearest (`bilinear` None: also the exact copy of a same-size bilinear) or bilinear resize
+/// of a (b, c, h, w) view to (b, c, h_out, w_out).
+fn resize2d(
+    device: &Device,
+    op: &'static str,
+    dtype: DType,
+    src: View<'_>,
+    h_out: usize,
+    w_out: usize,
+    bilinear: Option<Bilinear>,
+) -> Result<Buffer> {
+    let (outer, sp) = split(op, src, 4)?;
     let ((h_in, sh), (w_in, sw)) = (sp[0], sp[1]);
-    if (h_in, w_in) == (p.h_out, p.w_out) {
-        return nearest2d(device, OP, dtype, src, p.h_out, p.w_out);
-    }
     let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
-    let n = b * c * p.h_out * p.w_out;
+    let n = b * c * h_out * w_out;
     let out = device.alloc(n * dtype.size_in_bytes())?;
     if n == 0 {
         return Ok(out);
     }
-    let (fh, fw) = match p.scale_factors {
-        Some((h, w)) => (Some(h), Some(w)),
-        None => (None, None),
-    };
     let mut args = LaunchArgs::new();
     args.push_buffer(src.buffer)
         .push_buffer(&out)
@@ -201,19 +171,25 @@ pub fn upsample_bilinear2d(
         .push(sw as u64)
         .push(h_in as u64)
         .push(w_in as u64)
-        .push(p.h_out as u64)
-        .push(p.w_out as u64)
-        .push(bilinear_scale(h_in, p.h_out, p.align_corners, fh))
-        .push(bilinear_scale(w_in, p.w_out, p.align_corners, fw))
-        .push(u32::from(p.align_corners));
-    let key = dtype.as_str();
-    launch(
-        device,
-        key,
-        &format!("upsample_bilinear2d_{key}"),
-        n,
-        &mut args,
-    )?;
+        .push(h_out as u64)
+        .push(w_out as u64);
+    let (key, entry) = match bilinear {
+        None => {
+            args.push(h_in as f64 / h_out as f64)
+                .push(w_in as f64 / w_out as f64);
+            let key = width(dtype)?;
+            (key, format!("upsample_nearest2d_{key}"))
+        }
+        Some(p) => {
+            let (fh, fw) = p.scale_factors.unzip();
+            args.push(bilinear_scale(h_in, h_out, p.align_corners, fh))
+                .push(bilinear_scale(w_in, w_out, p.align_corners, fw))
+                .push(u32::from(p.align_corners));
+            let key = dtype.as_str();
+            (key, format!("upsample_bilinear2d_{key}"))
+        }
+    };
+    launch(device, key, &entry, n, &mut args)?;
     Ok(out)
 }
 
