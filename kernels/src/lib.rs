@@ -344,9 +344,30 @@ pub const SORT: KernelModule = KernelModule {
     }],
 };
 
+/// The portable convolution path (im2col by width, col2im by float dtype) and 2-D pooling.
+pub const CONV: KernelModule = KernelModule {
+    name: "conv",
+    source: include_str!("conv.hip"),
+    groups: &[
+        EntryGroup {
+            ops: &["conv_im2col"],
+            dtypes: &WIDTHS,
+        },
+        EntryGroup {
+            ops: &["conv_col2im"],
+            dtypes: &FLOAT_DTYPES,
+        },
+        EntryGroup {
+            ops: &["pool_max2d", "pool_avg2d"],
+            dtypes: &DTYPES,
+        },
+    ],
+};
+
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
+    &CONV,
 ];
 
 #[cfg(test)]

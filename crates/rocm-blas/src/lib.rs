@@ -19,7 +19,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-pub use plan::MatmulShape;
+pub use plan::{MatmulShape, OutputLayout};
 use plan::{GemmPlan, Op, Operand};
 use rocm_device::{Buffer, DType, Device, Error, Layout, Platform, Result};
 
@@ -93,37 +93,75 @@ impl Blas {
         rhs_l: &Layout,
         shape: MatmulShape,
     ) -> Result<Buffer> {
-        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
-            return Err(Error::UnsupportedDType {
+        Self::check_dtype(dtype)?;
+        let out_len = shape.batch * shape.m * shape.n;
+        let out = self.device.alloc(out_len * dtype.size_in_bytes())?;
+        let out_l = OutputLayout::contiguous(shape);
+        self.matmul_into(dtype, lhs, lhs_l, rhs, rhs_l, shape, &out, out_l)?;
+        Ok(out)
+    }
+
+    fn check_dtype(dtype: DType) -> Result<()> {
+        if matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedDType {
                 op: "matmul",
                 dtype,
-            });
+            })
         }
+    }
+
+    /// `lhs . rhs` written into `out` where `out_l` says (overwriting what is there).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_into(
+        &self,
+        dtype: DType,
+        lhs: &Buffer,
+        lhs_l: &Layout,
+        rhs: &Buffer,
+        rhs_l: &Layout,
+        shape: MatmulShape,
+        out: &Buffer,
+        out_l: OutputLayout,
+    ) -> Result<()> {
+        Self::check_dtype(dtype)?;
         let MatmulShape { batch, m, n, k } = shape;
         plan::check_operand("lhs", lhs_l, batch, m, k)?;
         plan::check_operand("rhs", rhs_l, batch, k, n)?;
         lhs_l.check_fits("matmul", dtype, lhs)?;
         rhs_l.check_fits("matmul", dtype, rhs)?;
         let size = dtype.size_in_bytes();
-        let out_len = batch * m * n;
-        let out = self.device.alloc(out_len * size)?;
-        if out_len == 0 {
-            return Ok(out);
+        let needed = out_l.required_len(shape)?;
+        if needed * size > out.len() {
+            return Err(Error::ShapeMismatch {
+                op: "matmul",
+                detail: format!(
+                    "output {out_l:?} of {shape:?} needs {needed} elements, the buffer holds {}",
+                    out.len() / size
+                ),
+            });
+        }
+        if batch * m * n == 0 {
+            return Ok(());
         }
         if k == 0 {
-            self.device.memset(&out, 0, out_len * size, 0)?;
-            return Ok(out);
+            return self.zero_output(dtype, out, out_l, shape);
         }
         let _span = tracing::debug_span!("matmul", %dtype, batch, m, n, k).entered();
         let (lhs_op, lhs_copy) = self.readable(dtype, lhs, lhs_l, m, k)?;
         let (rhs_op, rhs_copy) = self.readable(dtype, rhs, rhs_l, k, n)?;
         let lhs_buf = lhs_copy.as_ref().unwrap_or(lhs);
         let rhs_buf = rhs_copy.as_ref().unwrap_or(rhs);
-        let p = GemmPlan::new(shape, lhs_op, rhs_op)?;
+        let p = GemmPlan::with_output(shape, lhs_op, rhs_op, out_l)?;
         let ptr = |buf: &Buffer, o: &Operand| buf.device_ptr() + (o.offset * size) as u64;
         let a = (ptr(rhs_buf, &p.a), p.a.ld as i32, p.a.batch_stride as i64);
         let b = (ptr(lhs_buf, &p.b), p.b.ld as i32, p.b.batch_stride as i64);
-        let c = (out.device_ptr(), p.ldc as i32, p.stride_c as i64);
+        let c = (
+            out.device_ptr() + (p.offset_c * size) as u64,
+            p.ldc as i32,
+            p.stride_c as i64,
+        );
         let mnk = (p.m as i32, p.n as i32, p.k as i32);
         let reduced_f16 = dtype == DType::F16 && self.reduced_f16.load(Ordering::Relaxed);
         // alpha = 1, beta = 0 in the compute type's scalar type.
@@ -221,7 +259,29 @@ impl Blas {
         // The temporary copies go back to the pool after the call is queued: the pool hands
         // memory out again only in stream order.
         drop((lhs_copy, rhs_copy));
-        Ok(out)
+        Ok(())
+    }
+
+    /// The result of an empty inner dimension: zeros, row by row where the output is a slice.
+    fn zero_output(
+        &self,
+        dtype: DType,
+        out: &Buffer,
+        out_l: OutputLayout,
+        shape: MatmulShape,
+    ) -> Result<()> {
+        let size = dtype.size_in_bytes();
+        let MatmulShape { batch, m, n, .. } = shape;
+        if out_l == OutputLayout::contiguous(shape) {
+            return self.device.memset(out, 0, batch * m * n * size, 0);
+        }
+        for b in 0..batch {
+            for r in 0..m {
+                let at = out_l.offset + b * out_l.batch_stride + r * out_l.ld;
+                self.device.memset(out, at * size, n * size, 0)?;
+            }
+        }
+        Ok(())
     }
 
     /// The operand as a gemm call reads it, copying it to a contiguous buffer when no call can.

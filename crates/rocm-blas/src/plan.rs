@@ -39,9 +39,46 @@ pub struct GemmPlan {
     pub a: Operand,
     /// The lhs operand.
     pub b: Operand,
-    /// Leading dimension and batch stride of the contiguous (batch, m, n) output.
+    /// Element offset, leading dimension and batch stride of the (batch, m, n) output.
+    pub offset_c: usize,
     pub ldc: usize,
     pub stride_c: usize,
+}
+
+/// Where a (batch, m, n) result goes: row-major rows `ld` elements apart, matrices
+/// `batch_stride` apart, the first at `offset` (a slice of a larger tensor, such as one
+/// group's channels of a convolution output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLayout {
+    pub offset: usize,
+    pub ld: usize,
+    pub batch_stride: usize,
+}
+
+impl OutputLayout {
+    /// A fresh contiguous (batch, m, n) tensor.
+    pub fn contiguous(shape: MatmulShape) -> Self {
+        OutputLayout {
+            offset: 0,
+            ld: shape.n.max(1),
+            batch_stride: shape.m * shape.n,
+        }
+    }
+
+    /// Elements a buffer needs to hold this output; errors on rows or matrices that overlap.
+    pub fn required_len(&self, shape: MatmulShape) -> Result<usize> {
+        let MatmulShape { batch, m, n, .. } = shape;
+        if batch * m * n == 0 {
+            return Ok(self.offset);
+        }
+        let matrix = (m - 1) * self.ld + n;
+        if (m > 1 && self.ld < n) || (batch > 1 && self.batch_stride < matrix) {
+            return Err(Error::InvalidLayout(format!(
+                "matmul output {self:?} overlaps itself for {shape:?}"
+            )));
+        }
+        Ok(self.offset + (batch - 1) * self.batch_stride + matrix)
+    }
 }
 
 /// The matmul shape Candle passes: (batch, m, n, k).
@@ -123,8 +160,19 @@ pub fn operand(l: &Layout, rows: usize, cols: usize) -> Option<Operand> {
 }
 
 impl GemmPlan {
-    /// The call for lhs (batch, m, k) and rhs (batch, k, n) already reduced to operands.
+    /// The call for lhs (batch, m, k) and rhs (batch, k, n) already reduced to operands,
+    /// writing a contiguous output.
     pub fn new(shape: MatmulShape, lhs: Operand, rhs: Operand) -> Result<Self> {
+        Self::with_output(shape, lhs, rhs, OutputLayout::contiguous(shape))
+    }
+
+    /// As [`GemmPlan::new`], writing the output where `out` says.
+    pub fn with_output(
+        shape: MatmulShape,
+        lhs: Operand,
+        rhs: Operand,
+        out: OutputLayout,
+    ) -> Result<Self> {
         let mut plan = GemmPlan {
             m: shape.n,
             n: shape.m,
@@ -132,8 +180,9 @@ impl GemmPlan {
             batch: shape.batch,
             a: rhs,
             b: lhs,
-            ldc: shape.n.max(1),
-            stride_c: shape.m * shape.n,
+            offset_c: out.offset,
+            ldc: out.ld.max(1),
+            stride_c: out.batch_stride,
         };
         // One weight for the whole batch and lhs rows that run on from one batch entry to the
         // next (a decode step: (b, 1, k) x (k, n)): one gemm of batch * m rows instead of b
@@ -142,10 +191,11 @@ impl GemmPlan {
             && rhs.batch_stride == 0
             && lhs.op == Op::None
             && lhs.batch_stride == shape.m * lhs.ld
+            && out.batch_stride == shape.m * out.ld
         {
             plan.n = shape.batch * shape.m;
             plan.batch = 1;
-            plan.stride_c = plan.n * shape.n;
+            plan.stride_c = plan.n * out.ld;
         }
         // The 32-bit arguments of the vendor calls.
         let fits = |v: usize| v <= i32::MAX as usize;
@@ -253,5 +303,39 @@ mod tests {
         let l = Layout::contiguous(&[2, 3, 4]);
         assert!(check_operand("lhs", &l, 2, 3, 4).is_ok());
         assert!(check_operand("lhs", &l, 3, 3, 4).is_err());
+    }
+
+    #[test]
+    fn outputs_may_be_slices_of_a_larger_tensor() {
+        let shape = MatmulShape {
+            batch: 2,
+            m: 3,
+            n: 5,
+            k: 4,
+        };
+        // the second group of 3 rows in a (2, 6, 5) tensor
+        let out = OutputLayout {
+            offset: 15,
+            ld: 5,
+            batch_stride: 30,
+        };
+        assert_eq!(out.required_len(shape).unwrap(), 15 + 30 + 15);
+        let w = op(&[2, 3, 4], &[0, 4, 1], 0, 3, 4).unwrap();
+        let x = op(&[2, 4, 5], &[20, 5, 1], 0, 4, 5).unwrap();
+        let p = GemmPlan::with_output(shape, w, x, out).unwrap();
+        assert_eq!((p.offset_c, p.ldc, p.stride_c, p.batch), (15, 5, 30, 2));
+        // a broadcast weight would fold the batch into rows, which the slice forbids
+        let lhs = op(&[2, 3, 4], &[12, 4, 1], 0, 3, 4).unwrap();
+        let bcast = op(&[2, 4, 5], &[0, 5, 1], 0, 4, 5).unwrap();
+        assert_eq!(GemmPlan::with_output(shape, lhs, bcast, out).unwrap().batch, 2);
+        assert_eq!(GemmPlan::new(shape, lhs, bcast).unwrap().batch, 1);
+        // overlapping rows or matrices are refused
+        let rows = OutputLayout { ld: 4, ..out };
+        assert!(rows.required_len(shape).is_err());
+        let mats = OutputLayout {
+            batch_stride: 10,
+            ..out
+        };
+        assert!(mats.required_len(shape).is_err());
     }
 }

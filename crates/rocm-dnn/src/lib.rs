@@ -1,0 +1,250 @@
+//! rocm-dnn: convolutions and pooling of candle-rocm, with Candle's semantics on NCHW / NCL
+//! tensors: conv1d, conv2d, conv_transpose1d, conv_transpose2d (padding, stride, dilation,
+//! output padding, groups) and max / average pool2d.
+//!
+//! Two paths, chosen per call:
+//! - MIOpen (amd platform): loaded at run time ([`miopen`]); convolutions in immediate mode
+//!   (find mode with `CANDLE_ROCM_MIOPEN_FIND=1`), transposed convolutions as MIOpen's
+//!   backward-data pass; f32, f16, bf16.
+//! - portable ([`portable`]): im2col + gemm (rocm-blas) for convolutions, gemm + col2im for
+//!   transposed ones, our own pooling kernels. Used on the nvidia platform, where MIOpen is
+//!   missing or disabled (`CANDLE_ROCM_DISABLE_MIOPEN=1`), and for dtypes MIOpen does not take
+//!   (f64 convolutions; pooling of every dtype).
+//!
+//! Inputs and kernels may have any layout; outputs are fresh contiguous buffers.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod miopen;
+pub mod params;
+pub mod portable;
+
+use std::sync::Arc;
+
+pub use params::{
+    Conv1dParams, Conv2dParams, ConvSpec, ConvTranspose1dParams, ConvTranspose2dParams, Direction,
+    Pool2dParams,
+};
+use rocm_blas::Blas;
+use rocm_device::{Buffer, DType, Device, Error, Layout, Platform, Result};
+
+/// `CANDLE_ROCM_DISABLE_MIOPEN=1` keeps every call on the portable path.
+pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
+
+/// Which implementation runs a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnnPath {
+    MiOpen,
+    Portable,
+}
+
+/// How a [`Dnn`] chooses its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DnnOptions {
+    /// Use MIOpen where the platform has it.
+    pub use_miopen: bool,
+    /// MIOpen's find mode (time the algorithms once per shape) instead of immediate mode.
+    pub find_mode: bool,
+}
+
+impl DnnOptions {
+    /// `CANDLE_ROCM_DISABLE_MIOPEN` and `CANDLE_ROCM_MIOPEN_FIND`.
+    pub fn from_env() -> Self {
+        DnnOptions {
+            use_miopen: !std::env::var(DISABLE_MIOPEN_ENV).is_ok_and(|v| v == "1"),
+            find_mode: miopen::find_mode_from_env(),
+        }
+    }
+}
+
+/// Convolutions and pooling on one device.
+#[derive(Debug)]
+pub struct Dnn {
+    blas: Arc<Blas>,
+    miopen: Option<miopen::MiOpen>,
+}
+
+impl Dnn {
+    /// With options from the environment. On the amd platform MIOpen is loaded; where it is
+    /// missing, a warning says so and the portable path serves every call.
+    pub fn new(blas: Arc<Blas>) -> Result<Self> {
+        Self::with_options(blas, DnnOptions::from_env())
+    }
+
+    pub fn with_options(blas: Arc<Blas>, options: DnnOptions) -> Result<Self> {
+        let device = blas.device();
+        let miopen = if options.use_miopen && device.info().platform == Platform::Amd {
+            match miopen::MiOpen::new(device, options.find_mode) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::warn!("MIOpen unavailable, convolutions use the portable path: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Dnn { blas, miopen })
+    }
+
+    pub fn device(&self) -> &Device {
+        self.blas.device()
+    }
+
+    /// The path a convolution of `dtype` takes.
+    pub fn conv_path(&self, dtype: DType) -> DnnPath {
+        match (&self.miopen, miopen::data_type(dtype)) {
+            (Some(_), Some(_)) => DnnPath::MiOpen,
+            _ => DnnPath::Portable,
+        }
+    }
+
+    /// `conv1d` of a (b, c_in, l) input with a (c_out, c_in / groups, k) kernel.
+    pub fn conv1d(
+        &self,
+        dtype: DType,
+        input: (&Buffer, &Layout),
+        kernel: (&Buffer, &Layout),
+        p: &Conv1dParams,
+    ) -> Result<Buffer> {
+        self.convolve(dtype, &ConvSpec::conv1d(p)?, 3, input, kernel)
+    }
+
+    /// `conv2d` of a (b, c_in, h, w) input with a (c_out, c_in / groups, kh, kw) kernel.
+    pub fn conv2d(
+        &self,
+        dtype: DType,
+        input: (&Buffer, &Layout),
+        kernel: (&Buffer, &Layout),
+        p: &Conv2dParams,
+    ) -> Result<Buffer> {
+        self.convolve(dtype, &ConvSpec::conv2d(p)?, 4, input, kernel)
+    }
+
+    /// `conv_transpose1d` of a (b, c_in, l) input with a (c_in, c_out / groups, k) kernel.
+    pub fn conv_transpose1d(
+        &self,
+        dtype: DType,
+        input: (&Buffer, &Layout),
+        kernel: (&Buffer, &Layout),
+        p: &ConvTranspose1dParams,
+    ) -> Result<Buffer> {
+        self.convolve(dtype, &ConvSpec::conv_transpose1d(p)?, 3, input, kernel)
+    }
+
+    /// `conv_transpose2d` of a (b, c_in, h, w) input with a (c_in, c_out / groups, kh, kw)
+    /// kernel.
+    pub fn conv_transpose2d(
+        &self,
+        dtype: DType,
+        input: (&Buffer, &Layout),
+        kernel: (&Buffer, &Layout),
+        p: &ConvTranspose2dParams,
+    ) -> Result<Buffer> {
+        self.convolve(dtype, &ConvSpec::conv_transpose2d(p)?, 4, input, kernel)
+    }
+
+    fn convolve(
+        &self,
+        dtype: DType,
+        spec: &ConvSpec,
+        rank: usize,
+        (input, input_l): (&Buffer, &Layout),
+        (kernel, kernel_l): (&Buffer, &Layout),
+    ) -> Result<Buffer> {
+        let op = spec.op;
+        let x_l = params::as_4d(op, "input", input_l, rank)?;
+        let k_l = params::as_4d(op, "kernel", kernel_l, rank)?;
+        params::check_dims(op, "input", &x_l, spec.input_dims())?;
+        params::check_dims(op, "kernel", &k_l, spec.kernel_dims())?;
+        input_l.check_fits(op, dtype, input)?;
+        kernel_l.check_fits(op, dtype, kernel)?;
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
+            return Err(Error::UnsupportedDType { op, dtype });
+        }
+        let _span = tracing::debug_span!("conv", op, %dtype, dims = ?spec.input_dims()).entered();
+        if let (Some(m), DnnPath::MiOpen) = (&self.miopen, self.conv_path(dtype)) {
+            let (x_copy, x_off) = contiguous(self.device(), dtype, input, input_l)?;
+            let (k_copy, k_off) = contiguous(self.device(), dtype, kernel, kernel_l)?;
+            let x = x_copy.as_ref().unwrap_or(input);
+            let k = k_copy.as_ref().unwrap_or(kernel);
+            return m.convolution(dtype, spec, (x, x_off), (k, k_off));
+        }
+        match spec.direction {
+            Direction::Forward => {
+                portable::conv_forward(&self.blas, dtype, spec, input, &x_l, kernel, kernel_l)
+            }
+            Direction::Transpose => {
+                portable::conv_transpose(&self.blas, dtype, spec, input, &x_l, kernel, kernel_l)
+            }
+        }
+    }
+
+    /// `max_pool2d` of a (b, c, h, w) input, any dtype.
+    pub fn max_pool2d(
+        &self,
+        dtype: DType,
+        input: (&Buffer, &Layout),
+        p: &Pool2dParams,
+    ) -> Result<Buffer> {
+        self.pool(dtype, true, input, p)
+    }
+
+    /// `avg_pool2d` of a (b, c, h, w) input, any dtype, computed as Candle's CPU backend does
+    /// on the portable path.
+    pub fn avg_pool2d(
+        &self,
+        dtype: DType,
+        input: (&Buffer, &Layout),
+        p: &Pool2dParams,
+    ) -> Result<Buffer> {
+        self.pool(dtype, false, input, p)
+    }
+
+    fn pool(
+        &self,
+        dtype: DType,
+        is_max: bool,
+        (input, input_l): (&Buffer, &Layout),
+        p: &Pool2dParams,
+    ) -> Result<Buffer> {
+        let op = if is_max { "max_pool2d" } else { "avg_pool2d" };
+        let x_l = params::as_4d(op, "input", input_l, 4)?;
+        input_l.check_fits(op, dtype, input)?;
+        let [b, c, h, w] = [x_l.dims[0], x_l.dims[1], x_l.dims[2], x_l.dims[3]];
+        let out = |len, k, s| params::pool_out_len(len, k, s);
+        let (Some(oh), Some(ow)) = (out(h, p.kernel.0, p.stride.0), out(w, p.kernel.1, p.stride.1))
+        else {
+            return Err(Error::ShapeMismatch {
+                op,
+                detail: format!(
+                    "window {:?} with stride {:?} does not fit the input {h}x{w}",
+                    p.kernel, p.stride
+                ),
+            });
+        };
+        let _span = tracing::debug_span!("pool", op, %dtype, dims = ?x_l.dims).entered();
+        if let (Some(m), Some(_)) = (&self.miopen, miopen::data_type(dtype)) {
+            let (x_copy, x_off) = contiguous(self.device(), dtype, input, input_l)?;
+            let x = x_copy.as_ref().unwrap_or(input);
+            return m.pool2d(dtype, is_max, (x, x_off), [b, c, h, w], p, [b, c, oh, ow]);
+        }
+        portable::pool2d(self.device(), dtype, is_max, input, &x_l, p, (oh, ow))
+    }
+}
+
+/// A contiguous copy of a tensor with the element offset to read it at, or None (read the
+/// tensor itself at its start offset) when it already is contiguous.
+fn contiguous(
+    device: &Device,
+    dtype: DType,
+    buf: &Buffer,
+    l: &Layout,
+) -> Result<(Option<Buffer>, usize)> {
+    if l.is_contiguous() {
+        return Ok((None, l.start));
+    }
+    let copy = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
+    rocm_elementwise::copy_strided(device, dtype, buf, l, &copy, 0)?;
+    Ok((Some(copy), 0))
+}

@@ -1,0 +1,730 @@
+//! MIOpen, loaded at run time with a minimal FFI table of our own: the calls below and the
+//! enum values and structs they take, checked against the ROCm headers in the AMD tier.
+//!
+//! The call sequence (miopen.h of ROCm 6.4):
+//! - `miopenCreateWithStream`: one handle per device, on the device's stream.
+//! - descriptors: `miopenSetTensorDescriptor` (packed NCHW), `miopenInitConvolutionNdDescriptor`
+//!   (2 spatial dims; a 1-D convolution has a unit height) and `miopenSetConvolutionGroupCount`,
+//!   `miopenSet2dPoolingDescriptor`. Before a plan is used, `miopenGetConvolutionForwardOutputDim`
+//!   must give the dims we computed (for a transposed convolution: the forward convolution of
+//!   the output must give the input), so a descriptor mistake is an error, not a wrong write.
+//! - convolution, immediate mode (the default): `miopenConvolutionForwardGetSolutionCount`,
+//!   `...GetSolution` (best first), `...CompileSolution`, then `...ForwardImmediate` with a
+//!   workspace of the solution's size from the device pool. A transposed convolution is the
+//!   backward-data pass of the convolution whose input is our output (PyTorch's MIOpen path
+//!   does the same): the `miopenConvolutionBackwardData...` counterparts.
+//! - find mode (`CANDLE_ROCM_MIOPEN_FIND=1`): `miopenFindConvolution{Forward,BackwardData}
+//!   Algorithm` once per shape, then `miopenConvolutionForward` / `miopenConvolutionBackwardData`.
+//! - pooling: `miopenPoolingForward` without the backward workspace.
+//!
+//! Plans (descriptors and the chosen solution) are cached per shape and dtype.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::{Arc, Mutex};
+
+use rocm_device::{Buffer, DType, Device, Error, LibraryStatus, Result};
+
+use crate::params::{ConvSpec, Direction, Pool2dParams};
+
+/// Opaque MIOpen object (handle or descriptor).
+type Ptr = *mut c_void;
+
+/// MIOpen enum values and structs (miopen.h).
+pub mod abi {
+    pub const MIOPEN_STATUS_SUCCESS: i32 = 0;
+    pub const MIOPEN_HALF: i32 = 0;
+    pub const MIOPEN_FLOAT: i32 = 1;
+    pub const MIOPEN_BFLOAT16: i32 = 5;
+    pub const MIOPEN_CONVOLUTION: i32 = 0;
+    pub const MIOPEN_TRANSPOSE: i32 = 1;
+    pub const MIOPEN_POOLING_MAX: i32 = 0;
+    pub const MIOPEN_POOLING_AVERAGE: i32 = 1;
+
+    /// `miopenConvSolution_t`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct ConvSolution {
+        pub time: f32,
+        pub workspace_size: usize,
+        pub solution_id: u64,
+        pub algorithm: i32,
+    }
+
+    /// `miopenConvAlgoPerf_t` (the union of algorithm enums is one int).
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct ConvAlgoPerf {
+        pub algo: i32,
+        pub time: f32,
+        pub memory: usize,
+    }
+}
+
+/// Declares the FFI table: one field per symbol, resolved together at load.
+macro_rules! ffi_table {
+    ($($field:ident = $symbol:literal: fn($($arg:ty),*) -> $ret:ty;)*) => {
+        /// The loaded library and its functions.
+        pub struct MiOpenLib {
+            $($field: unsafe extern "C" fn($($arg),*) -> $ret,)*
+            _lib: libloading::Library,
+        }
+
+        /// Every function of the FFI table.
+        pub const SYMBOLS: &[&str] = &[$($symbol),*];
+
+        impl MiOpenLib {
+            fn resolve(lib: libloading::Library) -> Result<Self> {
+                Ok(MiOpenLib {
+                    $($field: symbol(&lib, $symbol)?,)*
+                    _lib: lib,
+                })
+            }
+        }
+    };
+}
+
+ffi_table! {
+    create_with_stream = "miopenCreateWithStream": fn(*mut Ptr, Ptr) -> i32;
+    destroy = "miopenDestroy": fn(Ptr) -> i32;
+    error_string = "miopenGetErrorString": fn(i32) -> *const c_char;
+    create_tensor = "miopenCreateTensorDescriptor": fn(*mut Ptr) -> i32;
+    set_tensor = "miopenSetTensorDescriptor": fn(Ptr, i32, i32, *const i32, *const i32) -> i32;
+    destroy_tensor = "miopenDestroyTensorDescriptor": fn(Ptr) -> i32;
+    create_conv = "miopenCreateConvolutionDescriptor": fn(*mut Ptr) -> i32;
+    init_conv = "miopenInitConvolutionNdDescriptor":
+        fn(Ptr, i32, *const i32, *const i32, *const i32, i32) -> i32;
+    set_group_count = "miopenSetConvolutionGroupCount": fn(Ptr, i32) -> i32;
+    set_output_padding = "miopenSetTransposeConvNdOutputPadding": fn(Ptr, i32, *const i32) -> i32;
+    conv_output_dim = "miopenGetConvolutionForwardOutputDim":
+        fn(Ptr, Ptr, Ptr, *mut i32, *mut i32, *mut i32, *mut i32) -> i32;
+    destroy_conv = "miopenDestroyConvolutionDescriptor": fn(Ptr) -> i32;
+    fwd_solution_count = "miopenConvolutionForwardGetSolutionCount":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
+    fwd_solution = "miopenConvolutionForwardGetSolution":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, usize, *mut usize, *mut abi::ConvSolution) -> i32;
+    fwd_compile = "miopenConvolutionForwardCompileSolution": fn(Ptr, Ptr, Ptr, Ptr, Ptr, u64) -> i32;
+    fwd_immediate = "miopenConvolutionForwardImmediate":
+        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, Ptr, usize, u64) -> i32;
+    bwd_solution_count = "miopenConvolutionBackwardDataGetSolutionCount":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
+    bwd_solution = "miopenConvolutionBackwardDataGetSolution":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, usize, *mut usize, *mut abi::ConvSolution) -> i32;
+    bwd_compile = "miopenConvolutionBackwardDataCompileSolution":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, u64) -> i32;
+    bwd_immediate = "miopenConvolutionBackwardDataImmediate":
+        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, Ptr, usize, u64) -> i32;
+    fwd_workspace = "miopenConvolutionForwardGetWorkSpaceSize":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
+    fwd_find = "miopenFindConvolutionForwardAlgorithm":
+        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, i32, *mut i32,
+           *mut abi::ConvAlgoPerf, Ptr, usize, bool) -> i32;
+    fwd_run = "miopenConvolutionForward":
+        fn(Ptr, *const c_void, Ptr, *const c_void, Ptr, *const c_void, Ptr, i32, *const c_void,
+           Ptr, Ptr, Ptr, usize) -> i32;
+    bwd_workspace = "miopenConvolutionBackwardDataGetWorkSpaceSize":
+        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
+    bwd_find = "miopenFindConvolutionBackwardDataAlgorithm":
+        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, i32, *mut i32,
+           *mut abi::ConvAlgoPerf, Ptr, usize, bool) -> i32;
+    bwd_run = "miopenConvolutionBackwardData":
+        fn(Ptr, *const c_void, Ptr, *const c_void, Ptr, *const c_void, Ptr, i32, *const c_void,
+           Ptr, Ptr, Ptr, usize) -> i32;
+    create_pool = "miopenCreatePoolingDescriptor": fn(*mut Ptr) -> i32;
+    set_pool = "miopenSet2dPoolingDescriptor": fn(Ptr, i32, i32, i32, i32, i32, i32, i32) -> i32;
+    pool_output_dim = "miopenGetPoolingForwardOutputDim":
+        fn(Ptr, Ptr, *mut i32, *mut i32, *mut i32, *mut i32) -> i32;
+    pool_forward = "miopenPoolingForward":
+        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, *const c_void, Ptr, Ptr, bool, Ptr, usize)
+            -> i32;
+    destroy_pool = "miopenDestroyPoolingDescriptor": fn(Ptr) -> i32;
+}
+
+const LIBRARY: &str = "MIOpen (libMIOpen)";
+const HINT: &str = "install MIOpen (Debian/Ubuntu: apt install libmiopen-dev, or the ROCm \
+    packages), or set ROCM_PATH; CANDLE_ROCM_DISABLE_MIOPEN=1 uses the portable path";
+/// The library names tried, unversioned first.
+const NAMES: [&str; 2] = ["libMIOpen.so", "libMIOpen.so.1"];
+
+fn symbol<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T> {
+    // SAFETY: each name is looked up with the signature miopen.h declares for it, which the
+    // table above spells out.
+    unsafe { lib.get::<T>(name.as_bytes()) }
+        .map(|s| *s)
+        .map_err(|e| Error::LibraryMissing {
+            library: LIBRARY,
+            tried: format!("symbol {name}: {e}"),
+            hint: HINT,
+        })
+}
+
+/// Where MIOpen was looked for and found.
+pub fn library_status() -> LibraryStatus {
+    let names: Vec<String> = NAMES.iter().map(|s| s.to_string()).collect();
+    rocm_device::find_library(LIBRARY, &names, &rocm_device::rocm_library_dirs(), HINT)
+}
+
+impl std::fmt::Debug for MiOpenLib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MiOpenLib({} symbols)", SYMBOLS.len())
+    }
+}
+
+impl MiOpenLib {
+    /// Loads MIOpen and resolves every symbol of the table.
+    pub fn load() -> Result<Arc<Self>> {
+        let status = library_status();
+        status.require()?;
+        let path = status.found.unwrap_or_default();
+        // SAFETY: loading MIOpen runs its initialisers, which is what using it requires.
+        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| Error::LibraryMissing {
+            library: LIBRARY,
+            tried: format!("{path}: {e}"),
+            hint: HINT,
+        })?;
+        Ok(Arc::new(Self::resolve(lib)?))
+    }
+
+    fn check(&self, call: &'static str, status: i32) -> Result<()> {
+        if status == abi::MIOPEN_STATUS_SUCCESS {
+            return Ok(());
+        }
+        // SAFETY: miopenGetErrorString returns a static string for any status value.
+        let text = unsafe { (self.error_string)(status) };
+        let message = if text.is_null() {
+            "unknown status".to_string()
+        } else {
+            // SAFETY: non-null, NUL-terminated, static (see above).
+            unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+        };
+        Err(Error::Library {
+            library: "MIOpen",
+            call,
+            code: i64::from(status),
+            message,
+        })
+    }
+}
+
+/// A descriptor, destroyed with its kind's destroy call.
+pub struct Descriptor {
+    raw: Ptr,
+    destroy: unsafe extern "C" fn(Ptr) -> i32,
+    lib: Arc<MiOpenLib>,
+}
+
+impl std::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Descriptor({:?})", self.raw)
+    }
+}
+
+// SAFETY: descriptors are plain host objects; they are only used under the MiOpen mutex or by
+// the thread that made them.
+unsafe impl Send for Descriptor {}
+// SAFETY: as above; MIOpen only reads a descriptor during a call.
+unsafe impl Sync for Descriptor {}
+
+impl Drop for Descriptor {
+    fn drop(&mut self) {
+        // SAFETY: made by the matching create call, destroyed once.
+        let status = unsafe { (self.destroy)(self.raw) };
+        if let Err(e) = self.lib.check("miopenDestroy*Descriptor", status) {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+fn int(what: &str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::InvalidLayout(format!("MIOpen: {what} {v} exceeds i32")))
+}
+
+fn ints<const N: usize>(what: &str, v: [usize; N]) -> Result<[i32; N]> {
+    let mut out = [0i32; N];
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = int(what, x)?;
+    }
+    Ok(out)
+}
+
+/// MIOpen's data type for a dtype the MIOpen path takes (f64 stays on the portable path:
+/// MIOpen lists double as partially supported).
+pub fn data_type(dtype: DType) -> Option<i32> {
+    match dtype {
+        DType::F32 => Some(abi::MIOPEN_FLOAT),
+        DType::F16 => Some(abi::MIOPEN_HALF),
+        DType::BF16 => Some(abi::MIOPEN_BFLOAT16),
+        _ => None,
+    }
+}
+
+/// A packed (n, c, h, w) tensor descriptor.
+pub fn tensor(lib: &Arc<MiOpenLib>, data_type: i32, dims: [usize; 4]) -> Result<Descriptor> {
+    let d = ints("dim", dims)?;
+    let s = ints("stride", [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1])?;
+    let mut raw: Ptr = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    lib.check("miopenCreateTensorDescriptor", unsafe {
+        (lib.create_tensor)(&mut raw)
+    })?;
+    let desc = Descriptor {
+        raw,
+        destroy: lib.destroy_tensor,
+        lib: lib.clone(),
+    };
+    // SAFETY: a live descriptor; dims and strides point to 4 ints each.
+    lib.check("miopenSetTensorDescriptor", unsafe {
+        (lib.set_tensor)(raw, data_type, 4, d.as_ptr(), s.as_ptr())
+    })?;
+    Ok(desc)
+}
+
+/// The convolution descriptor of a spec, in `mode` (convolution or transpose; the output
+/// padding only matters in transpose mode).
+pub fn convolution(lib: &Arc<MiOpenLib>, spec: &ConvSpec, mode: i32) -> Result<Descriptor> {
+    let pad = ints("padding", [spec.padding.0, spec.padding.1])?;
+    let stride = ints("stride", [spec.stride.0, spec.stride.1])?;
+    let dil = ints("dilation", [spec.dilation.0, spec.dilation.1])?;
+    let adj = ints("output padding", [spec.output_padding.0, spec.output_padding.1])?;
+    let mut raw: Ptr = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    lib.check("miopenCreateConvolutionDescriptor", unsafe {
+        (lib.create_conv)(&mut raw)
+    })?;
+    let desc = Descriptor {
+        raw,
+        destroy: lib.destroy_conv,
+        lib: lib.clone(),
+    };
+    // SAFETY: a live descriptor; each array holds the 2 spatial values.
+    lib.check("miopenInitConvolutionNdDescriptor", unsafe {
+        (lib.init_conv)(raw, 2, pad.as_ptr(), stride.as_ptr(), dil.as_ptr(), mode)
+    })?;
+    // SAFETY: a live descriptor.
+    lib.check("miopenSetConvolutionGroupCount", unsafe {
+        (lib.set_group_count)(raw, int("groups", spec.groups)?)
+    })?;
+    if mode == abi::MIOPEN_TRANSPOSE {
+        // SAFETY: a live descriptor; 2 spatial values.
+        lib.check("miopenSetTransposeConvNdOutputPadding", unsafe {
+            (lib.set_output_padding)(raw, 2, adj.as_ptr())
+        })?;
+    }
+    Ok(desc)
+}
+
+/// MIOpen's output dims for input `x` and filter `w` under `conv`.
+pub fn conv_output_dims(
+    lib: &MiOpenLib,
+    conv: &Descriptor,
+    x: &Descriptor,
+    w: &Descriptor,
+) -> Result<[usize; 4]> {
+    let mut d = [0i32; 4];
+    let [n, c, h, ww] = &mut d;
+    // SAFETY: live descriptors and four valid out-pointers.
+    lib.check("miopenGetConvolutionForwardOutputDim", unsafe {
+        (lib.conv_output_dim)(conv.raw, x.raw, w.raw, n, c, h, ww)
+    })?;
+    Ok(d.map(|v| v.max(0) as usize))
+}
+
+/// A 2-D pooling descriptor without padding.
+pub fn pooling(lib: &Arc<MiOpenLib>, mode: i32, p: &Pool2dParams) -> Result<Descriptor> {
+    let [kh, kw, sh, sw] = ints("window", [p.kernel.0, p.kernel.1, p.stride.0, p.stride.1])?;
+    let mut raw: Ptr = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    lib.check("miopenCreatePoolingDescriptor", unsafe {
+        (lib.create_pool)(&mut raw)
+    })?;
+    let desc = Descriptor {
+        raw,
+        destroy: lib.destroy_pool,
+        lib: lib.clone(),
+    };
+    // SAFETY: a live descriptor.
+    lib.check("miopenSet2dPoolingDescriptor", unsafe {
+        (lib.set_pool)(raw, mode, kh, kw, 0, 0, sh, sw)
+    })?;
+    Ok(desc)
+}
+
+/// MIOpen's pooling output dims for input `x`.
+pub fn pool_output_dims(lib: &MiOpenLib, pool: &Descriptor, x: &Descriptor) -> Result<[usize; 4]> {
+    let mut d = [0i32; 4];
+    let [n, c, h, w] = &mut d;
+    // SAFETY: live descriptors and four valid out-pointers.
+    lib.check("miopenGetPoolingForwardOutputDim", unsafe {
+        (lib.pool_output_dim)(pool.raw, x.raw, n, c, h, w)
+    })?;
+    Ok(d.map(|v| v.max(0) as usize))
+}
+
+/// The descriptors of one convolution and how it runs. For a transposed convolution `x` is
+/// the backward pass's dy (our input) and `y` its dx (our output).
+#[derive(Debug)]
+struct ConvPlan {
+    x: Descriptor,
+    w: Descriptor,
+    conv: Descriptor,
+    y: Descriptor,
+    choice: Option<Choice>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Choice {
+    /// Immediate mode: a compiled solution.
+    Solution { id: u64, workspace: usize },
+    /// Find mode: the fastest algorithm found.
+    Algorithm { algo: i32, workspace: usize },
+}
+
+/// Builds the descriptors of a spec and checks MIOpen's dims against ours.
+fn plan(lib: &Arc<MiOpenLib>, spec: &ConvSpec, data_type: i32) -> Result<ConvPlan> {
+    let (input, output) = (spec.input_dims(), spec.output_dims());
+    let w = tensor(lib, data_type, spec.kernel_dims())?;
+    let conv = convolution(lib, spec, abi::MIOPEN_CONVOLUTION)?;
+    let x = tensor(lib, data_type, input)?;
+    let y = tensor(lib, data_type, output)?;
+    // The forward convolution MIOpen runs (or whose backward pass it runs) maps the image
+    // side to the column side: check the dims it derives.
+    let (from, expected) = match spec.direction {
+        Direction::Forward => (&x, output),
+        Direction::Transpose => (&y, input),
+    };
+    let got = conv_output_dims(lib, &conv, from, &w)?;
+    if got != expected {
+        return Err(Error::ShapeMismatch {
+            op: spec.op,
+            detail: format!("MIOpen derives dims {got:?}, expected {expected:?} for {spec:?}"),
+        });
+    }
+    Ok(ConvPlan {
+        x,
+        w,
+        conv,
+        y,
+        choice: None,
+    })
+}
+
+/// Whether find mode is on (`CANDLE_ROCM_MIOPEN_FIND=1`).
+pub fn find_mode_from_env() -> bool {
+    std::env::var("CANDLE_ROCM_MIOPEN_FIND").is_ok_and(|v| v == "1")
+}
+
+/// A MIOpen handle on a device's stream, with its plan cache.
+pub struct MiOpen {
+    lib: Arc<MiOpenLib>,
+    device: Device,
+    handle: Mutex<Ptr>,
+    find_mode: bool,
+    plans: Mutex<HashMap<(ConvSpec, i32), Arc<Mutex<ConvPlan>>>>,
+}
+
+impl std::fmt::Debug for MiOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MiOpen({:?}, find mode {})", self.device, self.find_mode)
+    }
+}
+
+// SAFETY: the handle is only used under its mutex; MIOpen handles may move between threads.
+unsafe impl Send for MiOpen {}
+// SAFETY: as above.
+unsafe impl Sync for MiOpen {}
+
+impl MiOpen {
+    pub fn new(device: &Device, find_mode: bool) -> Result<Self> {
+        let lib = MiOpenLib::load()?;
+        device.bind_to_thread()?;
+        let mut handle: Ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer and the device's live stream.
+        lib.check("miopenCreateWithStream", unsafe {
+            (lib.create_with_stream)(&mut handle, device.raw_stream())
+        })?;
+        Ok(MiOpen {
+            lib,
+            device: device.clone(),
+            handle: Mutex::new(handle),
+            find_mode,
+            plans: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn plan(&self, spec: &ConvSpec, data_type: i32) -> Result<Arc<Mutex<ConvPlan>>> {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = plans.get(&(*spec, data_type)) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Mutex::new(plan(&self.lib, spec, data_type)?));
+        plans.insert((*spec, data_type), p.clone());
+        Ok(p)
+    }
+
+    /// Runs a convolution (forward) or transposed convolution (backward data) on contiguous
+    /// input and kernel buffers (element offsets given), writing a fresh contiguous output.
+    pub fn convolution(
+        &self,
+        dtype: DType,
+        spec: &ConvSpec,
+        input: (&Buffer, usize),
+        kernel: (&Buffer, usize),
+    ) -> Result<Buffer> {
+        let data_type = data_type(dtype).ok_or(Error::UnsupportedDType { op: spec.op, dtype })?;
+        let size = dtype.size_in_bytes();
+        let out_len: usize = spec.output_dims().iter().product();
+        let out = self.device.alloc(out_len * size)?;
+        if out_len == 0 {
+            return Ok(out);
+        }
+        let plan = self.plan(spec, data_type)?;
+        let mut plan = plan.lock().unwrap_or_else(|e| e.into_inner());
+        let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner());
+        self.device.bind_to_thread()?;
+        let x = (input.0.device_ptr() + (input.1 * size) as u64) as *const c_void;
+        let w = (kernel.0.device_ptr() + (kernel.1 * size) as u64) as *const c_void;
+        let y = out.device_ptr() as Ptr;
+        let forward = spec.direction == Direction::Forward;
+        let choice = match plan.choice {
+            Some(c) => c,
+            None => {
+                let c = if self.find_mode {
+                    self.find(*handle, &plan, forward, x, w, y)?
+                } else {
+                    self.best_solution(*handle, &plan, forward)?
+                };
+                plan.choice = Some(c);
+                c
+            }
+        };
+        let (one, zero) = (1f32, 0f32);
+        let (alpha, beta) = (
+            std::ptr::from_ref(&one).cast::<c_void>(),
+            std::ptr::from_ref(&zero).cast::<c_void>(),
+        );
+        let p = &*plan;
+        let lib = &self.lib;
+        match choice {
+            Choice::Solution { id, workspace } => {
+                let ws = self.device.alloc(workspace)?;
+                let wsp = ws.device_ptr() as Ptr;
+                // SAFETY: descriptors match the buffers (dims checked when the plan was made);
+                // input, kernel and output hold their element counts; the workspace has the
+                // solution's size and stays alive until the stream ran the call.
+                let status = unsafe {
+                    if forward {
+                        (lib.fwd_immediate)(
+                            *handle, p.w.raw, w, p.x.raw, x, p.conv.raw, p.y.raw, y, wsp, workspace, id,
+                        )
+                    } else {
+                        (lib.bwd_immediate)(
+                            *handle, p.x.raw, x, p.w.raw, w, p.conv.raw, p.y.raw, y, wsp, workspace, id,
+                        )
+                    }
+                };
+                lib.check("miopenConvolution*Immediate", status)?;
+            }
+            Choice::Algorithm { algo, workspace } => {
+                let ws = self.device.alloc(workspace)?;
+                let wsp = ws.device_ptr() as Ptr;
+                // SAFETY: as above; alpha and beta point to f32 values (MIOpen's scaling type
+                // for half, bfloat16 and float).
+                let status = unsafe {
+                    if forward {
+                        (lib.fwd_run)(
+                            *handle, alpha, p.x.raw, x, p.w.raw, w, p.conv.raw, algo, beta, p.y.raw,
+                            y, wsp, workspace,
+                        )
+                    } else {
+                        (lib.bwd_run)(
+                            *handle, alpha, p.x.raw, x, p.w.raw, w, p.conv.raw, algo, beta, p.y.raw,
+                            y, wsp, workspace,
+                        )
+                    }
+                };
+                lib.check("miopenConvolution{Forward,BackwardData}", status)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Immediate mode: the first (best) solution MIOpen lists, compiled.
+    fn best_solution(&self, handle: Ptr, p: &ConvPlan, forward: bool) -> Result<Choice> {
+        let lib = &self.lib;
+        let (count_fn, list_fn, compile_fn) = if forward {
+            (lib.fwd_solution_count, lib.fwd_solution, lib.fwd_compile)
+        } else {
+            (lib.bwd_solution_count, lib.bwd_solution, lib.bwd_compile)
+        };
+        // Forward calls take (w, x, conv, y); backward-data calls (dy, w, conv, dx).
+        let (a, b) = if forward {
+            (p.w.raw, p.x.raw)
+        } else {
+            (p.x.raw, p.w.raw)
+        };
+        let mut count = 0usize;
+        // SAFETY: live handle and descriptors, a valid out-pointer.
+        lib.check("miopenConvolution*GetSolutionCount", unsafe {
+            count_fn(handle, a, b, p.conv.raw, p.y.raw, &mut count)
+        })?;
+        let mut list = vec![abi::ConvSolution::default(); count.max(1)];
+        let mut returned = 0usize;
+        // SAFETY: `list` holds `list.len()` solutions for MIOpen to fill.
+        lib.check("miopenConvolution*GetSolution", unsafe {
+            list_fn(
+                handle,
+                a,
+                b,
+                p.conv.raw,
+                p.y.raw,
+                list.len(),
+                &mut returned,
+                list.as_mut_ptr(),
+            )
+        })?;
+        let best = *list[..returned.min(list.len())]
+            .first()
+            .ok_or_else(|| Error::Library {
+                library: "MIOpen",
+                call: "miopenConvolution*GetSolution",
+                code: 0,
+                message: "no solution for this convolution".into(),
+            })?;
+        // SAFETY: live handle and descriptors; an id MIOpen just listed.
+        lib.check("miopenConvolution*CompileSolution", unsafe {
+            compile_fn(handle, a, b, p.conv.raw, p.y.raw, best.solution_id)
+        })?;
+        Ok(Choice::Solution {
+            id: best.solution_id,
+            workspace: best.workspace_size,
+        })
+    }
+
+    /// Find mode: MIOpen times its algorithms on these buffers (writing the output).
+    fn find(
+        &self,
+        handle: Ptr,
+        p: &ConvPlan,
+        forward: bool,
+        x: *const c_void,
+        w: *const c_void,
+        y: Ptr,
+    ) -> Result<Choice> {
+        let lib = &self.lib;
+        let mut size = 0usize;
+        // SAFETY: live handle and descriptors, a valid out-pointer.
+        let status = unsafe {
+            if forward {
+                (lib.fwd_workspace)(handle, p.w.raw, p.x.raw, p.conv.raw, p.y.raw, &mut size)
+            } else {
+                (lib.bwd_workspace)(handle, p.x.raw, p.w.raw, p.conv.raw, p.y.raw, &mut size)
+            }
+        };
+        lib.check("miopenConvolution*GetWorkSpaceSize", status)?;
+        let ws = self.device.alloc(size)?;
+        let mut perf = abi::ConvAlgoPerf::default();
+        let mut returned = 0i32;
+        // SAFETY: buffers match the descriptors; one perf result slot; the workspace has the
+        // size MIOpen asked for.
+        let status = unsafe {
+            if forward {
+                (lib.fwd_find)(
+                    handle, p.x.raw, x, p.w.raw, w, p.conv.raw, p.y.raw, y, 1, &mut returned,
+                    &mut perf, ws.device_ptr() as Ptr, size, false,
+                )
+            } else {
+                (lib.bwd_find)(
+                    handle, p.x.raw, x, p.w.raw, w, p.conv.raw, p.y.raw, y, 1, &mut returned,
+                    &mut perf, ws.device_ptr() as Ptr, size, false,
+                )
+            }
+        };
+        lib.check("miopenFindConvolution*Algorithm", status)?;
+        if returned < 1 {
+            return Err(Error::Library {
+                library: "MIOpen",
+                call: "miopenFindConvolution*Algorithm",
+                code: 0,
+                message: "no algorithm found".into(),
+            });
+        }
+        Ok(Choice::Algorithm {
+            algo: perf.algo,
+            workspace: perf.memory,
+        })
+    }
+
+    /// Max or average pooling of a contiguous (b, c, h, w) input (element offset given).
+    pub fn pool2d(
+        &self,
+        dtype: DType,
+        is_max: bool,
+        input: (&Buffer, usize),
+        dims: [usize; 4],
+        p: &Pool2dParams,
+        out_dims: [usize; 4],
+    ) -> Result<Buffer> {
+        let op = if is_max { "max_pool2d" } else { "avg_pool2d" };
+        let data_type = data_type(dtype).ok_or(Error::UnsupportedDType { op, dtype })?;
+        let size = dtype.size_in_bytes();
+        let out = self.device.alloc(out_dims.iter().product::<usize>() * size)?;
+        if out_dims.contains(&0) {
+            return Ok(out);
+        }
+        let lib = &self.lib;
+        let mode = if is_max {
+            abi::MIOPEN_POOLING_MAX
+        } else {
+            abi::MIOPEN_POOLING_AVERAGE
+        };
+        let pool = pooling(lib, mode, p)?;
+        let x = tensor(lib, data_type, dims)?;
+        let y = tensor(lib, data_type, out_dims)?;
+        let got = pool_output_dims(lib, &pool, &x)?;
+        if got != out_dims {
+            return Err(Error::ShapeMismatch {
+                op,
+                detail: format!("MIOpen derives dims {got:?}, expected {out_dims:?}"),
+            });
+        }
+        let (one, zero) = (1f32, 0f32);
+        let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner());
+        self.device.bind_to_thread()?;
+        let xp = (input.0.device_ptr() + (input.1 * size) as u64) as *const c_void;
+        // SAFETY: descriptors match the buffers (dims checked above); no backward workspace
+        // is asked for (do_backward false).
+        let status = unsafe {
+            (lib.pool_forward)(
+                *handle,
+                pool.raw,
+                std::ptr::from_ref(&one).cast(),
+                x.raw,
+                xp,
+                std::ptr::from_ref(&zero).cast(),
+                y.raw,
+                out.device_ptr() as Ptr,
+                false,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        lib.check("miopenPoolingForward", status)?;
+        Ok(out)
+    }
+}
+
+impl Drop for MiOpen {
+    fn drop(&mut self) {
+        // Plans hold descriptors only; they go before the handle.
+        self.plans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        let handle = *self.handle.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: made by miopenCreateWithStream, destroyed once.
+        let status = unsafe { (self.lib.destroy)(handle) };
+        if let Err(e) = self.lib.check("miopenDestroy", status) {
+            tracing::warn!("{e}");
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The portable path: im2col + gemm for convolutions, gemm + col2im for transposed ones, and
+//! our own pooling kernels. Runs on both platforms; every gemm goes through rocm-blas.
+
+use bytemuck::{Pod, Zeroable};
+use rocm_blas::{Blas, MatmulShape, OutputLayout};
+use rocm_device::{
+    kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Result,
+};
+
+use crate::params::{ConvSpec, Direction, Pool2dParams};
+
+/// Bytes of column matrix one chunk of batch entries may take; larger batches run in chunks.
+pub const COL_BUDGET_BYTES: usize = 256 << 20;
+
+/// Mirrors `ConvGeometry` in conv.hip (passed by value).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct ConvGeometry {
+    pub start: u64,
+    pub stride_b: u64,
+    pub stride_c: u64,
+    pub stride_h: u64,
+    pub stride_w: u64,
+    pub c: u32,
+    pub h: u32,
+    pub w: u32,
+    pub kh: u32,
+    pub kw: u32,
+    pub oh: u32,
+    pub ow: u32,
+    pub step_h: u32,
+    pub step_w: u32,
+    pub pad_h: u32,
+    pub pad_w: u32,
+    pub dil_h: u32,
+    pub dil_w: u32,
+    pub fits_u32: u32,
+}
+
+/// Per-axis window settings of a geometry: kernel, stride, padding, dilation as (h, w).
+type Window = [(usize, usize); 4];
+
+impl ConvGeometry {
+    /// The geometry of an image (b, c, h, w) laid out as `image` (4-D), with column side
+    /// (oh, ow).
+    pub fn new(op: &'static str, image: &Layout, cols: (usize, usize), win: Window) -> Result<Self> {
+        let u = |v: usize| {
+            u32::try_from(v).map_err(|_| Error::InvalidLayout(format!("{op}: {v} exceeds 32 bits")))
+        };
+        let [kernel, step, pad, dil] = win;
+        let d = &image.dims;
+        let s = &image.strides;
+        Ok(ConvGeometry {
+            start: image.start as u64,
+            stride_b: s[0] as u64,
+            stride_c: s[1] as u64,
+            stride_h: s[2] as u64,
+            stride_w: s[3] as u64,
+            c: u(d[1])?,
+            h: u(d[2])?,
+            w: u(d[3])?,
+            kh: u(kernel.0)?,
+            kw: u(kernel.1)?,
+            oh: u(cols.0)?,
+            ow: u(cols.1)?,
+            step_h: u(step.0)?,
+            step_w: u(step.1)?,
+            pad_h: u(pad.0)?,
+            pad_w: u(pad.1)?,
+            dil_h: u(dil.0)?,
+            dil_w: u(dil.1)?,
+            fits_u32: 0,
+        })
+    }
+
+    /// The geometry of a convolution spec; `image` is the image side's 4-D layout.
+    pub fn of_spec(spec: &ConvSpec, image: &Layout) -> Result<Self> {
+        Self::new(
+            spec.op,
+            image,
+            spec.cols,
+            [spec.kernel, spec.stride, spec.padding, spec.dilation],
+        )
+    }
+
+    /// This geometry for a launch over `n` elements: 32-bit index math where it cannot wrap
+    /// (the grid-stride loop adds the thread count to indices below `n`).
+    fn for_launch(mut self, n: usize, b0: usize) -> Self {
+        let limit = (u32::MAX / 2) as usize;
+        self.fits_u32 = u32::from(n <= limit && b0 <= limit);
+        self
+    }
+}
+
+fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchArgs) -> Result<()> {
+    let f = device.dtype_function(&kernels::CONV, key, entry)?;
+    device.launch(&f, LaunchConfig::for_elements(n as u64, device.info()), args)
+}
+
+/// A kernel as the contiguous (channels, rest) matrix the gemm reads: its start offset, and a
+/// contiguous copy when its layout is anything else.
+fn contiguous_kernel(
+    device: &Device,
+    dtype: DType,
+    kernel: &Buffer,
+    kernel_l: &Layout,
+) -> Result<(usize, Option<Buffer>)> {
+    if kernel_l.is_contiguous() {
+        return Ok((kernel_l.start, None));
+    }
+    let copy = device.alloc(kernel_l.elem_count() * dtype.size_in_bytes())?;
+    rocm_elementwise::copy_strided(device, dtype, kernel, kernel_l, &copy, 0)?;
+    Ok((0, Some(copy)))
+}
+
+/// (b, c, h, w) with each (h, w) plane contiguous: the plane is one gemm row of length h * w.
+fn planes_are_rows(l: &Layout) -> bool {
+    let (h, w) = (l.dims[2], l.dims[3]);
+    (w <= 1 || l.strides[3] == 1) && (h <= 1 || l.strides[2] == w)
+}
+
+/// Batch entries per chunk so that the column matrix stays within the budget.
+fn chunk(spec: &ConvSpec, dtype: DType) -> usize {
+    let per_entry = spec.col_rows() * spec.col_len() * dtype.size_in_bytes();
+    (COL_BUDGET_BYTES / per_entry.max(1)).clamp(1, spec.batch.max(1))
+}
+
+/// A convolution through im2col + gemm. `input` is the 4-D layout of the input.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_forward(
+    blas: &Blas,
+    dtype: DType,
+    spec: &ConvSpec,
+    input: &Buffer,
+    input_l: &Layout,
+    kernel: &Buffer,
+    kernel_l: &Layout,
+) -> Result<Buffer> {
+    debug_assert_eq!(spec.direction, Direction::Forward);
+    let device = blas.device();
+    let size = dtype.size_in_bytes();
+    let [b, c_out, oh, ow] = spec.output_dims();
+    let out = device.alloc(b * c_out * oh * ow * size)?;
+    if b * c_out * oh * ow == 0 {
+        return Ok(out);
+    }
+    let (k_start, k_copy) = contiguous_kernel(device, dtype, kernel, kernel_l)?;
+    let kernel = k_copy.as_ref().unwrap_or(kernel);
+    let g = spec.groups;
+    let l = spec.col_len();
+    let (rows, cout_g) = (spec.col_rows(), c_out / g);
+    let k_g = rows / g;
+    // Group g's weights: rows g * cout_g.. of the (c_out, k_g) kernel, shared by the batch.
+    let weights = |nb: usize, grp: usize| {
+        Layout::new(&[nb, cout_g, k_g], &[0, k_g, 1], k_start + grp * cout_g * k_g)
+    };
+    let output = |b0: usize, grp: usize| OutputLayout {
+        offset: (b0 * c_out + grp * cout_g) * l,
+        ld: l,
+        batch_stride: c_out * l,
+    };
+    let shape = |nb: usize| MatmulShape {
+        batch: nb,
+        m: cout_g,
+        n: l,
+        k: k_g,
+    };
+    if spec.is_pointwise() && planes_are_rows(input_l) {
+        // The input is its own column matrix: (b, c_in, h * w) with rows of whole planes.
+        let (sb, sc) = (input_l.strides[0], input_l.strides[1]);
+        for grp in 0..g {
+            let x = Layout::new(&[b, k_g, l], &[sb, sc, 1], input_l.start + grp * k_g * sc);
+            let wl = weights(b, grp);
+            blas.matmul_into(dtype, kernel, &wl, input, &x, shape(b), &out, output(0, grp))?;
+        }
+        return Ok(out);
+    }
+    let geometry = ConvGeometry::of_spec(spec, input_l)?;
+    let key = kernels::width_key(size).ok_or(Error::UnsupportedDType { op: spec.op, dtype })?;
+    let entry = format!("conv_im2col_{key}");
+    let per = chunk(spec, dtype);
+    let col = device.alloc(per * rows * l * size)?;
+    for b0 in (0..b).step_by(per) {
+        let nb = per.min(b - b0);
+        let n = nb * rows * l;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(input)
+            .push_buffer(&col)
+            .push(n as u64)
+            .push(b0 as u64)
+            .push(geometry.for_launch(n, b0));
+        launch(device, key, &entry, n, &mut args)?;
+        for grp in 0..g {
+            let cols = Layout::new(&[nb, k_g, l], &[rows * l, l, 1], grp * k_g * l);
+            let wl = weights(nb, grp);
+            blas.matmul_into(dtype, kernel, &wl, &col, &cols, shape(nb), &out, output(b0, grp))?;
+        }
+    }
+    Ok(out)
+}
+
+/// A transposed convolution through gemm + col2im. `input` is the 4-D layout of the input.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_transpose(
+    blas: &Blas,
+    dtype: DType,
+    spec: &ConvSpec,
+    input: &Buffer,
+    input_l: &Layout,
+    kernel: &Buffer,
+    kernel_l: &Layout,
+) -> Result<Buffer> {
+    debug_assert_eq!(spec.direction, Direction::Transpose);
+    let device = blas.device();
+    let size = dtype.size_in_bytes();
+    let [b, c_out, oh, ow] = spec.output_dims();
+    let out = device.alloc(b * c_out * oh * ow * size)?;
+    if b * c_out * oh * ow == 0 {
+        return Ok(out);
+    }
+    let key = dtype.as_str();
+    if kernels::CONV.entry_point("conv_col2im", key).is_none() {
+        return Err(Error::UnsupportedDType { op: spec.op, dtype });
+    }
+    let (k_start, k_copy) = contiguous_kernel(device, dtype, kernel, kernel_l)?;
+    let kernel = k_copy.as_ref().unwrap_or(kernel);
+    // The gemm reads each input plane as one row; other layouts are copied first.
+    let (x_copy, x_l) = if planes_are_rows(input_l) {
+        (None, input_l.clone())
+    } else {
+        let copy = device.alloc(input_l.elem_count() * size)?;
+        rocm_elementwise::copy_strided(device, dtype, input, input_l, &copy, 0)?;
+        (Some(copy), Layout::contiguous(&input_l.dims))
+    };
+    let input = x_copy.as_ref().unwrap_or(input);
+    let g = spec.groups;
+    let (c_in, l, rows) = (spec.channels, spec.col_len(), spec.col_rows());
+    let (cin_g, m_g) = (c_in / g, rows / g);
+    let image = Layout::contiguous(&spec.output_dims());
+    let geometry = ConvGeometry::of_spec(spec, &image)?;
+    let entry = format!("conv_col2im_{key}");
+    let per = chunk(spec, dtype);
+    let col = device.alloc(per * rows * l * size)?;
+    let (sb, sc) = (x_l.strides[0], x_l.strides[1]);
+    for b0 in (0..b).step_by(per) {
+        let nb = per.min(b - b0);
+        for grp in 0..g {
+            // col[b][group rows] = kernel_g^T (m_g x cin_g) . x_g[b] (cin_g x l)
+            let wt = Layout::new(&[nb, m_g, cin_g], &[0, 1, m_g], k_start + grp * cin_g * m_g);
+            let x = Layout::new(
+                &[nb, cin_g, l],
+                &[sb, sc, 1],
+                x_l.start + b0 * sb + grp * cin_g * sc,
+            );
+            let shape = MatmulShape {
+                batch: nb,
+                m: m_g,
+                n: l,
+                k: cin_g,
+            };
+            let into = OutputLayout {
+                offset: grp * m_g * l,
+                ld: l,
+                batch_stride: rows * l,
+            };
+            blas.matmul_into(dtype, kernel, &wt, input, &x, shape, &col, into)?;
+        }
+        let n = nb * c_out * oh * ow;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(&col)
+            .push_buffer(&out)
+            .push(n as u64)
+            .push(b0 as u64)
+            .push(geometry.for_launch(n, b0));
+        launch(device, key, &entry, n, &mut args)?;
+    }
+    Ok(out)
+}
+
+/// Max or average pooling of a 4-D input of any layout into a contiguous output.
+pub fn pool2d(
+    device: &Device,
+    dtype: DType,
+    is_max: bool,
+    input: &Buffer,
+    input_l: &Layout,
+    p: &Pool2dParams,
+    out_hw: (usize, usize),
+) -> Result<Buffer> {
+    let op = if is_max { "max_pool2d" } else { "avg_pool2d" };
+    let [b, c] = [input_l.dims[0], input_l.dims[1]];
+    let n = b * c * out_hw.0 * out_hw.1;
+    let out = device.alloc(n * dtype.size_in_bytes())?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let geometry = ConvGeometry::new(op, input_l, out_hw, [p.kernel, p.stride, (0, 0), (1, 1)])?;
+    let key = dtype.as_str();
+    let entry = format!("pool_{}2d_{key}", if is_max { "max" } else { "avg" });
+    let mut args = LaunchArgs::new();
+    args.push_buffer(input)
+        .push_buffer(&out)
+        .push(n as u64)
+        .push(geometry.for_launch(n, 0));
+    launch(device, key, &entry, n, &mut args)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_geometry_matches_the_kernel_struct() {
+        // conv.hip: five u64 then fourteen u32, no padding.
+        assert_eq!(std::mem::size_of::<ConvGeometry>(), 5 * 8 + 14 * 4);
+        let l = Layout::new(&[2, 3, 1, 7], &[30, 10, 0, 1], 4);
+        let g = ConvGeometry::new("conv1d", &l, (1, 5), [(1, 3), (1, 1), (0, 0), (1, 1)]).unwrap();
+        assert_eq!((g.start, g.stride_h, g.c, g.h, g.w, g.ow), (4, 0, 3, 1, 7, 5));
+        assert_eq!(g.for_launch(100, 0).fits_u32, 1);
+        assert_eq!(g.for_launch(1 << 31, 0).fits_u32, 0);
+        let huge = Layout::new(&[1, 1, 1, 1 << 33], &[0, 0, 0, 1], 0);
+        assert!(ConvGeometry::new("conv1d", &huge, (1, 1), [(1, 1); 4]).is_err());
+    }
+
+    #[test]
+    fn planes_that_are_rows() {
+        assert!(planes_are_rows(&Layout::contiguous(&[2, 3, 4, 5])));
+        // a channel slice keeps whole planes
+        assert!(planes_are_rows(&Layout::new(&[2, 3, 4, 5], &[200, 20, 5, 1], 20)));
+        // a cropped width does not
+        assert!(!planes_are_rows(&Layout::new(&[2, 3, 4, 5], &[216, 72, 6, 1], 0)));
+        // a 1-D input with its unit height
+        assert!(planes_are_rows(&Layout::new(&[2, 3, 1, 5], &[15, 5, 0, 1], 0)));
+    }
+}

@@ -1,0 +1,124 @@
+// conv.hip: the portable convolution path (im2col before a gemm, col2im after one) and 2-D
+// pooling, for (b, c, h, w) tensors; 1-D convolutions come in as h = 1.
+//
+// One geometry serves a convolution and its transpose: the "image" side is (c, h, w) and the
+// "column" side has one column per output position (oh, ow) of the forward convolution and one
+// row per (channel, ky, kx). im2col reads the image into columns; col2im is its adjoint and
+// sums the columns back into the image, as a gather (each image element reads the few columns
+// that touch it: no atomics, deterministic).
+
+// Mirrors rocm_dnn::ConvGeometry (repr(C)): strides and start of the image side in elements.
+struct ConvGeometry {
+    u64 start, stride_b, stride_c, stride_h, stride_w;
+    u32 c, h, w;
+    u32 kh, kw;
+    u32 oh, ow;
+    u32 step_h, step_w;  // convolution stride
+    u32 pad_h, pad_w;
+    u32 dil_h, dil_w;
+    u32 fits_u32;  // every index of the launch (and of the image) fits in 32 bits
+};
+
+// im2col: col[b][(ci, ky, kx)][(oy, ox)] for batches b0.. of the image, zero where the window
+// hangs over the padding. Rows of one column index are contiguous along ox: writes coalesce.
+template <typename I, typename R>
+DEVICE void im2col_impl(const R* x, R* col, I n, I b0, const ConvGeometry& g) {
+    const I L = (I)g.oh * g.ow, K = (I)g.c * g.kh * g.kw;
+    for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
+        const I l = o % L, rest = o / L;
+        const I k = rest % K, b = rest / K + b0;
+        const I ox = l % g.ow, oy = l / g.ow;
+        const I kx = k % g.kw, t = k / g.kw;
+        const I ky = t % g.kh, ci = t / g.kh;
+        // Signed: the window starts up to `pad` before the image.
+        const i64 iy = (i64)oy * g.step_h + (i64)ky * g.dil_h - g.pad_h;
+        const i64 ix = (i64)ox * g.step_w + (i64)kx * g.dil_w - g.pad_w;
+        R v{};  // all-zero bits: +0 of every dtype
+        if (iy >= 0 && iy < (i64)g.h && ix >= 0 && ix < (i64)g.w) {
+            v = x[g.start + (u64)b * g.stride_b + (u64)ci * g.stride_c + (u64)iy * g.stride_h +
+                  (u64)ix * g.stride_w];
+        }
+        col[o] = v;
+    }
+}
+
+// col2im: image[b][c][y][x] (contiguous, batches b0..) = the sum of every column entry whose
+// window position lands on (y, x). A column position oy reaches y through ky when
+// y + pad - ky * dil = oy * step.
+template <typename I, typename T>
+DEVICE void col2im_impl(const T* col, T* image, I n, I b0, const ConvGeometry& g) {
+    typedef typename Acc<T>::type A;
+    const I L = (I)g.oh * g.ow, K = (I)g.c * g.kh * g.kw;
+    for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
+        const I x = o % g.w, t = o / g.w;
+        const I y = t % g.h, t2 = t / g.h;
+        const I c = t2 % g.c, b = t2 / g.c;
+        const T* rows = col + (u64)b * K * L + (u64)c * g.kh * g.kw * L;
+        A sum = A(0);
+        for (u32 ky = 0; ky < g.kh; ++ky) {
+            const i64 ty = (i64)y + g.pad_h - (i64)ky * g.dil_h;
+            if (ty < 0 || ty % g.step_h != 0 || ty / g.step_h >= g.oh) continue;
+            const u64 oy = (u64)(ty / g.step_h);
+            for (u32 kx = 0; kx < g.kw; ++kx) {
+                const i64 tx = (i64)x + g.pad_w - (i64)kx * g.dil_w;
+                if (tx < 0 || tx % g.step_w != 0 || tx / g.step_w >= g.ow) continue;
+                const u64 ox = (u64)(tx / g.step_w);
+                sum += cvt<A>(rows[((u64)ky * g.kw + kx) * L + oy * g.ow + ox]);
+            }
+        }
+        image[(u64)b0 * g.c * g.h * g.w + o] = cvt<T>(sum);
+    }
+}
+
+// Pooling windows (no padding, as Candle's pool ops) over an image of any layout into a
+// contiguous (b, c, oh, ow) output, computed as Candle's CPU backend does: max keeps the first
+// element unless a later one compares greater (a NaN is kept only when it comes first); avg
+// adds in T, rounding at each step, then multiplies by 1 / (kh * kw) rounded to T.
+template <typename I, typename T>
+DEVICE void pool2d_impl(const T* x, T* out, I n, const ConvGeometry& g, bool is_max) {
+    typedef typename Acc<T>::type A;
+    const T scale = cvt<T>(1.0 / ((double)g.kh * g.kw));
+    for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
+        const I ox = o % g.ow, t = o / g.ow;
+        const I oy = t % g.oh, t2 = t / g.oh;
+        const I c = t2 % g.c, b = t2 / g.c;
+        const T* win = x + g.start + (u64)b * g.stride_b + (u64)c * g.stride_c +
+                       (u64)oy * g.step_h * g.stride_h + (u64)ox * g.step_w * g.stride_w;
+        T acc = is_max ? win[0] : cvt<T>(A(0));
+        for (u32 ky = 0; ky < g.kh; ++ky) {
+            for (u32 kx = 0; kx < g.kw; ++kx) {
+                const T v = win[(u64)ky * g.stride_h + (u64)kx * g.stride_w];
+                if (is_max) {
+                    if (cvt<A>(acc) < cvt<A>(v)) acc = v;
+                } else {
+                    acc = cvt<T>(cvt<A>(acc) + cvt<A>(v));
+                }
+            }
+        }
+        out[o] = is_max ? acc : cvt<T>(cvt<A>(acc) * cvt<A>(scale));
+    }
+}
+
+#define IM2COL_KERNEL(W, R)                                                                        \
+    KERNEL void conv_im2col_##W(const R* x, R* col, u64 n, u64 b0, ConvGeometry g) {                \
+        if (g.fits_u32) im2col_impl<u32, R>(x, col, (u32)n, (u32)b0, g);                           \
+        else im2col_impl<u64, R>(x, col, n, b0, g);                                                 \
+    }
+#define COL2IM_KERNEL(NAME, T)                                                                     \
+    KERNEL void conv_col2im_##NAME(const T* col, T* image, u64 n, u64 b0, ConvGeometry g) {         \
+        if (g.fits_u32) col2im_impl<u32, T>(col, image, (u32)n, (u32)b0, g);                        \
+        else col2im_impl<u64, T>(col, image, n, b0, g);                                             \
+    }
+#define POOL_KERNELS(NAME, T)                                                                      \
+    KERNEL void pool_max2d_##NAME(const T* x, T* out, u64 n, ConvGeometry g) {                      \
+        if (g.fits_u32) pool2d_impl<u32, T>(x, out, (u32)n, g, true);                               \
+        else pool2d_impl<u64, T>(x, out, n, g, true);                                               \
+    }                                                                                               \
+    KERNEL void pool_avg2d_##NAME(const T* x, T* out, u64 n, ConvGeometry g) {                      \
+        if (g.fits_u32) pool2d_impl<u32, T>(x, out, (u32)n, g, false);                              \
+        else pool2d_impl<u64, T>(x, out, n, g, false);                                              \
+    }
+
+CANDLE_ROCM_FOR_EACH_WIDTH(IM2COL_KERNEL)
+CANDLE_ROCM_FOR_EACH_FLOAT(COL2IM_KERNEL)
+CANDLE_ROCM_FOR_EACH_DTYPE(POOL_KERNELS)
