@@ -20,50 +20,74 @@ struct ConvGeometry {
 };
 
 // im2col: col[b][(ci, ky, kx)][(oy, ox)] for batches b0.. of the image, zero where the window
-// hangs over the padding. Rows of one column index are contiguous along ox: writes coalesce.
+// hangs over the padding. One thread per (b, ci, oy, ox) writes its kh * kw column entries:
+// consecutive threads write consecutive ox (coalesced), and the index is decoded once per
+// kh * kw entries instead of once per entry.
 template <typename I, typename R>
 DEVICE void im2col_impl(const R* x, R* col, I n, I b0, const ConvGeometry& g) {
-    const I L = (I)g.oh * g.ow, K = (I)g.c * g.kh * g.kw;
-    for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
-        const I l = o % L, rest = o / L;
-        const I k = rest % K, b = rest / K + b0;
+    const I L = (I)g.oh * g.ow;
+    const u64 taps = (u64)g.kh * g.kw;
+    for (I t = (I)grid_tid(); t < n; t += (I)grid_threads()) {
+        const I l = t % L, bc = t / L;  // bc: local batch entry * c + channel
+        const I ci = bc % g.c, b = bc / g.c + b0;
         const I ox = l % g.ow, oy = l / g.ow;
-        const I kx = k % g.kw, t = k / g.kw;
-        const I ky = t % g.kh, ci = t / g.kh;
+        const R* src = x + g.start + (u64)b * g.stride_b + (u64)ci * g.stride_c;
+        R* dst = col + (u64)bc * taps * L + l;
         // Signed: the window starts up to `pad` before the image.
-        const i64 iy = (i64)oy * g.step_h + (i64)ky * g.dil_h - g.pad_h;
-        const i64 ix = (i64)ox * g.step_w + (i64)kx * g.dil_w - g.pad_w;
-        R v{};  // all-zero bits: +0 of every dtype
-        if (iy >= 0 && iy < (i64)g.h && ix >= 0 && ix < (i64)g.w) {
-            v = x[g.start + (u64)b * g.stride_b + (u64)ci * g.stride_c + (u64)iy * g.stride_h +
-                  (u64)ix * g.stride_w];
+        const i64 iy0 = (i64)oy * g.step_h - g.pad_h, ix0 = (i64)ox * g.step_w - g.pad_w;
+        for (u32 ky = 0; ky < g.kh; ++ky) {
+            const i64 iy = iy0 + (i64)ky * g.dil_h;
+            const bool row_in = iy >= 0 && iy < (i64)g.h;
+            for (u32 kx = 0; kx < g.kw; ++kx) {
+                const i64 ix = ix0 + (i64)kx * g.dil_w;
+                R v{};  // all-zero bits: +0 of every dtype
+                if (row_in && ix >= 0 && ix < (i64)g.w) {
+                    v = src[(u64)iy * g.stride_h + (u64)ix * g.stride_w];
+                }
+                dst[((u64)ky * g.kw + kx) * L] = v;
+            }
         }
-        col[o] = v;
     }
 }
 
 // col2im: image[b][c][y][x] (contiguous, batches b0..) = the sum of every column entry whose
-// window position lands on (y, x). A column position oy reaches y through ky when
-// y + pad - ky * dil = oy * step.
+// window position lands on (y, x): column position oy reaches y through tap ky when
+// y + pad - ky * dil = oy * step. Taps are visited in ascending (ky, kx) order on both paths.
 template <typename I, typename T>
 DEVICE void col2im_impl(const T* col, T* image, I n, I b0, const ConvGeometry& g) {
     typedef typename Acc<T>::type A;
-    const I L = (I)g.oh * g.ow, K = (I)g.c * g.kh * g.kw;
+    const u64 L = (u64)g.oh * g.ow, taps = (u64)g.kh * g.kw;
     for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
         const I x = o % g.w, t = o / g.w;
-        const I y = t % g.h, t2 = t / g.h;
-        const I c = t2 % g.c, b = t2 / g.c;
-        const T* rows = col + (u64)b * K * L + (u64)c * g.kh * g.kw * L;
+        const I y = t % g.h, bc = t / g.h;  // bc: local batch entry * c + channel
+        const T* rows = col + (u64)bc * taps * L;
+        const i64 py = (i64)y + g.pad_h, px = (i64)x + g.pad_w;
         A sum = A(0);
-        for (u32 ky = 0; ky < g.kh; ++ky) {
-            const i64 ty = (i64)y + g.pad_h - (i64)ky * g.dil_h;
-            if (ty < 0 || ty % g.step_h != 0 || ty / g.step_h >= g.oh) continue;
-            const u64 oy = (u64)(ty / g.step_h);
-            for (u32 kx = 0; kx < g.kw; ++kx) {
-                const i64 tx = (i64)x + g.pad_w - (i64)kx * g.dil_w;
-                if (tx < 0 || tx % g.step_w != 0 || tx / g.step_w >= g.ow) continue;
-                const u64 ox = (u64)(tx / g.step_w);
-                sum += cvt<A>(rows[((u64)ky * g.kw + kx) * L + oy * g.ow + ox]);
+        if (g.dil_h == 1 && g.dil_w == 1) {
+            // Undilated: the taps that land here are ky0, ky0 + step, ... with column
+            // positions oy0, oy0 - 1, ...: one division per axis.
+            const u32 ky0 = (u32)(py % g.step_h), kx0 = (u32)(px % g.step_w);
+            const i64 oy0 = py / g.step_h, ox0 = px / g.step_w;
+            i64 oy = oy0;
+            for (u32 ky = ky0; ky < g.kh && oy >= 0; ky += g.step_h, --oy) {
+                if (oy >= (i64)g.oh) continue;
+                i64 ox = ox0;
+                for (u32 kx = kx0; kx < g.kw && ox >= 0; kx += g.step_w, --ox) {
+                    if (ox >= (i64)g.ow) continue;
+                    sum += cvt<A>(rows[((u64)ky * g.kw + kx) * L + (u64)oy * g.ow + (u64)ox]);
+                }
+            }
+        } else {
+            for (u32 ky = 0; ky < g.kh; ++ky) {
+                const i64 ty = py - (i64)ky * g.dil_h;
+                if (ty < 0 || ty % g.step_h != 0 || ty / g.step_h >= g.oh) continue;
+                const u64 oy = (u64)(ty / g.step_h);
+                for (u32 kx = 0; kx < g.kw; ++kx) {
+                    const i64 tx = px - (i64)kx * g.dil_w;
+                    if (tx < 0 || tx % g.step_w != 0 || tx / g.step_w >= g.ow) continue;
+                    const u64 ox = (u64)(tx / g.step_w);
+                    sum += cvt<A>(rows[((u64)ky * g.kw + kx) * L + oy * g.ow + ox]);
+                }
             }
         }
         image[(u64)b0 * g.c * g.h * g.w + o] = cvt<T>(sum);

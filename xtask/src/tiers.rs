@@ -9,9 +9,9 @@ use crate::root;
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 const NVIDIA_FEATURES: &str =
-    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia";
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia";
 /// Packages with an `amd_tier` test (run inside the ROCm chroot).
-const AMD_TIER_PACKAGES: [&str; 2] = ["rocm-device", "rocm-blas"];
+const AMD_TIER_PACKAGES: [&str; 3] = ["rocm-device", "rocm-blas", "rocm-dnn"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
 const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
 
@@ -223,11 +223,11 @@ fn nvrtc_tier() -> TierOutcome {
     outcome_of(run_echo(&mut cmd))
 }
 
-/// C probe printing the ROCm headers' values of what `rocm_device::amd_abi` holds.
+/// C++ probe printing the ROCm headers' values of what `rocm_device::amd_abi` holds.
 fn abi_probe_source() -> String {
     let (_, fields) = rocm_device::amd_abi::device_prop_layout();
     let mut s = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <hip/hip_runtime_api.h>\n#include <hip/hiprtc.h>\n#include <rocblas/rocblas.h>\nint main(void) {\n",
+        "#include <stdio.h>\n#include <stddef.h>\n#include <hip/hip_runtime_api.h>\n#include <hip/hiprtc.h>\n#include <rocblas/rocblas.h>\n#include <miopen/miopen.h>\nint main(void) {\n",
     );
     for (key, expr) in [
         ("HIP_SUCCESS", "hipSuccess"),
@@ -245,6 +245,24 @@ fn abi_probe_source() -> String {
         ("ROCBLAS_DATATYPE_BF16_R", "rocblas_datatype_bf16_r"),
         ("ROCBLAS_GEMM_ALGO_STANDARD", "rocblas_gemm_algo_standard"),
         ("ROCBLAS_GEMM_FLAGS_NONE", "rocblas_gemm_flags_none"),
+        ("MIOPEN_STATUS_SUCCESS", "miopenStatusSuccess"),
+        ("MIOPEN_HALF", "miopenHalf"),
+        ("MIOPEN_FLOAT", "miopenFloat"),
+        ("MIOPEN_BFLOAT16", "miopenBFloat16"),
+        ("MIOPEN_CONVOLUTION", "miopenConvolution"),
+        ("MIOPEN_TRANSPOSE", "miopenTranspose"),
+        ("MIOPEN_POOLING_MAX", "miopenPoolingMax"),
+        ("MIOPEN_POOLING_AVERAGE", "miopenPoolingAverage"),
+        ("sizeof_miopenConvSolution_t", "sizeof(miopenConvSolution_t)"),
+        ("miopenConvSolution_t.time", "offsetof(miopenConvSolution_t, time)"),
+        ("miopenConvSolution_t.workspace_size", "offsetof(miopenConvSolution_t, workspace_size)"),
+        ("miopenConvSolution_t.solution_id", "offsetof(miopenConvSolution_t, solution_id)"),
+        ("miopenConvSolution_t.algorithm", "offsetof(miopenConvSolution_t, algorithm)"),
+        ("sizeof_miopenConvAlgoPerf_t", "sizeof(miopenConvAlgoPerf_t)"),
+        ("miopenConvAlgoPerf_t.fwd_algo", "offsetof(miopenConvAlgoPerf_t, fwd_algo)"),
+        ("miopenConvAlgoPerf_t.time", "offsetof(miopenConvAlgoPerf_t, time)"),
+        ("miopenConvAlgoPerf_t.memory", "offsetof(miopenConvAlgoPerf_t, memory)"),
+        ("sizeof_miopenConvFwdAlgorithm_t", "sizeof(miopenConvFwdAlgorithm_t)"),
     ] {
         s += &format!("  printf(\"{key} %lu\\n\", (unsigned long)({expr}));\n");
     }
@@ -270,16 +288,18 @@ fn amd_tier() -> TierOutcome {
         Err(e) => return TierOutcome::Broken(e),
     }
     let chroot = PathBuf::from(CHROOT_DIR);
-    // The header probe: built on the host with the chroot's headers, run on the host.
+    // The header probe: built on the host with the chroot's headers, run on the host. C++:
+    // miopen.h names a struct without its `struct` tag.
     let work = root().join("target").join("amd-tier");
     let prepare = || -> Result<Vec<String>, String> {
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
-        std::fs::write(work.join("abi_probe.c"), abi_probe_source()).map_err(|e| e.to_string())?;
+        std::fs::write(work.join("abi_probe.cpp"), abi_probe_source())
+            .map_err(|e| e.to_string())?;
         let (ok, _) = run_echo(
-            Command::new("cc")
+            Command::new("c++")
                 .arg("-D__HIP_PLATFORM_AMD__")
                 .arg(format!("-I{}", chroot.join("usr/include").display()))
-                .arg(work.join("abi_probe.c"))
+                .arg(work.join("abi_probe.cpp"))
                 .arg("-o")
                 .arg(work.join("abi_probe")),
         )?;
@@ -446,11 +466,12 @@ echo "$passed passed, $failed failed"
 
 /// Benchmark examples packed for the GPU machine: (package, example); each has a torch peer
 /// `bench/torch_<family>.py`.
-const BENCHES: [(&str, &str); 4] = [
+const BENCHES: [(&str, &str); 5] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
     ("rocm-reduce", "reduce_bench"),
     ("rocm-indexing", "indexing_bench"),
+    ("rocm-dnn", "conv_bench"),
 ];
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.

@@ -45,6 +45,9 @@ pub struct DnnOptions {
     pub use_miopen: bool,
     /// MIOpen's find mode (time the algorithms once per shape) instead of immediate mode.
     pub find_mode: bool,
+    /// Most bytes a column matrix of the portable path may take; batches beyond it run in
+    /// chunks of batch entries.
+    pub col_budget_bytes: usize,
 }
 
 impl DnnOptions {
@@ -53,6 +56,7 @@ impl DnnOptions {
         DnnOptions {
             use_miopen: !std::env::var(DISABLE_MIOPEN_ENV).is_ok_and(|v| v == "1"),
             find_mode: miopen::find_mode_from_env(),
+            col_budget_bytes: portable::COL_BUDGET_BYTES,
         }
     }
 }
@@ -62,6 +66,7 @@ impl DnnOptions {
 pub struct Dnn {
     blas: Arc<Blas>,
     miopen: Option<miopen::MiOpen>,
+    col_budget: usize,
 }
 
 impl Dnn {
@@ -84,14 +89,19 @@ impl Dnn {
         } else {
             None
         };
-        Ok(Dnn { blas, miopen })
+        Ok(Dnn {
+            blas,
+            miopen,
+            col_budget: options.col_budget_bytes,
+        })
     }
 
     pub fn device(&self) -> &Device {
         self.blas.device()
     }
 
-    /// The path a convolution of `dtype` takes.
+    /// The path a convolution of `dtype` takes (a transposed one with an output padding not
+    /// below its stride always takes the portable path: see [`miopen::takes`]).
     pub fn conv_path(&self, dtype: DType) -> DnnPath {
         match (&self.miopen, miopen::data_type(dtype)) {
             (Some(_), Some(_)) => DnnPath::MiOpen,
@@ -163,7 +173,9 @@ impl Dnn {
             return Err(Error::UnsupportedDType { op, dtype });
         }
         let _span = tracing::debug_span!("conv", op, %dtype, dims = ?spec.input_dims()).entered();
-        if let (Some(m), DnnPath::MiOpen) = (&self.miopen, self.conv_path(dtype)) {
+        if let (Some(m), DnnPath::MiOpen, true) =
+            (&self.miopen, self.conv_path(dtype), miopen::takes(spec))
+        {
             let (x_copy, x_off) = contiguous(self.device(), dtype, input, input_l)?;
             let (k_copy, k_off) = contiguous(self.device(), dtype, kernel, kernel_l)?;
             let x = x_copy.as_ref().unwrap_or(input);
@@ -172,10 +184,10 @@ impl Dnn {
         }
         match spec.direction {
             Direction::Forward => {
-                portable::conv_forward(&self.blas, dtype, spec, input, &x_l, kernel, kernel_l)
+                portable::conv_forward(&self.blas, self.col_budget, dtype, spec, input, &x_l, kernel, kernel_l)
             }
             Direction::Transpose => {
-                portable::conv_transpose(&self.blas, dtype, spec, input, &x_l, kernel, kernel_l)
+                portable::conv_transpose(&self.blas, self.col_budget, dtype, spec, input, &x_l, kernel, kernel_l)
             }
         }
     }

@@ -258,6 +258,14 @@ pub fn data_type(dtype: DType) -> Option<i32> {
     }
 }
 
+/// Whether a convolution can run on MIOpen. A transposed convolution whose output padding is
+/// not below its stride (PyTorch allows it below the dilation) adds a column position that
+/// the backward-data pass cannot express: its dy would need one more. Those run on the
+/// portable path.
+pub fn takes(spec: &ConvSpec) -> bool {
+    spec.output_padding.0 < spec.stride.0 && spec.output_padding.1 < spec.stride.1
+}
+
 /// A packed (n, c, h, w) tensor descriptor.
 pub fn tensor(lib: &Arc<MiOpenLib>, data_type: i32, dims: [usize; 4]) -> Result<Descriptor> {
     let d = ints("dim", dims)?;

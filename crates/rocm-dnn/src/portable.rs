@@ -119,16 +119,18 @@ fn planes_are_rows(l: &Layout) -> bool {
     (w <= 1 || l.strides[3] == 1) && (h <= 1 || l.strides[2] == w)
 }
 
-/// Batch entries per chunk so that the column matrix stays within the budget.
-fn chunk(spec: &ConvSpec, dtype: DType) -> usize {
+/// Batch entries per chunk so that the column matrix stays within `budget` bytes.
+fn chunk(spec: &ConvSpec, dtype: DType, budget: usize) -> usize {
     let per_entry = spec.col_rows() * spec.col_len() * dtype.size_in_bytes();
-    (COL_BUDGET_BYTES / per_entry.max(1)).clamp(1, spec.batch.max(1))
+    (budget / per_entry.max(1)).clamp(1, spec.batch.max(1))
 }
 
-/// A convolution through im2col + gemm. `input` is the 4-D layout of the input.
+/// A convolution through im2col + gemm. `input` is the 4-D layout of the input; column
+/// matrices take at most `budget` bytes (at least one batch entry).
 #[allow(clippy::too_many_arguments)]
 pub fn conv_forward(
     blas: &Blas,
+    budget: usize,
     dtype: DType,
     spec: &ConvSpec,
     input: &Buffer,
@@ -178,11 +180,12 @@ pub fn conv_forward(
     let geometry = ConvGeometry::of_spec(spec, input_l)?;
     let key = kernels::width_key(size).ok_or(Error::UnsupportedDType { op: spec.op, dtype })?;
     let entry = format!("conv_im2col_{key}");
-    let per = chunk(spec, dtype);
+    let per = chunk(spec, dtype, budget);
     let col = device.alloc(per * rows * l * size)?;
     for b0 in (0..b).step_by(per) {
         let nb = per.min(b - b0);
-        let n = nb * rows * l;
+        // One thread per (batch entry, channel, column position).
+        let n = nb * spec.image.0 * l;
         let mut args = LaunchArgs::new();
         args.push_buffer(input)
             .push_buffer(&col)
@@ -199,10 +202,12 @@ pub fn conv_forward(
     Ok(out)
 }
 
-/// A transposed convolution through gemm + col2im. `input` is the 4-D layout of the input.
+/// A transposed convolution through gemm + col2im. `input` is the 4-D layout of the input;
+/// column matrices take at most `budget` bytes (at least one batch entry).
 #[allow(clippy::too_many_arguments)]
 pub fn conv_transpose(
     blas: &Blas,
+    budget: usize,
     dtype: DType,
     spec: &ConvSpec,
     input: &Buffer,
@@ -239,7 +244,7 @@ pub fn conv_transpose(
     let image = Layout::contiguous(&spec.output_dims());
     let geometry = ConvGeometry::of_spec(spec, &image)?;
     let entry = format!("conv_col2im_{key}");
-    let per = chunk(spec, dtype);
+    let per = chunk(spec, dtype, budget);
     let col = device.alloc(per * rows * l * size)?;
     let (sb, sc) = (x_l.strides[0], x_l.strides[1]);
     for b0 in (0..b).step_by(per) {
