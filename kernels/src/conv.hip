@@ -16,8 +16,14 @@ struct ConvGeometry {
     u32 step_h, step_w;  // convolution stride
     u32 pad_h, pad_w;
     u32 dil_h, dil_w;
-    u32 fits_u32;  // every index of the launch (and of the image) fits in 32 bits
+    u32 fits_u32;  // every index and offset of the launch fits in 31 bits
 };
+
+// Index math in I (u32 where the host says every index and offset of the launch fits in 31
+// bits: several times cheaper than 64-bit on both vendors) and its signed partner.
+template <typename I> struct SignedOf;
+template <> struct SignedOf<u32> { typedef i32 type; };
+template <> struct SignedOf<u64> { typedef i64 type; };
 
 // im2col: col[b][(ci, ky, kx)][(oy, ox)] for batches b0.. of the image, zero where the window
 // hangs over the padding. One thread per (b, ci, oy, ox) writes its kh * kw column entries:
@@ -25,26 +31,25 @@ struct ConvGeometry {
 // kh * kw entries instead of once per entry.
 template <typename I, typename R>
 DEVICE void im2col_impl(const R* x, R* col, I n, I b0, const ConvGeometry& g) {
-    const I L = (I)g.oh * g.ow;
-    const u64 taps = (u64)g.kh * g.kw;
+    typedef typename SignedOf<I>::type S;
+    const I L = (I)g.oh * g.ow, taps = (I)g.kh * g.kw;
+    const I sh = (I)g.stride_h, sw = (I)g.stride_w;
     for (I t = (I)grid_tid(); t < n; t += (I)grid_threads()) {
         const I l = t % L, bc = t / L;  // bc: local batch entry * c + channel
         const I ci = bc % g.c, b = bc / g.c + b0;
         const I ox = l % g.ow, oy = l / g.ow;
-        const R* src = x + g.start + (u64)b * g.stride_b + (u64)ci * g.stride_c;
-        R* dst = col + (u64)bc * taps * L + l;
+        const R* src = x + (I)g.start + b * (I)g.stride_b + ci * (I)g.stride_c;
+        R* dst = col + bc * taps * L + l;
         // Signed: the window starts up to `pad` before the image.
-        const i64 iy0 = (i64)oy * g.step_h - g.pad_h, ix0 = (i64)ox * g.step_w - g.pad_w;
+        const S iy0 = (S)(oy * g.step_h) - (S)g.pad_h, ix0 = (S)(ox * g.step_w) - (S)g.pad_w;
         for (u32 ky = 0; ky < g.kh; ++ky) {
-            const i64 iy = iy0 + (i64)ky * g.dil_h;
-            const bool row_in = iy >= 0 && iy < (i64)g.h;
+            const S iy = iy0 + (S)(ky * g.dil_h);
+            const bool row_in = iy >= 0 && iy < (S)g.h;
             for (u32 kx = 0; kx < g.kw; ++kx) {
-                const i64 ix = ix0 + (i64)kx * g.dil_w;
+                const S ix = ix0 + (S)(kx * g.dil_w);
                 R v{};  // all-zero bits: +0 of every dtype
-                if (row_in && ix >= 0 && ix < (i64)g.w) {
-                    v = src[(u64)iy * g.stride_h + (u64)ix * g.stride_w];
-                }
-                dst[((u64)ky * g.kw + kx) * L] = v;
+                if (row_in && ix >= 0 && ix < (S)g.w) v = src[(I)iy * sh + (I)ix * sw];
+                dst[(ky * g.kw + kx) * L] = v;
             }
         }
     }
@@ -56,41 +61,42 @@ DEVICE void im2col_impl(const R* x, R* col, I n, I b0, const ConvGeometry& g) {
 template <typename I, typename T>
 DEVICE void col2im_impl(const T* col, T* image, I n, I b0, const ConvGeometry& g) {
     typedef typename Acc<T>::type A;
-    const u64 L = (u64)g.oh * g.ow, taps = (u64)g.kh * g.kw;
+    typedef typename SignedOf<I>::type S;
+    const I L = (I)g.oh * g.ow, taps = (I)g.kh * g.kw;
     for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
         const I x = o % g.w, t = o / g.w;
         const I y = t % g.h, bc = t / g.h;  // bc: local batch entry * c + channel
-        const T* rows = col + (u64)bc * taps * L;
-        const i64 py = (i64)y + g.pad_h, px = (i64)x + g.pad_w;
+        const T* rows = col + bc * taps * L;
+        const S py = (S)(y + g.pad_h), px = (S)(x + g.pad_w);
         A sum = A(0);
         if (g.dil_h == 1 && g.dil_w == 1) {
             // Undilated: the taps that land here are ky0, ky0 + step, ... with column
             // positions oy0, oy0 - 1, ...: one division per axis.
-            const u32 ky0 = (u32)(py % g.step_h), kx0 = (u32)(px % g.step_w);
-            const i64 oy0 = py / g.step_h, ox0 = px / g.step_w;
-            i64 oy = oy0;
+            const u32 ky0 = (u32)(py % (S)g.step_h), kx0 = (u32)(px % (S)g.step_w);
+            const S oy0 = py / (S)g.step_h, ox0 = px / (S)g.step_w;
+            S oy = oy0;
             for (u32 ky = ky0; ky < g.kh && oy >= 0; ky += g.step_h, --oy) {
-                if (oy >= (i64)g.oh) continue;
-                i64 ox = ox0;
+                if (oy >= (S)g.oh) continue;
+                S ox = ox0;
                 for (u32 kx = kx0; kx < g.kw && ox >= 0; kx += g.step_w, --ox) {
-                    if (ox >= (i64)g.ow) continue;
-                    sum += cvt<A>(rows[((u64)ky * g.kw + kx) * L + (u64)oy * g.ow + (u64)ox]);
+                    if (ox >= (S)g.ow) continue;
+                    sum += cvt<A>(rows[(I)(ky * g.kw + kx) * L + (I)oy * g.ow + (I)ox]);
                 }
             }
         } else {
             for (u32 ky = 0; ky < g.kh; ++ky) {
-                const i64 ty = py - (i64)ky * g.dil_h;
-                if (ty < 0 || ty % g.step_h != 0 || ty / g.step_h >= g.oh) continue;
-                const u64 oy = (u64)(ty / g.step_h);
+                const S ty = py - (S)(ky * g.dil_h);
+                if (ty < 0 || ty % (S)g.step_h != 0 || ty / (S)g.step_h >= (S)g.oh) continue;
+                const I oy = (I)(ty / (S)g.step_h);
                 for (u32 kx = 0; kx < g.kw; ++kx) {
-                    const i64 tx = px - (i64)kx * g.dil_w;
-                    if (tx < 0 || tx % g.step_w != 0 || tx / g.step_w >= g.ow) continue;
-                    const u64 ox = (u64)(tx / g.step_w);
-                    sum += cvt<A>(rows[((u64)ky * g.kw + kx) * L + oy * g.ow + ox]);
+                    const S tx = px - (S)(kx * g.dil_w);
+                    if (tx < 0 || tx % (S)g.step_w != 0 || tx / (S)g.step_w >= (S)g.ow) continue;
+                    const I ox = (I)(tx / (S)g.step_w);
+                    sum += cvt<A>(rows[(I)(ky * g.kw + kx) * L + oy * g.ow + ox]);
                 }
             }
         }
-        image[(u64)b0 * g.c * g.h * g.w + o] = cvt<T>(sum);
+        image[b0 * g.c * g.h * g.w + o] = cvt<T>(sum);
     }
 }
 
@@ -102,16 +108,17 @@ template <typename I, typename T>
 DEVICE void pool2d_impl(const T* x, T* out, I n, const ConvGeometry& g, bool is_max) {
     typedef typename Acc<T>::type A;
     const T scale = cvt<T>(1.0 / ((double)g.kh * g.kw));
+    const I sh = (I)g.stride_h, sw = (I)g.stride_w;
     for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
         const I ox = o % g.ow, t = o / g.ow;
         const I oy = t % g.oh, t2 = t / g.oh;
         const I c = t2 % g.c, b = t2 / g.c;
-        const T* win = x + g.start + (u64)b * g.stride_b + (u64)c * g.stride_c +
-                       (u64)oy * g.step_h * g.stride_h + (u64)ox * g.step_w * g.stride_w;
+        const T* win = x + (I)g.start + b * (I)g.stride_b + c * (I)g.stride_c +
+                       oy * g.step_h * sh + ox * g.step_w * sw;
         T acc = is_max ? win[0] : cvt<T>(A(0));
         for (u32 ky = 0; ky < g.kh; ++ky) {
             for (u32 kx = 0; kx < g.kw; ++kx) {
-                const T v = win[(u64)ky * g.stride_h + (u64)kx * g.stride_w];
+                const T v = win[(I)ky * sh + (I)kx * sw];
                 if (is_max) {
                     if (cvt<A>(acc) < cvt<A>(v)) acc = v;
                 } else {

@@ -253,16 +253,46 @@ fn abi_probe_source() -> String {
         ("MIOPEN_TRANSPOSE", "miopenTranspose"),
         ("MIOPEN_POOLING_MAX", "miopenPoolingMax"),
         ("MIOPEN_POOLING_AVERAGE", "miopenPoolingAverage"),
-        ("sizeof_miopenConvSolution_t", "sizeof(miopenConvSolution_t)"),
-        ("miopenConvSolution_t.time", "offsetof(miopenConvSolution_t, time)"),
-        ("miopenConvSolution_t.workspace_size", "offsetof(miopenConvSolution_t, workspace_size)"),
-        ("miopenConvSolution_t.solution_id", "offsetof(miopenConvSolution_t, solution_id)"),
-        ("miopenConvSolution_t.algorithm", "offsetof(miopenConvSolution_t, algorithm)"),
-        ("sizeof_miopenConvAlgoPerf_t", "sizeof(miopenConvAlgoPerf_t)"),
-        ("miopenConvAlgoPerf_t.fwd_algo", "offsetof(miopenConvAlgoPerf_t, fwd_algo)"),
-        ("miopenConvAlgoPerf_t.time", "offsetof(miopenConvAlgoPerf_t, time)"),
-        ("miopenConvAlgoPerf_t.memory", "offsetof(miopenConvAlgoPerf_t, memory)"),
-        ("sizeof_miopenConvFwdAlgorithm_t", "sizeof(miopenConvFwdAlgorithm_t)"),
+        (
+            "sizeof_miopenConvSolution_t",
+            "sizeof(miopenConvSolution_t)",
+        ),
+        (
+            "miopenConvSolution_t.time",
+            "offsetof(miopenConvSolution_t, time)",
+        ),
+        (
+            "miopenConvSolution_t.workspace_size",
+            "offsetof(miopenConvSolution_t, workspace_size)",
+        ),
+        (
+            "miopenConvSolution_t.solution_id",
+            "offsetof(miopenConvSolution_t, solution_id)",
+        ),
+        (
+            "miopenConvSolution_t.algorithm",
+            "offsetof(miopenConvSolution_t, algorithm)",
+        ),
+        (
+            "sizeof_miopenConvAlgoPerf_t",
+            "sizeof(miopenConvAlgoPerf_t)",
+        ),
+        (
+            "miopenConvAlgoPerf_t.fwd_algo",
+            "offsetof(miopenConvAlgoPerf_t, fwd_algo)",
+        ),
+        (
+            "miopenConvAlgoPerf_t.time",
+            "offsetof(miopenConvAlgoPerf_t, time)",
+        ),
+        (
+            "miopenConvAlgoPerf_t.memory",
+            "offsetof(miopenConvAlgoPerf_t, memory)",
+        ),
+        (
+            "sizeof_miopenConvFwdAlgorithm_t",
+            "sizeof(miopenConvFwdAlgorithm_t)",
+        ),
     ] {
         s += &format!("  printf(\"{key} %lu\\n\", (unsigned long)({expr}));\n");
     }

@@ -19,8 +19,8 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-pub use plan::{MatmulShape, OutputLayout};
 use plan::{GemmPlan, Op, Operand};
+pub use plan::{MatmulShape, OutputLayout};
 use rocm_device::{Buffer, DType, Device, Error, Layout, Platform, Result};
 
 enum Backend {

@@ -327,7 +327,10 @@ mod tests {
         // a broadcast weight would fold the batch into rows, which the slice forbids
         let lhs = op(&[2, 3, 4], &[12, 4, 1], 0, 3, 4).unwrap();
         let bcast = op(&[2, 4, 5], &[0, 5, 1], 0, 4, 5).unwrap();
-        assert_eq!(GemmPlan::with_output(shape, lhs, bcast, out).unwrap().batch, 2);
+        assert_eq!(
+            GemmPlan::with_output(shape, lhs, bcast, out).unwrap().batch,
+            2
+        );
         assert_eq!(GemmPlan::new(shape, lhs, bcast).unwrap().batch, 1);
         // overlapping rows or matrices are refused
         let rows = OutputLayout { ld: 4, ..out };

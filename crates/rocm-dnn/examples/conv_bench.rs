@@ -12,14 +12,69 @@ use rocm_test_support::time_ms;
 const ITERS: usize = 20;
 
 /// (name, batch, c_in, c_out, h, w, k, stride, padding, transpose)
-type Layer = (&'static str, usize, usize, usize, usize, usize, usize, usize, usize, bool);
+type Layer = (
+    &'static str,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    bool,
+);
 
 const LAYERS: [Layer; 5] = [
     ("resnet 3x3 64->64 56x56", 8, 64, 64, 56, 56, 3, 1, 1, false),
-    ("sd-unet 3x3 320->320 64x64", 8, 320, 320, 64, 64, 3, 1, 1, false),
-    ("sd-unet 1x1 320->320 64x64", 8, 320, 320, 64, 64, 1, 1, 0, false),
-    ("resnet 7x7/2 3->64 224x224", 8, 3, 64, 224, 224, 7, 2, 3, false),
-    ("convT 4x4/2 256->128 32x32", 8, 256, 128, 32, 32, 4, 2, 1, true),
+    (
+        "sd-unet 3x3 320->320 64x64",
+        8,
+        320,
+        320,
+        64,
+        64,
+        3,
+        1,
+        1,
+        false,
+    ),
+    (
+        "sd-unet 1x1 320->320 64x64",
+        8,
+        320,
+        320,
+        64,
+        64,
+        1,
+        1,
+        0,
+        false,
+    ),
+    (
+        "resnet 7x7/2 3->64 224x224",
+        8,
+        3,
+        64,
+        224,
+        224,
+        7,
+        2,
+        3,
+        false,
+    ),
+    (
+        "convT 4x4/2 256->128 32x32",
+        8,
+        256,
+        128,
+        32,
+        32,
+        4,
+        2,
+        1,
+        true,
+    ),
 ];
 
 fn main() -> Result<()> {
@@ -116,7 +171,10 @@ fn main() -> Result<()> {
         let x = d.alloc(b * c * h * w * size)?;
         d.memset(&x, 0, x.len(), 0x1c)?;
         let xl = Layout::contiguous(&[b, c, h, w]);
-        for (name, max) in [("max_pool2d 2x2/2 64x112x112", true), ("avg_pool2d 2x2/2 64x112x112", false)] {
+        for (name, max) in [
+            ("max_pool2d 2x2/2 64x112x112", true),
+            ("avg_pool2d 2x2/2 64x112x112", false),
+        ] {
             let p = Pool2dParams {
                 kernel: (2, 2),
                 stride: (2, 2),

@@ -182,14 +182,20 @@ impl Dnn {
             let k = k_copy.as_ref().unwrap_or(kernel);
             return m.convolution(dtype, spec, (x, x_off), (k, k_off));
         }
-        match spec.direction {
-            Direction::Forward => {
-                portable::conv_forward(&self.blas, self.col_budget, dtype, spec, input, &x_l, kernel, kernel_l)
-            }
-            Direction::Transpose => {
-                portable::conv_transpose(&self.blas, self.col_budget, dtype, spec, input, &x_l, kernel, kernel_l)
-            }
-        }
+        let run = match spec.direction {
+            Direction::Forward => portable::conv_forward,
+            Direction::Transpose => portable::conv_transpose,
+        };
+        run(
+            &self.blas,
+            self.col_budget,
+            dtype,
+            spec,
+            input,
+            &x_l,
+            kernel,
+            kernel_l,
+        )
     }
 
     /// `max_pool2d` of a (b, c, h, w) input, any dtype.
@@ -225,8 +231,10 @@ impl Dnn {
         input_l.check_fits(op, dtype, input)?;
         let [b, c, h, w] = [x_l.dims[0], x_l.dims[1], x_l.dims[2], x_l.dims[3]];
         let out = |len, k, s| params::pool_out_len(len, k, s);
-        let (Some(oh), Some(ow)) = (out(h, p.kernel.0, p.stride.0), out(w, p.kernel.1, p.stride.1))
-        else {
+        let (Some(oh), Some(ow)) = (
+            out(h, p.kernel.0, p.stride.0),
+            out(w, p.kernel.1, p.stride.1),
+        ) else {
             return Err(Error::ShapeMismatch {
                 op,
                 detail: format!(

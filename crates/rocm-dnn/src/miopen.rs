@@ -177,11 +177,12 @@ impl MiOpenLib {
         status.require()?;
         let path = status.found.unwrap_or_default();
         // SAFETY: loading MIOpen runs its initialisers, which is what using it requires.
-        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| Error::LibraryMissing {
-            library: LIBRARY,
-            tried: format!("{path}: {e}"),
-            hint: HINT,
-        })?;
+        let lib =
+            unsafe { libloading::Library::new(&path) }.map_err(|e| Error::LibraryMissing {
+                library: LIBRARY,
+                tried: format!("{path}: {e}"),
+                hint: HINT,
+            })?;
         Ok(Arc::new(Self::resolve(lib)?))
     }
 
@@ -195,7 +196,9 @@ impl MiOpenLib {
             "unknown status".to_string()
         } else {
             // SAFETY: non-null, NUL-terminated, static (see above).
-            unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
         };
         Err(Error::Library {
             library: "MIOpen",
@@ -269,7 +272,10 @@ pub fn takes(spec: &ConvSpec) -> bool {
 /// A packed (n, c, h, w) tensor descriptor.
 pub fn tensor(lib: &Arc<MiOpenLib>, data_type: i32, dims: [usize; 4]) -> Result<Descriptor> {
     let d = ints("dim", dims)?;
-    let s = ints("stride", [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1])?;
+    let s = ints(
+        "stride",
+        [dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1],
+    )?;
     let mut raw: Ptr = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
     lib.check("miopenCreateTensorDescriptor", unsafe {
@@ -293,7 +299,10 @@ pub fn convolution(lib: &Arc<MiOpenLib>, spec: &ConvSpec, mode: i32) -> Result<D
     let pad = ints("padding", [spec.padding.0, spec.padding.1])?;
     let stride = ints("stride", [spec.stride.0, spec.stride.1])?;
     let dil = ints("dilation", [spec.dilation.0, spec.dilation.1])?;
-    let adj = ints("output padding", [spec.output_padding.0, spec.output_padding.1])?;
+    let adj = ints(
+        "output padding",
+        [spec.output_padding.0, spec.output_padding.1],
+    )?;
     let mut raw: Ptr = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
     lib.check("miopenCreateConvolutionDescriptor", unsafe {
@@ -421,13 +430,16 @@ pub fn find_mode_from_env() -> bool {
     std::env::var("CANDLE_ROCM_MIOPEN_FIND").is_ok_and(|v| v == "1")
 }
 
+/// Plans by spec and MIOpen data type.
+type PlanCache = HashMap<(ConvSpec, i32), Arc<Mutex<ConvPlan>>>;
+
 /// A MIOpen handle on a device's stream, with its plan cache.
 pub struct MiOpen {
     lib: Arc<MiOpenLib>,
     device: Device,
     handle: Mutex<Ptr>,
     find_mode: bool,
-    plans: Mutex<HashMap<(ConvSpec, i32), Arc<Mutex<ConvPlan>>>>,
+    plans: Mutex<PlanCache>,
 }
 
 impl std::fmt::Debug for MiOpen {
@@ -515,40 +527,54 @@ impl MiOpen {
         match choice {
             Choice::Solution { id, workspace } => {
                 let ws = self.device.alloc(workspace)?;
-                let wsp = ws.device_ptr() as Ptr;
+                // Forward takes (w, x, conv, y), backward data (dy, w, conv, dx).
+                let (run, a, b) = if forward {
+                    (lib.fwd_immediate, (p.w.raw, w), (p.x.raw, x))
+                } else {
+                    (lib.bwd_immediate, (p.x.raw, x), (p.w.raw, w))
+                };
                 // SAFETY: descriptors match the buffers (dims checked when the plan was made);
                 // input, kernel and output hold their element counts; the workspace has the
                 // solution's size and stays alive until the stream ran the call.
                 let status = unsafe {
-                    if forward {
-                        (lib.fwd_immediate)(
-                            *handle, p.w.raw, w, p.x.raw, x, p.conv.raw, p.y.raw, y, wsp, workspace, id,
-                        )
-                    } else {
-                        (lib.bwd_immediate)(
-                            *handle, p.x.raw, x, p.w.raw, w, p.conv.raw, p.y.raw, y, wsp, workspace, id,
-                        )
-                    }
+                    run(
+                        *handle,
+                        a.0,
+                        a.1,
+                        b.0,
+                        b.1,
+                        p.conv.raw,
+                        p.y.raw,
+                        y,
+                        ws.device_ptr() as Ptr,
+                        workspace,
+                        id,
+                    )
                 };
                 lib.check("miopenConvolution*Immediate", status)?;
             }
             Choice::Algorithm { algo, workspace } => {
                 let ws = self.device.alloc(workspace)?;
-                let wsp = ws.device_ptr() as Ptr;
+                // Both take (x or dy, w, conv, algo, y or dx) in this order.
+                let run = if forward { lib.fwd_run } else { lib.bwd_run };
                 // SAFETY: as above; alpha and beta point to f32 values (MIOpen's scaling type
                 // for half, bfloat16 and float).
                 let status = unsafe {
-                    if forward {
-                        (lib.fwd_run)(
-                            *handle, alpha, p.x.raw, x, p.w.raw, w, p.conv.raw, algo, beta, p.y.raw,
-                            y, wsp, workspace,
-                        )
-                    } else {
-                        (lib.bwd_run)(
-                            *handle, alpha, p.x.raw, x, p.w.raw, w, p.conv.raw, algo, beta, p.y.raw,
-                            y, wsp, workspace,
-                        )
-                    }
+                    run(
+                        *handle,
+                        alpha,
+                        p.x.raw,
+                        x,
+                        p.w.raw,
+                        w,
+                        p.conv.raw,
+                        algo,
+                        beta,
+                        p.y.raw,
+                        y,
+                        ws.device_ptr() as Ptr,
+                        workspace,
+                    )
                 };
                 lib.check("miopenConvolution{Forward,BackwardData}", status)?;
             }
@@ -619,33 +645,43 @@ impl MiOpen {
         y: Ptr,
     ) -> Result<Choice> {
         let lib = &self.lib;
+        // Forward calls take (w, x, conv, y); backward-data calls (dy, w, conv, dx).
+        let (a, b) = if forward {
+            (p.w.raw, p.x.raw)
+        } else {
+            (p.x.raw, p.w.raw)
+        };
+        let (workspace_fn, find_fn) = if forward {
+            (lib.fwd_workspace, lib.fwd_find)
+        } else {
+            (lib.bwd_workspace, lib.bwd_find)
+        };
         let mut size = 0usize;
         // SAFETY: live handle and descriptors, a valid out-pointer.
-        let status = unsafe {
-            if forward {
-                (lib.fwd_workspace)(handle, p.w.raw, p.x.raw, p.conv.raw, p.y.raw, &mut size)
-            } else {
-                (lib.bwd_workspace)(handle, p.x.raw, p.w.raw, p.conv.raw, p.y.raw, &mut size)
-            }
-        };
+        let status = unsafe { workspace_fn(handle, a, b, p.conv.raw, p.y.raw, &mut size) };
         lib.check("miopenConvolution*GetWorkSpaceSize", status)?;
         let ws = self.device.alloc(size)?;
         let mut perf = abi::ConvAlgoPerf::default();
         let mut returned = 0i32;
         // SAFETY: buffers match the descriptors; one perf result slot; the workspace has the
-        // size MIOpen asked for.
+        // size MIOpen asked for. Both find calls take (x, w, conv, y) in this order.
         let status = unsafe {
-            if forward {
-                (lib.fwd_find)(
-                    handle, p.x.raw, x, p.w.raw, w, p.conv.raw, p.y.raw, y, 1, &mut returned,
-                    &mut perf, ws.device_ptr() as Ptr, size, false,
-                )
-            } else {
-                (lib.bwd_find)(
-                    handle, p.x.raw, x, p.w.raw, w, p.conv.raw, p.y.raw, y, 1, &mut returned,
-                    &mut perf, ws.device_ptr() as Ptr, size, false,
-                )
-            }
+            find_fn(
+                handle,
+                p.x.raw,
+                x,
+                p.w.raw,
+                w,
+                p.conv.raw,
+                p.y.raw,
+                y,
+                1,
+                &mut returned,
+                &mut perf,
+                ws.device_ptr() as Ptr,
+                size,
+                false,
+            )
         };
         lib.check("miopenFindConvolution*Algorithm", status)?;
         if returned < 1 {
@@ -675,7 +711,9 @@ impl MiOpen {
         let op = if is_max { "max_pool2d" } else { "avg_pool2d" };
         let data_type = data_type(dtype).ok_or(Error::UnsupportedDType { op, dtype })?;
         let size = dtype.size_in_bytes();
-        let out = self.device.alloc(out_dims.iter().product::<usize>() * size)?;
+        let out = self
+            .device
+            .alloc(out_dims.iter().product::<usize>() * size)?;
         if out_dims.contains(&0) {
             return Ok(out);
         }
@@ -724,10 +762,7 @@ impl MiOpen {
 impl Drop for MiOpen {
     fn drop(&mut self) {
         // Plans hold descriptors only; they go before the handle.
-        self.plans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.plans.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let handle = *self.handle.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: made by miopenCreateWithStream, destroyed once.
         let status = unsafe { (self.lib.destroy)(handle) };

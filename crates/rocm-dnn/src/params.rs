@@ -106,7 +106,13 @@ pub struct ConvSpec {
 }
 
 /// Output length of a convolution along one axis, or None when the window does not fit.
-pub fn conv_out_len(len: usize, k: usize, padding: usize, stride: usize, dil: usize) -> Option<usize> {
+pub fn conv_out_len(
+    len: usize,
+    k: usize,
+    padding: usize,
+    stride: usize,
+    dil: usize,
+) -> Option<usize> {
     let span = dil.checked_mul(k.checked_sub(1)?)?.checked_add(1)?;
     let padded = len.checked_add(padding.checked_mul(2)?)?;
     (stride > 0 && padded >= span).then(|| (padded - span) / stride + 1)
@@ -167,12 +173,26 @@ impl Axes {
 impl ConvSpec {
     pub fn conv1d(p: &Conv1dParams) -> Result<Self> {
         let axes = Axes::new(true, (1, p.k_size), p.padding, p.stride, p.dilation, 0);
-        Self::forward("conv1d", p.b_size, (p.c_in, 1, p.l_in), p.c_out, axes, p.groups)
+        Self::forward(
+            "conv1d",
+            p.b_size,
+            (p.c_in, 1, p.l_in),
+            p.c_out,
+            axes,
+            p.groups,
+        )
     }
 
     pub fn conv2d(p: &Conv2dParams) -> Result<Self> {
         let axes = Axes::new(false, (p.k_h, p.k_w), p.padding, p.stride, p.dilation, 0);
-        Self::forward("conv2d", p.b_size, (p.c_in, p.i_h, p.i_w), p.c_out, axes, p.groups)
+        Self::forward(
+            "conv2d",
+            p.b_size,
+            (p.c_in, p.i_h, p.i_w),
+            p.c_out,
+            axes,
+            p.groups,
+        )
     }
 
     pub fn conv_transpose1d(p: &ConvTranspose1dParams) -> Result<Self> {
@@ -184,7 +204,15 @@ impl ConvSpec {
             p.dilation,
             p.output_padding,
         );
-        Self::transpose("conv_transpose1d", p.b_size, p.c_in, (1, p.l_in), p.c_out, axes, p.groups)
+        Self::transpose(
+            "conv_transpose1d",
+            p.b_size,
+            p.c_in,
+            (1, p.l_in),
+            p.c_out,
+            axes,
+            p.groups,
+        )
     }
 
     pub fn conv_transpose2d(p: &ConvTranspose2dParams) -> Result<Self> {
@@ -475,7 +503,12 @@ mod tests {
         };
         let e = ConvSpec::conv2d(&p).unwrap_err();
         assert!(e.to_string().contains("groups"), "{e}");
-        let e = ConvSpec::conv2d(&Conv2dParams { i_h: 2, groups: 2, ..p }).unwrap_err();
+        let e = ConvSpec::conv2d(&Conv2dParams {
+            i_h: 2,
+            groups: 2,
+            ..p
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("does not fit"), "{e}");
         let e = ConvSpec::conv1d(&Conv1dParams {
             b_size: 1,
@@ -489,7 +522,10 @@ mod tests {
             groups: 1,
         })
         .unwrap_err();
-        assert!(matches!(e, Error::ShapeMismatch { op: "conv1d", .. }), "{e}");
+        assert!(
+            matches!(e, Error::ShapeMismatch { op: "conv1d", .. }),
+            "{e}"
+        );
         let e = ConvSpec::conv_transpose2d(&ConvTranspose2dParams {
             b_size: 1,
             i_h: 3,

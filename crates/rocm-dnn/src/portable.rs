@@ -43,7 +43,12 @@ type Window = [(usize, usize); 4];
 impl ConvGeometry {
     /// The geometry of an image (b, c, h, w) laid out as `image` (4-D), with column side
     /// (oh, ow).
-    pub fn new(op: &'static str, image: &Layout, cols: (usize, usize), win: Window) -> Result<Self> {
+    pub fn new(
+        op: &'static str,
+        image: &Layout,
+        cols: (usize, usize),
+        win: Window,
+    ) -> Result<Self> {
         let u = |v: usize| {
             u32::try_from(v).map_err(|_| Error::InvalidLayout(format!("{op}: {v} exceeds 32 bits")))
         };
@@ -83,18 +88,37 @@ impl ConvGeometry {
         )
     }
 
-    /// This geometry for a launch over `n` elements: 32-bit index math where it cannot wrap
-    /// (the grid-stride loop adds the thread count to indices below `n`).
-    fn for_launch(mut self, n: usize, b0: usize) -> Self {
+    /// This geometry for a launch over `n` elements whose buffers (image, columns, output)
+    /// are addressed below `extent` elements: 32-bit index math where no index or offset can
+    /// wrap (31 bits: the grid-stride loop adds the thread count to indices below `n`).
+    fn for_launch(mut self, n: usize, extent: usize) -> Self {
         let limit = (u32::MAX / 2) as usize;
-        self.fits_u32 = u32::from(n <= limit && b0 <= limit);
+        self.fits_u32 = u32::from(n <= limit && extent <= limit);
         self
     }
 }
 
+/// One past the largest element offset a layout addresses (0 when empty).
+fn span(l: &Layout) -> usize {
+    if l.dims.contains(&0) {
+        return 0;
+    }
+    l.start
+        + l.dims
+            .iter()
+            .zip(&l.strides)
+            .map(|(&d, &s)| (d - 1) * s)
+            .sum::<usize>()
+        + 1
+}
+
 fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchArgs) -> Result<()> {
     let f = device.dtype_function(&kernels::CONV, key, entry)?;
-    device.launch(&f, LaunchConfig::for_elements(n as u64, device.info()), args)
+    device.launch(
+        &f,
+        LaunchConfig::for_elements(n as u64, device.info()),
+        args,
+    )
 }
 
 /// A kernel as the contiguous (channels, rest) matrix the gemm reads: its start offset, and a
@@ -154,7 +178,11 @@ pub fn conv_forward(
     let k_g = rows / g;
     // Group g's weights: rows g * cout_g.. of the (c_out, k_g) kernel, shared by the batch.
     let weights = |nb: usize, grp: usize| {
-        Layout::new(&[nb, cout_g, k_g], &[0, k_g, 1], k_start + grp * cout_g * k_g)
+        Layout::new(
+            &[nb, cout_g, k_g],
+            &[0, k_g, 1],
+            k_start + grp * cout_g * k_g,
+        )
     };
     let output = |b0: usize, grp: usize| OutputLayout {
         offset: (b0 * c_out + grp * cout_g) * l,
@@ -173,7 +201,16 @@ pub fn conv_forward(
         for grp in 0..g {
             let x = Layout::new(&[b, k_g, l], &[sb, sc, 1], input_l.start + grp * k_g * sc);
             let wl = weights(b, grp);
-            blas.matmul_into(dtype, kernel, &wl, input, &x, shape(b), &out, output(0, grp))?;
+            blas.matmul_into(
+                dtype,
+                kernel,
+                &wl,
+                input,
+                &x,
+                shape(b),
+                &out,
+                output(0, grp),
+            )?;
         }
         return Ok(out);
     }
@@ -186,17 +223,27 @@ pub fn conv_forward(
         let nb = per.min(b - b0);
         // One thread per (batch entry, channel, column position).
         let n = nb * spec.image.0 * l;
+        let extent = span(input_l).max(per * rows * l);
         let mut args = LaunchArgs::new();
         args.push_buffer(input)
             .push_buffer(&col)
             .push(n as u64)
             .push(b0 as u64)
-            .push(geometry.for_launch(n, b0));
+            .push(geometry.for_launch(n, extent));
         launch(device, key, &entry, n, &mut args)?;
         for grp in 0..g {
             let cols = Layout::new(&[nb, k_g, l], &[rows * l, l, 1], grp * k_g * l);
             let wl = weights(nb, grp);
-            blas.matmul_into(dtype, kernel, &wl, &col, &cols, shape(nb), &out, output(b0, grp))?;
+            blas.matmul_into(
+                dtype,
+                kernel,
+                &wl,
+                &col,
+                &cols,
+                shape(nb),
+                &out,
+                output(b0, grp),
+            )?;
         }
     }
     Ok(out)
@@ -276,7 +323,7 @@ pub fn conv_transpose(
             .push_buffer(&out)
             .push(n as u64)
             .push(b0 as u64)
-            .push(geometry.for_launch(n, b0));
+            .push(geometry.for_launch(n, (b * c_out * oh * ow).max(per * rows * l)));
         launch(device, key, &entry, n, &mut args)?;
     }
     Ok(out)
@@ -306,7 +353,7 @@ pub fn pool2d(
     args.push_buffer(input)
         .push_buffer(&out)
         .push(n as u64)
-        .push(geometry.for_launch(n, 0));
+        .push(geometry.for_launch(n, span(input_l).max(n)));
     launch(device, key, &entry, n, &mut args)?;
     Ok(out)
 }
@@ -321,9 +368,15 @@ mod tests {
         assert_eq!(std::mem::size_of::<ConvGeometry>(), 5 * 8 + 14 * 4);
         let l = Layout::new(&[2, 3, 1, 7], &[30, 10, 0, 1], 4);
         let g = ConvGeometry::new("conv1d", &l, (1, 5), [(1, 3), (1, 1), (0, 0), (1, 1)]).unwrap();
-        assert_eq!((g.start, g.stride_h, g.c, g.h, g.w, g.ow), (4, 0, 3, 1, 7, 5));
-        assert_eq!(g.for_launch(100, 0).fits_u32, 1);
-        assert_eq!(g.for_launch(1 << 31, 0).fits_u32, 0);
+        assert_eq!(
+            (g.start, g.stride_h, g.c, g.h, g.w, g.ow),
+            (4, 0, 3, 1, 7, 5)
+        );
+        assert_eq!(g.for_launch(100, 1000).fits_u32, 1);
+        assert_eq!(g.for_launch(1 << 31, 1000).fits_u32, 0);
+        assert_eq!(g.for_launch(100, 1 << 31).fits_u32, 0);
+        assert_eq!(span(&l), 4 + 30 + 20 + 6 + 1);
+        assert_eq!(span(&Layout::contiguous(&[2, 0, 3])), 0);
         let huge = Layout::new(&[1, 1, 1, 1 << 33], &[0, 0, 0, 1], 0);
         assert!(ConvGeometry::new("conv1d", &huge, (1, 1), [(1, 1); 4]).is_err());
     }
@@ -332,10 +385,22 @@ mod tests {
     fn planes_that_are_rows() {
         assert!(planes_are_rows(&Layout::contiguous(&[2, 3, 4, 5])));
         // a channel slice keeps whole planes
-        assert!(planes_are_rows(&Layout::new(&[2, 3, 4, 5], &[200, 20, 5, 1], 20)));
+        assert!(planes_are_rows(&Layout::new(
+            &[2, 3, 4, 5],
+            &[200, 20, 5, 1],
+            20
+        )));
         // a cropped width does not
-        assert!(!planes_are_rows(&Layout::new(&[2, 3, 4, 5], &[216, 72, 6, 1], 0)));
+        assert!(!planes_are_rows(&Layout::new(
+            &[2, 3, 4, 5],
+            &[216, 72, 6, 1],
+            0
+        )));
         // a 1-D input with its unit height
-        assert!(planes_are_rows(&Layout::new(&[2, 3, 1, 5], &[15, 5, 0, 1], 0)));
+        assert!(planes_are_rows(&Layout::new(
+            &[2, 3, 1, 5],
+            &[15, 5, 0, 1],
+            0
+        )));
     }
 }

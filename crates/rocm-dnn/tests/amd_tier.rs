@@ -18,7 +18,12 @@ fn probe() -> HashMap<String, i64> {
         .expect("probe output readable")
         .lines()
         .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.trim().parse().expect("numeric probe value")))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                v.trim().parse().expect("numeric probe value"),
+            )
+        })
         .collect()
 }
 
@@ -28,7 +33,10 @@ fn every_miopen_symbol_resolves() {
     let status = miopen::library_status();
     println!("MIOpen: {:?} (tried {:?})", status.found, status.tried);
     let lib = MiOpenLib::load().expect("MIOpen loads and every symbol resolves");
-    println!("AMD tier: {} MIOpen symbols resolve: {lib:?}", miopen::SYMBOLS.len());
+    println!(
+        "AMD tier: {} MIOpen symbols resolve: {lib:?}",
+        miopen::SYMBOLS.len()
+    );
 }
 
 #[test]
@@ -45,8 +53,14 @@ fn miopen_enums_and_structs_match_the_header() {
         ("MIOPEN_TRANSPOSE", abi::MIOPEN_TRANSPOSE.into()),
         ("MIOPEN_POOLING_MAX", abi::MIOPEN_POOLING_MAX.into()),
         ("MIOPEN_POOLING_AVERAGE", abi::MIOPEN_POOLING_AVERAGE.into()),
-        ("sizeof_miopenConvSolution_t", size(std::mem::size_of::<abi::ConvSolution>())),
-        ("miopenConvSolution_t.time", size(std::mem::offset_of!(abi::ConvSolution, time))),
+        (
+            "sizeof_miopenConvSolution_t",
+            size(std::mem::size_of::<abi::ConvSolution>()),
+        ),
+        (
+            "miopenConvSolution_t.time",
+            size(std::mem::offset_of!(abi::ConvSolution, time)),
+        ),
         (
             "miopenConvSolution_t.workspace_size",
             size(std::mem::offset_of!(abi::ConvSolution, workspace_size)),
@@ -59,17 +73,34 @@ fn miopen_enums_and_structs_match_the_header() {
             "miopenConvSolution_t.algorithm",
             size(std::mem::offset_of!(abi::ConvSolution, algorithm)),
         ),
-        ("sizeof_miopenConvAlgoPerf_t", size(std::mem::size_of::<abi::ConvAlgoPerf>())),
-        ("miopenConvAlgoPerf_t.fwd_algo", size(std::mem::offset_of!(abi::ConvAlgoPerf, algo))),
-        ("miopenConvAlgoPerf_t.time", size(std::mem::offset_of!(abi::ConvAlgoPerf, time))),
-        ("miopenConvAlgoPerf_t.memory", size(std::mem::offset_of!(abi::ConvAlgoPerf, memory))),
+        (
+            "sizeof_miopenConvAlgoPerf_t",
+            size(std::mem::size_of::<abi::ConvAlgoPerf>()),
+        ),
+        (
+            "miopenConvAlgoPerf_t.fwd_algo",
+            size(std::mem::offset_of!(abi::ConvAlgoPerf, algo)),
+        ),
+        (
+            "miopenConvAlgoPerf_t.time",
+            size(std::mem::offset_of!(abi::ConvAlgoPerf, time)),
+        ),
+        (
+            "miopenConvAlgoPerf_t.memory",
+            size(std::mem::offset_of!(abi::ConvAlgoPerf, memory)),
+        ),
         ("sizeof_miopenConvFwdAlgorithm_t", 4),
     ];
     for (key, value) in &ours {
-        let h = header.get(*key).unwrap_or_else(|| panic!("probe lacks {key}"));
+        let h = header
+            .get(*key)
+            .unwrap_or_else(|| panic!("probe lacks {key}"));
         assert_eq!(h, value, "{key}: header {h}, ours {value}");
     }
-    println!("AMD tier: {} MIOpen enum values and struct offsets equal the header's", ours.len());
+    println!(
+        "AMD tier: {} MIOpen enum values and struct offsets equal the header's",
+        ours.len()
+    );
 }
 
 /// The conv2d / conv_transpose2d / conv1d / conv_transpose1d grid of the GPU tests.
