@@ -364,10 +364,23 @@ pub const CONV: KernelModule = KernelModule {
     ],
 };
 
+/// Dtypes the random draws produce directly.
+pub const RANDOM_DTYPES: [&str; 5] = ["bf16", "f16", "f32", "f64", "f8e4m3"];
+
+/// Uniform and normal draws (Philox4x32-10).
+pub const RANDOM: KernelModule = KernelModule {
+    name: "random",
+    source: include_str!("random.hip"),
+    groups: &[EntryGroup {
+        ops: &["rand_uniform", "rand_normal"],
+        dtypes: &RANDOM_DTYPES,
+    }],
+};
+
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
-    &CONV,
+    &CONV, &RANDOM,
 ];
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::root;
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 const NVIDIA_FEATURES: &str =
-    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia";
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,candle-rocm/nvidia";
 /// Packages with an `amd_tier` test (run inside the ROCm chroot).
 const AMD_TIER_PACKAGES: [&str; 3] = ["rocm-device", "rocm-blas", "rocm-dnn"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.

@@ -107,9 +107,9 @@ pub struct Bilinear {
     pub w_out: usize,
     /// Corner pixels of input and output aligned (scale (in - 1) / (out - 1)).
     pub align_corners: bool,
-    /// Explicit scale factors (PyTorch's `scale_factor`): without align_corners, source
-    /// positions use 1 / factor instead of in / out.
-    pub scale_factors: Option<(f64, f64)>,
+    /// Explicit scale factors (PyTorch's `scale_factor`) for height and width: without
+    /// align_corners, an axis with one uses 1 / factor instead of in / out.
+    pub scale_factors: (Option<f64>, Option<f64>),
 }
 
 /// The source step per output pixel, as PyTorch's area_pixel_compute_scale.
@@ -181,7 +181,7 @@ fn resize2d(
             (key, format!("upsample_nearest2d_{key}"))
         }
         Some(p) => {
-            let (fh, fw) = p.scale_factors.unzip();
+            let (fh, fw) = p.scale_factors;
             args.push(bilinear_scale(h_in, h_out, p.align_corners, fh))
                 .push(bilinear_scale(w_in, w_out, p.align_corners, fw))
                 .push(u32::from(p.align_corners));

@@ -729,7 +729,7 @@ fn upsampling_matches_the_cpu_backend() {
                         h_out: h,
                         w_out: w,
                         align_corners: align,
-                        scale_factors: None,
+                        scale_factors: (None, None),
                     };
                     let got = ri::upsample_bilinear2d(&d, dtype, view(&buf, &l), p).unwrap();
                     check_bilinear(
@@ -752,7 +752,7 @@ fn upsampling_matches_the_cpu_backend() {
                     h_out: h,
                     w_out: w,
                     align_corners: false,
-                    scale_factors: Some((fh, fw)),
+                    scale_factors: (Some(fh), Some(fw)),
                 };
                 let got = ri::upsample_bilinear2d(&d, dtype, view(&buf, &l), p).unwrap();
                 check_bilinear(

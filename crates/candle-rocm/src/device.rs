@@ -1,0 +1,232 @@
+//! `RocmDevice`: one GPU handle (its stream, pool and kernels), the BLAS and DNN handles made
+//! on first use, and the random generator's state. Cheap to clone; clones share everything.
+
+use std::sync::{Arc, Mutex};
+
+use rocm_blas::Blas;
+use rocm_device::{kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Result};
+use rocm_dnn::Dnn;
+use rocm_indexing::IndexOptions;
+
+use crate::RocmStorage;
+
+/// The seed a device starts with.
+pub const DEFAULT_SEED: u64 = 0x5eed;
+
+/// Counter-based generator state: a draw uses (seed, offset) and advances the offset.
+#[derive(Debug, Clone, Copy)]
+struct RngState {
+    seed: u64,
+    offset: u64,
+}
+
+struct Inner {
+    device: Device,
+    blas: Mutex<Option<Arc<Blas>>>,
+    dnn: Mutex<Option<Arc<Dnn>>>,
+    rng: Mutex<RngState>,
+    index_options: IndexOptions,
+}
+
+/// A GPU as Candle's backend device: `BackendDevice`'s 13 methods (names and semantics as in
+/// Candle 0.11.1) plus memory statistics.
+#[derive(Clone)]
+pub struct RocmDevice {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RocmDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RocmDevice({:?})", self.inner.device)
+    }
+}
+
+impl RocmDevice {
+    /// The device of `ordinal` on the selected platform (`CANDLE_ROCM_PLATFORM`).
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Ok(Self::from_device(Device::new(ordinal)?))
+    }
+
+    /// Wraps an opened device handle.
+    pub fn from_device(device: Device) -> Self {
+        RocmDevice {
+            inner: Arc::new(Inner {
+                device,
+                blas: Mutex::new(None),
+                dnn: Mutex::new(None),
+                rng: Mutex::new(RngState {
+                    seed: DEFAULT_SEED,
+                    offset: 0,
+                }),
+                index_options: IndexOptions::from_env(),
+            }),
+        }
+    }
+
+    /// The runtime handle underneath.
+    pub fn raw(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// The ordinal (Candle's `DeviceLocation::Rocm { gpu_id }`).
+    pub fn ordinal(&self) -> usize {
+        self.inner.device.info().ordinal
+    }
+
+    /// The same handle (clones of one `RocmDevice`): work on it shares one stream.
+    pub fn same_device(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    pub(crate) fn index_options(&self) -> &IndexOptions {
+        &self.inner.index_options
+    }
+
+    /// The BLAS handle, made on first use (rocBLAS or cuBLAS is loaded then).
+    pub fn blas(&self) -> Result<Arc<Blas>> {
+        let mut slot = self.inner.blas.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = slot.as_ref() {
+            return Ok(b.clone());
+        }
+        let b = Arc::new(Blas::new(&self.inner.device)?);
+        *slot = Some(b.clone());
+        Ok(b)
+    }
+
+    /// The convolution handle, made on first use (MIOpen is loaded then, on amd).
+    pub fn dnn(&self) -> Result<Arc<Dnn>> {
+        let blas = self.blas()?;
+        let mut slot = self.inner.dnn.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = slot.as_ref() {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(Dnn::new(blas)?);
+        *slot = Some(d.clone());
+        Ok(d)
+    }
+
+    pub(crate) fn storage(&self, buffer: Buffer, dtype: DType) -> RocmStorage {
+        RocmStorage::new(buffer, dtype, self.clone())
+    }
+
+    /// `zeros_impl`: `len` zero elements of `dtype`.
+    pub fn zeros(&self, len: usize, dtype: DType) -> Result<RocmStorage> {
+        let buf = self
+            .inner
+            .device
+            .alloc_zeroed(len * dtype.size_in_bytes())?;
+        Ok(self.storage(buf, dtype))
+    }
+
+    /// `alloc_uninit`: `len` elements of `dtype` whose contents are unspecified (device
+    /// memory: reading it is defined, its values are not).
+    pub fn alloc_uninit(&self, len: usize, dtype: DType) -> Result<RocmStorage> {
+        let buf = self.inner.device.alloc(len * dtype.size_in_bytes())?;
+        Ok(self.storage(buf, dtype))
+    }
+
+    /// `storage_from_slice` / `storage_from_cpu_storage`: host elements of `dtype` as their
+    /// little-endian bytes (f8e4m3 as its bit patterns).
+    pub fn storage_from_bytes(&self, dtype: DType, bytes: &[u8]) -> Result<RocmStorage> {
+        if bytes.len() % dtype.size_in_bytes() != 0 {
+            return Err(Error::SizeMismatch {
+                op: "storage_from_bytes",
+                detail: format!(
+                    "{} bytes are not a whole number of {dtype} elements",
+                    bytes.len()
+                ),
+            });
+        }
+        let buf = self.inner.device.alloc(bytes.len())?;
+        self.inner.device.copy_htod(bytes, &buf, 0)?;
+        Ok(self.storage(buf, dtype))
+    }
+
+    /// `rand_uniform`: `len` draws in [lo, hi) for bf16, f16, f32, f64 and f8e4m3, computed in
+    /// f64 for f64 and in f32 for the others: rounding to a narrow dtype may reach `hi`.
+    pub fn rand_uniform(&self, len: usize, dtype: DType, lo: f64, hi: f64) -> Result<RocmStorage> {
+        self.draw("rand_uniform", len, dtype, lo, hi)
+    }
+
+    /// `rand_normal`: `len` draws of N(mean, std^2) (Box-Muller), same dtypes.
+    pub fn rand_normal(
+        &self,
+        len: usize,
+        dtype: DType,
+        mean: f64,
+        std: f64,
+    ) -> Result<RocmStorage> {
+        self.draw("rand_normal", len, dtype, mean, std)
+    }
+
+    fn draw(
+        &self,
+        op: &'static str,
+        len: usize,
+        dtype: DType,
+        a: f64,
+        b: f64,
+    ) -> Result<RocmStorage> {
+        let key = dtype.as_str();
+        if kernels::RANDOM.entry_point(op, key).is_none() {
+            return Err(Error::UnsupportedDType { op, dtype });
+        }
+        let device = &self.inner.device;
+        let out = device.alloc(len * dtype.size_in_bytes())?;
+        if len == 0 {
+            return Ok(self.storage(out, dtype));
+        }
+        let state = {
+            let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+            let s = *rng;
+            rng.offset += 1;
+            s
+        };
+        let f = device.dtype_function(&kernels::RANDOM, key, &format!("{op}_{key}"))?;
+        let pairs = len.div_ceil(2) as u64;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(&out)
+            .push(len as u64)
+            .push(state.seed)
+            .push(state.offset)
+            .push(a)
+            .push(b);
+        device.launch(
+            &f,
+            LaunchConfig::for_elements(pairs, device.info()),
+            &mut args,
+        )?;
+        Ok(self.storage(out, dtype))
+    }
+
+    /// `set_seed`: later draws restart from this seed.
+    pub fn set_seed(&self, seed: u64) -> Result<()> {
+        *self.inner.rng.lock().unwrap_or_else(|e| e.into_inner()) = RngState { seed, offset: 0 };
+        Ok(())
+    }
+
+    /// `get_current_seed`: the seed last set (or [`DEFAULT_SEED`]).
+    pub fn get_current_seed(&self) -> Result<u64> {
+        Ok(self
+            .inner
+            .rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .seed)
+    }
+
+    /// `synchronize`: waits for all work queued on the device's stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.device.synchronize()
+    }
+
+    /// The memory pool's counters (in use, cached, peak, hits, misses).
+    pub fn memory_stats(&self) -> rocm_device::MemoryStats {
+        self.inner.device.memory_stats()
+    }
+
+    /// Returns the pool's cached blocks to the driver; the bytes released.
+    pub fn empty_cache(&self) -> Result<usize> {
+        self.inner.device.empty_cache()
+    }
+}
