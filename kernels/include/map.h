@@ -182,3 +182,28 @@ DEVICE void block_visit(const T* run, u64 begin, u64 end, F& f) {
     CANDLE_ROCM_KEEP(w1)(M(w1, u8)) CANDLE_ROCM_KEEP(w2)(M(w2, u16))                 \
     CANDLE_ROCM_KEEP(w4)(M(w4, u32)) CANDLE_ROCM_KEEP(w8)(M(w8, u64))                \
     CANDLE_ROCM_KEEP(w16)(M(w16, Raw16))
+
+// out[i] = f(run[i], i) for i in [0, n) of a unit-stride row, the calling thread taking every
+// blockDim.x-th element, or 16-byte pack when `run` and `out` are both 16-byte aligned (rows
+// of 16-bit types are then read and written 8 elements per access).
+template <typename T, typename F>
+DEVICE void block_map_row(const T* run, T* out, u64 n, F& f) {
+    constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+    typedef typename RawOf<sizeof(T) * N>::type Raw;
+    if (N > 1 && (((usize)run | (usize)out) & 15) == 0) {
+        const u64 packs = n / N;
+        const Raw* p = reinterpret_cast<const Raw*>(run);
+        Raw* q = reinterpret_cast<Raw*>(out);
+        for (u64 k = threadIdx.x; k < packs; k += blockDim.x) {
+            Pack<T, N> v, r;
+            v.raw = p[k];
+#pragma unroll
+            for (int j = 0; j < N; ++j) r.v[j] = f(v.v[j], k * N + j);
+            q[k] = r.raw;
+        }
+        for (u64 i = packs * N + threadIdx.x; i < n; i += blockDim.x) out[i] = f(run[i], i);
+        return;
+    }
+    for (u64 i = threadIdx.x; i < n; i += blockDim.x) out[i] = f(run[i], i);
+}
+

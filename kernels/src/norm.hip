@@ -3,8 +3,10 @@
 // row: statistics, then the write. Statistics are f32 for bf16/f16/f32 and f64 for f64:
 // - softmax: online max and rescaled sum of exp(x - max) (no overflow, one read),
 // - rms_norm: sum of squares,
-// - layer_norm: Welford counts/means/M2 merged pairwise (Chan et al.), so no E[x^2] - mean^2
-//   cancellation.
+// - layer_norm: two passes over the row (the second from cache): the mean of d = x - k with k
+//   the row's first value, then the sum of (d - mean(d))^2, so nothing like E[x^2] - mean^2
+//   ever cancels; the output is formed from d - mean(d), small and accurate at any offset.
+// The write pass reads and writes 16-byte packs where the row allows.
 
 #define NORM_MAX_WARPS 32
 
@@ -43,28 +45,6 @@ template <typename A> struct SumSq {
     DEVICE static S combine(S a, S b) { return a + b; }
     DEVICE static S shfl(S v, int mask) { return warp_shfl_xor(v, mask); }
 };
-template <typename A> struct Welford { A n, mean, m2; };
-template <typename A> struct WelfordOp {
-    typedef Welford<A> S;
-    DEVICE static S combine(S a, S b) {
-        if (b.n == (A)0) return a;
-        if (a.n == (A)0) return b;
-        S r;
-        r.n = a.n + b.n;
-        const A d = b.mean - a.mean;
-        r.mean = a.mean + d * (b.n / r.n);
-        r.m2 = a.m2 + b.m2 + d * d * (a.n * b.n / r.n);
-        return r;
-    }
-    DEVICE static S shfl(S v, int mask) {
-        S r;
-        r.n = warp_shfl_xor(v.n, mask);
-        r.mean = warp_shfl_xor(v.mean, mask);
-        r.m2 = warp_shfl_xor(v.m2, mask);
-        return r;
-    }
-};
-
 template <typename A> struct SoftmaxVisit {
     MaxSum<A> st;
     template <typename T> DEVICE void operator()(T x, u64) {
@@ -77,14 +57,38 @@ template <typename A> struct SumSqVisit {
     A ss;
     template <typename T> DEVICE void operator()(T x, u64) { const A v = cvt<A>(x); ss += v * v; }
 };
-template <typename A> struct WelfordVisit {
-    Welford<A> st;
+// Sum of (x - k - c)^2 (c = 0: sum of x - k).
+template <typename A> struct CenteredVisit {
+    A k, c, sum;
+    bool square;
     template <typename T> DEVICE void operator()(T x, u64) {
-        const A v = cvt<A>(x);
-        st.n += (A)1;
-        const A d = v - st.mean;
-        st.mean += d / st.n;
-        st.m2 += d * (v - st.mean);
+        const A d = (cvt<A>(x) - k) - c;
+        sum += square ? d * d : d;
+    }
+};
+
+// The write passes, as functors for block_map_row.
+template <typename T, typename A, bool LOG> struct SoftmaxWrite {
+    A m, log_s, inv;
+    DEVICE T operator()(T x, u64) const {
+        const A v = cvt<A>(x) - m;
+        return cvt<T>(LOG ? v - log_s : m_exp(v) * inv);
+    }
+};
+template <typename T, typename A> struct RmsWrite {
+    const T* alpha;
+    A scale;
+    DEVICE T operator()(T x, u64 i) const { return cvt<T>(cvt<A>(x) * scale * cvt<A>(alpha[i])); }
+};
+template <typename T, typename A> struct LayerNormWrite {
+    const T* alpha;
+    const T* beta;
+    A k, mean_d, scale;  // mean_d: the mean of x - k
+    u32 has_beta;
+    DEVICE T operator()(T x, u64 i) const {
+        A v = ((cvt<A>(x) - k) - mean_d) * scale * cvt<A>(alpha[i]);
+        if (has_beta) v += cvt<A>(beta[i]);
+        return cvt<T>(v);
     }
 };
 
@@ -100,12 +104,11 @@ DEVICE void softmax_impl(const T* x, T* out, u64 rows, u64 len) {
         block_visit(xr, 0, len, visit);
         MaxSum<A> st = visit.st;
         st = norm_block_combine<A, MaxSum<A>, SoftmaxOp<A> >(st);
-        const A log_s = m_log(st.s);
-        const A inv = (A)1 / st.s;
-        for (u64 i = threadIdx.x; i < len; i += blockDim.x) {
-            const A v = cvt<A>(xr[i]) - st.m;
-            yr[i] = cvt<T>(LOG ? v - log_s : m_exp(v) * inv);
-        }
+        SoftmaxWrite<T, A, LOG> write;
+        write.m = st.m;
+        write.log_s = m_log(st.s);
+        write.inv = (A)1 / st.s;
+        block_map_row(xr, yr, len, write);
     }
 }
 
@@ -120,9 +123,10 @@ DEVICE void rms_norm_impl(const T* x, const T* alpha, T* out, u64 rows, u64 len,
         block_visit(xr, 0, len, visit);
         A ss = visit.ss;
         ss = norm_block_combine<A, A, SumSq<A> >(ss);
-        const A scale = (A)1 / m_sqrt(ss / (A)len + (A)eps);
-        for (u64 i = threadIdx.x; i < len; i += blockDim.x)
-            yr[i] = cvt<T>(cvt<A>(xr[i]) * scale * cvt<A>(alpha[i]));
+        RmsWrite<T, A> write;
+        write.alpha = alpha;
+        write.scale = (A)1 / m_sqrt(ss / (A)len + (A)eps);
+        block_map_row(xr, yr, len, write);
     }
 }
 
@@ -133,17 +137,26 @@ DEVICE void layer_norm_impl(const T* x, const T* alpha, const T* beta, T* out, u
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const T* xr = x + row * len;
         T* yr = out + row * len;
-        WelfordVisit<A> visit;
-        visit.st.n = (A)0; visit.st.mean = (A)0; visit.st.m2 = (A)0;
+        CenteredVisit<A> visit;
+        visit.k = cvt<A>(xr[0]);
+        visit.c = (A)0;
+        visit.sum = (A)0;
+        visit.square = false;
         block_visit(xr, 0, len, visit);
-        Welford<A> st = visit.st;
-        st = norm_block_combine<A, Welford<A>, WelfordOp<A> >(st);
-        const A scale = (A)1 / m_sqrt(st.m2 / (A)len + (A)eps);
-        for (u64 i = threadIdx.x; i < len; i += blockDim.x) {
-            A v = (cvt<A>(xr[i]) - st.mean) * scale * cvt<A>(alpha[i]);
-            if (has_beta) v += cvt<A>(beta[i]);
-            yr[i] = cvt<T>(v);
-        }
+        const A mean_d = norm_block_combine<A, A, SumSq<A> >(visit.sum) / (A)len;
+        visit.c = mean_d;
+        visit.sum = (A)0;
+        visit.square = true;
+        block_visit(xr, 0, len, visit);
+        const A var = norm_block_combine<A, A, SumSq<A> >(visit.sum) / (A)len;
+        LayerNormWrite<T, A> write;
+        write.alpha = alpha;
+        write.beta = beta;
+        write.k = visit.k;
+        write.mean_d = mean_d;
+        write.scale = (A)1 / m_sqrt(var + (A)eps);
+        write.has_beta = has_beta;
+        block_map_row(xr, yr, len, write);
     }
 }
 
