@@ -130,6 +130,48 @@ DEVICE void pool2d_impl(const T* x, T* out, I n, const ConvGeometry& g, bool is_
     }
 }
 
+// A tensor's start and four strides, in elements (mirrors rocm_dnn::Strides4).
+struct Strides4 { u64 start, s0, s1, s2, s3; };
+
+// Transposed convolution of integers, directly: the BLAS has no integer gemm. Each output
+// element (b, co, y, x) of the contiguous image sums x[b, ci, iy, ix] * w[ci, co % cout_g, ky, kx]
+// over its group's input channels and the taps that land on (y, x), in wrapping arithmetic
+// as Candle's CPU backend (the order of a wrapping sum does not change it).
+template <typename I, typename T>
+DEVICE void conv_transpose_direct_impl(const T* x, const T* w, T* out, I n, const ConvGeometry& g,
+                                       Strides4 xs, Strides4 ws, u32 c_in, u32 groups) {
+    typedef typename Wide<T>::type W;
+    typedef typename SignedOf<I>::type S;
+    const u32 cout_g = g.c / groups, cin_g = c_in / groups;
+    for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
+        const I px_ = o % g.w, t = o / g.w;
+        const I y = t % g.h, t2 = t / g.h;
+        const u32 co = (u32)(t2 % g.c);
+        const I b = t2 / g.c;
+        const u32 grp = co / cout_g, j = co % cout_g;
+        const S py = (S)(y + g.pad_h), px = (S)(px_ + g.pad_w);
+        W sum = 0;
+        for (u32 ky = 0; ky < g.kh; ++ky) {
+            const S ty = py - (S)(ky * g.dil_h);
+            if (ty < 0 || ty % (S)g.step_h != 0 || ty / (S)g.step_h >= (S)g.oh) continue;
+            const u64 iy = (u64)(ty / (S)g.step_h);
+            for (u32 kx = 0; kx < g.kw; ++kx) {
+                const S tx = px - (S)(kx * g.dil_w);
+                if (tx < 0 || tx % (S)g.step_w != 0 || tx / (S)g.step_w >= (S)g.ow) continue;
+                const u64 ix = (u64)(tx / (S)g.step_w);
+                for (u32 c = 0; c < cin_g; ++c) {
+                    const u64 ci = (u64)grp * cin_g + c;
+                    const T xv = x[xs.start + (u64)b * xs.s0 + ci * xs.s1 + iy * xs.s2 + ix * xs.s3];
+                    const T wv = w[ws.start + ci * ws.s0 + (u64)j * ws.s1 + (u64)ky * ws.s2 +
+                                   (u64)kx * ws.s3];
+                    sum += (W)xv * (W)wv;
+                }
+            }
+        }
+        out[o] = (T)sum;
+    }
+}
+
 #define IM2COL_KERNEL(W, R)                                                                        \
     KERNEL void conv_im2col_##W(const R* x, R* col, u64 n, u64 b0, ConvGeometry g) {                \
         if (g.fits_u32) im2col_impl<u32, R>(x, col, (u32)n, (u32)b0, g);                           \
@@ -150,6 +192,15 @@ DEVICE void pool2d_impl(const T* x, T* out, I n, const ConvGeometry& g, bool is_
         else pool2d_impl<u64, T>(x, out, n, g, false);                                              \
     }
 
+#define CONV_TRANSPOSE_DIRECT_KERNEL(NAME, T)                                                      \
+    KERNEL void conv_transpose_direct_##NAME(const T* x, const T* w, T* out, u64 n,                 \
+                                             ConvGeometry g, Strides4 xs, Strides4 ws, u32 c_in,    \
+                                             u32 groups) {                                          \
+        if (g.fits_u32) conv_transpose_direct_impl<u32, T>(x, w, out, (u32)n, g, xs, ws, c_in, groups); \
+        else conv_transpose_direct_impl<u64, T>(x, w, out, n, g, xs, ws, c_in, groups);             \
+    }
+
 CANDLE_ROCM_FOR_EACH_WIDTH(IM2COL_KERNEL)
+CANDLE_ROCM_FOR_EACH_INT(CONV_TRANSPOSE_DIRECT_KERNEL)
 CANDLE_ROCM_FOR_EACH_FLOAT(COL2IM_KERNEL)
 CANDLE_ROCM_FOR_EACH_DTYPE(POOL_KERNELS)

@@ -344,7 +344,8 @@ pub const SORT: KernelModule = KernelModule {
     }],
 };
 
-/// The portable convolution path (im2col by width, col2im by float dtype) and 2-D pooling.
+/// The portable convolution path (im2col by width, col2im by float dtype, direct transposed
+/// convolutions of integers) and 2-D pooling.
 pub const CONV: KernelModule = KernelModule {
     name: "conv",
     source: include_str!("conv.hip"),
@@ -356,6 +357,10 @@ pub const CONV: KernelModule = KernelModule {
         EntryGroup {
             ops: &["conv_col2im"],
             dtypes: &FLOAT_DTYPES,
+        },
+        EntryGroup {
+            ops: &["conv_transpose_direct"],
+            dtypes: &INT_DTYPES,
         },
         EntryGroup {
             ops: &["pool_max2d", "pool_avg2d"],

@@ -9,7 +9,8 @@
 //! - portable ([`portable`]): im2col + gemm (rocm-blas) for convolutions, gemm + col2im for
 //!   transposed ones, our own pooling kernels. Used on the nvidia platform, where MIOpen is
 //!   missing or disabled (`CANDLE_ROCM_DISABLE_MIOPEN=1`), and for dtypes MIOpen does not take
-//!   (f64 convolutions; pooling of every dtype).
+//!   (f64 convolutions; pooling of every dtype; transposed convolutions of integers, computed
+//!   directly with wrapping sums as Candle's CPU backend does).
 //!
 //! Inputs and kernels may have any layout; outputs are fresh contiguous buffers.
 
@@ -169,6 +170,11 @@ impl Dnn {
         params::check_dims(op, "kernel", &k_l, spec.kernel_dims())?;
         input_l.check_fits(op, dtype, input)?;
         kernel_l.check_fits(op, dtype, kernel)?;
+        if dtype.is_int() && spec.direction == Direction::Transpose {
+            // Candle's CPU backend computes these; the BLAS has no integer gemm.
+            let (x, k) = ((input, &x_l), (kernel, &k_l));
+            return portable::conv_transpose_direct(self.device(), dtype, spec, x, k);
+        }
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
             return Err(Error::UnsupportedDType { op, dtype });
         }

@@ -329,6 +329,72 @@ pub fn conv_transpose(
     Ok(out)
 }
 
+/// Mirrors `Strides4` in conv.hip: a 4-D tensor's start and strides, in elements.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub struct Strides4 {
+    pub start: u64,
+    pub strides: [u64; 4],
+}
+
+impl Strides4 {
+    fn of(l: &Layout) -> Self {
+        let s = |i: usize| l.strides[i] as u64;
+        Strides4 {
+            start: l.start as u64,
+            strides: [s(0), s(1), s(2), s(3)],
+        }
+    }
+}
+
+/// A transposed convolution of integers (no BLAS path: no integer gemm), one thread per
+/// output element; `input` and `kernel` are the 4-D layouts, of any strides.
+pub fn conv_transpose_direct(
+    device: &Device,
+    dtype: DType,
+    spec: &ConvSpec,
+    (input, input_l): (&Buffer, &Layout),
+    (kernel, kernel_l): (&Buffer, &Layout),
+) -> Result<Buffer> {
+    debug_assert_eq!(spec.direction, Direction::Transpose);
+    let dims = spec.output_dims();
+    let n: usize = dims.iter().product();
+    let out = device.alloc(n * dtype.size_in_bytes())?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let key = dtype.as_str();
+    if kernels::CONV
+        .entry_point("conv_transpose_direct", key)
+        .is_none()
+    {
+        return Err(Error::UnsupportedDType { op: spec.op, dtype });
+    }
+    let geometry = ConvGeometry::of_spec(spec, &Layout::contiguous(&dims))?;
+    let u = |v: usize| {
+        u32::try_from(v)
+            .map_err(|_| Error::InvalidLayout(format!("{}: {v} exceeds 32 bits", spec.op)))
+    };
+    let mut args = LaunchArgs::new();
+    args.push_buffer(input)
+        .push_buffer(kernel)
+        .push_buffer(&out)
+        .push(n as u64)
+        .push(geometry.for_launch(n, n))
+        .push(Strides4::of(input_l))
+        .push(Strides4::of(kernel_l))
+        .push(u(spec.channels)?)
+        .push(u(spec.groups)?);
+    launch(
+        device,
+        key,
+        &format!("conv_transpose_direct_{key}"),
+        n,
+        &mut args,
+    )?;
+    Ok(out)
+}
+
 /// Max or average pooling of a 4-D input of any layout into a contiguous output.
 pub fn pool2d(
     device: &Device,
@@ -366,6 +432,7 @@ mod tests {
     fn the_geometry_matches_the_kernel_struct() {
         // conv.hip: five u64 then fourteen u32, no padding.
         assert_eq!(std::mem::size_of::<ConvGeometry>(), 5 * 8 + 14 * 4);
+        assert_eq!(std::mem::size_of::<Strides4>(), 5 * 8);
         let l = Layout::new(&[2, 3, 1, 7], &[30, 10, 0, 1], 4);
         let g = ConvGeometry::new("conv1d", &l, (1, 5), [(1, 3), (1, 1), (0, 0), (1, 1)]).unwrap();
         assert_eq!(

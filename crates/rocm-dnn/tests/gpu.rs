@@ -663,3 +663,47 @@ fn bad_input_is_a_typed_error() {
     assert_eq!(out.len(), 0);
     assert_eq!(dnn.conv_path(DType::F32), DnnPath::Portable);
 }
+
+/// Transposed convolutions of integers run directly (no integer gemm) and must equal the CPU
+/// bit for bit: wrapping sums do not depend on their order.
+#[test]
+#[ignore = "needs a GPU"]
+fn integer_transposed_convolutions_equal_the_cpu() {
+    let d = device();
+    let dnn = dnn(usize::MAX);
+    let mut shapes = transpose_grid(false);
+    shapes.extend(transpose_grid(true));
+    let mut count = 0;
+    let mut failures = Vec::new();
+    for (i, s) in shapes.iter().enumerate() {
+        for dtype in [DType::U8, DType::I16, DType::I32, DType::I64, DType::U32] {
+            for views in [Views::Contiguous, Views::Strided] {
+                count += 1;
+                let (xb, xv) = make_view(dtype, &s.input_dims(), views, i as u64);
+                let (kb, kv) = make_view(dtype, &s.kernel_dims(), views, i as u64 ^ 0x55);
+                let want = bytes_of(&s.reference(&xv, &kv));
+                let (xbuf, kbuf) = (upload(&d, &xb), upload(&d, &kb));
+                let got = s
+                    .run(
+                        &dnn,
+                        dtype,
+                        (&xbuf, &layout_of(&xv)),
+                        (&kbuf, &layout_of(&kv)),
+                    )
+                    .map(|out| download(&d, &out));
+                match got {
+                    Ok(g) if g == want => {}
+                    Ok(_) => failures.push(format!("{s:?} {dtype} {views:?}: values differ")),
+                    Err(e) => failures.push(format!("{s:?} {dtype} {views:?}: {e}")),
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count}:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    println!("integer transposed convolutions: {count} cases, bit-exact");
+}
