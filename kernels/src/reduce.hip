@@ -39,20 +39,23 @@ template <typename S> struct SumOp {
     DEVICE static S combine(S a, S b) { return a + b; }
     DEVICE static S shfl(S v, int lane_mask) { return warp_shfl_xor(v, lane_mask); }
     template <typename T> DEVICE static S step(S acc, T x, u64) { return acc + cvt<S>(x); }
+    template <typename T> DEVICE static S seed(S acc, const T*) { return acc; }
 };
 
-template <typename V> struct MinMaxState { V val; u32 idx; u32 valid; };
+// idx NO_INDEX: no element taken yet.
+#define NO_INDEX 0xffffffffu
+template <typename V> struct MinMaxState { V val; u32 idx; };
 
 template <typename V> DEVICE bool is_nan(V v) { return v != v; }
 
 // IS_MAX: the larger value wins; ties and everything else as described above.
 template <typename V, bool IS_MAX> struct MinMaxOp {
     typedef MinMaxState<V> State;
-    DEVICE static State identity() { State s; s.val = (V)0; s.idx = 0; s.valid = 0; return s; }
+    DEVICE static State identity() { State s; s.val = (V)0; s.idx = NO_INDEX; return s; }
     DEVICE static bool beats(V a, V b) { return IS_MAX ? a > b : a < b; }
     DEVICE static State combine(State a, State b) {
-        if (!a.valid) return b;
-        if (!b.valid) return a;
+        if (a.idx == NO_INDEX) return b;
+        if (b.idx == NO_INDEX) return a;
         if (is_nan(a.val)) return a;  // only element 0 can be a kept NaN
         if (is_nan(b.val)) return b;
         if (beats(b.val, a.val) || (b.val == a.val && b.idx < a.idx)) return b;
@@ -62,17 +65,23 @@ template <typename V, bool IS_MAX> struct MinMaxOp {
         State r;
         r.val = warp_shfl_xor(s.val, lane_mask);
         r.idx = warp_shfl_xor(s.idx, lane_mask);
-        r.valid = warp_shfl_xor(s.valid, lane_mask);
         return r;
     }
-    // One element, in increasing r per thread: element 0 is always taken, a later NaN never,
-    // otherwise the first valid one or a strictly better one (so ties keep the first). A kept
-    // NaN (element 0) is never beaten. Selects rather than the general combine: this runs per
-    // element.
+    // One element, in increasing r per thread: the first non-NaN one, then only a strictly
+    // better one (ties keep the first; a NaN never beats, nor is beaten by `beats`). Element 0
+    // is taken by `seed` before the loop, even a NaN, and is then never displaced when NaN.
     template <typename T> DEVICE static State step(State s, T x, u64 r) {
         const V v = cvt<V>(x);
-        const bool take = (r == 0) || (!is_nan(v) && (!s.valid || beats(v, s.val)));
-        if (take) { s.val = v; s.idx = (u32)r; s.valid = 1; }
+        const bool take = beats(v, s.val) || (s.idx == NO_INDEX && !is_nan(v));
+        if (take) { s.val = v; s.idx = (u32)r; }
+        return s;
+    }
+    // Element 0 of the reduction (at `first`), taken whatever it is: the thread that visits
+    // it calls this before its loop (the loop sees it again and keeps it).
+    template <typename T> DEVICE static State seed(State, const T* first) {
+        State s;
+        s.val = cvt<V>(first[0]);
+        s.idx = 0;
         return s;
     }
 };
@@ -118,6 +127,8 @@ DEVICE void reduce_impl(const T* in, Out* out, typename Op::State* partials, u64
     for (u64 o = blockIdx.x; o < n_out; o += gridDim.x) {
         const T* base = in + layout_offset(kept, o);
         S acc = Op::identity();
+        // Thread 0 visits element 0 first on every path below.
+        if (r0 == 0 && r1 > 0 && threadIdx.x == 0) acc = Op::seed(acc, base);
         if (red.ndim <= 1 && (red.ndim == 0 || red.strides[0] == 1)) {
             StepInto<Op> visit;
             visit.acc = acc;
