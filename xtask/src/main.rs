@@ -3,7 +3,9 @@
 //! - `cargo xtask test`: every verification tier this machine allows, one summary line.
 //! - `cargo xtask gpu-pack`: stripped release test binaries + `run.sh` into `.gpu/`.
 //! - `cargo xtask demo`: discovery and a smoke kernel on the first device.
+//! - `cargo xtask candle`: Candle's crates with our `rocm` patches, under `target/candle/`.
 
+mod candle;
 mod demo;
 mod tiers;
 
@@ -16,7 +18,8 @@ fn usage() -> ExitCode {
          commands:\n  \
          test       run every verification tier this machine allows (unit, NVRTC, AMD chroot, GPU)\n  \
          gpu-pack   build the GPU test suite and demo into .gpu/ (run there: bash .gpu/run.sh)\n  \
-         demo       list platforms, libraries and devices, then run a smoke kernel"
+         demo       list platforms, libraries and devices, then run a smoke kernel\n  \
+         candle     materialise Candle's crates with our patches under target/candle/"
     );
     ExitCode::from(2)
 }
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         Some("test") => tiers::test(&args[1..]),
         Some("gpu-pack") => tiers::gpu_pack(),
         Some("demo") => demo::run(),
+        Some("candle") => candle::run(),
         _ => return usage(),
     };
     match result {

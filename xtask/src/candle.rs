@@ -1,0 +1,216 @@
+//! `cargo xtask candle`: materialises the Candle crates with the `rocm` integration.
+//!
+//! Candle 0.11.1's crates.io sources (fetched into cargo's registry when missing) are copied
+//! to `target/candle/<crate>`, our patches (`candle/patches/<crate>/*.patch`, applied in name
+//! order with `patch -p1`) edit them, and our new files (`candle/overlay/<crate>/`) are copied
+//! in. No Candle file is kept in the repository whole: only our diffs and our files. The result
+//! is reused while the version, patches and overlay are unchanged (a digest in a marker file),
+//! so cargo does not rebuild the crates for nothing; a patch that no longer applies stops the
+//! command with the patch's name and `patch`'s output.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::root;
+
+/// The Candle release the integration targets.
+pub const CANDLE_VERSION: &str = "0.11.1";
+/// The crates it patches, in dependency order.
+pub const CRATES: [&str; 3] = ["candle-core", "candle-nn", "candle-transformers"];
+const MARKER: &str = ".candle-rocm-materialised";
+
+/// The registry source directory of `krate` at [`CANDLE_VERSION`], if cargo has it.
+fn registry_source(krate: &str) -> Option<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+    let index_dirs = std::fs::read_dir(home.join("registry").join("src")).ok()?;
+    index_dirs
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join(format!("{krate}-{CANDLE_VERSION}")))
+        .find(|p| p.join("Cargo.toml").is_file())
+}
+
+/// Has cargo download the three crates (a throwaway manifest depending on them).
+fn fetch_sources(work: &Path) -> Result<(), String> {
+    let dir = work.join("fetch");
+    std::fs::create_dir_all(dir.join("src")).map_err(|e| e.to_string())?;
+    let deps: String = CRATES
+        .iter()
+        .map(|c| format!("{c} = {{ version = \"={CANDLE_VERSION}\", default-features = false }}\n"))
+        .collect();
+    let manifest = format!(
+        "[package]\nname = \"candle-rocm-fetch\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[workspace]\n\n[dependencies]\n{deps}"
+    );
+    std::fs::write(dir.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("src").join("lib.rs"), "").map_err(|e| e.to_string())?;
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["fetch", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .status()
+        .map_err(|e| format!("cargo fetch: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo fetch of Candle {CANDLE_VERSION} failed"))
+    }
+}
+
+/// Every file under `dir`, sorted, as paths relative to it.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(|e| e.ok()) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else if let Ok(rel) = p.strip_prefix(base) {
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// The patches of `krate`, in the order they apply.
+fn patches(krate: &str) -> Vec<PathBuf> {
+    let dir = root().join("candle").join("patches").join(krate);
+    files_under(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "patch"))
+        .map(|p| dir.join(p))
+        .collect()
+}
+
+/// A digest of what a materialised crate is made from: the version, every patch and every
+/// overlay file (names and contents).
+fn inputs_digest(krate: &str) -> Result<String, String> {
+    let mut h = Sha256::new();
+    h.update(CANDLE_VERSION.as_bytes());
+    let overlay = root().join("candle").join("overlay").join(krate);
+    let mut inputs: Vec<(String, PathBuf)> = patches(krate)
+        .into_iter()
+        .map(|p| (format!("patch {}", p.display()), p))
+        .collect();
+    inputs.extend(
+        files_under(&overlay)
+            .into_iter()
+            .map(|rel| (format!("overlay {}", rel.display()), overlay.join(rel))),
+    );
+    for (name, path) in inputs {
+        h.update(name.as_bytes());
+        h.update(std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    for rel in files_under(from) {
+        let dest = to.join(&rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::copy(from.join(&rel), &dest)
+            .map_err(|e| format!("copying {}: {e}", rel.display()))?;
+    }
+    Ok(())
+}
+
+/// Materialises one crate under `work`; returns whether it was (re)built.
+fn materialise(krate: &str, work: &Path) -> Result<bool, String> {
+    let dest = work.join(krate);
+    let digest = inputs_digest(krate)?;
+    if std::fs::read_to_string(dest.join(MARKER)).is_ok_and(|m| m.trim() == digest) {
+        return Ok(false);
+    }
+    let source = match registry_source(krate) {
+        Some(s) => s,
+        None => {
+            fetch_sources(work)?;
+            registry_source(krate)
+                .ok_or_else(|| format!("{krate} {CANDLE_VERSION} is not in cargo's registry"))?
+        }
+    };
+    if dest.exists() {
+        std::fs::remove_dir_all(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+    }
+    copy_tree(&source, &dest)?;
+    for patch in patches(krate) {
+        let out = Command::new("patch")
+            .args([
+                "-p1",
+                "--batch",
+                "--forward",
+                "--no-backup-if-mismatch",
+                "-d",
+            ])
+            .arg(&dest)
+            .arg("-i")
+            .arg(&patch)
+            .output()
+            .map_err(|e| format!("running patch: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} no longer applies to {krate} {CANDLE_VERSION}:\n{}{}",
+                patch.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    copy_tree(&root().join("candle").join("overlay").join(krate), &dest)?;
+    std::fs::write(dest.join(MARKER), &digest).map_err(|e| e.to_string())?;
+    Ok(true)
+}
+
+/// `cargo xtask candle`.
+pub fn run() -> Result<bool, String> {
+    let work = root().join("target").join("candle");
+    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    for krate in CRATES {
+        let built = materialise(krate, &work)?;
+        let n = patches(krate).len();
+        println!(
+            "{krate} {CANDLE_VERSION}: {} at {} ({n} patch(es))",
+            if built { "materialised" } else { "up to date" },
+            work.join(krate).display()
+        );
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_listed_sorted_and_relative() {
+        let dir = std::env::temp_dir().join(format!("candle-rocm-xtask-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("b")).unwrap();
+        std::fs::write(dir.join("b").join("x.patch"), "x").unwrap();
+        std::fs::write(dir.join("a.txt"), "a").unwrap();
+        let files = files_under(&dir);
+        assert_eq!(
+            files,
+            vec![PathBuf::from("a.txt"), PathBuf::from("b/x.patch")]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(files_under(&dir).is_empty());
+    }
+
+    #[test]
+    fn the_digest_names_the_version() {
+        let d = inputs_digest("no-such-crate").unwrap();
+        assert_eq!(d.len(), 64);
+        assert_eq!(d, inputs_digest("no-such-crate").unwrap());
+    }
+}
