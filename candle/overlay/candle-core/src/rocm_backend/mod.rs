@@ -138,6 +138,57 @@ impl RocmStorage {
     pub fn transfer_to_device(&self, dst: &RocmDevice) -> Result<Self> {
         Ok(dst.wrap_storage(self.inner.to_device(&dst.0).map_err(wrap)?))
     }
+
+    /// candle-core's arg_sort along the last dim (u32 positions).
+    pub fn arg_sort_last_dim(&self, l: &Layout, asc: bool) -> Result<Self> {
+        self.wrap(self.inner.arg_sort_last_dim(&layout(l), asc))
+    }
+
+    /// candle-nn's softmax over the last dim.
+    pub fn softmax_last_dim(&self, l: &Layout) -> Result<Self> {
+        self.wrap(self.inner.softmax_last_dim(&layout(l)))
+    }
+
+    /// candle-nn's sigmoid.
+    pub fn sigmoid(&self, l: &Layout) -> Result<Self> {
+        self.wrap(self.inner.sigmoid(&layout(l)))
+    }
+
+    /// candle-nn's rms_norm over the last dim.
+    pub fn rms_norm(&self, l: &Layout, alpha: &Self, alpha_l: &Layout, eps: f32) -> Result<Self> {
+        self.wrap(
+            self.inner
+                .rms_norm(&layout(l), &alpha.inner, &layout(alpha_l), eps),
+        )
+    }
+
+    /// candle-nn's layer_norm over the last dim.
+    pub fn layer_norm(
+        &self,
+        l: &Layout,
+        alpha: (&Self, &Layout),
+        beta: (&Self, &Layout),
+        eps: f32,
+    ) -> Result<Self> {
+        let (al, bl) = (layout(alpha.1), layout(beta.1));
+        let beta = Some((&beta.0.inner, &bl));
+        self.wrap(self.inner.layer_norm(&layout(l), &alpha.0.inner, &al, beta, eps))
+    }
+
+    /// candle-nn's rope_i (`Interleaved`), rope (`Halves`) and rope_thd (`Thd`).
+    pub fn rope(
+        &self,
+        variant: rocm::RopeVariant,
+        l: &Layout,
+        cos: (&Self, &Layout),
+        sin: (&Self, &Layout),
+    ) -> Result<Self> {
+        let (cl, sl) = (layout(cos.1), layout(sin.1));
+        self.wrap(
+            self.inner
+                .rope(variant, &layout(l), &cos.0.inner, &cl, &sin.0.inner, &sl),
+        )
+    }
 }
 
 fn reduce_op(op: ReduceOp) -> rocm::ReduceOp {

@@ -1,0 +1,1 @@
+//! End-to-end checks of Candle's rocm feature (tests/).
