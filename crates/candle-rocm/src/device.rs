@@ -95,12 +95,11 @@ impl RocmDevice {
 
     /// The convolution handle, made on first use (MIOpen is loaded then, on amd).
     pub fn dnn(&self) -> Result<Arc<Dnn>> {
-        let blas = self.blas()?;
         let mut slot = self.inner.dnn.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = slot.as_ref() {
             return Ok(d.clone());
         }
-        let d = Arc::new(Dnn::new(blas)?);
+        let d = Arc::new(Dnn::new(self.blas()?)?);
         *slot = Some(d.clone());
         Ok(d)
     }

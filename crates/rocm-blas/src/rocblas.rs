@@ -1,7 +1,7 @@
 //! rocBLAS, loaded at run time with a minimal FFI table of our own (the calls below and the
 //! enum values they take, checked against the ROCm headers in the AMD tier).
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 
 use rocm_device::{Device, Error, LibraryStatus, Result};
 
@@ -136,20 +136,13 @@ impl RocBlasLib {
             return Ok(());
         }
         // SAFETY: rocblas_status_to_string returns a static string for any status value.
-        let text = unsafe { (self.status_to_string)(status) };
-        let message = if text.is_null() {
-            "unknown status".to_string()
-        } else {
-            // SAFETY: non-null, NUL-terminated, static (see above).
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        Err(Error::Library {
-            library: "rocBLAS",
-            call,
-            code: i64::from(status),
-            message,
+        Err(unsafe {
+            rocm_device::library_error(
+                "rocBLAS",
+                call,
+                status.into(),
+                (self.status_to_string)(status),
+            )
         })
     }
 }

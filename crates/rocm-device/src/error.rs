@@ -130,5 +130,32 @@ pub enum Error {
     },
 }
 
+/// The `Error::Library` of a vendor call that returned `code`, with the library's own text for
+/// it (`text`, from calls such as `rocblas_status_to_string` or `miopenGetErrorString`).
+///
+/// # Safety
+/// `text` is null or points to a NUL-terminated string alive for the duration of this call.
+pub unsafe fn library_error(
+    library: &'static str,
+    call: &'static str,
+    code: i64,
+    text: *const std::ffi::c_char,
+) -> Error {
+    let message = if text.is_null() {
+        "unknown status".to_string()
+    } else {
+        // SAFETY: non-null and NUL-terminated (the caller's contract).
+        unsafe { std::ffi::CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Error::Library {
+        library,
+        call,
+        code,
+        message,
+    }
+}
+
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -25,7 +25,7 @@ pub use device::{
     Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Module,
     Stream, POOL_MAX_CACHED_ENV, SYNC_LAUNCH_ENV,
 };
-pub use error::{Error, Result};
+pub use error::{library_error, Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
 pub use platform::{find_library, selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
 

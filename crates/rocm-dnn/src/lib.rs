@@ -182,8 +182,8 @@ impl Dnn {
         if let (Some(m), DnnPath::MiOpen, true) =
             (&self.miopen, self.conv_path(dtype), miopen::takes(spec))
         {
-            let (x_copy, x_off) = contiguous(self.device(), dtype, input, input_l)?;
-            let (k_copy, k_off) = contiguous(self.device(), dtype, kernel, kernel_l)?;
+            let (x_copy, x_off) = portable::contiguous(self.device(), dtype, input, input_l)?;
+            let (k_copy, k_off) = portable::contiguous(self.device(), dtype, kernel, kernel_l)?;
             let x = x_copy.as_ref().unwrap_or(input);
             let k = k_copy.as_ref().unwrap_or(kernel);
             return m.convolution(dtype, spec, (x, x_off), (k, k_off));
@@ -251,26 +251,10 @@ impl Dnn {
         };
         let _span = tracing::debug_span!("pool", op, %dtype, dims = ?x_l.dims).entered();
         if let (Some(m), Some(_)) = (&self.miopen, miopen::data_type(dtype)) {
-            let (x_copy, x_off) = contiguous(self.device(), dtype, input, input_l)?;
+            let (x_copy, x_off) = portable::contiguous(self.device(), dtype, input, input_l)?;
             let x = x_copy.as_ref().unwrap_or(input);
             return m.pool2d(dtype, is_max, (x, x_off), [b, c, h, w], p, [b, c, oh, ow]);
         }
         portable::pool2d(self.device(), dtype, is_max, input, &x_l, p, (oh, ow))
     }
-}
-
-/// A contiguous copy of a tensor with the element offset to read it at, or None (read the
-/// tensor itself at its start offset) when it already is contiguous.
-fn contiguous(
-    device: &Device,
-    dtype: DType,
-    buf: &Buffer,
-    l: &Layout,
-) -> Result<(Option<Buffer>, usize)> {
-    if l.is_contiguous() {
-        return Ok((None, l.start));
-    }
-    let copy = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
-    rocm_elementwise::copy_strided(device, dtype, buf, l, &copy, 0)?;
-    Ok((Some(copy), 0))
 }

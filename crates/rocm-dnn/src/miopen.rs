@@ -20,7 +20,7 @@
 //! Plans (descriptors and the chosen solution) are cached per shape and dtype.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
 use rocm_device::{Buffer, DType, Device, Error, LibraryStatus, Result};
@@ -191,20 +191,8 @@ impl MiOpenLib {
             return Ok(());
         }
         // SAFETY: miopenGetErrorString returns a static string for any status value.
-        let text = unsafe { (self.error_string)(status) };
-        let message = if text.is_null() {
-            "unknown status".to_string()
-        } else {
-            // SAFETY: non-null, NUL-terminated, static (see above).
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        Err(Error::Library {
-            library: "MIOpen",
-            call,
-            code: i64::from(status),
-            message,
+        Err(unsafe {
+            rocm_device::library_error("MIOpen", call, status.into(), (self.error_string)(status))
         })
     }
 }

@@ -121,20 +121,21 @@ fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchAr
     )
 }
 
-/// A kernel as the contiguous (channels, rest) matrix the gemm reads: its start offset, and a
-/// contiguous copy when its layout is anything else.
-fn contiguous_kernel(
+/// A contiguous copy of a tensor with the element offset to read it at, or None (read the
+/// tensor itself at its start offset) when it already is contiguous: kernels for the gemm,
+/// inputs and kernels for MIOpen.
+pub(crate) fn contiguous(
     device: &Device,
     dtype: DType,
-    kernel: &Buffer,
-    kernel_l: &Layout,
-) -> Result<(usize, Option<Buffer>)> {
-    if kernel_l.is_contiguous() {
-        return Ok((kernel_l.start, None));
+    buf: &Buffer,
+    l: &Layout,
+) -> Result<(Option<Buffer>, usize)> {
+    if l.is_contiguous() {
+        return Ok((None, l.start));
     }
-    let copy = device.alloc(kernel_l.elem_count() * dtype.size_in_bytes())?;
-    rocm_elementwise::copy_strided(device, dtype, kernel, kernel_l, &copy, 0)?;
-    Ok((0, Some(copy)))
+    let copy = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
+    rocm_elementwise::copy_strided(device, dtype, buf, l, &copy, 0)?;
+    Ok((Some(copy), 0))
 }
 
 /// (b, c, h, w) with each (h, w) plane contiguous: the plane is one gemm row of length h * w.
@@ -170,7 +171,7 @@ pub fn conv_forward(
     if b * c_out * oh * ow == 0 {
         return Ok(out);
     }
-    let (k_start, k_copy) = contiguous_kernel(device, dtype, kernel, kernel_l)?;
+    let (k_copy, k_start) = contiguous(device, dtype, kernel, kernel_l)?;
     let kernel = k_copy.as_ref().unwrap_or(kernel);
     let g = spec.groups;
     let l = spec.col_len();
@@ -274,7 +275,7 @@ pub fn conv_transpose(
     if kernels::CONV.entry_point("conv_col2im", key).is_none() {
         return Err(Error::UnsupportedDType { op: spec.op, dtype });
     }
-    let (k_start, k_copy) = contiguous_kernel(device, dtype, kernel, kernel_l)?;
+    let (k_copy, k_start) = contiguous(device, dtype, kernel, kernel_l)?;
     let kernel = k_copy.as_ref().unwrap_or(kernel);
     // The gemm reads each input plane as one row; other layouts are copied first.
     let (x_copy, x_l) = if planes_are_rows(input_l) {
