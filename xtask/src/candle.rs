@@ -171,10 +171,52 @@ fn materialise(krate: &str, work: &Path) -> Result<bool, String> {
     Ok(true)
 }
 
+/// The workspace of the materialised crates: Candle's own tests build and run in it, and the
+/// patched candle-core / candle-nn replace the crates.io ones for every member.
+const WORKSPACE_MANIFEST: &str = "# Written by `cargo xtask candle`.
+[workspace]
+members = [\"candle-core\", \"candle-nn\", \"candle-transformers\"]
+resolver = \"2\"
+
+[patch.crates-io]
+candle-core = { path = \"candle-core\" }
+candle-nn = { path = \"candle-nn\" }
+";
+
+/// Where the crates are materialised.
+pub fn work_dir() -> PathBuf {
+    root().join("target").join("candle")
+}
+
+/// `cargo` in the materialised workspace, sharing the main target directory (candle-rocm and
+/// its dependencies are built once for both).
+pub fn cargo_in_workspace() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(work_dir())
+        .env("CARGO_TARGET_DIR", root().join("target"));
+    c
+}
+
+/// Writes the workspace manifest and, where none exists yet, the committed lock file (so the
+/// crates' dependencies resolve to versions known to build).
+fn write_workspace(work: &Path) -> Result<(), String> {
+    let manifest = work.join("Cargo.toml");
+    if std::fs::read_to_string(&manifest).ok().as_deref() != Some(WORKSPACE_MANIFEST) {
+        std::fs::write(&manifest, WORKSPACE_MANIFEST).map_err(|e| e.to_string())?;
+    }
+    let lock = work.join("Cargo.lock");
+    if !lock.exists() {
+        std::fs::copy(root().join("candle").join("Cargo.lock"), &lock)
+            .map_err(|e| format!("candle/Cargo.lock: {e}"))?;
+    }
+    Ok(())
+}
+
 /// `cargo xtask candle`.
 pub fn run() -> Result<bool, String> {
-    let work = root().join("target").join("candle");
+    let work = work_dir();
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    write_workspace(&work)?;
     for krate in CRATES {
         let built = materialise(krate, &work)?;
         let n = patches(krate).len();

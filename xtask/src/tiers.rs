@@ -106,7 +106,12 @@ fn outcome_of(result: Result<(bool, String), String>) -> TierOutcome {
 
 /// The executables of one `cargo test --no-run` invocation, with their target names.
 fn test_executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
-    let out = cargo()
+    test_executables_of(cargo(), args)
+}
+
+/// [`test_executables`] for a `cargo` command of another workspace.
+fn test_executables_of(mut cargo: Command, args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+    let out = cargo
         .args(["test", "--no-run", "--message-format=json"])
         .args(args)
         .stderr(Stdio::inherit())
@@ -384,6 +389,81 @@ fn amd_tier() -> TierOutcome {
     outcome_of(Ok((all_ok, all)))
 }
 
+/// Candle's test binaries that hold device tests (`test_device!`, the transfer tests):
+/// packed for the GPU machine, where their ROCm arms run on `Device::Rocm`.
+const CANDLE_DEVICE_TESTS: [&str; 9] = [
+    "candle-core/bilinear_tests",
+    "candle-core/conv_tests",
+    "candle-core/grad_tests",
+    "candle-core/layout_tests",
+    "candle-core/matmul_tests",
+    "candle-core/pool_tests",
+    "candle-core/quantized_tests",
+    "candle-core/tensor_tests",
+    "candle-nn/ops",
+];
+/// Features of the materialised workspace for Candle's tests on the nvidia platform.
+const CANDLE_NVIDIA_FEATURES: &str = "candle-core/rocm,candle-nn/rocm,candle-rocm/nvidia";
+
+/// Candle 0.11.1 with our patches, on this machine's CPU: the patched crates build without
+/// and with `rocm`, Candle's own tests pass with it (their ROCm arms are ignored without a
+/// GPU), and the e2e crate checks `Device::new_rocm` where there is no GPU.
+fn candle_tier() -> TierOutcome {
+    if let Err(e) = crate::candle::run() {
+        return TierOutcome::Broken(e);
+    }
+    let (mut passed, mut failed) = (0, 0);
+    let builds: [(&str, &[&str]); 2] = [
+        (
+            "without rocm",
+            &["check", "--lib", "-p", "candle-core", "-p", "candle-nn", "-p", "candle-transformers"],
+        ),
+        (
+            "with rocm",
+            &["check", "--lib", "-p", "candle-transformers", "--features", "rocm"],
+        ),
+    ];
+    for (what, args) in builds {
+        match run_echo(crate::candle::cargo_in_workspace().args(args)) {
+            Ok((true, _)) => passed += 1,
+            Ok((false, _)) => {
+                println!("the patched crates do not build {what}");
+                failed += 1;
+            }
+            Err(e) => return TierOutcome::Broken(e),
+        }
+    }
+    // `bf16_lfm_op_timings` times ops for two minutes in a debug build; it checks no result.
+    let tests = run_echo(crate::candle::cargo_in_workspace().args([
+        "test",
+        "-p",
+        "candle-core",
+        "-p",
+        "candle-nn",
+        "--features",
+        "candle-core/rocm,candle-nn/rocm",
+        "--",
+        "--skip",
+        "bf16_lfm_op_timings",
+    ]));
+    let e2e = run_echo(
+        cargo()
+            .env("CARGO_TARGET_DIR", root().join("target"))
+            .args(["test", "--manifest-path"])
+            .arg(root().join("candle").join("e2e").join("Cargo.toml")),
+    );
+    for result in [tests, e2e] {
+        match outcome_of(result) {
+            TierOutcome::Ran { passed: p, failed: f } => {
+                passed += p;
+                failed += f;
+            }
+            other => return other,
+        }
+    }
+    TierOutcome::Ran { passed, failed }
+}
+
 fn gpu_present() -> bool {
     Command::new("nvidia-smi")
         .arg("-L")
@@ -395,7 +475,7 @@ fn gpu_present() -> bool {
 /// A tier that a flag can skip: (name, flag, runner).
 type OptionalTier = (&'static str, &'static str, fn() -> TierOutcome);
 
-/// `cargo xtask test [--skip-amd] [--skip-nvrtc]`.
+/// `cargo xtask test [--skip-amd] [--skip-nvrtc] [--skip-candle]`.
 pub fn test(args: &[String]) -> Result<bool, String> {
     let mut tally = Tally::default();
     // (a) unit tests of the whole workspace
@@ -404,9 +484,10 @@ pub fn test(args: &[String]) -> Result<bool, String> {
         outcome_of(run_echo(cargo().args(["test", "--workspace"]))),
     );
     // (b) NVRTC compile tier, (c) AMD tier in the ROCm chroot; each can be skipped by flag.
-    let optional: [OptionalTier; 2] = [
+    let optional: [OptionalTier; 3] = [
         ("NVRTC compile (sm_90)", "--skip-nvrtc", nvrtc_tier),
         ("AMD (hiprtc, ROCm 6.4 chroot)", "--skip-amd", amd_tier),
+        ("Candle 0.11.1 patched (CPU)", "--skip-candle", candle_tier),
     ];
     for (name, flag, run) in optional {
         let outcome = if args.iter().any(|a| a == flag) {
@@ -472,6 +553,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
   wrap=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
 fi
+# The test binaries travel compressed; unpacked once, next to this script.
+[ -d "$here/tests" ] || tar -C "$here" -xJf "$here/tests.tar.xz" || exit 1
 passed=0; failed=0
 for t in "$here"/tests/${GPU_TESTS:-*}; do
   echo "== $(basename "$t")"
@@ -512,7 +595,16 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::remove_dir_all(&out).map_err(|e| e.to_string())?;
     }
     std::fs::create_dir_all(&tests_dir).map_err(|e| e.to_string())?;
-    let exes = test_executables(&["--release", "--workspace", "--features", NVIDIA_FEATURES])?;
+    let mut exes = test_executables(&["--release", "--workspace", "--features", NVIDIA_FEATURES])?;
+    crate::candle::run()?;
+    exes.extend(
+        test_executables_of(
+            crate::candle::cargo_in_workspace(),
+            &["--release", "-p", "candle-core", "-p", "candle-nn", "--features", CANDLE_NVIDIA_FEATURES],
+        )?
+        .into_iter()
+        .filter(|(n, _)| CANDLE_DEVICE_TESTS.contains(&n.as_str())),
+    );
     // The compile tiers need no GPU (the AMD one needs the ROCm chroot): they run in
     // `cargo xtask test`, not on the GPU machine's time.
     let mut packed = 0;
@@ -569,14 +661,23 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
-    let size: u64 = std::fs::read_dir(&tests_dir)
+    // Compressed: the machine takes at most 64 MiB, and test binaries shrink about fourfold.
+    let (ok, _) = run_echo(
+        Command::new("tar")
+            .env("XZ_OPT", "-6 -T0")
+            .arg("-cJf")
+            .arg(out.join("tests.tar.xz"))
+            .arg("-C")
+            .arg(&out)
+            .arg("tests"),
+    )?;
+    if !ok {
+        return Err("compressing the test binaries failed".into());
+    }
+    std::fs::remove_dir_all(&tests_dir).map_err(|e| e.to_string())?;
+    let size: u64 = std::fs::read_dir(&out)
         .map_err(|e| e.to_string())?
         .flatten()
-        .chain(
-            std::fs::read_dir(&out)
-                .map_err(|e| e.to_string())?
-                .flatten(),
-        )
         .chain(
             std::fs::read_dir(&bench_dir)
                 .map_err(|e| e.to_string())?

@@ -47,6 +47,11 @@ impl RocmDevice {
         Ok(Self::from_device(Device::new(ordinal)?))
     }
 
+    /// How many devices the selected platform (`CANDLE_ROCM_PLATFORM`) has, or why it has none.
+    pub fn count() -> Result<usize> {
+        rocm_device::selected_platform()?.device_count()
+    }
+
     /// Wraps an opened device handle.
     pub fn from_device(device: Device) -> Self {
         RocmDevice {

@@ -3,6 +3,8 @@
 
 use candle_rocm as rocm;
 
+pub use candle_rocm::RopeVariant;
+
 use crate::backend::{BackendDevice, BackendStorage};
 use crate::op::{BinaryOpT, CmpOp, ReduceOp, UnaryOpT};
 use crate::{CpuStorage, DType, Layout, Result, Shape};
@@ -109,6 +111,16 @@ impl RocmDevice {
         &self.0
     }
 
+    /// Its ordinal on the selected platform.
+    pub fn ordinal(&self) -> usize {
+        self.0.ordinal()
+    }
+
+    /// How many devices the selected platform (`CANDLE_ROCM_PLATFORM`) has.
+    pub fn count() -> Result<usize> {
+        rocm::RocmDevice::count().map_err(wrap)
+    }
+
     fn wrap_storage(&self, s: rocm::RocmStorage) -> RocmStorage {
         RocmStorage {
             inner: s,
@@ -128,6 +140,11 @@ impl RocmStorage {
     /// The candle-rocm storage underneath.
     pub fn inner(&self) -> &rocm::RocmStorage {
         &self.inner
+    }
+
+    /// The device address of its buffer.
+    pub fn device_ptr(&self) -> u64 {
+        self.inner.buffer().device_ptr()
     }
 
     fn wrap(&self, r: std::result::Result<rocm::RocmStorage, rocm::Error>) -> Result<Self> {
