@@ -110,7 +110,10 @@ fn test_executables(args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
 }
 
 /// [`test_executables`] for a `cargo` command of another workspace.
-fn test_executables_of(mut cargo: Command, args: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+fn test_executables_of(
+    mut cargo: Command,
+    args: &[&str],
+) -> Result<Vec<(String, PathBuf)>, String> {
     let out = cargo
         .args(["test", "--no-run", "--message-format=json"])
         .args(args)
@@ -416,11 +419,27 @@ fn candle_tier() -> TierOutcome {
     let builds: [(&str, &[&str]); 2] = [
         (
             "without rocm",
-            &["check", "--lib", "-p", "candle-core", "-p", "candle-nn", "-p", "candle-transformers"],
+            &[
+                "check",
+                "--lib",
+                "-p",
+                "candle-core",
+                "-p",
+                "candle-nn",
+                "-p",
+                "candle-transformers",
+            ],
         ),
         (
             "with rocm",
-            &["check", "--lib", "-p", "candle-transformers", "--features", "rocm"],
+            &[
+                "check",
+                "--lib",
+                "-p",
+                "candle-transformers",
+                "--features",
+                "rocm",
+            ],
         ),
     ];
     for (what, args) in builds {
@@ -454,7 +473,10 @@ fn candle_tier() -> TierOutcome {
     );
     for result in [tests, e2e] {
         match outcome_of(result) {
-            TierOutcome::Ran { passed: p, failed: f } => {
+            TierOutcome::Ran {
+                passed: p,
+                failed: f,
+            } => {
                 passed += p;
                 failed += f;
             }
@@ -600,7 +622,15 @@ pub fn gpu_pack() -> Result<bool, String> {
     exes.extend(
         test_executables_of(
             crate::candle::cargo_in_workspace(),
-            &["--release", "-p", "candle-core", "-p", "candle-nn", "--features", CANDLE_NVIDIA_FEATURES],
+            &[
+                "--release",
+                "-p",
+                "candle-core",
+                "-p",
+                "candle-nn",
+                "--features",
+                CANDLE_NVIDIA_FEATURES,
+            ],
         )?
         .into_iter()
         .filter(|(n, _)| CANDLE_DEVICE_TESTS.contains(&n.as_str())),
