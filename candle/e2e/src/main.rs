@@ -1,0 +1,233 @@
+//! `candle-rocm-demo --model <all-MiniLM-L6-v2 folder> [--device N]`: real models through
+//! Candle on `Device::Rocm`, each checked against the CPU. Exits non-zero when a check fails.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{DType, Device};
+use candle_rocm_e2e::embeddings::{encode, load_tokenizer, Embedder};
+use candle_rocm_e2e::llama::{prompt, small_config, throughput_config, Generator};
+use candle_rocm_e2e::{peak_memory, sync, DemoResult};
+
+const SENTENCES: [&str; 6] = [
+    "A GPU runs thousands of threads at once.",
+    "Graphics cards execute many threads in parallel.",
+    "The cat sleeps on the warm windowsill.",
+    "A kitten naps in the sunshine by the window.",
+    "Interest rates rose again this quarter.",
+    "The central bank raised borrowing costs.",
+];
+/// Each sentence's GPU embedding against its CPU one.
+const MIN_COSINE: f32 = 0.999;
+const GREEDY_STEPS: usize = 32;
+const SEED: u64 = 299_792_458;
+
+struct Check {
+    name: &'static str,
+    passed: bool,
+    detail: String,
+}
+
+fn median_ms(mut runs: Vec<f64>) -> f64 {
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+fn embeddings(model_dir: &Path, gpu: &Device) -> DemoResult<Check> {
+    println!("\n== sentence embeddings: all-MiniLM-L6-v2 (BERT), f32 ==");
+    let tokenizer = load_tokenizer(model_dir)?;
+    let t = Instant::now();
+    let on_gpu = Embedder::load(model_dir, gpu)?;
+    println!("weights loaded onto the GPU in {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+    let on_cpu = Embedder::load(model_dir, &Device::Cpu)?;
+    let batch = encode(&tokenizer, &SENTENCES, gpu)?;
+    let gpu_emb = on_gpu.embed(&batch)?;
+    let cpu_emb = on_cpu.embed(&encode(&tokenizer, &SENTENCES, &Device::Cpu)?)?;
+    let (n, dim) = gpu_emb.dims2()?;
+    println!("{n} sentences -> {dim}-dim embeddings ({} tokens each, padded)", batch.ids.dim(1)?);
+    let cosines = (gpu_emb.to_device(&Device::Cpu)? * &cpu_emb)?.sum(1)?.to_vec1::<f32>()?;
+    for (s, c) in SENTENCES.iter().zip(&cosines) {
+        println!("  cos(GPU, CPU) = {c:.6}  {s}");
+    }
+    let sims = gpu_emb.matmul(&gpu_emb.t()?)?.to_vec2::<f32>()?;
+    println!("similarity matrix (GPU):");
+    for (i, row) in sims.iter().enumerate() {
+        let cells: Vec<String> = row.iter().map(|v| format!("{v:5.2}")).collect();
+        println!("  [{}] {}", i, cells.join(" "));
+    }
+    let mut runs = Vec::new();
+    for _ in 0..11 {
+        sync(gpu)?;
+        let t = Instant::now();
+        let e = on_gpu.embed(&batch)?;
+        sync(gpu)?;
+        runs.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(e);
+    }
+    let worst = cosines.iter().copied().fold(f32::INFINITY, f32::min);
+    let passed = worst >= MIN_COSINE;
+    Ok(Check {
+        name: "embeddings match the CPU",
+        passed,
+        detail: format!(
+            "min cosine {worst:.6} (>= {MIN_COSINE}); {:.2} ms per batch of {n} (median of 11)",
+            median_ms(runs)
+        ),
+    })
+}
+
+fn greedy_vs_cpu(gpu: &Device) -> DemoResult<Check> {
+    let config = small_config();
+    println!(
+        "\n== text generation: llama architecture, seeded random weights, f32 ==\n\
+         hidden {}, {} layers, {} heads ({} kv), vocab {}; {GREEDY_STEPS} greedy steps on the GPU and the CPU",
+        config.hidden_size,
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        config.vocab_size
+    );
+    let p = prompt(16, config.vocab_size);
+    let on_gpu = Generator::new(&config, SEED, DType::F32, gpu)?.greedy(&p, GREEDY_STEPS, |_| {})?;
+    let on_cpu =
+        Generator::new(&config, SEED, DType::F32, &Device::Cpu)?.greedy(&p, GREEDY_STEPS, |_| {})?;
+    println!("  GPU: {:?}", on_gpu.tokens);
+    println!("  CPU: {:?}", on_cpu.tokens);
+    let logit_diff = on_gpu
+        .first_logits
+        .iter()
+        .zip(&on_cpu.first_logits)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    let same = on_gpu.tokens == on_cpu.tokens;
+    Ok(Check {
+        name: "greedy tokens equal the CPU's",
+        passed: same,
+        detail: format!(
+            "{} of {GREEDY_STEPS} tokens equal; first-step logits differ by at most {logit_diff:.2e}; \
+             smallest top-2 margin on the CPU {:.3}",
+            on_gpu.tokens.iter().zip(&on_cpu.tokens).filter(|(a, b)| a == b).count(),
+            on_cpu.min_margin
+        ),
+    })
+}
+
+fn throughput(gpu: &Device) -> DemoResult<Check> {
+    let config = throughput_config();
+    let (prompt_len, steps) = (128, 128);
+    println!(
+        "\n== throughput: llama, hidden {}, {} layers, vocab {}, bf16 ==",
+        config.hidden_size, config.num_hidden_layers, config.vocab_size
+    );
+    let mut generator = Generator::new(&config, SEED, DType::BF16, gpu)?;
+    // warm-up: compiles and caches every kernel the model uses
+    Generator::new(&config, SEED, DType::BF16, gpu)?.greedy(&prompt(8, config.vocab_size), 2, |_| {})?;
+    sync(gpu)?;
+    let t = Instant::now();
+    let mut first_step = 0.0;
+    let out = generator.greedy(&prompt(prompt_len, config.vocab_size), steps, |step| {
+        if step == 0 {
+            first_step = t.elapsed().as_secs_f64();
+        }
+        if step % 8 == 7 || step + 1 == steps {
+            print!("\r  decoding {}/{steps}", step + 1);
+            let _ = std::io::stdout().flush();
+        }
+    })?;
+    sync(gpu)?;
+    let total = t.elapsed().as_secs_f64();
+    println!();
+    let decode_rate = (steps - 1) as f64 / (total - first_step);
+    let detail = format!(
+        "prefill {prompt_len} tokens in {:.1} ms ({:.0} tokens/s); decode {:.1} tokens/s",
+        first_step * 1e3,
+        prompt_len as f64 / first_step,
+        decode_rate
+    );
+    println!("  {detail}");
+    Ok(Check {
+        name: "bf16 generation runs",
+        passed: out.tokens.len() == steps && out.tokens.iter().all(|&t| (t as usize) < config.vocab_size),
+        detail,
+    })
+}
+
+/// An f16 copy of the model (weights halved in size, for the GPU pack): safetensors in f16,
+/// config and tokenizer as they are. The demo loads it back in f32.
+fn export_f16(from: &Path, to: &Path) -> DemoResult<()> {
+    std::fs::create_dir_all(to)?;
+    let tensors = candle_core::safetensors::load(from.join("model.safetensors"), &Device::Cpu)?;
+    let halved = tensors
+        .into_iter()
+        .map(|(name, t)| Ok((name, t.to_dtype(DType::F16)?)))
+        .collect::<candle_core::Result<std::collections::HashMap<_, _>>>()?;
+    candle_core::safetensors::save(&halved, to.join("model.safetensors"))?;
+    for file in ["config.json", "tokenizer.json"] {
+        std::fs::copy(from.join(file), to.join(file))?;
+    }
+    Ok(())
+}
+
+fn run() -> DemoResult<bool> {
+    let mut args = std::env::args().skip(1);
+    if let Some("--export-f16") = std::env::args().nth(1).as_deref() {
+        let (from, to) = (std::env::args().nth(2), std::env::args().nth(3));
+        let (Some(from), Some(to)) = (from, to) else {
+            return Err("--export-f16 <model folder> <destination>".into());
+        };
+        export_f16(Path::new(&from), Path::new(&to))?;
+        return Ok(true);
+    }
+    let (mut model_dir, mut ordinal) = (None, 0usize);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--model" => model_dir = args.next().map(PathBuf::from),
+            "--device" => ordinal = args.next().ok_or("--device needs a number")?.parse()?,
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    let model_dir = model_dir.ok_or("--model <all-MiniLM-L6-v2 folder> is required")?;
+    let gpu = Device::new_rocm(ordinal)?;
+    let info = gpu.as_rocm_device()?.inner().raw().info().clone();
+    println!(
+        "Candle 0.11.1 on Device::Rocm({ordinal}): {} ({}, {} platform)",
+        info.name, info.arch, info.platform
+    );
+    let started = Instant::now();
+    let failed = |name: &'static str, e: Box<dyn std::error::Error + Send + Sync>| Check {
+        name,
+        passed: false,
+        detail: format!("error: {e}"),
+    };
+    let checks = vec![
+        embeddings(&model_dir, &gpu).unwrap_or_else(|e| failed("embeddings match the CPU", e)),
+        greedy_vs_cpu(&gpu).unwrap_or_else(|e| failed("greedy tokens equal the CPU's", e)),
+        throughput(&gpu).unwrap_or_else(|e| failed("bf16 generation runs", e)),
+    ];
+    println!("\n== summary ==");
+    println!("device: {} ({}), {:.1} GiB", info.name, info.arch, info.total_memory as f64 / (1u64 << 30) as f64);
+    for c in &checks {
+        println!("  [{}] {}: {}", if c.passed { "PASSED" } else { "FAILED" }, c.name, c.detail);
+    }
+    if let Some(peak) = peak_memory(&gpu) {
+        println!("peak device memory in use: {:.1} MiB", mib(peak));
+    }
+    println!("total {:.1} s", started.elapsed().as_secs_f64());
+    Ok(checks.iter().all(|c| c.passed))
+}
+
+fn main() {
+    match run() {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("candle-rocm-demo: {e}");
+            std::process::exit(2);
+        }
+    }
+}
