@@ -50,7 +50,9 @@ template <typename A> struct SoftmaxVisit {
     template <typename T> DEVICE void operator()(T x, u64) {
         const A v = cvt<A>(x);
         if (v > st.m) { st.s = (st.s == (A)0 ? (A)0 : st.s * m_exp(st.m - v)) + (A)1; st.m = v; }
-        else st.s += m_exp(v - st.m);
+        // -inf adds exp(-inf) = 0; computed, it would be exp(-inf + inf) = NaN while the
+        // running max is still -inf (masked attention rows).
+        else if (v != m_neg_inf((A)0)) st.s += m_exp(v - st.m);
     }
 };
 template <typename A> struct SumSqVisit {

@@ -301,6 +301,28 @@ fn softmax_and_norms_match_candle_nn() {
             checked += 4;
         }
     }
+    // Causal attention masks: -inf above the diagonal, so most threads of a short row see
+    // only -inf (and row 0 has one finite value). -inf contributes exp(-inf) = 0.
+    for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
+        for len in [1usize, 7, 16, 33, 300, 1030] {
+            let x = tensor(&random(dtype, len * len, -4.0, 4.0, 11), dtype, &[len, len]);
+            let keep = Tensor::tril2(len, C::U8, &candle_core::Device::Cpu).unwrap();
+            let ninf = Tensor::full(f64::NEG_INFINITY, (len, len), &candle_core::Device::Cpu)
+                .unwrap()
+                .to_dtype(cdtype(dtype))
+                .unwrap();
+            let x = keep.where_cond(&x, &ninf).unwrap();
+            let xb = upload(&d, &x);
+            let got = rr::softmax_last_dim(&d, dtype, &xb, &layout_of(&x)).unwrap();
+            let want = candle_nn::ops::softmax_last_dim(&x.to_dtype(C::F64).unwrap())
+                .unwrap()
+                .to_dtype(cdtype(dtype))
+                .unwrap();
+            compare(&download(&d, &got), &bytes_of(&want), dtype, norm_tol_slack(dtype))
+                .unwrap_or_else(|e| panic!("softmax {dtype} causal {len}x{len}: {e}"));
+            checked += 1;
+        }
+    }
     // strided input: copied first
     let x = tensor(
         &random(DType::F32, 64 * 48, -3.0, 3.0, 9),
