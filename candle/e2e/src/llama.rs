@@ -142,10 +142,17 @@ impl Generator {
         let mut input = prompt.to_vec();
         for step in 0..steps {
             let x = Tensor::new(input.as_slice(), &self.device)?.unsqueeze(0)?;
-            let logits = self.model.forward(&x, position, &mut self.cache)?.squeeze(0)?;
+            let logits = self
+                .model
+                .forward(&x, position, &mut self.cache)?
+                .squeeze(0)?;
             position += input.len();
             let next = logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
-            let top2 = logits.sort_last_dim(false)?.0.narrow(0, 0, 2)?.to_vec1::<f32>()?;
+            let top2 = logits
+                .sort_last_dim(false)?
+                .0
+                .narrow(0, 0, 2)?
+                .to_vec1::<f32>()?;
             min_margin = min_margin.min(top2[0] - top2[1]);
             if step == 0 {
                 first_logits = logits.to_vec1::<f32>()?;

@@ -43,14 +43,22 @@ fn embeddings(model_dir: &Path, gpu: &Device) -> DemoResult<Check> {
     let tokenizer = load_tokenizer(model_dir)?;
     let t = Instant::now();
     let on_gpu = Embedder::load(model_dir, gpu)?;
-    println!("weights loaded onto the GPU in {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "weights loaded onto the GPU in {:.0} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     let on_cpu = Embedder::load(model_dir, &Device::Cpu)?;
     let batch = encode(&tokenizer, &SENTENCES, gpu)?;
     let gpu_emb = on_gpu.embed(&batch)?;
     let cpu_emb = on_cpu.embed(&encode(&tokenizer, &SENTENCES, &Device::Cpu)?)?;
     let (n, dim) = gpu_emb.dims2()?;
-    println!("{n} sentences -> {dim}-dim embeddings ({} tokens each, padded)", batch.ids.dim(1)?);
-    let cosines = (gpu_emb.to_device(&Device::Cpu)? * &cpu_emb)?.sum(1)?.to_vec1::<f32>()?;
+    println!(
+        "{n} sentences -> {dim}-dim embeddings ({} tokens each, padded)",
+        batch.ids.dim(1)?
+    );
+    let cosines = (gpu_emb.to_device(&Device::Cpu)? * &cpu_emb)?
+        .sum(1)?
+        .to_vec1::<f32>()?;
     for (s, c) in SENTENCES.iter().zip(&cosines) {
         println!("  cos(GPU, CPU) = {c:.6}  {s}");
     }
@@ -93,9 +101,13 @@ fn greedy_vs_cpu(gpu: &Device) -> DemoResult<Check> {
         config.vocab_size
     );
     let p = prompt(16, config.vocab_size);
-    let on_gpu = Generator::new(&config, SEED, DType::F32, gpu)?.greedy(&p, GREEDY_STEPS, |_| {})?;
-    let on_cpu =
-        Generator::new(&config, SEED, DType::F32, &Device::Cpu)?.greedy(&p, GREEDY_STEPS, |_| {})?;
+    let on_gpu =
+        Generator::new(&config, SEED, DType::F32, gpu)?.greedy(&p, GREEDY_STEPS, |_| {})?;
+    let on_cpu = Generator::new(&config, SEED, DType::F32, &Device::Cpu)?.greedy(
+        &p,
+        GREEDY_STEPS,
+        |_| {},
+    )?;
     println!("  GPU: {:?}", on_gpu.tokens);
     println!("  CPU: {:?}", on_cpu.tokens);
     let logit_diff = on_gpu
@@ -103,7 +115,13 @@ fn greedy_vs_cpu(gpu: &Device) -> DemoResult<Check> {
         .iter()
         .zip(&on_cpu.first_logits)
         .map(|(a, b)| (a - b).abs())
-        .fold(0f32, |m, d| if m.is_nan() || d.is_nan() { f32::NAN } else { m.max(d) });
+        .fold(0f32, |m, d| {
+            if m.is_nan() || d.is_nan() {
+                f32::NAN
+            } else {
+                m.max(d)
+            }
+        });
     let same = on_gpu.tokens == on_cpu.tokens && logit_diff.is_finite();
     Ok(Check {
         name: "greedy tokens equal the CPU's",
@@ -126,7 +144,11 @@ fn throughput(gpu: &Device) -> DemoResult<Check> {
     );
     let mut generator = Generator::new(&config, SEED, DType::BF16, gpu)?;
     // warm-up: compiles and caches every kernel the model uses
-    Generator::new(&config, SEED, DType::BF16, gpu)?.greedy(&prompt(8, config.vocab_size), 2, |_| {})?;
+    Generator::new(&config, SEED, DType::BF16, gpu)?.greedy(
+        &prompt(8, config.vocab_size),
+        2,
+        |_| {},
+    )?;
     sync(gpu)?;
     let t = Instant::now();
     let mut first_step = 0.0;
@@ -153,7 +175,10 @@ fn throughput(gpu: &Device) -> DemoResult<Check> {
     Ok(Check {
         name: "bf16 generation runs",
         passed: out.tokens.len() == steps && out.first_logits.iter().all(|v| v.is_finite()),
-        detail: format!("{detail}; first-step logits all finite: {}", out.first_logits.iter().all(|v| v.is_finite())),
+        detail: format!(
+            "{detail}; first-step logits all finite: {}",
+            out.first_logits.iter().all(|v| v.is_finite())
+        ),
     })
 }
 
@@ -210,9 +235,19 @@ fn run() -> DemoResult<bool> {
         throughput(&gpu).unwrap_or_else(|e| failed("bf16 generation runs", e)),
     ];
     println!("\n== summary ==");
-    println!("device: {} ({}), {:.1} GiB", info.name, info.arch, info.total_memory as f64 / (1u64 << 30) as f64);
+    println!(
+        "device: {} ({}), {:.1} GiB",
+        info.name,
+        info.arch,
+        info.total_memory as f64 / (1u64 << 30) as f64
+    );
     for c in &checks {
-        println!("  [{}] {}: {}", if c.passed { "PASSED" } else { "FAILED" }, c.name, c.detail);
+        println!(
+            "  [{}] {}: {}",
+            if c.passed { "PASSED" } else { "FAILED" },
+            c.name,
+            c.detail
+        );
     }
     if let Some(peak) = peak_memory(&gpu) {
         println!("peak device memory in use: {:.1} MiB", mib(peak));

@@ -8,7 +8,10 @@ fn opening_a_rocm_device_is_an_error_or_a_working_device() {
     match Device::new_rocm(0) {
         Ok(d) => {
             assert!(d.is_rocm());
-            let t = Tensor::arange(0f32, 6., &d).unwrap().reshape((2, 3)).unwrap();
+            let t = Tensor::arange(0f32, 6., &d)
+                .unwrap()
+                .reshape((2, 3))
+                .unwrap();
             let s = t.sum_all().unwrap().to_dtype(DType::F64).unwrap();
             assert_eq!(s.to_scalar::<f64>().unwrap(), 15.0);
             println!("rocm device: {:?}", d.location());

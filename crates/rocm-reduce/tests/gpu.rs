@@ -318,8 +318,13 @@ fn softmax_and_norms_match_candle_nn() {
                 .unwrap()
                 .to_dtype(cdtype(dtype))
                 .unwrap();
-            compare(&download(&d, &got), &bytes_of(&want), dtype, norm_tol_slack(dtype))
-                .unwrap_or_else(|e| panic!("softmax {dtype} causal {len}x{len}: {e}"));
+            compare(
+                &download(&d, &got),
+                &bytes_of(&want),
+                dtype,
+                norm_tol_slack(dtype),
+            )
+            .unwrap_or_else(|e| panic!("softmax {dtype} causal {len}x{len}: {e}"));
             checked += 1;
         }
     }

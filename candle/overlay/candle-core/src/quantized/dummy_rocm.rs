@@ -51,7 +51,13 @@ impl QRocmStorage {
         match *self {}
     }
 
-    pub fn embedding(&self, _: usize, _: usize, _: &RocmStorage, _: &Layout) -> Result<RocmStorage> {
+    pub fn embedding(
+        &self,
+        _: usize,
+        _: usize,
+        _: &RocmStorage,
+        _: &Layout,
+    ) -> Result<RocmStorage> {
         match *self {}
     }
 }

@@ -60,7 +60,11 @@ impl QRocmStorage {
     }
 
     /// Replaces the blocks with those of a host quantization of `xs`.
-    fn upload(&mut self, xs_len: usize, quantize: impl FnOnce(&mut dyn QuantizedType)) -> Result<()> {
+    fn upload(
+        &mut self,
+        xs_len: usize,
+        quantize: impl FnOnce(&mut dyn QuantizedType),
+    ) -> Result<()> {
         if byte_len(xs_len, self.dtype) != self.len {
             crate::bail!(
                 "quantize: {xs_len} values do not fill a {:?} tensor of {} bytes",
@@ -193,5 +197,7 @@ pub fn load_quantized<T: GgmlType + Send + Sync + 'static>(
 
 /// Quantized storage on `device` from the bytes of ggml blocks.
 pub fn from_bytes(device: &RocmDevice, bytes: &[u8], dtype: GgmlDType) -> Result<QStorage> {
-    Ok(QStorage::Rocm(QRocmStorage::from_bytes(device, bytes, dtype)?))
+    Ok(QStorage::Rocm(QRocmStorage::from_bytes(
+        device, bytes, dtype,
+    )?))
 }

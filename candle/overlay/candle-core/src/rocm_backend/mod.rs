@@ -67,9 +67,7 @@ fn cpu_to_bytes(s: &CpuStorage) -> Result<(rocm::DType, Vec<u8>)> {
         CpuStorage::F32(v) => le!(v, rocm::DType::F32),
         CpuStorage::F64(v) => le!(v, rocm::DType::F64),
         CpuStorage::F8E4M3(v) => (rocm::DType::F8E4M3, v.iter().map(|x| x.to_bits()).collect()),
-        other => {
-            return Err(crate::Error::UnsupportedDTypeForOp(other.dtype(), "to rocm").bt())
-        }
+        other => return Err(crate::Error::UnsupportedDTypeForOp(other.dtype(), "to rocm").bt()),
     })
 }
 
@@ -189,7 +187,10 @@ impl RocmStorage {
     ) -> Result<Self> {
         let (al, bl) = (layout(alpha.1), layout(beta.1));
         let beta = Some((&beta.0.inner, &bl));
-        self.wrap(self.inner.layer_norm(&layout(l), &alpha.0.inner, &al, beta, eps))
+        self.wrap(
+            self.inner
+                .layer_norm(&layout(l), &alpha.0.inner, &al, beta, eps),
+        )
     }
 
     /// candle-nn's rope_i (`Interleaved`), rope (`Halves`) and rope_thd (`Thd`).
@@ -282,7 +283,10 @@ impl BackendStorage for RocmStorage {
     }
 
     fn cmp(&self, op: CmpOp, rhs: &Self, l: &Layout, rl: &Layout) -> Result<Self> {
-        self.wrap(self.inner.cmp(cmp_op(op), &rhs.inner, &layout(l), &layout(rl)))
+        self.wrap(
+            self.inner
+                .cmp(cmp_op(op), &rhs.inner, &layout(l), &layout(rl)),
+        )
     }
 
     fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Self> {
@@ -325,7 +329,10 @@ impl BackendStorage for RocmStorage {
             dilation: p.dilation,
             groups: 1,
         };
-        self.wrap(self.inner.conv1d(&layout(l), &kernel.inner, &layout(kl), &p))
+        self.wrap(
+            self.inner
+                .conv1d(&layout(l), &kernel.inner, &layout(kl), &p),
+        )
     }
 
     fn conv_transpose1d(
@@ -347,7 +354,10 @@ impl BackendStorage for RocmStorage {
             dilation: p.dilation,
             groups: 1,
         };
-        self.wrap(self.inner.conv_transpose1d(&layout(l), &kernel.inner, &layout(kl), &p))
+        self.wrap(
+            self.inner
+                .conv_transpose1d(&layout(l), &kernel.inner, &layout(kl), &p),
+        )
     }
 
     fn conv2d(
@@ -370,7 +380,10 @@ impl BackendStorage for RocmStorage {
             dilation: p.dilation,
             groups: 1,
         };
-        self.wrap(self.inner.conv2d(&layout(l), &kernel.inner, &layout(kl), &p))
+        self.wrap(
+            self.inner
+                .conv2d(&layout(l), &kernel.inner, &layout(kl), &p),
+        )
     }
 
     fn conv_transpose2d(
@@ -394,7 +407,10 @@ impl BackendStorage for RocmStorage {
             dilation: p.dilation,
             groups: 1,
         };
-        self.wrap(self.inner.conv_transpose2d(&layout(l), &kernel.inner, &layout(kl), &p))
+        self.wrap(
+            self.inner
+                .conv_transpose2d(&layout(l), &kernel.inner, &layout(kl), &p),
+        )
     }
 
     fn avg_pool2d(&self, l: &Layout, k: (usize, usize), s: (usize, usize)) -> Result<Self> {
@@ -423,11 +439,17 @@ impl BackendStorage for RocmStorage {
         scale_w: Option<f64>,
     ) -> Result<Self> {
         let l = layout(l);
-        self.wrap(self.inner.upsample_bilinear2d(&l, h, w, align_corners, scale_h, scale_w))
+        self.wrap(
+            self.inner
+                .upsample_bilinear2d(&l, h, w, align_corners, scale_h, scale_w),
+        )
     }
 
     fn gather(&self, l: &Layout, ids: &Self, ids_l: &Layout, dim: usize) -> Result<Self> {
-        self.wrap(self.inner.gather(&layout(l), &ids.inner, &layout(ids_l), dim))
+        self.wrap(
+            self.inner
+                .gather(&layout(l), &ids.inner, &layout(ids_l), dim),
+        )
     }
 
     fn scatter_set(
@@ -461,7 +483,10 @@ impl BackendStorage for RocmStorage {
     }
 
     fn index_select(&self, ids: &Self, l: &Layout, ids_l: &Layout, dim: usize) -> Result<Self> {
-        self.wrap(self.inner.index_select(&ids.inner, &layout(l), &layout(ids_l), dim))
+        self.wrap(
+            self.inner
+                .index_select(&ids.inner, &layout(l), &layout(ids_l), dim),
+        )
     }
 
     fn index_add(
@@ -474,7 +499,10 @@ impl BackendStorage for RocmStorage {
         dim: usize,
     ) -> Result<Self> {
         let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
-        self.wrap(self.inner.index_add(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim))
+        self.wrap(
+            self.inner
+                .index_add(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim),
+        )
     }
 
     fn matmul(
@@ -559,7 +587,13 @@ impl BackendDevice for RocmDevice {
         Ok(self.wrap_storage(s.map_err(wrap)?))
     }
 
-    fn rand_normal(&self, shape: &Shape, dtype: DType, mean: f64, std: f64) -> Result<Self::Storage> {
+    fn rand_normal(
+        &self,
+        shape: &Shape,
+        dtype: DType,
+        mean: f64,
+        std: f64,
+    ) -> Result<Self::Storage> {
         let dt = dtype_to_rocm(dtype, "rand_normal")?;
         let s = self.0.rand_normal(shape.elem_count(), dt, mean, std);
         Ok(self.wrap_storage(s.map_err(wrap)?))
