@@ -19,6 +19,15 @@ fn opening_a_rocm_device_is_an_error_or_a_working_device() {
         Err(e) => {
             let text = e.to_string();
             println!("no rocm device: {text}");
+            // names what it looked for, and how to get it
+            assert!(
+                text.contains("could not be loaded") || text.contains("no device"),
+                "{text}"
+            );
+            assert!(
+                text.contains("install") || text.contains("no device"),
+                "{text}"
+            );
             assert!(!candle_core::utils::rocm_is_available());
             assert!(Device::rocm_if_available(0).unwrap().is_cpu());
         }

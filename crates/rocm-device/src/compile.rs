@@ -118,14 +118,18 @@ pub fn read_entry(path: &Path) -> Option<Vec<u8>> {
 pub fn write_entry(path: &Path, image: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile_in(dir)?;
-    tmp.1.write_all(MAGIC)?;
-    tmp.1.write_all(&Sha256::digest(image))?;
-    tmp.1.write_all(image)?;
-    tmp.1.sync_all()?;
-    drop(tmp.1);
-    std::fs::rename(&tmp.0, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp.0);
+    let (tmp, mut file) = tempfile_in(dir)?;
+    let written = (|| {
+        file.write_all(MAGIC)?;
+        file.write_all(&Sha256::digest(image))?;
+        file.write_all(image)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, path)
+    })();
+    // A full disk or a refused rename leaves no partial file behind.
+    written.inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
     })
 }
 

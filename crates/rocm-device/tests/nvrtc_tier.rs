@@ -65,3 +65,149 @@ fn one_dtype_variants_compile_through_nvrtc() {
         }
     }
 }
+
+/// The kernel cache's entries under `dir`, temporary files included.
+fn cache_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(cache_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn compile_fill(dir: &std::path::Path) -> rocm_device::compile::Origin {
+    compile_for_arch(Platform::Nvidia, &kernels::FILL, "sm_90", &[], Some(dir))
+        .expect("compiling must succeed whatever the cache's state")
+        .origin
+}
+
+const CHILD_CACHE_ENV: &str = "CANDLE_ROCM_TEST_CHILD_CACHE";
+
+/// Run as a child process by `kernel_cache_faults_recompile_warn_and_go_on`: compiles the
+/// fill module through the cache in `$CANDLE_ROCM_TEST_CHILD_CACHE` (nothing without it).
+#[test]
+#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
+fn child_compiles_fill_through_the_cache() {
+    if let Ok(dir) = std::env::var(CHILD_CACHE_ENV) {
+        let origin = compile_fill(std::path::Path::new(&dir));
+        println!("CHILD-ORIGIN {origin:?}");
+    }
+}
+
+/// Runs `child_compiles_fill_through_the_cache` in another process; `shell_prefix` runs
+/// before it in `sh` (e.g. a file-size limit).
+fn spawn_child(dir: &std::path::Path, shell_prefix: &str) -> std::process::Child {
+    let exe = std::env::current_exe().unwrap();
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{shell_prefix} exec \"$0\" --exact child_compiles_fill_through_the_cache --ignored --nocapture"
+        ))
+        .arg(exe)
+        .env(CHILD_CACHE_ENV, dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn child_output(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child failed: {text}");
+    text
+}
+
+/// Kernel cache faults never stop a compile: an unwritable folder, a full disk, a truncated
+/// or corrupt entry (recompiled and healed), two processes writing one entry at once.
+#[test]
+#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
+fn kernel_cache_faults_recompile_warn_and_go_on() {
+    use rocm_device::compile::Origin;
+    let root = tempfile::tempdir().unwrap();
+
+    // A folder that cannot be created (its parent is a file): compiles, nothing cached.
+    let blocker = root.path().join("a-file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let unwritable = blocker.join("cache");
+    assert_eq!(compile_fill(&unwritable), Origin::Compiled);
+    assert_eq!(compile_fill(&unwritable), Origin::Compiled);
+
+    // A read-only folder (root may still write there: either way the compile succeeds and
+    // whatever was written is a valid entry).
+    let read_only = root.path().join("read-only");
+    std::fs::create_dir_all(&read_only).unwrap();
+    let mut perms = std::fs::metadata(&read_only).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o555);
+    std::fs::set_permissions(&read_only, perms).unwrap();
+    assert_eq!(compile_fill(&read_only), Origin::Compiled);
+    let again = compile_fill(&read_only);
+    let writable = cache_files(&read_only)
+        .iter()
+        .any(|p| p.extension().is_some());
+    assert_eq!(
+        again,
+        if writable {
+            Origin::DiskCache
+        } else {
+            Origin::Compiled
+        }
+    );
+
+    // A full disk: no byte can be written (file-size limit 0, SIGXFSZ ignored so the
+    // write fails with EFBIG). The child compiles; no entry and no temporary file remain.
+    let full = root.path().join("full");
+    let text = child_output(spawn_child(&full, "trap '' XFSZ; ulimit -f 0;"));
+    assert!(text.contains("CHILD-ORIGIN Compiled"), "{text}");
+    assert!(cache_files(&full).is_empty(), "{:?}", cache_files(&full));
+
+    // Truncated and corrupt entries: recompiled, then healed.
+    let dir = root.path().join("cache");
+    assert_eq!(compile_fill(&dir), Origin::Compiled);
+    assert_eq!(compile_fill(&dir), Origin::DiskCache);
+    let entry = cache_files(&dir).pop().unwrap();
+    let bytes = std::fs::read(&entry).unwrap();
+    std::fs::write(&entry, &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(compile_fill(&dir), Origin::Compiled);
+    assert_eq!(compile_fill(&dir), Origin::DiskCache);
+    let mut flipped = std::fs::read(&entry).unwrap();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0xff;
+    std::fs::write(&entry, &flipped).unwrap();
+    assert_eq!(compile_fill(&dir), Origin::Compiled);
+    assert_eq!(compile_fill(&dir), Origin::DiskCache);
+
+    // Two processes compiling the same module into an empty cache at once: both succeed,
+    // one valid entry remains, no temporary files.
+    let shared = root.path().join("shared");
+    let (a, b) = (spawn_child(&shared, ""), spawn_child(&shared, ""));
+    for text in [child_output(a), child_output(b)] {
+        assert!(text.contains("CHILD-ORIGIN"), "{text}");
+    }
+    let files = cache_files(&shared);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(compile_fill(&shared), Origin::DiskCache);
+}
+
+/// An unknown `CANDLE_ROCM_PLATFORM` is a typed error naming the value.
+#[test]
+fn an_unknown_platform_name_is_a_typed_error() {
+    let e = "vulkan".parse::<Platform>().unwrap_err();
+    assert!(
+        matches!(e, rocm_device::Error::InvalidPlatform(ref v) if v == "vulkan"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("vulkan"), "{e}");
+}
