@@ -392,9 +392,9 @@ fn amd_tier() -> TierOutcome {
     outcome_of(Ok((all_ok, all)))
 }
 
-/// Candle's test binaries that hold device tests (`test_device!`, the transfer tests):
-/// packed for the GPU machine, where their ROCm arms run on `Device::Rocm`.
-const CANDLE_DEVICE_TESTS: [&str; 9] = [
+/// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
+/// the e2e reliability suite: packed for the GPU machine, where they run on `Device::Rocm`.
+const CANDLE_DEVICE_TESTS: [&str; 10] = [
     "candle-core/bilinear_tests",
     "candle-core/conv_tests",
     "candle-core/grad_tests",
@@ -404,6 +404,7 @@ const CANDLE_DEVICE_TESTS: [&str; 9] = [
     "candle-core/quantized_tests",
     "candle-core/tensor_tests",
     "candle-nn/ops",
+    "e2e/reliability",
 ];
 /// Features of the materialised workspace for Candle's tests on the nvidia platform.
 const CANDLE_NVIDIA_FEATURES: &str = "candle-core/rocm,candle-nn/rocm,candle-rocm/nvidia";
@@ -622,6 +623,8 @@ pub fn gpu_pack() -> Result<bool, String> {
                 "candle-core",
                 "-p",
                 "candle-nn",
+                "-p",
+                "candle-rocm-e2e",
                 "--features",
                 CANDLE_NVIDIA_FEATURES,
             ],
