@@ -69,6 +69,10 @@ enum Expect {
     Computes,
 }
 
+/// Cases the GPU computes and Candle 0.11.1's CPU refuses (candle-rocm's GPU tests check
+/// their values against higher-precision references).
+const SUPERSETS: [&str; 2] = ["conv2d BF16", "rms_norm F64"];
+
 #[derive(Default)]
 struct Tally {
     tried: usize,
@@ -104,7 +108,11 @@ impl Tally {
             }
             (Expect::LikeCpu, Some(Ok(Err(_))), Ok(Err(_))) => Ok(()),
             (Expect::LikeCpu, Some(Ok(Err(e))), Ok(Ok(_))) => {
-                Err(format!("the CPU errs ({e}), the GPU computes"))
+                if SUPERSETS.contains(&name.as_str()) {
+                    Ok(())
+                } else {
+                    Err(format!("the CPU errs ({e}), the GPU computes"))
+                }
             }
             // the CPU panicked (a Candle 0.11.1 CPU bug): the GPU answered without panicking
             (Expect::LikeCpu, Some(Err(_)), Ok(_)) => Ok(()),
@@ -507,8 +515,10 @@ impl Stream {
     }
 }
 
-/// One random op on `dev`; the same draws give the same op on any device.
-fn soak_op(s: &mut Stream, dev: &Device) -> Result<Tensor> {
+/// One random op on `dev`; the same draws give the same op on any device. As a `reference`
+/// the op computes in f32 from the same (rounded) inputs and rounds once at the end, so the
+/// comparison measures the GPU, not the CPU's 16-bit arithmetic.
+fn soak_op(s: &mut Stream, dev: &Device, reference: bool) -> Result<Tensor> {
     let dtype = [DType::F32, DType::F16, DType::BF16][s.below(3)];
     let (m, n, k) = (1 + s.below(48), 1 + s.below(48), 1 + s.below(48));
     let seed = s.next();
@@ -519,9 +529,15 @@ fn soak_op(s: &mut Stream, dev: &Device) -> Result<Tensor> {
                 (((i as u64 ^ seed).wrapping_mul(0x9e37_79b9) >> 7) % 2001) as f32 / 1000.0 - 1.0
             })
             .collect();
-        Tensor::from_vec(v, dims, dev)?.to_dtype(dtype)
+        let rounded = Tensor::from_vec(v, dims, dev)?.to_dtype(dtype)?;
+        if reference {
+            rounded.to_dtype(DType::F32)
+        } else {
+            Ok(rounded)
+        }
     };
-    Ok(match s.below(12) {
+    let op = s.below(12);
+    let out = match op {
         0 => (x(&[m, n])? + x(&[m, n])?)?,
         1 => x(&[m, n])?.broadcast_mul(&x(&[1, n])?)?,
         2 => x(&[m, n])?.exp()?,
@@ -534,7 +550,13 @@ fn soak_op(s: &mut Stream, dev: &Device) -> Result<Tensor> {
         9 => Tensor::cat(&[&x(&[m, n])?, &x(&[k, n])?], 0)?,
         10 => x(&[m, n])?.max_keepdim(1)?,
         _ => candle_nn::ops::rms_norm(&x(&[m, n])?, &x(&[n])?, 1e-5)?,
-    })
+    };
+    // op 6 is the cast to f32 itself
+    if reference && op != 6 {
+        out.to_dtype(dtype)
+    } else {
+        Ok(out)
+    }
 }
 
 #[test]
@@ -560,9 +582,10 @@ fn soak_100k_mixed_ops_in_8_threads() {
                         let (mut checked, mut bad) = (0u64, Vec::new());
                         for i in 0..OPS_PER_THREAD_ROUND {
                             let before = s.0;
-                            let got = soak_op(&mut s, &gpu).unwrap();
+                            let got = soak_op(&mut s, &gpu, false).unwrap();
                             if i % CHECK_EVERY == 0 {
-                                let want = soak_op(&mut Stream(before), &Device::Cpu).unwrap();
+                                let want =
+                                    soak_op(&mut Stream(before), &Device::Cpu, true).unwrap();
                                 checked += 1;
                                 if let Some(m) = mismatch(&want, &got) {
                                     bad.push(format!("round {round} thread {thread} op {i}: {m}"));
