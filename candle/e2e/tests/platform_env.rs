@@ -7,7 +7,12 @@ use candle_core::Device;
 fn an_unknown_platform_is_a_typed_error() {
     std::env::set_var("CANDLE_ROCM_PLATFORM", "vulkan");
     let e = Device::new_rocm(0).unwrap_err();
-    assert!(matches!(e, candle_core::Error::Rocm(_)), "{e:?}");
+    // with RUST_BACKTRACE set, candle wraps errors in WithBacktrace
+    let inner = match &e {
+        candle_core::Error::WithBacktrace { inner, .. } => inner.as_ref(),
+        other => other,
+    };
+    assert!(matches!(inner, candle_core::Error::Rocm(_)), "{e:?}");
     assert!(e.to_string().contains("vulkan"), "{e}");
     assert!(!candle_core::utils::rocm_is_available());
 }
