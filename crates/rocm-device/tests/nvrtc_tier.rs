@@ -200,14 +200,3 @@ fn kernel_cache_faults_recompile_warn_and_go_on() {
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(compile_fill(&shared), Origin::DiskCache);
 }
-
-/// An unknown `CANDLE_ROCM_PLATFORM` is a typed error naming the value.
-#[test]
-fn an_unknown_platform_name_is_a_typed_error() {
-    let e = "vulkan".parse::<Platform>().unwrap_err();
-    assert!(
-        matches!(e, rocm_device::Error::InvalidPlatform(ref v) if v == "vulkan"),
-        "{e}"
-    );
-    assert!(e.to_string().contains("vulkan"), "{e}");
-}
