@@ -406,6 +406,16 @@ const CANDLE_DEVICE_TESTS: [&str; 10] = [
     "candle-nn/ops",
     "e2e/reliability",
 ];
+/// The packages of the materialised workspace whose tests run: in the CPU tier and, for
+/// their device tests, in the GPU pack.
+const CANDLE_TEST_PACKAGES: [&str; 6] = [
+    "-p",
+    "candle-core",
+    "-p",
+    "candle-nn",
+    "-p",
+    "candle-rocm-e2e",
+];
 /// Features of the materialised workspace for Candle's tests on the nvidia platform.
 const CANDLE_NVIDIA_FEATURES: &str = "candle-core/rocm,candle-nn/rocm,candle-rocm/nvidia";
 
@@ -454,20 +464,18 @@ fn candle_tier() -> TierOutcome {
         }
     }
     // `bf16_lfm_op_timings` times ops for two minutes in a debug build; it checks no result.
-    let tests = run_echo(crate::candle::cargo_in_workspace().args([
-        "test",
-        "-p",
-        "candle-core",
-        "-p",
-        "candle-nn",
-        "-p",
-        "candle-rocm-e2e",
-        "--features",
-        "candle-core/rocm,candle-nn/rocm",
-        "--",
-        "--skip",
-        "bf16_lfm_op_timings",
-    ]));
+    let tests = run_echo(
+        crate::candle::cargo_in_workspace()
+            .arg("test")
+            .args(CANDLE_TEST_PACKAGES)
+            .args([
+                "--features",
+                "candle-core/rocm,candle-nn/rocm",
+                "--",
+                "--skip",
+                "bf16_lfm_op_timings",
+            ]),
+    );
     match outcome_of(tests) {
         TierOutcome::Ran {
             passed: p,
@@ -618,16 +626,11 @@ pub fn gpu_pack() -> Result<bool, String> {
         test_executables_of(
             crate::candle::cargo_in_workspace(),
             &[
-                "--release",
-                "-p",
-                "candle-core",
-                "-p",
-                "candle-nn",
-                "-p",
-                "candle-rocm-e2e",
-                "--features",
-                CANDLE_NVIDIA_FEATURES,
-            ],
+                &["--release"][..],
+                &CANDLE_TEST_PACKAGES,
+                &["--features", CANDLE_NVIDIA_FEATURES],
+            ]
+            .concat(),
         )?
         .into_iter()
         .filter(|(n, _)| CANDLE_DEVICE_TESTS.contains(&n.as_str())),

@@ -7,6 +7,8 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 use candle_transformers::models::llama::{Cache, Config, Llama};
 
+use crate::SplitMix64;
+
 /// A small model for the CPU comparison (about 6M parameters).
 pub fn small_config() -> Config {
     config(256, 688, 2048, 4, 8, 4)
@@ -44,7 +46,7 @@ fn config(
 }
 
 /// Weights on request: a constant where the layer asks for one (norm scales), else
-/// N(0, std^2) from a splitmix64 stream seeded by `seed` and the tensor's name.
+/// N(0, std^2) from a [`SplitMix64`] stream seeded by `seed` and the tensor's name.
 struct SeededWeights {
     seed: u64,
     std: f64,
@@ -57,16 +59,9 @@ fn fnv1a(name: &str) -> u64 {
 }
 
 fn normal_values(seed: u64, n: usize, std: f64) -> Vec<f32> {
-    let mut state = seed;
-    let mut next_unit = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        // (0, 1]: never 0, so the logarithm below is finite
-        ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    };
+    let mut stream = SplitMix64(seed);
+    // (0, 1]: never 0, so the logarithm below is finite
+    let mut next_unit = move || ((stream.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
     (0..n)
         .map(|_| {
             let (u1, u2) = (next_unit(), next_unit());

@@ -199,10 +199,9 @@ fn export_f16(from: &Path, to: &Path) -> DemoResult<()> {
 }
 
 fn run() -> DemoResult<bool> {
-    let mut args = std::env::args().skip(1);
-    if let Some("--export-f16") = std::env::args().nth(1).as_deref() {
-        let (from, to) = (std::env::args().nth(2), std::env::args().nth(3));
-        let (Some(from), Some(to)) = (from, to) else {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.next_if_eq("--export-f16").is_some() {
+        let (Some(from), Some(to)) = (args.next(), args.next()) else {
             return Err("--export-f16 <model folder> <destination>".into());
         };
         export_f16(Path::new(&from), Path::new(&to))?;

@@ -8,6 +8,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use candle_core::{DType, Device, IndexOp, Result, Tensor, D};
+use candle_rocm_e2e::SplitMix64;
 
 /// Values as f64 (f8e4m3 through f32: Candle 0.11.1's direct f8 -> f64 never returns).
 fn values(t: &Tensor) -> Vec<f64> {
@@ -499,29 +500,13 @@ fn more_than_2_pow_32_elements() {
     assert_eq!(y.to_vec1::<u8>().unwrap(), vec![2u8; 8]);
 }
 
-/// A splitmix64 stream: the soak's shapes, dtypes and ops, reproducible per thread.
-struct Stream(u64);
-
-impl Stream {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// One random op on `dev`; the same draws give the same op on any device. As a `reference`
 /// the op computes in f32 from the same (rounded) inputs and rounds once at the end, so the
 /// comparison measures the GPU, not the CPU's 16-bit arithmetic.
-fn soak_op(s: &mut Stream, dev: &Device, reference: bool) -> Result<Tensor> {
+fn soak_op(s: &mut SplitMix64, dev: &Device, reference: bool) -> Result<Tensor> {
     let dtype = [DType::F32, DType::F16, DType::BF16][s.below(3)];
     let (m, n, k) = (1 + s.below(48), 1 + s.below(48), 1 + s.below(48));
-    let seed = s.next();
+    let seed = s.next_u64();
     let x = |dims: &[usize]| -> Result<Tensor> {
         let count: usize = dims.iter().product();
         let v: Vec<f32> = (0..count)
@@ -578,14 +563,14 @@ fn soak_100k_mixed_ops_in_8_threads() {
                 .map(|thread| {
                     let gpu = gpu.clone();
                     scope.spawn(move || {
-                        let mut s = Stream(round * 1_000_003 + thread * 7_919 + 1);
+                        let mut s = SplitMix64(round * 1_000_003 + thread * 7_919 + 1);
                         let (mut checked, mut bad) = (0u64, Vec::new());
                         for i in 0..OPS_PER_THREAD_ROUND {
                             let before = s.0;
                             let got = soak_op(&mut s, &gpu, false).unwrap();
                             if i % CHECK_EVERY == 0 {
                                 let want =
-                                    soak_op(&mut Stream(before), &Device::Cpu, true).unwrap();
+                                    soak_op(&mut SplitMix64(before), &Device::Cpu, true).unwrap();
                                 checked += 1;
                                 if let Some(m) = mismatch(&want, &got) {
                                     bad.push(format!("round {round} thread {thread} op {i}: {m}"));
