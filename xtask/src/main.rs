@@ -4,7 +4,9 @@
 //! - `cargo xtask gpu-pack`: stripped release test binaries + `run.sh` into `.gpu/`.
 //! - `cargo xtask demo`: discovery and a smoke kernel on the first device.
 //! - `cargo xtask candle`: Candle's crates with our `rocm` patches, under `target/candle/`.
+//! - `cargo xtask bench-pack`: the benchmarks and their peers into `.bench/`.
 
+mod bench;
 mod candle;
 mod demo;
 mod tiers;
@@ -19,7 +21,8 @@ fn usage() -> ExitCode {
          test       run every verification tier this machine allows (unit, NVRTC, AMD chroot, GPU)\n  \
          gpu-pack   build the GPU test suite and demo into .gpu/ (run there: bash .gpu/run.sh)\n  \
          demo       list platforms, libraries and devices, then run a smoke kernel\n  \
-         candle     materialise Candle's crates with our patches under target/candle/"
+         candle     materialise Candle's crates with our patches under target/candle/\n  \
+         bench-pack build the benchmarks, Candle CUDA and torch peers into .bench/ (run there: bash .bench/run.sh)"
     );
     ExitCode::from(2)
 }
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Some("gpu-pack") => tiers::gpu_pack(),
         Some("demo") => demo::run(),
         Some("candle") => candle::run(),
+        Some("bench-pack") => bench::bench_pack(),
         _ => return usage(),
     };
     match result {

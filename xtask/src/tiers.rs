@@ -65,7 +65,7 @@ fn count_results(output: &str) -> (u64, u64) {
 }
 
 /// Runs a command, echoing its output, and returns (success, stdout + stderr).
-fn run_echo(cmd: &mut Command) -> Result<(bool, String), String> {
+pub(crate) fn run_echo(cmd: &mut Command) -> Result<(bool, String), String> {
     let shown = format!("{cmd:?}");
     println!("$ {shown}");
     let out = cmd
@@ -82,7 +82,7 @@ fn run_echo(cmd: &mut Command) -> Result<(bool, String), String> {
     Ok((out.status.success(), text))
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(root());
     c
@@ -161,7 +161,7 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn tools_dir() -> PathBuf {
+pub(crate) fn tools_dir() -> PathBuf {
     root().join("target").join("tools")
 }
 
@@ -553,7 +553,7 @@ pub fn test(args: &[String]) -> Result<bool, String> {
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs the packed GPU suite: every test binary with --include-ignored, then the demo.
-# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck] | --bench
+# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck]
 # GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
 # with it set the demo is left out.
 set -u
@@ -561,20 +561,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
-# The binaries (tests, benchmarks, model demo) travel compressed; unpacked once, here.
+# The binaries (tests, model demo) travel compressed; unpacked once, here.
 [ -d "$here/tests" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
-if [ "${1:-}" = "--bench" ]; then
-  # Benchmarks: ours, then torch eager on the same ops, merged into one table under $OUT.
-  out=${OUT:-$here/results}; mkdir -p "$out"
-  for b in "$here"/bench/*_bench; do
-    name=$(basename "$b")
-    echo "== $name"
-    "$b" | tee "$out/$name.jsonl" || exit 1
-    python3 "$here/bench/torch_${name%_bench}.py" "$out/$name.jsonl" "$out/$name.md" || exit 1
-  done
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
-  exit 0
-fi
 wrap=()
 if [ "${1:-}" = "--sanitize" ]; then
   # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
@@ -601,16 +589,6 @@ done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
 "#;
-
-/// Benchmark examples packed for the GPU machine: (package, example); each has a torch peer
-/// `bench/torch_<family>.py`.
-const BENCHES: [(&str, &str); 5] = [
-    ("rocm-elementwise", "elementwise_bench"),
-    ("rocm-blas", "matmul_bench"),
-    ("rocm-reduce", "reduce_bench"),
-    ("rocm-indexing", "indexing_bench"),
-    ("rocm-dnn", "conv_bench"),
-];
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
 pub fn gpu_pack() -> Result<bool, String> {
@@ -657,36 +635,6 @@ pub fn gpu_pack() -> Result<bool, String> {
     if !ok {
         return Err("building the demo failed".into());
     }
-    // Benchmarks: release examples named `*_bench`, with their torch peers.
-    let bench_dir = out.join("bench");
-    std::fs::create_dir_all(&bench_dir).map_err(|e| e.to_string())?;
-    for (package, example) in BENCHES {
-        let (ok, _) = run_echo(cargo().args([
-            "build",
-            "--release",
-            "-p",
-            package,
-            "--features",
-            "nvidia",
-            "--example",
-            example,
-        ]))?;
-        if !ok {
-            return Err(format!("building the benchmark {example} failed"));
-        }
-        let dest = bench_dir.join(example);
-        std::fs::copy(root().join("target/release/examples").join(example), &dest)
-            .map_err(|e| e.to_string())?;
-        strip(&dest)?;
-        let peer = format!("torch_{}.py", example.trim_end_matches("_bench"));
-        std::fs::copy(root().join("bench").join(&peer), bench_dir.join(&peer))
-            .map_err(|e| e.to_string())?;
-    }
-    std::fs::copy(
-        root().join("bench").join("benchlib.py"),
-        bench_dir.join("benchlib.py"),
-    )
-    .map_err(|e| e.to_string())?;
     let demo = out.join("xtask");
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;
@@ -714,14 +662,13 @@ pub fn gpu_pack() -> Result<bool, String> {
             .arg(out.join("binaries.tar.xz"))
             .arg("-C")
             .arg(&out)
-            .args(["tests", "bin", "bench"]),
+            .args(["tests", "bin"]),
     )?;
     if !ok {
         return Err("compressing the binaries failed".into());
     }
     std::fs::remove_dir_all(&tests_dir).map_err(|e| e.to_string())?;
     std::fs::remove_dir_all(out.join("bin")).map_err(|e| e.to_string())?;
-    std::fs::remove_dir_all(&bench_dir).map_err(|e| e.to_string())?;
     let model_dir = out.join("models").join("all-MiniLM-L6-v2");
     let size: u64 = std::fs::read_dir(&out)
         .map_err(|e| e.to_string())?
@@ -736,7 +683,7 @@ pub fn gpu_pack() -> Result<bool, String> {
         .map(|m| m.len())
         .sum();
     println!(
-        "packed {} test binaries, the benchmarks and the demos into {} ({:.1} MiB)",
+        "packed {} test binaries and the demos into {} ({:.1} MiB)",
         packed,
         out.display(),
         size as f64 / 1048576.0
@@ -747,7 +694,7 @@ pub fn gpu_pack() -> Result<bool, String> {
     Ok(true)
 }
 
-fn strip(path: &Path) -> Result<(), String> {
+pub(crate) fn strip(path: &Path) -> Result<(), String> {
     match Command::new("strip").arg(path).status() {
         Ok(s) if s.success() => Ok(()),
         _ => {

@@ -1,0 +1,247 @@
+"""Merges one run of .bench/run.sh into bench.json (every raw figure) and bench.md (the tables).
+Usage: python3 report.py WORK_DIR COMMIT_FILE OUT_DIR"""
+import datetime
+import glob
+import json
+import os
+import struct
+import sys
+
+PEERS = ["rocm", "cuda", "torch"]
+PEER_NAMES = {"rocm": "candle-rocm", "cuda": "Candle CUDA", "torch": "torch eager"}
+
+
+def lines(path):
+    if not os.path.exists(path):
+        return []
+    return [json.loads(l) for l in open(path) if l.startswith("{")]
+
+
+def rate(row):
+    """GB/s or TFLOP/s of a row (None where it failed)."""
+    if "us" not in row:
+        return None
+    if "flops" in row:
+        return row["flops"] / row["us"] / 1e6
+    return row["bytes"] / row["us"] / 1e3
+
+
+def fmt(v, digits=0):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def op_tables(work):
+    passes = {}
+    for p in (1, 2):
+        rows = lines(f"{work}/ops-{p}.jsonl") + lines(f"{work}/torch-ops-{p}.jsonl")
+        passes[p] = {(r["op"], r["dtype"], r["size"], r["device"]): r for r in rows}
+    cases = []
+    for r in lines(f"{work}/ops-1.jsonl"):
+        key = (r["op"], r["dtype"], r["size"])
+        if r["device"] == "rocm" and key not in [c[:3] for c in cases]:
+            cases.append((*key, r["family"], "flops" in r))
+    copies = [rate(r) for r in passes[1].values() if r["op"] == "copy" and r["size"] == "large"]
+    ceiling = max([c for c in copies if c], default=None)
+    large, small, flagged = [], [], []
+    for op, dtype, size, family, is_flops in cases:
+        got = {d: passes[1].get((op, dtype, size, d), {}) for d in PEERS}
+        again = {d: passes[2].get((op, dtype, size, d), {}) for d in PEERS}
+        noise = max(
+            [abs(rate(got[d]) - rate(again[d])) / min(rate(got[d]), rate(again[d]))
+             for d in PEERS if rate(got[d]) and rate(again[d])],
+            default=None,
+        )
+        noise = fmt(None if noise is None else 100 * noise) + "%"
+        ours, cuda, tch = (rate(got[d]) for d in PEERS)
+        errors = "; ".join(f"{PEER_NAMES[d]}: {got[d]['error']}" for d in PEERS if "error" in got[d])
+        if size == "large":
+            unit = "TFLOP/s" if is_flops else "GB/s"
+            # matmul/conv: the ceiling is the faster vendor library (cuBLAS/cuDNN) of the peers
+            top = max([v for v in (cuda, tch) if v], default=None) if is_flops else ceiling
+            pct = ratio(ours, top)
+            large.append(
+                f"| {family} | {op} | {dtype} | {fmt(ours, 1 if is_flops else 0)} {unit} "
+                f"| {fmt(None if pct is None else 100 * pct)}% | {fmt(cuda, 1 if is_flops else 0)} "
+                f"| {fmt(tch, 1 if is_flops else 0)} | {fmt(ratio(ours, cuda), 2)} "
+                f"| {fmt(ratio(ours, tch), 2)} | {noise} | {errors} |"
+            )
+            below = []
+            if ours is not None and cuda is not None and ours < cuda:
+                below.append(f"{ratio(ours, cuda):.2f}x Candle CUDA")
+            if pct is not None and pct < 0.8:
+                below.append(f"{100 * pct:.0f}% of the ceiling")
+            if ours is None:
+                below.append("failed")
+            if below:
+                flagged.append(f"- {op} {dtype} (memory-bound): " + ", ".join(below))
+        else:
+            us = {d: got[d].get("us") for d in PEERS}
+            small.append(
+                f"| {family} | {op} | {dtype} | {fmt(us['rocm'], 1)} | {fmt(us['cuda'], 1)} "
+                f"| {fmt(us['torch'], 1)} | {fmt(ratio(us['cuda'], us['rocm']), 2)} "
+                f"| {fmt(ratio(us['torch'], us['rocm']), 2)} | {noise} | {errors} |"
+            )
+            if us["rocm"] is not None and us["cuda"] is not None and us["rocm"] > us["cuda"]:
+                flagged.append(
+                    f"- {op} {dtype} (4 K elements): {us['rocm']:.1f} us per call against "
+                    f"Candle CUDA's {us['cuda']:.1f}"
+                )
+    md = [
+        "## Ops through Candle's API, memory-bound (inputs of 256 MiB; matmul and conv at full size)",
+        "",
+        f"Ceiling: the fastest device-to-device copy of the run, {fmt(ceiling)} GB/s (bytes read + "
+        "written). For matmul and conv the % column is against the faster of Candle CUDA and torch "
+        "(cuBLAS, cuDNN). Ratios are speed: above 1, candle-rocm is faster. Noise: the largest "
+        "difference between the two passes among the three peers.",
+        "",
+        "| family | op | dtype | candle-rocm | % of ceiling | Candle CUDA | torch | vs Candle CUDA "
+        "| vs torch | noise | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        *large,
+        "",
+        "## Ops through Candle's API, launch-bound (4 K elements): microseconds per call",
+        "",
+        "Host work plus launch, per call, in a loop of calls (median over batches). Ratios: "
+        "the peer's time over ours; above 1, candle-rocm is faster.",
+        "",
+        "| family | op | dtype | candle-rocm us | Candle CUDA us | torch us | vs Candle CUDA "
+        "| vs torch | noise | errors |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+        *small,
+    ]
+    raw = [dict(r, **{"pass": p}) for p in (1, 2) for r in passes[p].values()]
+    return md, flagged, raw, ceiling
+
+
+def read_f32(path):
+    if not os.path.exists(path):
+        return None
+    data = open(path, "rb").read()
+    return struct.unpack(f"<{len(data) // 4}f", data)
+
+
+def memory_by_pid(work):
+    peak = {}
+    for line in open(f"{work}/mem.csv") if os.path.exists(f"{work}/mem.csv") else []:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            peak[int(parts[0])] = max(peak.get(int(parts[0]), 0), int(parts[1]))
+    return peak
+
+
+def model_table(work):
+    peaks = memory_by_pid(work)
+    runs, md, checks = [], [], {}
+    for p in (1, 2):
+        for d in PEERS:
+            r = lines(f"{work}/model-{d}-{p}.json")
+            if not r:
+                continue
+            r = dict(r[-1], **{"pass": p})
+            pid_file = f"{work}/pid-{d}-{p}"
+            if os.path.exists(pid_file):
+                r["process_peak_mib"] = peaks.get(int(open(pid_file).read().strip()))
+            r["first_logits"] = read_f32(f"{work}/logits-{d}-{p}.f32")
+            runs.append(r)
+    if not runs:
+        return ["## Model", "", "not run"], [], checks
+    ref = next((r for r in runs if r["device"] == "cuda" and r["pass"] == 1), None)
+    md += [
+        f"## Model: {runs[0].get('model', 'llama')}",
+        "",
+        f"Prefill {runs[0]['prefill_tokens']} tokens (median of the timed runs, after a warm-up), "
+        f"then {runs[0]['decode_tokens']} greedy tokens, the argmax read back every step. Same "
+        "weights on every peer (seeded; torch loads the file the bench wrote). Process memory: "
+        "the largest `nvidia-smi` sample of the process (context included), every 100 ms.",
+        "",
+        "| peer | pass | prefill tokens/s | decode tokens/s | process memory MiB | allocator peak MiB "
+        "| tokens equal to Candle CUDA's | first-step logits: max abs diff to Candle CUDA |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        equal = diff = None
+        if ref is not None:
+            equal = 0
+            for a, b in zip(r["tokens"], ref["tokens"]):
+                if a != b:
+                    break
+                equal += 1
+            if r["first_logits"] and ref["first_logits"]:
+                diff = max(abs(a - b) for a, b in zip(r["first_logits"], ref["first_logits"]))
+        alloc = r.get("pool_peak_bytes") or r.get("allocator_peak_bytes")
+        name = PEER_NAMES[r["device"]] + (f" ({r['impl']})" if "impl" in r else "")
+        md.append(
+            f"| {name} | {r['pass']} | {r['prefill_tokens_per_s']:.0f} | {r['decode_tokens_per_s']:.1f} "
+            f"| {fmt(r.get('process_peak_mib'))} | {fmt(None if alloc is None else alloc / 2**20)} "
+            f"| {fmt(equal)} of {len(r['tokens'])} | {fmt(diff, 4)} |"
+        )
+        checks[f"{r['device']}-{r['pass']}"] = {"tokens_equal_to_cuda": equal, "logits_max_abs_diff": diff}
+        if ref and r["first_logits"]:
+            checks[f"{r['device']}-{r['pass']}"]["logits_max_abs"] = max(abs(v) for v in r["first_logits"])
+    for r in runs:
+        r.pop("first_logits", None)
+    return md, runs, checks
+
+
+def torch_version():
+    try:
+        import torch
+
+        return torch.__version__
+    except ImportError:
+        return "not installed"
+
+
+def main():
+    work, commit_file, out = sys.argv[1:4]
+    gpu = open(f"{work}/gpu.txt").read().strip().split(", ")
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "gpu": gpu[0],
+        "driver": gpu[1] if len(gpu) > 1 else None,
+        "gpu_memory": gpu[2] if len(gpu) > 2 else None,
+        "commit": open(commit_file).read().strip(),
+        "torch": torch_version(),
+    }
+    ops_md, flagged, ops_raw, ceiling = op_tables(work)
+    model_md, model_raw, checks = model_table(work)
+    crate_md, crate_raw = [], {}
+    for path in sorted(glob.glob(f"{work}/crate-*.md")):
+        name = os.path.basename(path)[len("crate-"):-len(".md")]
+        crate_md += [f"### {name} (the op crate's own API, no Candle in between)", "",
+                     open(path).read().strip(), ""]
+        crate_raw[name] = lines(f"{work}/crate-{name}.jsonl")
+    md = [
+        f"# candle-rocm benchmarks, {meta['date']}",
+        "",
+        f"{meta['gpu']} ({meta['gpu_memory']}), driver {meta['driver']}, commit {meta['commit']}, "
+        f"torch {meta['torch']}. candle-rocm runs on the NVIDIA platform (HIP's NVIDIA path); "
+        "Candle CUDA is candle-core 0.11.1's `cuda` + `cudnn` backend in the same process; torch "
+        "eager in the same run. `cargo xtask bench-pack`, then `bash .bench/run.sh` on the GPU.",
+        "",
+        *model_md,
+        "",
+        *ops_md,
+        "",
+        "## Below Candle CUDA or below 80% of the ceiling",
+        "",
+        *(flagged or ["none"]),
+        "",
+        "## The op crates' own benchmarks",
+        "",
+        *(crate_md or ["not run"]),
+    ]
+    os.makedirs(out, exist_ok=True)
+    with open(f"{out}/bench.md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(f"{out}/bench.json", "w") as f:
+        json.dump({"meta": meta, "copy_ceiling_gbps": ceiling, "model": model_raw,
+                   "model_checks": checks, "ops": ops_raw, "crate_benches": crate_raw}, f, indent=1)
+    print("\n".join(md))
+
+
+main()

@@ -1,0 +1,98 @@
+//! `candle-rocm-bench`: Candle on Device::Rocm against Candle's CUDA backend (built with the
+//! `cuda` feature) in one process, op by op and on a llama model; the torch peers and the
+//! report live in `bench/`, and `cargo xtask bench-pack` packs it all for the GPU machine.
+//!
+//! ```text
+//! candle-rocm-bench ops [--quick]
+//! candle-rocm-bench model --device rocm|cuda|none [--repeats N] [--logits F]
+//!                         [--save-weights F] [--save-config F]
+//! ```
+//! Results are JSON lines on stdout; progress goes to stderr.
+
+mod model;
+mod ops;
+mod timing;
+
+use candle_core::Device;
+use candle_rocm_e2e::DemoResult;
+
+/// The seed of the model's weights (every device and torch load the same ones).
+const MODEL_SEED: u64 = 2026;
+
+fn open(name: &str) -> DemoResult<Device> {
+    match name {
+        "rocm" => Ok(Device::new_rocm(0)?),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Device::new_cuda(0)?),
+        other => Err(format!(
+            "unknown device {other:?} (rocm{})",
+            if cfg!(feature = "cuda") {
+                ", cuda"
+            } else {
+                "; cuda needs the `cuda` feature"
+            }
+        )
+        .into()),
+    }
+}
+
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn run(args: &[String]) -> DemoResult<()> {
+    match args.first().map(String::as_str) {
+        Some("ops") => {
+            let mut devices = vec![("rocm", open("rocm")?)];
+            if cfg!(feature = "cuda") {
+                devices.push(("cuda", open("cuda")?));
+            }
+            ops::run(&devices, args.iter().any(|a| a == "--quick"))?;
+        }
+        Some("model") => {
+            let device = flag_value(args, "--device").unwrap_or("rocm");
+            let repeats = flag_value(args, "--repeats").map_or(Ok(3), str::parse)?;
+            let config = model::config();
+            let weights = model::weights(&config, MODEL_SEED)?;
+            if let Some(path) = flag_value(args, "--save-weights") {
+                candle_core::safetensors::save(&weights, path)?;
+            }
+            if let Some(path) = flag_value(args, "--save-config") {
+                std::fs::write(path, model::config_json(&config, repeats).to_string())?;
+            }
+            // `--device none` only writes the files, for the torch peer
+            if device != "none" {
+                let dev = open(device)?;
+                let result = model::run_on(&config, &weights, &dev, repeats)?;
+                if let Some(path) = flag_value(args, "--logits") {
+                    let bytes: Vec<u8> = result
+                        .first_logits
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect();
+                    std::fs::write(path, bytes)?;
+                }
+                println!("{}", model::report(device, &config, &result));
+            }
+        }
+        _ => {
+            return Err(
+                "usage: candle-rocm-bench ops [--quick] | model --device rocm|cuda|none \
+                        [--repeats N] [--logits FILE] [--save-weights FILE] [--save-config FILE]"
+                    .into(),
+            )
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) = run(&args) {
+        eprintln!("candle-rocm-bench: {e}");
+        std::process::exit(1);
+    }
+}

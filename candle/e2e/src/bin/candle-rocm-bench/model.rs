@@ -1,0 +1,244 @@
+//! The model benchmark: candle-transformers' llama at about 1.1B parameters (bf16, 4 K
+//! context, seeded weights), prefill 512 tokens, then 128 greedy decode steps. One device per
+//! process, so the process's device memory is the model's (the run script samples it); the
+//! weights can be written out for the torch peer, which then runs the very same model.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use candle_core::{DType, Device, Result, Shape, Tensor, D};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::{Init, VarBuilder};
+use candle_rocm_e2e::llama::prompt;
+use candle_rocm_e2e::SplitMix64;
+use candle_transformers::models::llama::{Cache, Config, Llama};
+use serde_json::json;
+
+pub const PREFILL: usize = 512;
+pub const DECODE: usize = 128;
+
+/// Llama 3.2 1B's shape with Llama 2's vocabulary: 16 layers of width 2048, 8 K-V heads.
+pub fn config() -> Config {
+    Config {
+        hidden_size: 2048,
+        intermediate_size: 8192,
+        vocab_size: 32000,
+        num_hidden_layers: 16,
+        num_attention_heads: 32,
+        num_key_value_heads: 8,
+        use_flash_attn: false,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        bos_token_id: None,
+        eos_token_id: None,
+        rope_scaling: None,
+        max_position_embeddings: 4096,
+        tie_word_embeddings: false,
+    }
+}
+
+/// Records every tensor the model asks for: uniform values of standard deviation `std`
+/// (ones where the layer wants a constant), drawn on the host in parallel from streams
+/// seeded by the tensor's name and chunk, so every run gets the same weights.
+struct RecordingWeights {
+    seed: u64,
+    std: f32,
+    drawn: Mutex<HashMap<String, Tensor>>,
+}
+
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+const CHUNK: usize = 1 << 20;
+
+fn uniform_values(seed: u64, n: usize, std: f32) -> Vec<f32> {
+    let half_width = std * 3f32.sqrt();
+    let mut values = vec![0f32; n];
+    let threads = std::thread::available_parallelism().map_or(4, |t| t.get());
+    let chunks: Vec<(usize, &mut [f32])> = values.chunks_mut(CHUNK).enumerate().collect();
+    let per_thread = chunks.len().div_ceil(threads).max(1);
+    let mut chunks = chunks;
+    std::thread::scope(|scope| {
+        while !chunks.is_empty() {
+            let take = per_thread.min(chunks.len());
+            let mine: Vec<(usize, &mut [f32])> = chunks.drain(..take).collect();
+            scope.spawn(move || {
+                for (index, chunk) in mine {
+                    let mut stream = SplitMix64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9));
+                    for v in chunk.iter_mut() {
+                        let unit = (stream.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+                        *v = (2.0 * unit - 1.0) * half_width;
+                    }
+                }
+            });
+        }
+    });
+    values
+}
+
+/// The backend handed to the loader: it borrows the recorder, which outlives the load.
+struct Recorder<'a>(&'a RecordingWeights);
+
+impl SimpleBackend for Recorder<'_> {
+    fn get(&self, s: Shape, name: &str, h: Init, dtype: DType, dev: &Device) -> Result<Tensor> {
+        let n = s.elem_count();
+        let values = match h {
+            Init::Const(v) => vec![v as f32; n],
+            _ => uniform_values(self.0.seed ^ name_hash(name), n, self.0.std),
+        };
+        let t = Tensor::from_vec(values, s, &Device::Cpu)?.to_dtype(dtype)?;
+        self.0
+            .drawn
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("weight recorder poisoned".into()))?
+            .insert(name.to_string(), t.clone());
+        t.to_device(dev)
+    }
+
+    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> Result<Tensor> {
+        Err(candle_core::Error::CannotFindTensor {
+            path: name.to_string(),
+        }
+        .bt())
+    }
+
+    fn contains_tensor(&self, _: &str) -> bool {
+        true
+    }
+}
+
+/// The model's weights on the host (bf16), by the names candle-transformers and HF
+/// transformers both use.
+pub fn weights(config: &Config, seed: u64) -> Result<HashMap<String, Tensor>> {
+    let recorder = RecordingWeights {
+        seed,
+        // wide enough that the greedy picks are clear of bf16 rounding
+        std: 0.05,
+        drawn: Mutex::new(HashMap::new()),
+    };
+    // loading the model on the host makes it ask for every tensor once
+    let vb = VarBuilder::from_backend(Box::new(Recorder(&recorder)), DType::BF16, Device::Cpu);
+    drop(Llama::load(vb, config)?);
+    recorder
+        .drawn
+        .into_inner()
+        .map_err(|_| candle_core::Error::Msg("weight recorder poisoned".into()))
+}
+
+/// What one device's run measured.
+pub struct ModelRun {
+    pub prefill_seconds: Vec<f64>,
+    pub decode_seconds: f64,
+    pub tokens: Vec<u32>,
+    pub first_logits: Vec<f32>,
+    pub pool_peak_bytes: Option<usize>,
+}
+
+fn greedy_pick(logits: &Tensor) -> Result<u32> {
+    logits.argmax(D::Minus1)?.to_scalar::<u32>()
+}
+
+/// Prefill `PREFILL` tokens (a warm-up that also decodes, then `repeats` timed runs on fresh
+/// caches) and decode `DECODE` greedy tokens after the last one.
+pub fn run_on(
+    config: &Config,
+    weights: &HashMap<String, Tensor>,
+    dev: &Device,
+    repeats: usize,
+) -> Result<ModelRun> {
+    let vb = VarBuilder::from_tensors(weights.clone(), DType::BF16, dev);
+    let model = Llama::load(vb, config)?;
+    let input = Tensor::new(prompt(PREFILL, config.vocab_size).as_slice(), dev)?.unsqueeze(0)?;
+    let mut prefill_seconds = Vec::new();
+    let mut last = None;
+    for run in 0..=repeats {
+        let mut cache = Cache::new(true, DType::BF16, config, dev)?;
+        dev.synchronize()?;
+        let start = Instant::now();
+        let logits = model.forward(&input, 0, &mut cache)?.squeeze(0)?;
+        let next = greedy_pick(&logits)?;
+        if run > 0 {
+            prefill_seconds.push(start.elapsed().as_secs_f64());
+        } else {
+            // the warm-up also decodes, so no kernel is first loaded inside a timed loop
+            let mut token = next;
+            for step in 0..2 {
+                let x = Tensor::new(&[token], dev)?.unsqueeze(0)?;
+                let logits = model.forward(&x, PREFILL + step, &mut cache)?.squeeze(0)?;
+                token = greedy_pick(&logits)?;
+            }
+            continue;
+        }
+        last = Some((cache, logits, next));
+    }
+    let (mut cache, logits, mut next) =
+        last.ok_or_else(|| candle_core::Error::Msg("no prefill ran".into()))?;
+    let first_logits = logits.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+    let mut tokens = vec![next];
+    let start = Instant::now();
+    for step in 1..DECODE {
+        let x = Tensor::new(&[next], dev)?.unsqueeze(0)?;
+        let logits = model
+            .forward(&x, PREFILL + step - 1, &mut cache)?
+            .squeeze(0)?;
+        next = greedy_pick(&logits)?;
+        tokens.push(next);
+    }
+    let decode_seconds = start.elapsed().as_secs_f64();
+    Ok(ModelRun {
+        prefill_seconds,
+        decode_seconds,
+        tokens,
+        first_logits,
+        pool_peak_bytes: candle_rocm_e2e::peak_memory(dev),
+    })
+}
+
+/// The model as the torch peer rebuilds it: the config, the prompt and the run's lengths.
+pub fn config_json(config: &Config, repeats: usize) -> serde_json::Value {
+    json!({
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "vocab_size": config.vocab_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "rms_norm_eps": config.rms_norm_eps,
+        "rope_theta": config.rope_theta,
+        "max_position_embeddings": config.max_position_embeddings,
+        "prompt": prompt(PREFILL, config.vocab_size),
+        "repeats": repeats,
+        "decode_tokens": DECODE,
+    })
+}
+
+/// The run as one JSON line.
+pub fn report(device: &str, config: &Config, run: &ModelRun) -> serde_json::Value {
+    let mut prefill = run.prefill_seconds.clone();
+    prefill.sort_by(f64::total_cmp);
+    let median = prefill.get(prefill.len() / 2).copied().unwrap_or(f64::NAN);
+    json!({
+        "bench": "model",
+        "device": device,
+        "model": format!(
+            "llama, hidden {}, {} layers, {} heads ({} kv), vocab {}, bf16",
+            config.hidden_size,
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.vocab_size
+        ),
+        "prefill_tokens": PREFILL,
+        "decode_tokens": DECODE,
+        "prefill_seconds": run.prefill_seconds,
+        "prefill_tokens_per_s": PREFILL as f64 / median,
+        // the first token comes from the prefill; DECODE - 1 decode steps were timed
+        "decode_tokens_per_s": (DECODE - 1) as f64 / run.decode_seconds,
+        "tokens": run.tokens,
+        "pool_peak_bytes": run.pool_peak_bytes,
+    })
+}
