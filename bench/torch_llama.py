@@ -2,7 +2,8 @@
 bench wrote), the same prompt, prefill and greedy decode, timed the same way.
 HF transformers' LlamaForCausalLM where transformers is installed, else a plain llama on
 torch's scaled_dot_product_attention.
-Usage: python3 torch_llama.py WEIGHTS.safetensors CONFIG.json OUT.jsonl [LOGITS.f32]"""
+Usage: python3 torch_llama.py WEIGHTS.safetensors CONFIG.json OUT.jsonl [LOGITS.f32] [--f32]
+(--f32: the model in f32, the reference run)"""
 import json
 import struct
 import sys
@@ -33,14 +34,14 @@ def load_safetensors(path):
 class PlainLlama:
     """Llama with a K-V cache: RMSNorm, rotary embedding on halves, grouped-query attention."""
 
-    def __init__(self, w, cfg):
+    def __init__(self, w, cfg, dtype):
         self.w, self.cfg = w, cfg
         hd = cfg["hidden_size"] // cfg["num_attention_heads"]
         inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, device="cuda").float() / hd))
         pos = torch.arange(cfg["max_position_embeddings"], device="cuda").float()
         freqs = torch.outer(pos, inv)
-        self.cos = torch.cat([freqs.cos()] * 2, -1).to(torch.bfloat16)
-        self.sin = torch.cat([freqs.sin()] * 2, -1).to(torch.bfloat16)
+        self.cos = torch.cat([freqs.cos()] * 2, -1).to(dtype)
+        self.sin = torch.cat([freqs.sin()] * 2, -1).to(dtype)
 
     def norm(self, x, name):
         xf = x.float()
@@ -83,7 +84,7 @@ class PlainLlama:
 
 
 class HfLlama:
-    def __init__(self, w, cfg):
+    def __init__(self, w, cfg, dtype):
         import transformers
 
         c = transformers.LlamaConfig(
@@ -94,7 +95,7 @@ class HfLlama:
             rope_theta=cfg["rope_theta"], max_position_embeddings=cfg["max_position_embeddings"],
             tie_word_embeddings=False)
         with torch.device("cuda"):
-            self.model = transformers.LlamaForCausalLM(c).to(torch.bfloat16).eval()
+            self.model = transformers.LlamaForCausalLM(c).to(dtype).eval()
         missing, unexpected = self.model.load_state_dict(w, strict=False)
         if missing or unexpected:
             raise RuntimeError(f"weights do not fit: missing {missing}, unexpected {unexpected}")
@@ -112,14 +113,17 @@ class HfLlama:
 
 @torch.inference_mode()
 def main():
-    weights_path, cfg_path, out_path = sys.argv[1:4]
+    args = [a for a in sys.argv[1:] if a != "--f32"]
+    dtype = torch.float32 if "--f32" in sys.argv else torch.bfloat16
+    weights_path, cfg_path, out_path = args[:3]
     cfg = json.load(open(cfg_path))
-    w = load_safetensors(weights_path)
+    # the bf16 weights convert exactly: an f32 run is the same model, rounded less
+    w = {k: v.to(dtype) for k, v in load_safetensors(weights_path).items()}
     try:
-        model = HfLlama(w, cfg)
+        model = HfLlama(w, cfg, dtype)
         impl = f"HF transformers {model.version} LlamaForCausalLM"
     except ImportError:
-        model = PlainLlama(w, cfg)
+        model = PlainLlama(w, cfg, dtype)
         impl = "plain llama on torch SDPA (HF transformers is not installed)"
     del w
     prompt = torch.tensor([cfg["prompt"]], device="cuda")
@@ -138,8 +142,8 @@ def main():
             for step in range(2):
                 out = model.forward(torch.tensor([[tok]], device="cuda"), len(cfg["prompt"]) + step, cache)
                 tok = int(out.argmax(-1).item())
-    if len(sys.argv) > 4:
-        logits[0].float().cpu().numpy().tofile(sys.argv[4])
+    if len(args) > 3:
+        logits[0].float().cpu().numpy().tofile(args[3])
     tokens = [nxt]
     n = len(cfg["prompt"])
     start = time.perf_counter()
@@ -149,7 +153,8 @@ def main():
         tokens.append(nxt)
     decode = time.perf_counter() - start
     prefill.sort()
-    row = {"bench": "model", "device": "torch", "impl": impl, "torch": torch.__version__,
+    row = {"bench": "model", "device": "torch", "dtype": "f32" if dtype == torch.float32 else "bf16",
+           "impl": impl, "torch": torch.__version__,
            "prefill_tokens": n, "decode_tokens": cfg["decode_tokens"],
            "prefill_seconds": prefill, "prefill_tokens_per_s": n / prefill[len(prefill) // 2],
            "decode_tokens_per_s": (cfg["decode_tokens"] - 1) / decode, "tokens": tokens,

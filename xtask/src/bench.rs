@@ -41,10 +41,9 @@ const CUDA_WHEELS: [&str; 5] = [
     "nvidia-cuda-crt==13.0.88",
 ];
 
-/// Installs the CUDA compiler wheels into target/tools once; returns the toolkit root.
+/// Installs the CUDA compiler wheels into target/tools/cuda-13.0 once; returns that folder.
 fn cuda_toolkit() -> Result<PathBuf, String> {
-    let target = tools_dir().join("cuda-13.0");
-    let home = target.join("nvidia").join("cu13");
+    let home = tools_dir().join("cuda-13.0");
     let ready = |home: &Path| {
         [
             "bin/nvcc",
@@ -58,6 +57,7 @@ fn cuda_toolkit() -> Result<PathBuf, String> {
     if ready(&home) {
         return Ok(home);
     }
+    let staging = tools_dir().join("cuda-13.0-wheels");
     let (ok, _) = run_echo(
         Command::new("python3")
             .args([
@@ -70,18 +70,22 @@ fn cuda_toolkit() -> Result<PathBuf, String> {
                 "--upgrade",
                 "--target",
             ])
-            .arg(&target)
+            .arg(&staging)
             .args(CUDA_WHEELS),
     )?;
     if !ok {
         return Err(format!("pip could not install {}", CUDA_WHEELS.join(" ")));
     }
-    // the link step names `cudart`; the wheel ships only the versioned library
-    let unversioned = home.join("lib").join("libcudart.so");
-    if !unversioned.exists() {
-        std::os::unix::fs::symlink("libcudart.so.13", &unversioned)
-            .map_err(|e| format!("{}: {e}", unversioned.display()))?;
+    // the wheels share one tree, nvidia/cu13: a toolkit folder as nvcc expects it
+    if home.exists() {
+        std::fs::remove_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
     }
+    std::fs::rename(staging.join("nvidia").join("cu13"), &home)
+        .map_err(|e| format!("{}: {e}", home.display()))?;
+    std::fs::remove_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+    // the link step names `cudart`; the wheel ships only the versioned library
+    std::os::unix::fs::symlink("libcudart.so.13", home.join("lib").join("libcudart.so"))
+        .map_err(|e| format!("libcudart.so: {e}"))?;
     if ready(&home) {
         Ok(home)
     } else {
@@ -132,6 +136,8 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-model]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+# torch loads the CUDA libraries it bundles: python runs with the caller's library path
+py_env=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
@@ -146,19 +152,22 @@ exec > >(tee "$out/run.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpu.txt"
 cat "$work/gpu.txt"
 py=$here/py
+python=("${py_env[@]}" python3)
 # 1. the op crates' own benches (no Candle in between), each with its torch peer
 if [ $crates = 1 ]; then
   for b in "$here"/bin/*_bench; do
     name=$(basename "$b"); echo "== $name"
-    "$b" > "$work/crate-$name.jsonl" || exit 1
-    python3 "$py/torch_${name%_bench}.py" "$work/crate-$name.jsonl" "$work/crate-$name.md" || exit 1
+    "$b" > "$work/crate-$name.jsonl" &&
+      "${python[@]}" "$py/torch_${name%_bench}.py" "$work/crate-$name.jsonl" "$work/crate-$name.md" ||
+      echo "FAILED: $name"
   done
 fi
 # 2. Candle ops on Device::Rocm and Device::Cuda (one process), then torch; twice, for noise
 for pass in 1 2; do
   echo "== Candle ops, pass $pass"
-  "$here/bin/candle-rocm-bench" ops $quick > "$work/ops-$pass.jsonl" || exit 1
-  python3 "$py/torch_candle_ops.py" "$work/ops-$pass.jsonl" "$work/torch-ops-$pass.jsonl" $quick || exit 1
+  "$here/bin/candle-rocm-bench" ops $quick > "$work/ops-$pass.jsonl" || echo "FAILED: Candle ops"
+  "${python[@]}" "$py/torch_candle_ops.py" "$work/ops-$pass.jsonl" "$work/torch-ops-$pass.jsonl" $quick ||
+    echo "FAILED: torch ops"
 done
 # 3. the llama model, one process per device, each twice; nvidia-smi samples each process's
 # device memory
@@ -166,24 +175,33 @@ if [ $model = 1 ]; then
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 100 > "$work/mem.csv" &
   smi=$!
   "$here/bin/candle-rocm-bench" model --save-weights "$work/llama.safetensors" \
-    --save-config "$work/llama.json" --device none || exit 1
+    --save-config "$work/llama.json" --device none || echo "FAILED: writing the weights"
   for pass in 1 2; do
     for dev in rocm cuda; do
       echo "== model on $dev, pass $pass"
       "$here/bin/candle-rocm-bench" model --device $dev --logits "$work/logits-$dev-$pass.f32" \
         > "$work/model-$dev-$pass.json" &
-      pid=$!; wait $pid || exit 1; echo $pid > "$work/pid-$dev-$pass"
+      pid=$!; wait $pid || echo "FAILED: model on $dev"; echo $pid > "$work/pid-$dev-$pass"
     done
     echo "== model on torch, pass $pass"
-    python3 "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
+    "${python[@]}" "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
       "$work/model-torch-$pass.json" "$work/logits-torch-$pass.f32" &
-    pid=$!; wait $pid || exit 1; echo $pid > "$work/pid-torch-$pass"
+    pid=$!; wait $pid || echo "FAILED: model on torch"; echo $pid > "$work/pid-torch-$pass"
   done
   kill $smi
+  # the reference: the same model in f32 on each peer
+  for dev in rocm cuda; do
+    echo "== model on $dev, f32"
+    "$here/bin/candle-rocm-bench" model --device $dev --dtype f32 --repeats 1 \
+      --logits "$work/logits-$dev-f32.f32" > "$work/model-$dev-f32.json" || echo "FAILED: f32 on $dev"
+  done
+  echo "== model on torch, f32"
+  "${python[@]}" "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
+    "$work/model-torch-f32.json" "$work/logits-torch-f32.f32" --f32 || echo "FAILED: f32 on torch"
 fi
 # the raw figures travel back too, so the report can be redone anywhere
 tar -C "$work" -cJf "$out/raw.tar.xz" --exclude=llama.safetensors .
-python3 "$py/report.py" "$work" "$here/COMMIT" "$out"
+"${python[@]}" "$py/report.py" "$work" "$here/COMMIT" "$out"
 "#;
 
 /// `cargo xtask bench-pack`.

@@ -3,8 +3,8 @@
 //! report live in `bench/`, and `cargo xtask bench-pack` packs it all for the GPU machine.
 //!
 //! ```text
-//! candle-rocm-bench ops [--quick]
-//! candle-rocm-bench model --device rocm|cuda|none [--repeats N] [--logits F]
+//! candle-rocm-bench ops [--quick] [--devices rocm,cuda] [--only OP]
+//! candle-rocm-bench model --device rocm|cuda|none [--dtype bf16|f32] [--repeats N] [--logits F]
 //!                         [--save-weights F] [--save-config F]
 //! ```
 //! Results are JSON lines on stdout; progress goes to stderr.
@@ -13,7 +13,7 @@ mod model;
 mod ops;
 mod timing;
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use candle_rocm_e2e::DemoResult;
 
 /// The seed of the model's weights (every device and torch load the same ones).
@@ -46,15 +46,31 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 fn run(args: &[String]) -> DemoResult<()> {
     match args.first().map(String::as_str) {
         Some("ops") => {
-            let mut devices = vec![("rocm", open("rocm")?)];
-            if cfg!(feature = "cuda") {
-                devices.push(("cuda", open("cuda")?));
+            let default = if cfg!(feature = "cuda") {
+                "rocm,cuda"
+            } else {
+                "rocm"
+            };
+            let mut devices = Vec::new();
+            for name in flag_value(args, "--devices").unwrap_or(default).split(',') {
+                let name: &'static str = match name {
+                    "rocm" => "rocm",
+                    "cuda" => "cuda",
+                    other => return Err(format!("--devices: unknown device {other:?}").into()),
+                };
+                devices.push((name, open(name)?));
             }
-            ops::run(&devices, args.iter().any(|a| a == "--quick"))?;
+            let quick = args.iter().any(|a| a == "--quick");
+            ops::run(&devices, quick, flag_value(args, "--only"))?;
         }
         Some("model") => {
             let device = flag_value(args, "--device").unwrap_or("rocm");
             let repeats = flag_value(args, "--repeats").map_or(Ok(3), str::parse)?;
+            let dtype = match flag_value(args, "--dtype").unwrap_or("bf16") {
+                "bf16" => DType::BF16,
+                "f32" => DType::F32,
+                other => return Err(format!("--dtype {other}: bf16 or f32").into()),
+            };
             let config = model::config();
             let weights = model::weights(&config, MODEL_SEED)?;
             if let Some(path) = flag_value(args, "--save-weights") {
@@ -66,7 +82,7 @@ fn run(args: &[String]) -> DemoResult<()> {
             // `--device none` only writes the files, for the torch peer
             if device != "none" {
                 let dev = open(device)?;
-                let result = model::run_on(&config, &weights, &dev, repeats)?;
+                let result = model::run_on(&config, &weights, dtype, &dev, repeats)?;
                 if let Some(path) = flag_value(args, "--logits") {
                     let bytes: Vec<u8> = result
                         .first_logits
@@ -75,13 +91,13 @@ fn run(args: &[String]) -> DemoResult<()> {
                         .collect();
                     std::fs::write(path, bytes)?;
                 }
-                println!("{}", model::report(device, &config, &result));
+                println!("{}", model::report(device, dtype, &config, &result));
             }
         }
         _ => {
             return Err(
-                "usage: candle-rocm-bench ops [--quick] | model --device rocm|cuda|none \
-                        [--repeats N] [--logits FILE] [--save-weights FILE] [--save-config FILE]"
+                "usage: candle-rocm-bench ops [--quick] [--devices rocm,cuda] [--only OP] | model --device rocm|cuda|none \
+                        [--dtype bf16|f32] [--repeats N] [--logits FILE] [--save-weights FILE] [--save-config FILE]"
                     .into(),
             )
         }

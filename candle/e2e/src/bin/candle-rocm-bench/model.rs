@@ -1,5 +1,6 @@
 //! The model benchmark: candle-transformers' llama at about 1.1B parameters (bf16, 4 K
-//! context, seeded weights), prefill 512 tokens, then 128 greedy decode steps. One device per
+//! context, seeded weights), prefill 512 tokens, then 128 greedy decode steps; the same in
+//! f32 is the reference its logits are checked against. One device per
 //! process, so the process's device memory is the model's (the run script samples it); the
 //! weights can be written out for the torch peer, which then runs the very same model.
 
@@ -147,16 +148,18 @@ fn greedy_pick(logits: &Tensor) -> Result<u32> {
 pub fn run_on(
     config: &Config,
     weights: &HashMap<String, Tensor>,
+    dtype: DType,
     dev: &Device,
     repeats: usize,
 ) -> Result<ModelRun> {
-    let vb = VarBuilder::from_tensors(weights.clone(), DType::BF16, dev);
+    // the bf16 weights convert exactly to f32: an f32 run is the same model, rounded less
+    let vb = VarBuilder::from_tensors(weights.clone(), dtype, dev);
     let model = Llama::load(vb, config)?;
     let input = Tensor::new(prompt(PREFILL, config.vocab_size).as_slice(), dev)?.unsqueeze(0)?;
     let mut prefill_seconds = Vec::new();
     let mut last = None;
     for run in 0..=repeats {
-        let mut cache = Cache::new(true, DType::BF16, config, dev)?;
+        let mut cache = Cache::new(true, dtype, config, dev)?;
         dev.synchronize()?;
         let start = Instant::now();
         let logits = model.forward(&input, 0, &mut cache)?.squeeze(0)?;
@@ -217,15 +220,16 @@ pub fn config_json(config: &Config, repeats: usize) -> serde_json::Value {
 }
 
 /// The run as one JSON line.
-pub fn report(device: &str, config: &Config, run: &ModelRun) -> serde_json::Value {
+pub fn report(device: &str, dtype: DType, config: &Config, run: &ModelRun) -> serde_json::Value {
     let mut prefill = run.prefill_seconds.clone();
     prefill.sort_by(f64::total_cmp);
     let median = prefill.get(prefill.len() / 2).copied().unwrap_or(f64::NAN);
     json!({
         "bench": "model",
         "device": device,
+        "dtype": dtype.as_str(),
         "model": format!(
-            "llama, hidden {}, {} layers, {} heads ({} kv), vocab {}, bf16",
+            "llama, hidden {}, {} layers, {} heads ({} kv), vocab {}",
             config.hidden_size,
             config.num_hidden_layers,
             config.num_attention_heads,

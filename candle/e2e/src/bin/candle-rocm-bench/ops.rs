@@ -406,11 +406,15 @@ fn build(case: &Case, dev: &Device) -> Result<Run> {
     Ok(run)
 }
 
-/// Times every case on every device; prints one JSON line per (case, device).
-pub fn run(devices: &[(&'static str, Device)], quick: bool) -> Result<()> {
+/// Times every case (whose op contains `only`, if given) on every device; prints one JSON line
+/// per (case, device).
+pub fn run(devices: &[(&'static str, Device)], quick: bool, only: Option<&str>) -> Result<()> {
     for dtype in [DType::F32, DType::BF16] {
         for large in [true, false] {
-            for case in cases(dtype, large) {
+            for case in cases(dtype, large)
+                .into_iter()
+                .filter(|c| only.is_none_or(|o| c.op.contains(o)))
+            {
                 for (name, dev) in devices {
                     let line = measure(&case, name, dev, quick);
                     println!("{line}");
@@ -436,10 +440,11 @@ fn measure(case: &Case, device: &str, dev: &Device, quick: bool) -> serde_json::
         Work::Bytes(b) => line["bytes"] = json!(b),
         Work::Flops(f) => line["flops"] = json!(f),
     }
-    let result = build(case, dev).and_then(|mut f| {
-        let seconds = median_seconds_per_call(dev, &mut f, quick)?;
-        Ok(seconds)
-    });
+    // a peer that panics on an op costs that row, not the run
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        build(case, dev).and_then(|mut f| median_seconds_per_call(dev, &mut f, quick))
+    }))
+    .unwrap_or_else(|_| Err(candle_core::Error::Msg("panicked".into())));
     match result {
         Ok(seconds) => line["us"] = json!(seconds * 1e6),
         Err(e) => {
