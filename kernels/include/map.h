@@ -157,7 +157,10 @@ template <typename T> DEVICE bool is_signed_int() { return (T)(-1) < (T)0; }
 
 // Calls f(value, index) for the elements [begin, end) of a unit-stride run, the calling thread
 // taking every blockDim.x-th element (or 16-byte pack of elements when `run + begin` is
-// 16-byte aligned). Each thread sees its indices in increasing order.
+// 16-byte aligned). Each thread sees its indices in increasing order. Packs are loaded
+// VISIT_BATCH at a time before any is folded, so a thread keeps several loads in flight
+// (the folds of a reduction form one dependent chain).
+#define VISIT_BATCH 4
 template <typename T, typename F>
 DEVICE void block_visit(const T* run, u64 begin, u64 end, F& f) {
     constexpr int N = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
@@ -165,7 +168,18 @@ DEVICE void block_visit(const T* run, u64 begin, u64 end, F& f) {
     if (N > 1 && ((usize)(run + begin) & 15) == 0) {
         const u64 packs = (end - begin) / N;
         const Raw* p = reinterpret_cast<const Raw*>(run + begin);
-        for (u64 k = threadIdx.x; k < packs; k += blockDim.x) {
+        const u64 stride = blockDim.x;
+        u64 k = threadIdx.x;
+        for (; k + (VISIT_BATCH - 1) * stride < packs; k += VISIT_BATCH * stride) {
+            Pack<T, N> v[VISIT_BATCH];
+#pragma unroll
+            for (int u = 0; u < VISIT_BATCH; ++u) v[u].raw = p[k + u * stride];
+#pragma unroll
+            for (int u = 0; u < VISIT_BATCH; ++u)
+#pragma unroll
+                for (int j = 0; j < N; ++j) f(v[u].v[j], begin + (k + u * stride) * N + j);
+        }
+        for (; k < packs; k += stride) {
             Pack<T, N> v;
             v.raw = p[k];
 #pragma unroll

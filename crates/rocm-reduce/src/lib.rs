@@ -58,6 +58,17 @@ fn block_for(len: u64) -> u32 {
     (len.next_power_of_two().clamp(64, 256)) as u32
 }
 
+/// 16-byte packs a thread loads together in the kernels' `block_visit` (VISIT_BATCH).
+const VISIT_BATCH: u64 = 4;
+
+/// Threads per block for a reduction of `len` elements of `elem_bytes` each: enough for
+/// VISIT_BATCH 16-byte packs per thread, so short rows get small blocks that keep several
+/// loads in flight per thread and combine over fewer warps.
+fn block_for_row(len: u64, elem_bytes: u64) -> u32 {
+    let per_pack = (16 / elem_bytes.max(1)).max(1);
+    block_for(len.div_ceil(per_pack * VISIT_BATCH))
+}
+
 /// How a reduction is spread: output blocks x chunks of the reduction per output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReducePlan {
@@ -70,8 +81,8 @@ pub struct ReducePlan {
 
 impl ReducePlan {
     /// Enough blocks to fill `multiprocessors` several times over.
-    pub fn new(n_out: u64, red_len: u64, multiprocessors: u32) -> Self {
-        let block = block_for(red_len);
+    pub fn new(n_out: u64, red_len: u64, elem_bytes: u64, multiprocessors: u32) -> Self {
+        let block = block_for_row(red_len, elem_bytes);
         let target = u64::from(multiprocessors.max(1)) * 8;
         let mut chunks = 1;
         if n_out < target {
@@ -145,7 +156,12 @@ pub fn reduce(
         }
         return Ok(out);
     }
-    let plan = ReducePlan::new(n_out, red_len, device.info().multiprocessor_count);
+    let plan = ReducePlan::new(
+        n_out,
+        red_len,
+        dtype.size_in_bytes() as u64,
+        device.info().multiprocessor_count,
+    );
     let (kept_kl, red_kl): (KernelLayout, KernelLayout) =
         (kept.kernel_layout()?, red.kernel_layout()?);
     let _span =
@@ -387,14 +403,26 @@ mod tests {
 
     #[test]
     fn long_reductions_with_few_outputs_are_split() {
-        let p = ReducePlan::new(1, 1 << 26, 132);
+        let p = ReducePlan::new(1, 1 << 26, 4, 132);
         assert!(p.chunks >= 132 * 8 && p.chunks * p.chunk_len >= 1 << 26);
         assert!((p.chunks - 1) * p.chunk_len < 1 << 26);
-        let p = ReducePlan::new(1 << 20, 1024, 132);
+        assert_eq!(p.block, 256);
+        let p = ReducePlan::new(1 << 20, 1024, 4, 132);
         assert_eq!(p.chunks, 1);
-        let p = ReducePlan::new(1, 1, 132);
+        let p = ReducePlan::new(1, 1, 4, 132);
         assert_eq!((p.chunks, p.chunk_len, p.block), (1, 16, 64));
         assert_eq!(block_for(33) % 64, 0);
+    }
+
+    #[test]
+    fn short_rows_get_blocks_of_four_packs_per_thread() {
+        // rows of 4096: bf16 is 512 packs, f32 1024, f64 2048
+        assert_eq!(block_for_row(4096, 2), 128);
+        assert_eq!(block_for_row(4096, 4), 256);
+        assert_eq!(block_for_row(4096, 8), 256);
+        assert_eq!(block_for_row(1024, 2), 64);
+        assert_eq!(block_for_row(1 << 20, 1) % 64, 0);
+        assert_eq!(ReducePlan::new(1 << 15, 4096, 2, 132).block, 128);
     }
 
     #[test]
