@@ -147,7 +147,8 @@ def model_table(work):
             if not r:
                 continue
             r = dict(r[-1], **{"pass": p})
-            pid_file = f"{work}/pid-{d}-{p}"
+            # the untimed run of the same peer, sampled by nvidia-smi
+            pid_file = f"{work}/pid-{d}-mem"
             if os.path.exists(pid_file):
                 r["process_peak_mib"] = peaks.get(int(open(pid_file).read().strip()))
             r["first_logits"] = read_f32(f"{work}/logits-{d}-{p}.f32")
@@ -161,7 +162,8 @@ def model_table(work):
         f"Prefill {runs[0]['prefill_tokens']} tokens (median of the timed runs, after a warm-up), "
         f"then {runs[0]['decode_tokens']} greedy tokens, the argmax read back every step. Same "
         "weights on every peer (seeded; torch loads the file the bench wrote). Process memory: "
-        "the largest `nvidia-smi` sample of the process (context included), every 100 ms.",
+        "the largest `nvidia-smi` sample (every 100 ms) of a third, untimed run of the peer, "
+        "context included.",
         "",
         "| peer | pass | prefill tokens/s | decode tokens/s | process memory MiB | allocator peak MiB "
         "| tokens equal to Candle CUDA's | first-step logits: max abs diff to Candle CUDA |",

@@ -16,7 +16,7 @@ DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}
 
 
 def load_safetensors(path):
-    """Tensors of a safetensors file, on the GPU (the format: u64 header size, JSON, data)."""
+    """Tensors of a safetensors file, on the host (the format: u64 header size, JSON, data)."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
@@ -27,7 +27,7 @@ def load_safetensors(path):
             continue
         lo, hi = meta["data_offsets"]
         t = torch.frombuffer(data[lo:hi], dtype=torch.uint8).view(DTYPES[meta["dtype"]])
-        out[name] = t.reshape(meta["shape"]).to("cuda")
+        out[name] = t.reshape(meta["shape"])
     return out
 
 
@@ -94,8 +94,14 @@ class HfLlama:
             num_key_value_heads=cfg["num_key_value_heads"], rms_norm_eps=cfg["rms_norm_eps"],
             rope_theta=cfg["rope_theta"], max_position_embeddings=cfg["max_position_embeddings"],
             tie_word_embeddings=False)
-        with torch.device("cuda"):
-            self.model = transformers.LlamaForCausalLM(c).to(dtype).eval()
+        # built in the run's dtype on the GPU, so the allocator's peak is the model's
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.device("cuda"):
+                self.model = transformers.LlamaForCausalLM(c).eval()
+        finally:
+            torch.set_default_dtype(default)
         missing, unexpected = self.model.load_state_dict(w, strict=False)
         if missing or unexpected:
             raise RuntimeError(f"weights do not fit: missing {missing}, unexpected {unexpected}")
@@ -123,9 +129,10 @@ def main():
         model = HfLlama(w, cfg, dtype)
         impl = f"HF transformers {model.version} LlamaForCausalLM"
     except ImportError:
-        model = PlainLlama(w, cfg, dtype)
+        model = PlainLlama({k: v.to("cuda") for k, v in w.items()}, cfg, dtype)
         impl = "plain llama on torch SDPA (HF transformers is not installed)"
     del w
+    torch.cuda.reset_peak_memory_stats()
     prompt = torch.tensor([cfg["prompt"]], device="cuda")
     prefill = []
     for run in range(cfg["repeats"] + 1):

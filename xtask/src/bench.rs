@@ -133,7 +133,7 @@ fn build_candle_bench() -> Result<PathBuf, String> {
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs every benchmark and its peers on this GPU; writes bench.json, bench.md and run.log
 # under $OUT (default .bench/results).
-# Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-model]
+# Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # torch loads the CUDA libraries it bundles: python runs with the caller's library path
@@ -143,9 +143,11 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 out=${OUT:-$here/results}; mkdir -p "$out"
 work=$(mktemp -d)
-quick=""; crates=1; model=1
+quick=""; crates=1; ops=1; model=1
 for a in "$@"; do
-  case $a in --quick) quick=--quick;; --skip-crates) crates=0;; --skip-model) model=0;; esac
+  case $a in
+    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;;
+  esac
 done
 [ -d "$here/bin" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
 exec > >(tee "$out/run.log") 2>&1
@@ -164,23 +166,24 @@ if [ $crates = 1 ]; then
 fi
 # 2. Candle ops on Device::Rocm and Device::Cuda (one process), then torch; twice, for noise
 for pass in 1 2; do
+  [ $ops = 1 ] || break
   echo "== Candle ops, pass $pass"
   "$here/bin/candle-rocm-bench" ops $quick > "$work/ops-$pass.jsonl" || echo "FAILED: Candle ops"
   "${python[@]}" "$py/torch_candle_ops.py" "$work/ops-$pass.jsonl" "$work/torch-ops-$pass.jsonl" $quick ||
     echo "FAILED: torch ops"
 done
-# 3. the llama model, one process per device, each twice; nvidia-smi samples each process's
-# device memory
+# 3. the llama model, one process per peer, each twice; then once more per peer with
+# nvidia-smi sampling its device memory (apart from the timed runs: a query can stall them)
 if [ $model = 1 ]; then
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 100 > "$work/mem.csv" &
-  smi=$!
   "$here/bin/candle-rocm-bench" model --save-weights "$work/llama.safetensors" \
-    --save-config "$work/llama.json" --device none || echo "FAILED: writing the weights"
-  for pass in 1 2; do
+    --save-config "$work/llama.json" --repeats 5 --device none || echo "FAILED: writing the weights"
+  for pass in 1 2 mem; do
+    [ $pass = mem ] && { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
+      -lms 100 > "$work/mem.csv" & smi=$!; }
     for dev in rocm cuda; do
       echo "== model on $dev, pass $pass"
-      "$here/bin/candle-rocm-bench" model --device $dev --logits "$work/logits-$dev-$pass.f32" \
-        > "$work/model-$dev-$pass.json" &
+      "$here/bin/candle-rocm-bench" model --device $dev --repeats 5 \
+        --logits "$work/logits-$dev-$pass.f32" > "$work/model-$dev-$pass.json" &
       pid=$!; wait $pid || echo "FAILED: model on $dev"; echo $pid > "$work/pid-$dev-$pass"
     done
     echo "== model on torch, pass $pass"
