@@ -86,8 +86,9 @@ impl ReducePlan {
         let target = u64::from(multiprocessors.max(1)) * 8;
         let mut chunks = 1;
         if n_out < target {
-            // at least 4 elements per thread in each chunk
-            let by_work = red_len.div_ceil(u64::from(block) * 4);
+            // at least 1024 elements per chunk (4 per thread of a full block): splitting a
+            // short reduction costs a second launch that its few loads do not repay
+            let by_work = red_len.div_ceil(1024);
             chunks = target.div_ceil(n_out.max(1)).min(by_work).clamp(1, 65_535);
         }
         // chunks start on 16-element boundaries so each keeps 16-byte loads
@@ -423,6 +424,9 @@ mod tests {
         assert_eq!(block_for_row(1024, 2), 64);
         assert_eq!(block_for_row(1 << 20, 1) % 64, 0);
         assert_eq!(ReducePlan::new(1 << 15, 4096, 2, 132).block, 128);
+        // a few short rows stay one launch, whatever their block
+        let p = ReducePlan::new(4, 1024, 4, 132);
+        assert_eq!((p.chunks, p.block), (1, 64));
     }
 
     #[test]
