@@ -52,7 +52,8 @@ struct SeededWeights {
     std: f64,
 }
 
-fn fnv1a(name: &str) -> u64 {
+/// FNV-1a of a tensor name: the seed offset of its weights.
+pub fn fnv1a(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })

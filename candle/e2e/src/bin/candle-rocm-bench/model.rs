@@ -11,7 +11,7 @@ use std::time::Instant;
 use candle_core::{DType, Device, Result, Shape, Tensor, D};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
-use candle_rocm_e2e::llama::prompt;
+use candle_rocm_e2e::llama::{fnv1a, prompt};
 use candle_rocm_e2e::SplitMix64;
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use serde_json::json;
@@ -48,21 +48,14 @@ struct RecordingWeights {
     drawn: Mutex<HashMap<String, Tensor>>,
 }
 
-fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 const CHUNK: usize = 1 << 20;
 
 fn uniform_values(seed: u64, n: usize, std: f32) -> Vec<f32> {
     let half_width = std * 3f32.sqrt();
     let mut values = vec![0f32; n];
     let threads = std::thread::available_parallelism().map_or(4, |t| t.get());
-    let chunks: Vec<(usize, &mut [f32])> = values.chunks_mut(CHUNK).enumerate().collect();
+    let mut chunks: Vec<(usize, &mut [f32])> = values.chunks_mut(CHUNK).enumerate().collect();
     let per_thread = chunks.len().div_ceil(threads).max(1);
-    let mut chunks = chunks;
     std::thread::scope(|scope| {
         while !chunks.is_empty() {
             let take = per_thread.min(chunks.len());
@@ -89,7 +82,7 @@ impl SimpleBackend for Recorder<'_> {
         let n = s.elem_count();
         let values = match h {
             Init::Const(v) => vec![v as f32; n],
-            _ => uniform_values(self.0.seed ^ name_hash(name), n, self.0.std),
+            _ => uniform_values(self.0.seed ^ fnv1a(name), n, self.0.std),
         };
         let t = Tensor::from_vec(values, s, &Device::Cpu)?.to_dtype(dtype)?;
         self.0
