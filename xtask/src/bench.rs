@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::root;
-use crate::tiers::{cargo, run_echo, strip, tools_dir};
+use crate::tiers::{cargo, pip_install_into, run_echo, strip, tools_dir};
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
@@ -58,22 +58,7 @@ fn cuda_toolkit() -> Result<PathBuf, String> {
         return Ok(home);
     }
     let staging = tools_dir().join("cuda-13.0-wheels");
-    let (ok, _) = run_echo(
-        Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--upgrade",
-                "--target",
-            ])
-            .arg(&staging)
-            .args(CUDA_WHEELS),
-    )?;
-    if !ok {
+    if !pip_install_into(&staging, &CUDA_WHEELS)? {
         return Err(format!("pip could not install {}", CUDA_WHEELS.join(" ")));
     }
     // the wheels share one tree, nvidia/cu13: a toolkit folder as nvcc expects it

@@ -165,17 +165,12 @@ pub(crate) fn tools_dir() -> PathBuf {
     root().join("target").join("tools")
 }
 
-/// Installs the NVRTC wheel into target/tools once; returns its lib folder.
-fn nvrtc_lib() -> Result<PathBuf, String> {
-    let target = tools_dir().join("nvrtc");
-    let lib = target.join("nvidia").join("cu13").join("lib");
-    if lib.join("libnvrtc.so.13").exists() {
-        return Ok(lib);
-    }
+/// `pip install --no-deps --upgrade --target <target> <wheels>`; returns whether pip succeeded.
+pub(crate) fn pip_install_into(target: &Path, wheels: &[&str]) -> Result<bool, String> {
     let python = ["python3", "python"]
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok())
-        .ok_or("python3 is needed to install the NVRTC wheel")?;
+        .ok_or("python3 is needed to install wheels from PyPI")?;
     let (ok, _) = run_echo(
         Command::new(python)
             .args([
@@ -185,11 +180,23 @@ fn nvrtc_lib() -> Result<PathBuf, String> {
                 "--quiet",
                 "--disable-pip-version-check",
                 "--no-deps",
+                "--upgrade",
                 "--target",
             ])
-            .arg(&target)
-            .arg(NVRTC_WHEEL),
+            .arg(target)
+            .args(wheels),
     )?;
+    Ok(ok)
+}
+
+/// Installs the NVRTC wheel into target/tools once; returns its lib folder.
+fn nvrtc_lib() -> Result<PathBuf, String> {
+    let target = tools_dir().join("nvrtc");
+    let lib = target.join("nvidia").join("cu13").join("lib");
+    if lib.join("libnvrtc.so.13").exists() {
+        return Ok(lib);
+    }
+    let ok = pip_install_into(&target, &[NVRTC_WHEEL])?;
     if ok && lib.join("libnvrtc.so.13").exists() {
         Ok(lib)
     } else {
