@@ -2,6 +2,9 @@
 //! same weights on every device, drawn on the host from a generator seeded by each tensor's
 //! name, so a CPU and a GPU run can be compared token for token.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use candle_core::{DType, Device, Result, Shape, Tensor, D};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
@@ -45,11 +48,70 @@ fn config(
     }
 }
 
-/// Weights on request: a constant where the layer asks for one (norm scales), else
-/// N(0, std^2) from a [`SplitMix64`] stream seeded by `seed` and the tensor's name.
-struct SeededWeights {
-    seed: u64,
-    std: f64,
+/// Weights on request, made on the host: a constant where the layer asks for one (norm
+/// scales), else `draw(name, n)`. A recording one also keeps each tensor (on the host, in the
+/// dtype asked for) under its name. The loader borrows it (`Box::new(&weights)`), so the
+/// recording can be taken back after the load.
+pub struct DrawnWeights<D> {
+    draw: D,
+    recorded: Option<Mutex<HashMap<String, Tensor>>>,
+}
+
+impl<D: Fn(&str, usize) -> Vec<f32> + Send + Sync> DrawnWeights<D> {
+    pub fn new(draw: D) -> Self {
+        Self {
+            draw,
+            recorded: None,
+        }
+    }
+
+    pub fn recording(draw: D) -> Self {
+        Self {
+            draw,
+            recorded: Some(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The tensors handed out so far (none unless recording).
+    pub fn into_recorded(self) -> Result<HashMap<String, Tensor>> {
+        match self.recorded {
+            Some(m) => m.into_inner().map_err(|_| poisoned()),
+            None => Ok(HashMap::new()),
+        }
+    }
+}
+
+fn poisoned() -> candle_core::Error {
+    candle_core::Error::Msg("weight recorder poisoned".into())
+}
+
+impl<D: Fn(&str, usize) -> Vec<f32> + Send + Sync> SimpleBackend for &DrawnWeights<D> {
+    fn get(&self, s: Shape, name: &str, h: Init, dtype: DType, dev: &Device) -> Result<Tensor> {
+        let n = s.elem_count();
+        let values = match h {
+            Init::Const(v) => vec![v as f32; n],
+            _ => (self.draw)(name, n),
+        };
+        let t = Tensor::from_vec(values, s, &Device::Cpu)?.to_dtype(dtype)?;
+        if let Some(recorded) = &self.recorded {
+            recorded
+                .lock()
+                .map_err(|_| poisoned())?
+                .insert(name.to_string(), t.clone());
+        }
+        t.to_device(dev)
+    }
+
+    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> Result<Tensor> {
+        Err(candle_core::Error::CannotFindTensor {
+            path: name.to_string(),
+        }
+        .bt())
+    }
+
+    fn contains_tensor(&self, _: &str) -> bool {
+        true
+    }
 }
 
 /// FNV-1a of a tensor name: the seed offset of its weights.
@@ -71,30 +133,6 @@ fn normal_values(seed: u64, n: usize, std: f64) -> Vec<f32> {
         .collect()
 }
 
-impl SimpleBackend for SeededWeights {
-    fn get(&self, s: Shape, name: &str, h: Init, dtype: DType, dev: &Device) -> Result<Tensor> {
-        let n = s.elem_count();
-        let values = match h {
-            Init::Const(v) => vec![v as f32; n],
-            _ => normal_values(self.seed ^ fnv1a(name), n, self.std),
-        };
-        Tensor::from_vec(values, s, &Device::Cpu)?
-            .to_dtype(dtype)?
-            .to_device(dev)
-    }
-
-    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> Result<Tensor> {
-        Err(candle_core::Error::CannotFindTensor {
-            path: name.to_string(),
-        }
-        .bt())
-    }
-
-    fn contains_tensor(&self, _: &str) -> bool {
-        true
-    }
-}
-
 pub struct Generator {
     model: Llama,
     cache: Cache,
@@ -113,9 +151,10 @@ pub struct Greedy {
 
 impl Generator {
     pub fn new(config: &Config, seed: u64, dtype: DType, device: &Device) -> Result<Self> {
-        // wide enough that greedy picks are clear (top-2 margins well above f32 rounding)
-        let weights = SeededWeights { seed, std: 0.15 };
-        let vb = VarBuilder::from_backend(Box::new(weights), dtype, device.clone());
+        // N(0, 0.15^2) per tensor, from a stream seeded by `seed` and the tensor's name: wide
+        // enough that greedy picks are clear (top-2 margins well above f32 rounding)
+        let weights = DrawnWeights::new(|name, n| normal_values(seed ^ fnv1a(name), n, 0.15));
+        let vb = VarBuilder::from_backend(Box::new(&weights), dtype, device.clone());
         Ok(Self {
             model: Llama::load(vb, config)?,
             cache: Cache::new(true, dtype, config, device)?,

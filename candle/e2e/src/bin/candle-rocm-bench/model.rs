@@ -5,13 +5,11 @@
 //! weights can be written out for the torch peer, which then runs the very same model.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant;
 
-use candle_core::{DType, Device, Result, Shape, Tensor, D};
-use candle_nn::var_builder::SimpleBackend;
-use candle_nn::{Init, VarBuilder};
-use candle_rocm_e2e::llama::{fnv1a, prompt};
+use candle_core::{DType, Device, Result, Tensor, D};
+use candle_nn::VarBuilder;
+use candle_rocm_e2e::llama::{fnv1a, prompt, DrawnWeights};
 use candle_rocm_e2e::SplitMix64;
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use serde_json::json;
@@ -37,15 +35,6 @@ pub fn config() -> Config {
         max_position_embeddings: 4096,
         tie_word_embeddings: false,
     }
-}
-
-/// Records every tensor the model asks for: uniform values of standard deviation `std`
-/// (ones where the layer wants a constant), drawn on the host in parallel from streams
-/// seeded by the tensor's name and chunk, so every run gets the same weights.
-struct RecordingWeights {
-    seed: u64,
-    std: f32,
-    drawn: Mutex<HashMap<String, Tensor>>,
 }
 
 const CHUNK: usize = 1 << 20;
@@ -74,53 +63,15 @@ fn uniform_values(seed: u64, n: usize, std: f32) -> Vec<f32> {
     values
 }
 
-/// The backend handed to the loader: it borrows the recorder, which outlives the load.
-struct Recorder<'a>(&'a RecordingWeights);
-
-impl SimpleBackend for Recorder<'_> {
-    fn get(&self, s: Shape, name: &str, h: Init, dtype: DType, dev: &Device) -> Result<Tensor> {
-        let n = s.elem_count();
-        let values = match h {
-            Init::Const(v) => vec![v as f32; n],
-            _ => uniform_values(self.0.seed ^ fnv1a(name), n, self.0.std),
-        };
-        let t = Tensor::from_vec(values, s, &Device::Cpu)?.to_dtype(dtype)?;
-        self.0
-            .drawn
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("weight recorder poisoned".into()))?
-            .insert(name.to_string(), t.clone());
-        t.to_device(dev)
-    }
-
-    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> Result<Tensor> {
-        Err(candle_core::Error::CannotFindTensor {
-            path: name.to_string(),
-        }
-        .bt())
-    }
-
-    fn contains_tensor(&self, _: &str) -> bool {
-        true
-    }
-}
-
 /// The model's weights on the host (bf16), by the names candle-transformers and HF
-/// transformers both use.
+/// transformers both use: uniform values (std 0.05, wide enough that the greedy picks are
+/// clear of bf16 rounding) from streams seeded by `seed`, the tensor's name and the chunk.
 pub fn weights(config: &Config, seed: u64) -> Result<HashMap<String, Tensor>> {
-    let recorder = RecordingWeights {
-        seed,
-        // wide enough that the greedy picks are clear of bf16 rounding
-        std: 0.05,
-        drawn: Mutex::new(HashMap::new()),
-    };
+    let weights = DrawnWeights::recording(|name, n| uniform_values(seed ^ fnv1a(name), n, 0.05));
     // loading the model on the host makes it ask for every tensor once
-    let vb = VarBuilder::from_backend(Box::new(Recorder(&recorder)), DType::BF16, Device::Cpu);
+    let vb = VarBuilder::from_backend(Box::new(&weights), DType::BF16, Device::Cpu);
     drop(Llama::load(vb, config)?);
-    recorder
-        .drawn
-        .into_inner()
-        .map_err(|_| candle_core::Error::Msg("weight recorder poisoned".into()))
+    weights.into_recorded()
 }
 
 /// What one device's run measured.
