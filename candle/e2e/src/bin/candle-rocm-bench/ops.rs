@@ -32,10 +32,6 @@ struct Case {
     work: Work,
 }
 
-fn dtype_name(dtype: DType) -> &'static str {
-    dtype.as_str()
-}
-
 fn elems(shape: &[usize]) -> usize {
     shape.iter().product()
 }
@@ -59,41 +55,18 @@ fn cases(dtype: DType, large: bool) -> Vec<Case> {
             work,
         })
     };
-    add(
-        "copy",
-        "copy",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(2 * bytes),
-    );
-    add(
-        "copy",
-        "transpose copy",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(2 * bytes),
-    );
-    add(
-        "elementwise",
-        "exp",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(2 * bytes),
-    );
-    add(
-        "elementwise",
-        "gelu",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(2 * bytes),
-    );
-    add(
-        "elementwise",
-        "affine",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(2 * bytes),
-    );
+    // ops of the (rows, cols) matrix alone: (family, op, bytes moved), in table order
+    let other = if dtype == DType::F32 { 2 } else { 4 };
+    let matrix_ops = [
+        ("copy", "copy", 2 * bytes),
+        ("copy", "transpose copy", 2 * bytes),
+        ("elementwise", "exp", 2 * bytes),
+        ("elementwise", "gelu", 2 * bytes),
+        ("elementwise", "affine", 2 * bytes),
+    ];
+    for (family, op, moved) in matrix_ops {
+        add(family, op, vec![m.clone()], vec![], Work::Bytes(moved));
+    }
     add(
         "elementwise",
         "add",
@@ -108,7 +81,6 @@ fn cases(dtype: DType, large: bool) -> Vec<Case> {
         vec![],
         Work::Bytes(2 * bytes),
     );
-    let other = if dtype == DType::F32 { 2 } else { 4 };
     add(
         "cast",
         "cast to the other float",
@@ -123,36 +95,17 @@ fn cases(dtype: DType, large: bool) -> Vec<Case> {
         vec![],
         Work::Bytes(3 * bytes + elems(&m)),
     );
-    add(
-        "reduce",
-        "sum last dim",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(bytes),
-    );
-    add(
-        "reduce",
-        "sum all",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(bytes),
-    );
-    add(
-        "reduce",
-        "max last dim",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(bytes),
-    );
-    add(
-        "reduce",
-        "argmax last dim",
-        vec![m.clone()],
-        vec![],
-        Work::Bytes(bytes),
-    );
-    for op in ["softmax last dim", "rms_norm", "layer_norm"] {
-        add("norm", op, vec![m.clone()], vec![], Work::Bytes(2 * bytes));
+    let reduce_and_norm_ops = [
+        ("reduce", "sum last dim", bytes),
+        ("reduce", "sum all", bytes),
+        ("reduce", "max last dim", bytes),
+        ("reduce", "argmax last dim", bytes),
+        ("norm", "softmax last dim", 2 * bytes),
+        ("norm", "rms_norm", 2 * bytes),
+        ("norm", "layer_norm", 2 * bytes),
+    ];
+    for (family, op, moved) in reduce_and_norm_ops {
+        add(family, op, vec![m.clone()], vec![], Work::Bytes(moved));
     }
     // rope on (batch, heads, seq, head_dim) with head_dim 128
     let rope = if large {
@@ -430,7 +383,7 @@ fn measure(case: &Case, device: &str, dev: &Device, quick: bool) -> serde_json::
         "bench": "op",
         "family": case.family,
         "op": case.op,
-        "dtype": dtype_name(case.dtype),
+        "dtype": case.dtype.as_str(),
         "size": if case.large { "large" } else { "small" },
         "shapes": case.shapes,
         "params": case.params,
@@ -457,7 +410,7 @@ fn measure(case: &Case, device: &str, dev: &Device, quick: bool) -> serde_json::
         "{:<14} {:<32} {:<5} {:<5} {:<8} {}",
         case.family,
         case.op,
-        dtype_name(case.dtype),
+        case.dtype.as_str(),
         if case.large { "large" } else { "small" },
         device,
         line.get("us")
