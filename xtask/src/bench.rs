@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::root;
-use crate::tiers::{cargo, pip_install_into, run_echo, strip, tools_dir};
+use crate::tiers::{cargo, checked_pack_size, pip_install_into, run_echo, strip, tools_dir};
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
@@ -244,15 +244,12 @@ pub fn bench_pack() -> Result<bool, String> {
         return Err("compressing the binaries failed".into());
     }
     std::fs::remove_dir_all(&bin).map_err(|e| e.to_string())?;
-    let size: u64 = walk_size(&out);
+    let size = checked_pack_size(&out)?;
     println!(
         "packed the benchmarks into {} ({:.1} MiB); run there: bash .bench/run.sh",
         out.display(),
         size as f64 / 1048576.0
     );
-    if size > 60 << 20 {
-        return Err("the pack exceeds 60 MiB; the GPU machine takes at most 64 MiB".into());
-    }
     Ok(true)
 }
 
@@ -273,19 +270,4 @@ fn commit_description() -> String {
     } else {
         format!("{head}\n")
     }
-}
-
-fn walk_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => walk_size(&e.path()),
-                    Ok(m) => m.len(),
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
