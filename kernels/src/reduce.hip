@@ -48,10 +48,20 @@ template <typename V> struct MinMaxState { V val; u32 idx; };
 
 template <typename V> DEVICE bool is_nan(V v) { return v != v; }
 
+// The value every element equals or beats: -inf / +inf for the floats, the i64 extremes for
+// the integers (compared as i64).
+template <typename V, bool IS_MAX> DEVICE V worst_value();
+template <> DEVICE float worst_value<float, true>() { return __int_as_float((int)0xff800000u); }
+template <> DEVICE float worst_value<float, false>() { return __int_as_float(0x7f800000); }
+template <> DEVICE double worst_value<double, true>() { return __longlong_as_double((long long)0xfff0000000000000ull); }
+template <> DEVICE double worst_value<double, false>() { return __longlong_as_double(0x7ff0000000000000ll); }
+template <> DEVICE i64 worst_value<i64, true>() { return (i64)0x8000000000000000ull; }
+template <> DEVICE i64 worst_value<i64, false>() { return (i64)0x7fffffffffffffffull; }
+
 // IS_MAX: the larger value wins; ties and everything else as described above.
 template <typename V, bool IS_MAX> struct MinMaxOp {
     typedef MinMaxState<V> State;
-    DEVICE static State identity() { State s; s.val = (V)0; s.idx = NO_INDEX; return s; }
+    DEVICE static State identity() { State s; s.val = worst_value<V, IS_MAX>(); s.idx = NO_INDEX; return s; }
     DEVICE static bool beats(V a, V b) { return IS_MAX ? a > b : a < b; }
     DEVICE static State combine(State a, State b) {
         if (a.idx == NO_INDEX) return b;
@@ -67,13 +77,13 @@ template <typename V, bool IS_MAX> struct MinMaxOp {
         r.idx = warp_shfl_xor(s.idx, lane_mask);
         return r;
     }
-    // One element, in increasing r per thread: the first non-NaN one, then only a strictly
-    // better one (ties keep the first; a NaN never beats, nor is beaten by `beats`). Element 0
-    // is taken by `seed` before the loop, even a NaN, and is then never displaced when NaN.
+    // One element, in increasing r per thread: taken only when strictly better (ties keep the
+    // first; a NaN never beats, nor is beaten). From the identity, elements equal to the worst
+    // value (and NaNs) are never taken: that state loses every combine, and such an element
+    // can only be the answer when element 0 is too (or is a NaN), which `seed` has taken.
     template <typename T> DEVICE static State step(State s, T x, u64 r) {
         const V v = cvt<V>(x);
-        const bool take = beats(v, s.val) || (s.idx == NO_INDEX && !is_nan(v));
-        if (take) { s.val = v; s.idx = (u32)r; }
+        if (beats(v, s.val)) { s.val = v; s.idx = (u32)r; }
         return s;
     }
     // Element 0 of the reduction (at `first`), taken whatever it is: the thread that visits

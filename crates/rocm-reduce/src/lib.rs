@@ -5,9 +5,11 @@
 //!   values; a NaN wins only as element 0; min/max/arg* of an empty tensor are
 //!   [`Error::EmptyTensor`]). Long reductions with few outputs are split over many blocks and
 //!   finished by a second pass, so a whole-tensor sum uses the whole GPU.
-//! - [`softmax_last_dim`], [`log_softmax_last_dim`], [`rms_norm`], [`layer_norm`]: one block per
-//!   row of any length, f32 statistics for the 16-bit floats, max-subtracted softmax, Welford
-//!   variance. Strided inputs are copied to contiguous ones first.
+//! - [`softmax_last_dim`], [`log_softmax_last_dim`], [`rms_norm`], [`layer_norm`]: rows of up
+//!   to 8 K units (16-byte packs, or elements) are held in registers by a group of threads and
+//!   read once; longer rows get one block each. f32 statistics for the 16-bit floats,
+//!   max-subtracted softmax, variance from deviations (never E[x^2] - mean^2). Strided inputs
+//!   are copied to contiguous ones first.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -242,23 +244,82 @@ fn rows_of(op: &'static str, l: &Layout) -> Result<(u64, u64)> {
     Ok((if len == 0 { 0 } else { n / len as u64 }, len as u64))
 }
 
+/// Units (16-byte packs or single elements) each thread of a register-row kernel holds
+/// (ROW_UNITS in norm.hip).
+const ROW_UNITS: u64 = 8;
+/// The widest block the register-row kernels use, holding one row.
+const MAX_ROW_GROUP: u64 = 1024;
+
+/// How a softmax or norm kernel covers its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowPlan {
+    /// A group of `group` threads holds each row in registers, in units of `unit_elems`
+    /// elements (a 16-byte pack, or 1 where the row or a buffer is not pack-aligned); a block
+    /// of `block` threads holds `block / group` rows.
+    Registers {
+        unit_elems: u64,
+        group: u32,
+        block: u32,
+    },
+    /// Rows too long for registers: one block per row, its threads striding over it.
+    Block { block: u32 },
+}
+
+impl RowPlan {
+    /// The plan for rows of `len` elements of `elem_bytes`; `aligned`: every buffer the
+    /// kernel touches starts on a 16-byte boundary.
+    pub fn new(len: u64, elem_bytes: u64, aligned: bool) -> Self {
+        let pack = (16 / elem_bytes.max(1)).max(1);
+        let unit_elems = if aligned && len % pack == 0 { pack } else { 1 };
+        let units = len / unit_elems;
+        if units <= ROW_UNITS * MAX_ROW_GROUP {
+            let group = units.div_ceil(ROW_UNITS).max(1).next_power_of_two();
+            return RowPlan::Registers {
+                unit_elems,
+                group: group as u32,
+                block: group.max(256) as u32,
+            };
+        }
+        // Small blocks with several 16-byte loads per thread keep many rows in flight per SM.
+        RowPlan::Block {
+            block: (len / 32).next_power_of_two().clamp(64, 256) as u32,
+        }
+    }
+}
+
+/// Launches `<entry_op>[_regpack|_regelem]_<dtype>` over `rows` rows of `len`; `args` holds
+/// the arguments common to both kernel shapes, `bufs` every buffer the kernel touches.
+#[allow(clippy::too_many_arguments)]
 fn row_launch(
     device: &Device,
     dtype: DType,
     entry_op: &str,
     rows: u64,
     len: u64,
+    bufs: &[&Buffer],
     args: &mut LaunchArgs,
 ) -> Result<()> {
     if rows == 0 || len == 0 {
         return Ok(());
     }
-    let entry = format!("{entry_op}_{}", dtype.as_str());
+    let aligned = bufs.iter().all(|b| b.device_ptr() % 16 == 0);
+    let plan = RowPlan::new(len, dtype.size_in_bytes() as u64, aligned);
+    let (entry, block, rows_per_block) = match plan {
+        RowPlan::Registers {
+            unit_elems,
+            group,
+            block,
+        } => {
+            args.push(group);
+            let shape = if unit_elems > 1 { "regpack" } else { "regelem" };
+            let entry = format!("{entry_op}_{shape}_{}", dtype.as_str());
+            (entry, block, u64::from(block / group))
+        }
+        RowPlan::Block { block } => (format!("{entry_op}_{}", dtype.as_str()), block, 1),
+    };
     let f = device.dtype_function(&kernels::NORM, dtype.as_str(), &entry)?;
-    // Small blocks with several 16-byte loads per thread keep many rows in flight per SM.
-    let block = (len / 32).next_power_of_two().clamp(64, 256) as u32;
     let config = LaunchConfig {
-        grid: [rows.min(1 << 20) as u32, 1, 1],
+        grid: [rows.div_ceil(rows_per_block).min(1 << 20) as u32, 1, 1],
         block: [block, 1, 1],
         shared_mem_bytes: 0,
     };
@@ -281,7 +342,7 @@ fn softmax_impl(
     let out = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
     let mut args = LaunchArgs::new();
     args.push_buffer(x).push_buffer(&out).push(rows).push(len);
-    row_launch(device, dtype, op, rows, len, &mut args)?;
+    row_launch(device, dtype, op, rows, len, &[x, &out], &mut args)?;
     Ok(out)
 }
 
@@ -346,14 +407,15 @@ pub fn rms_norm(
     const OP: &str = "rms_norm";
     let (rows, len, xc, ac) = norm_inputs(device, OP, dtype, x, x_l, alpha, alpha_l)?;
     let out = device.alloc(x_l.elem_count() * dtype.size_in_bytes())?;
+    let (x, alpha) = (xc.as_ref().unwrap_or(x), ac.as_ref().unwrap_or(alpha));
     let mut args = LaunchArgs::new();
-    args.push_buffer(xc.as_ref().unwrap_or(x))
-        .push_buffer(ac.as_ref().unwrap_or(alpha))
+    args.push_buffer(x)
+        .push_buffer(alpha)
         .push_buffer(&out)
         .push(rows)
         .push(len)
         .push(eps);
-    row_launch(device, dtype, OP, rows, len, &mut args)?;
+    row_launch(device, dtype, OP, rows, len, &[x, alpha, &out], &mut args)?;
     Ok(out)
 }
 
@@ -385,8 +447,9 @@ pub fn layer_norm(
         Some((b, _)) => bc.as_ref().unwrap_or(b),
         None => a_buf, // not read: has_beta = 0
     };
+    let x = xc.as_ref().unwrap_or(x);
     let mut args = LaunchArgs::new();
-    args.push_buffer(xc.as_ref().unwrap_or(x))
+    args.push_buffer(x)
         .push_buffer(a_buf)
         .push_buffer(b_buf)
         .push_buffer(&out)
@@ -394,7 +457,15 @@ pub fn layer_norm(
         .push(len)
         .push(eps)
         .push(u32::from(beta.is_some()));
-    row_launch(device, dtype, OP, rows, len, &mut args)?;
+    row_launch(
+        device,
+        dtype,
+        OP,
+        rows,
+        len,
+        &[x, a_buf, b_buf, &out],
+        &mut args,
+    )?;
     Ok(out)
 }
 
@@ -427,6 +498,33 @@ mod tests {
         // a few short rows stay one launch, whatever their block
         let p = ReducePlan::new(4, 1024, 4, 132);
         assert_eq!((p.chunks, p.block), (1, 64));
+    }
+
+    #[test]
+    fn rows_up_to_8k_units_are_held_in_registers() {
+        let regs = |unit_elems, group, block| RowPlan::Registers {
+            unit_elems,
+            group,
+            block,
+        };
+        // f32 rows of 1024: 256 packs, 8 per thread, 8 rows per block of 256
+        assert_eq!(RowPlan::new(1024, 4, true), regs(4, 32, 256));
+        assert_eq!(RowPlan::new(4096, 2, true), regs(8, 64, 256));
+        assert_eq!(RowPlan::new(32768, 4, true), regs(4, 1024, 1024));
+        assert_eq!(RowPlan::new(65536, 2, true), regs(8, 1024, 1024));
+        // tiny rows: one thread per row
+        assert_eq!(RowPlan::new(1, 4, true), regs(1, 1, 256));
+        assert_eq!(RowPlan::new(8, 8, true), regs(2, 1, 256));
+        // a length that is not a whole number of packs, or an unaligned buffer: elements
+        assert_eq!(RowPlan::new(4097, 4, true), regs(1, 1024, 1024));
+        assert_eq!(RowPlan::new(1024, 4, false), regs(1, 128, 256));
+        // longer rows: a block each
+        assert_eq!(RowPlan::new(32772, 4, true), RowPlan::Block { block: 256 });
+        assert_eq!(RowPlan::new(65537, 2, true), RowPlan::Block { block: 256 });
+        assert_eq!(
+            RowPlan::new(1 << 20, 8, true),
+            RowPlan::Block { block: 256 }
+        );
     }
 
     #[test]

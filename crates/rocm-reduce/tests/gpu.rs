@@ -229,11 +229,19 @@ fn softmax_and_norms_match_candle_nn() {
     let d = device();
     let mut checked = 0;
     for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
+        // register rows of one thread (1, 16), of part of a warp (31, 96), of one or a few
+        // warps (1024, 4096), of a whole block in elements (4097) and in packs (32768: f32
+        // and f16/bf16; f64 takes the block-per-row kernel there), and block rows (65544, 10^6)
         for (rows, len) in [
             (3usize, 1usize),
+            (300, 16),
             (5, 31),
+            (9, 96),
             (4, 1024),
+            (3, 4096),
             (3, 4097),
+            (2, 32768),
+            (2, 65544),
             (1, 1_000_000),
         ] {
             // large magnitudes and an offset: max subtraction and stable variance matter
