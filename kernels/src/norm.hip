@@ -8,9 +8,12 @@
 //   registers. Groups of up to a warp combine through shuffles only; wider groups (long rows)
 //   through shared memory, once per row. A block holds blockDim.x / G rows.
 //   - softmax: each thread's max and its sum of exp(x - max), combined as (max, sum) pairs;
+//     f32/f64 keep the exps in place of the inputs, so the write is a multiply; 16-bit rows
+//     have no room for them and take the exps again;
 //   - rms_norm: sum of squares;
-//   - layer_norm: each thread's count, mean and sum of squared deviations from that mean (two
-//     passes over registers), combined with Chan's formula: no E[x^2] - mean^2 cancellation.
+//   - layer_norm: of d = x - k, k the row's first element: each thread's count, mean and sum
+//     of squared deviations from that mean (two passes over registers), combined with Chan's
+//     formula, so nothing like E[x^2] - mean^2 cancels; the output is formed from d - mean(d).
 // - Block rows (`<op>_<T>`): rows too long for registers. One block per row, threads striding
 //   over it: the statistics pass (softmax: online max and rescaled sum; layer_norm: the mean of
 //   d = x - k with k the row's first value, then the sum of (d - mean(d))^2 from cache), then
@@ -254,7 +257,6 @@ template <typename A> struct MomentsOp {
 // each of N elements.
 template <typename T, int N, int U> struct RowPart {
     typedef typename RawOf<sizeof(T) * N>::type Raw;
-    static constexpr int max_units = U, width = N;
     Pack<T, N> u[U];
     u32 lane, G, units;
     DEVICE u32 unit(int k) const { return lane + (u32)k * G; }
