@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::root;
-use crate::tiers::{cargo, checked_pack_size, pip_install_into, run_echo, strip, tools_dir};
+use crate::tiers::{
+    cargo, checked_pack_size, compress_binaries, pip_install_into, run_echo, strip, tools_dir,
+};
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
@@ -231,15 +233,7 @@ pub fn bench_pack() -> Result<bool, String> {
     }
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
     std::fs::write(out.join("COMMIT"), commit_description()).map_err(|e| e.to_string())?;
-    let (ok, _) = run_echo(
-        Command::new("tar")
-            .env("XZ_OPT", "-6 -T0")
-            .arg("-cJf")
-            .arg(out.join("binaries.tar.xz"))
-            .arg("-C")
-            .arg(&out)
-            .arg("bin"),
-    )?;
+    let ok = compress_binaries(&out, &["bin"])?;
     if !ok {
         return Err("compressing the binaries failed".into());
     }

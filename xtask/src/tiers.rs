@@ -65,6 +65,21 @@ fn count_results(output: &str) -> (u64, u64) {
 }
 
 /// Runs a command, echoing its output, and returns (success, stdout + stderr).
+/// Packs the folders `dirs` of `out` into `out/binaries.tar.xz` (all cores); whether tar
+/// succeeded.
+pub(crate) fn compress_binaries(out: &Path, dirs: &[&str]) -> Result<bool, String> {
+    let (ok, _) = run_echo(
+        Command::new("tar")
+            .env("XZ_OPT", "-6 -T0")
+            .arg("-cJf")
+            .arg(out.join("binaries.tar.xz"))
+            .arg("-C")
+            .arg(out)
+            .args(dirs),
+    )?;
+    Ok(ok)
+}
+
 pub(crate) fn run_echo(cmd: &mut Command) -> Result<(bool, String), String> {
     let shown = format!("{cmd:?}");
     println!("$ {shown}");
@@ -662,15 +677,7 @@ pub fn gpu_pack() -> Result<bool, String> {
         return Err("exporting the f16 model failed".into());
     }
     // Compressed: the machine takes at most 64 MiB, and binaries shrink about fourfold.
-    let (ok, _) = run_echo(
-        Command::new("tar")
-            .env("XZ_OPT", "-6 -T0")
-            .arg("-cJf")
-            .arg(out.join("binaries.tar.xz"))
-            .arg("-C")
-            .arg(&out)
-            .args(["tests", "bin"]),
-    )?;
+    let ok = compress_binaries(&out, &["tests", "bin"])?;
     if !ok {
         return Err("compressing the binaries failed".into());
     }

@@ -22,7 +22,8 @@ pub fn throughput_config() -> Config {
     config(1024, 2816, 8192, 8, 16, 8)
 }
 
-fn config(
+/// A llama config of these sizes (1 K positions, untied embeddings, no rope scaling).
+pub fn config(
     hidden: usize,
     intermediate: usize,
     vocab: usize,

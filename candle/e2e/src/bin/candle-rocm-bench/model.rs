@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::VarBuilder;
-use candle_rocm_e2e::llama::{fnv1a, prompt, DrawnWeights};
+use candle_rocm_e2e::llama::{self, fnv1a, prompt, DrawnWeights};
 use candle_rocm_e2e::SplitMix64;
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use serde_json::json;
@@ -20,20 +20,8 @@ pub const DECODE: usize = 128;
 /// Llama 3.2 1B's shape with Llama 2's vocabulary: 16 layers of width 2048, 8 K-V heads.
 pub fn config() -> Config {
     Config {
-        hidden_size: 2048,
-        intermediate_size: 8192,
-        vocab_size: 32000,
-        num_hidden_layers: 16,
-        num_attention_heads: 32,
-        num_key_value_heads: 8,
-        use_flash_attn: false,
-        rms_norm_eps: 1e-5,
-        rope_theta: 10_000.0,
-        bos_token_id: None,
-        eos_token_id: None,
-        rope_scaling: None,
         max_position_embeddings: 4096,
-        tie_word_embeddings: false,
+        ..llama::config(2048, 8192, 32000, 16, 32, 8)
     }
 }
 
