@@ -10,8 +10,10 @@ template <typename From, typename To> struct CastFn {
     KERNEL void cast_##SN##_##DN(const ST* in, DT* out, u64 n, KernelLayout l) {                \
         map1(in, out, n, l, CastFn<ST, DT>());                                                  \
     }
-#define CAST_FROM(SN, ST)                                                                       \
-    CAST(SN, ST, u8, u8) CAST(SN, ST, u32, u32) CAST(SN, ST, i16, i16) CAST(SN, ST, i32, i32)  \
-    CAST(SN, ST, i64, i64) CAST(SN, ST, bf16, bf16_t) CAST(SN, ST, f16, f16_t)                 \
-    CAST(SN, ST, f32, float) CAST(SN, ST, f64, double) CAST(SN, ST, f8e4m3, f8e4m3_t)
-CANDLE_ROCM_FOR_EACH_DTYPE(CAST_FROM)
+// Instantiated per destination dtype: `cast_<from>_<to>` is in the module variant of `to`
+// (the table's key is the entry's last part).
+#define CAST_TO(DN, DT)                                                                         \
+    CAST(u8, u8, DN, DT) CAST(u32, u32, DN, DT) CAST(i16, i16, DN, DT) CAST(i32, i32, DN, DT)  \
+    CAST(i64, i64, DN, DT) CAST(bf16, bf16_t, DN, DT) CAST(f16, f16_t, DN, DT)                 \
+    CAST(f32, float, DN, DT) CAST(f64, double, DN, DT) CAST(f8e4m3, f8e4m3_t, DN, DT)
+CANDLE_ROCM_FOR_EACH_DTYPE(CAST_TO)

@@ -52,7 +52,30 @@ impl KernelModule {
         })
     }
 
-    /// Name of the entry point for `op` and `dtype`, if the module has it.
+    /// The op of this module spelled `parts` joined by `_` (`["gather", "u8"]` is
+    /// `gather_u8`), as the table holds it; how launchers name ops made of several parts
+    /// without building strings.
+    pub fn op_named(&self, parts: &[&str]) -> Option<&'static str> {
+        self.ops().find(|op| {
+            let mut rest = *op;
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    match rest.strip_prefix('_') {
+                        Some(r) => rest = r,
+                        None => return false,
+                    }
+                }
+                match rest.strip_prefix(part) {
+                    Some(r) => rest = r,
+                    None => return false,
+                }
+            }
+            rest.is_empty()
+        })
+    }
+
+    /// Name of the entry point for `op` and `dtype`, if the module has it: the one place an
+    /// entry name is spelled.
     pub fn entry_point(&self, op: &str, dtype: &str) -> Option<String> {
         self.groups
             .iter()
@@ -169,7 +192,7 @@ pub const BINARY: KernelModule = KernelModule {
     }],
 };
 
-/// Casts between every pair of dtypes: `cast_<from>_<to>`.
+/// Casts between every pair of dtypes: `cast_<from>_<to>`, op `cast_<from>`, key `<to>`.
 pub const CAST: KernelModule = KernelModule {
     name: "cast",
     source: include_str!("cast.hip"),
@@ -237,12 +260,27 @@ pub const REDUCE: KernelModule = KernelModule {
     }],
 };
 
-/// softmax / log-softmax over the last dim, rms_norm, layer_norm.
+/// softmax / log-softmax over the last dim, rms_norm, layer_norm: one block per row
+/// (`<op>_<dtype>`), or rows held in registers as 16-byte packs (`<op>_regpack_<dtype>`) or
+/// elements (`<op>_regelem_<dtype>`).
 pub const NORM: KernelModule = KernelModule {
     name: "norm",
     source: include_str!("norm.hip"),
     groups: &[EntryGroup {
-        ops: &["softmax", "log_softmax", "rms_norm", "layer_norm"],
+        ops: &[
+            "softmax",
+            "log_softmax",
+            "rms_norm",
+            "layer_norm",
+            "softmax_regpack",
+            "log_softmax_regpack",
+            "rms_norm_regpack",
+            "layer_norm_regpack",
+            "softmax_regelem",
+            "log_softmax_regelem",
+            "rms_norm_regelem",
+            "layer_norm_regelem",
+        ],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
 };
@@ -419,6 +457,21 @@ mod tests {
         );
         assert_eq!(FILL.entry_point("fill", "q4k"), None);
         assert_eq!(FILL.entry_point("nope", "f32"), None);
+    }
+
+    #[test]
+    fn ops_of_several_parts_are_found_in_the_table() {
+        assert_eq!(INDEXING.op_named(&["gather", "i64"]), Some("gather_i64"));
+        assert_eq!(
+            INDEXING.op_named(&["scatter_add", "own", "u8"]),
+            Some("scatter_add_own_u8")
+        );
+        assert_eq!(NORM.op_named(&["softmax", "regpack"]), Some("softmax_regpack"));
+        assert_eq!(REDUCE.op_named(&["sum", "finish"]), Some("sum_finish"));
+        assert_eq!(REDUCE.op_named(&["sum"]), Some("sum"));
+        assert_eq!(REDUCE.op_named(&["su"]), None);
+        assert_eq!(REDUCE.op_named(&["sum", "finis"]), None);
+        assert_eq!(INDEXING.op_named(&["gather", "f32"]), None);
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn run() -> Result<bool, String> {
     let device = Device::with_platform(platform, ordinal).map_err(|e| e.to_string())?;
     let t = Instant::now();
     let iota = device
-        .function(&kernels::FILL, "iota_f32")
+        .kernel(&kernels::FILL, "iota", "f32")
         .map_err(|e| e.to_string())?;
     let first_load = t.elapsed();
     let stats = device.compile_stats();
@@ -174,7 +174,7 @@ fn models(platform: Platform, ordinal: usize) -> Result<bool, String> {
         None => (crate::candle::build_demo()?, crate::candle::minilm_dir()?),
     };
     let status = std::process::Command::new(&demo)
-        .env(rocm_device::PLATFORM_ENV, platform.to_string())
+        .env(rocm_device::config::PLATFORM_ENV, platform.to_string())
         .arg("--model")
         .arg(&model)
         .arg("--device")

@@ -4,7 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use rocm_blas::Blas;
-use rocm_device::{kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Result};
+use rocm_device::{
+    kernels, Buffer, Config, DType, Device, Error, LaunchArgs, LaunchConfig, Result,
+};
 use rocm_dnn::Dnn;
 use rocm_indexing::IndexOptions;
 
@@ -42,9 +44,21 @@ impl std::fmt::Debug for RocmDevice {
 }
 
 impl RocmDevice {
-    /// The device of `ordinal` on the selected platform (`CANDLE_ROCM_PLATFORM`).
+    /// The device of `ordinal` on the selected platform, with the process's configuration
+    /// (the environment, read once: `rocm_device::Config::global`).
     pub fn new(ordinal: usize) -> Result<Self> {
         Ok(Self::from_device(Device::new(ordinal)?))
+    }
+
+    /// The device of `ordinal` with `config` (platform, kernel cache, pool, index checks,
+    /// MIOpen, reduced-precision gemms): how code sets options without the environment.
+    pub fn with_config(ordinal: usize, config: Config) -> Result<Self> {
+        Ok(Self::from_device(Device::with_config(ordinal, config)?))
+    }
+
+    /// The configuration this device was opened with.
+    pub fn config(&self) -> &Config {
+        self.inner.device.config()
     }
 
     /// How many devices the selected platform (`CANDLE_ROCM_PLATFORM`) has, or why it has none.
@@ -56,14 +70,14 @@ impl RocmDevice {
     pub fn from_device(device: Device) -> Self {
         RocmDevice {
             inner: Arc::new(Inner {
-                device,
                 blas: Mutex::new(None),
                 dnn: Mutex::new(None),
                 rng: Mutex::new(RngState {
                     seed: DEFAULT_SEED,
                     offset: 0,
                 }),
-                index_options: IndexOptions::from_env(),
+                index_options: IndexOptions::of(&device),
+                device,
             }),
         }
     }
@@ -171,8 +185,7 @@ impl RocmDevice {
         a: f64,
         b: f64,
     ) -> Result<RocmStorage> {
-        let key = dtype.as_str();
-        if kernels::RANDOM.entry_point(op, key).is_none() {
+        if kernels::RANDOM.entry_point(op, dtype.as_str()).is_none() {
             return Err(Error::UnsupportedDType { op, dtype });
         }
         let device = &self.inner.device;
@@ -186,7 +199,7 @@ impl RocmDevice {
             rng.offset += 1;
             s
         };
-        let f = device.dtype_function(&kernels::RANDOM, key, &format!("{op}_{key}"))?;
+        let f = device.kernel(&kernels::RANDOM, op, dtype.as_str())?;
         let pairs = len.div_ceil(2) as u64;
         let mut args = LaunchArgs::new();
         args.push_buffer(&out)

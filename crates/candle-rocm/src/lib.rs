@@ -16,11 +16,13 @@ mod device;
 mod storage;
 
 pub use device::{RocmDevice, DEFAULT_SEED};
-pub use rocm_device::{DType, Error, Layout, MemoryStats, Platform, Result, Scalar};
+pub use rocm_device::{
+    Config, DType, Error, Layout, MemoryStats, Operand, Platform, ReducedPrecision, Result, Scalar,
+};
 pub use rocm_dnn::{
     Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams, DnnPath,
 };
-pub use rocm_elementwise::{BinaryOp, CmpOp, RopeVariant, UnaryOp};
+pub use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
 pub use rocm_reduce::ReduceOp;
 pub use storage::{binary_op_from_name, unary_op_from_name, RocmStorage};
 

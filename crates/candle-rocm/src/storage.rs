@@ -2,10 +2,10 @@
 //! Candle 0.11.1's `BackendStorage` one for one (same names, arguments in the same order with
 //! Candle-agnostic types) and add the fused ops candle-nn and candle-core's sort call.
 
-use rocm_device::{Buffer, DType, Error, Layout, Result, Scalar};
+use rocm_device::{Buffer, DType, Error, Layout, Operand, Result, Scalar};
 use rocm_dnn::{Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams};
-use rocm_elementwise::{BinaryOp, CmpOp, RopeVariant, UnaryOp};
-use rocm_indexing::{Bilinear, Ids, View};
+use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
+use rocm_indexing::Bilinear;
 use rocm_reduce::ReduceOp;
 
 use crate::RocmDevice;
@@ -60,19 +60,9 @@ impl RocmStorage {
         RocmStorage::new(buffer, dtype, self.device.clone())
     }
 
-    fn view<'a>(&'a self, layout: &'a Layout) -> View<'a> {
-        View {
-            buffer: &self.buffer,
-            layout,
-        }
-    }
-
-    fn ids<'a>(&'a self, layout: &'a Layout) -> Ids<'a> {
-        Ids {
-            dtype: self.dtype,
-            buffer: &self.buffer,
-            layout,
-        }
+    /// This storage viewed through `layout`, as the op crates take it.
+    pub fn operand<'a>(&'a self, layout: &'a Layout) -> Operand<'a> {
+        Operand::new(&self.buffer, self.dtype, layout)
     }
 
     /// Errors unless every operand lives on this storage's device handle.
@@ -130,49 +120,42 @@ impl RocmStorage {
     }
 
     pub fn affine(&self, layout: &Layout, mul: f64, add: f64) -> Result<Self> {
-        let out = rocm_elementwise::affine(self.raw(), self.dtype, &self.buffer, layout, mul, add)?;
+        let out = rocm_elementwise::affine(self.raw(), self.operand(layout), mul, add)?;
         Ok(self.wrap(out, self.dtype))
     }
 
     pub fn powf(&self, layout: &Layout, e: f64) -> Result<Self> {
-        let out = rocm_elementwise::powf(self.raw(), self.dtype, &self.buffer, layout, e)?;
+        let out = rocm_elementwise::powf(self.raw(), self.operand(layout), e)?;
         Ok(self.wrap(out, self.dtype))
     }
 
     pub fn elu(&self, layout: &Layout, alpha: f64) -> Result<Self> {
-        let out = rocm_elementwise::elu(self.raw(), self.dtype, &self.buffer, layout, alpha)?;
+        let out = rocm_elementwise::elu(self.raw(), self.operand(layout), alpha)?;
         Ok(self.wrap(out, self.dtype))
     }
 
     /// `reduce_op`: sum/min/max over `dims` (kept as size 1), argmin/argmax as u32.
     pub fn reduce_op(&self, op: ReduceOp, layout: &Layout, dims: &[usize]) -> Result<Self> {
-        let out = rocm_reduce::reduce(self.raw(), op, self.dtype, &self.buffer, layout, dims)?;
+        let out = rocm_reduce::reduce(self.raw(), op, self.operand(layout), dims)?;
         Ok(self.wrap(out, op.out_dtype(self.dtype)))
     }
 
     /// `cmp`: u8 results (1 or 0).
     pub fn cmp(&self, op: CmpOp, rhs: &Self, layout: &Layout, rhs_l: &Layout) -> Result<Self> {
         self.same_dtype("cmp", &[rhs])?;
-        let out = rocm_elementwise::cmp(
-            self.raw(),
-            op,
-            self.dtype,
-            &self.buffer,
-            layout,
-            &rhs.buffer,
-            rhs_l,
-        )?;
+        let out =
+            rocm_elementwise::cmp(self.raw(), op, self.operand(layout), rhs.operand(rhs_l))?;
         Ok(self.wrap(out, DType::U8))
     }
 
     pub fn to_dtype(&self, layout: &Layout, dtype: DType) -> Result<Self> {
-        let out = rocm_elementwise::cast(self.raw(), self.dtype, dtype, &self.buffer, layout)?;
+        let out = rocm_elementwise::cast(self.raw(), self.operand(layout), dtype)?;
         Ok(self.wrap(out, dtype))
     }
 
     /// `unary_impl`: the op Candle names (see [`unary_op_from_name`]).
     pub fn unary(&self, op: UnaryOp, layout: &Layout) -> Result<Self> {
-        let out = rocm_elementwise::unary(self.raw(), op, self.dtype, &self.buffer, layout)?;
+        let out = rocm_elementwise::unary(self.raw(), op, self.operand(layout))?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -185,15 +168,8 @@ impl RocmStorage {
         rhs_l: &Layout,
     ) -> Result<Self> {
         self.same_dtype(op.name(), &[rhs])?;
-        let out = rocm_elementwise::binary(
-            self.raw(),
-            op,
-            self.dtype,
-            &self.buffer,
-            layout,
-            &rhs.buffer,
-            rhs_l,
-        )?;
+        let out =
+            rocm_elementwise::binary(self.raw(), op, self.operand(layout), rhs.operand(rhs_l))?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -210,14 +186,9 @@ impl RocmStorage {
         on_true.same_dtype("where_cond", &[on_false])?;
         let out = rocm_elementwise::where_cond(
             self.raw(),
-            self.dtype,
-            &self.buffer,
-            layout,
-            on_true.dtype,
-            &on_true.buffer,
-            true_l,
-            &on_false.buffer,
-            false_l,
+            self.operand(layout),
+            on_true.operand(true_l),
+            on_false.operand(false_l),
         )?;
         Ok(self.wrap(out, on_true.dtype))
     }
@@ -246,12 +217,7 @@ impl RocmStorage {
         params: &Conv1dParams,
     ) -> Result<Self> {
         self.dnn_op("conv1d", Some(kernel), |dnn| {
-            dnn.conv1d(
-                self.dtype,
-                (&self.buffer, layout),
-                (&kernel.buffer, kernel_l),
-                params,
-            )
+            dnn.conv1d(self.operand(layout), kernel.operand(kernel_l), params)
         })
     }
 
@@ -263,8 +229,7 @@ impl RocmStorage {
         params: &ConvTranspose1dParams,
     ) -> Result<Self> {
         self.dnn_op("conv_transpose1d", Some(kernel), |dnn| {
-            let k = (&kernel.buffer, kernel_l);
-            dnn.conv_transpose1d(self.dtype, (&self.buffer, layout), k, params)
+            dnn.conv_transpose1d(self.operand(layout), kernel.operand(kernel_l), params)
         })
     }
 
@@ -276,12 +241,7 @@ impl RocmStorage {
         params: &Conv2dParams,
     ) -> Result<Self> {
         self.dnn_op("conv2d", Some(kernel), |dnn| {
-            dnn.conv2d(
-                self.dtype,
-                (&self.buffer, layout),
-                (&kernel.buffer, kernel_l),
-                params,
-            )
+            dnn.conv2d(self.operand(layout), kernel.operand(kernel_l), params)
         })
     }
 
@@ -293,8 +253,7 @@ impl RocmStorage {
         params: &ConvTranspose2dParams,
     ) -> Result<Self> {
         self.dnn_op("conv_transpose2d", Some(kernel), |dnn| {
-            let k = (&kernel.buffer, kernel_l);
-            dnn.conv_transpose2d(self.dtype, (&self.buffer, layout), k, params)
+            dnn.conv_transpose2d(self.operand(layout), kernel.operand(kernel_l), params)
         })
     }
 
@@ -306,7 +265,7 @@ impl RocmStorage {
     ) -> Result<Self> {
         let p = rocm_dnn::Pool2dParams { kernel, stride };
         self.dnn_op("avg_pool2d", None, |dnn| {
-            dnn.avg_pool2d(self.dtype, (&self.buffer, layout), &p)
+            dnn.avg_pool2d(self.operand(layout), &p)
         })
     }
 
@@ -318,18 +277,17 @@ impl RocmStorage {
     ) -> Result<Self> {
         let p = rocm_dnn::Pool2dParams { kernel, stride };
         self.dnn_op("max_pool2d", None, |dnn| {
-            dnn.max_pool2d(self.dtype, (&self.buffer, layout), &p)
+            dnn.max_pool2d(self.operand(layout), &p)
         })
     }
 
     pub fn upsample_nearest1d(&self, layout: &Layout, w: usize) -> Result<Self> {
-        let out = rocm_indexing::upsample_nearest1d(self.raw(), self.dtype, self.view(layout), w)?;
+        let out = rocm_indexing::upsample_nearest1d(self.raw(), self.operand(layout), w)?;
         Ok(self.wrap(out, self.dtype))
     }
 
     pub fn upsample_nearest2d(&self, layout: &Layout, h: usize, w: usize) -> Result<Self> {
-        let out =
-            rocm_indexing::upsample_nearest2d(self.raw(), self.dtype, self.view(layout), h, w)?;
+        let out = rocm_indexing::upsample_nearest2d(self.raw(), self.operand(layout), h, w)?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -348,7 +306,7 @@ impl RocmStorage {
             align_corners,
             scale_factors: (scale_h, scale_w),
         };
-        let out = rocm_indexing::upsample_bilinear2d(self.raw(), self.dtype, self.view(layout), p)?;
+        let out = rocm_indexing::upsample_bilinear2d(self.raw(), self.operand(layout), p)?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -356,9 +314,8 @@ impl RocmStorage {
         self.same_device("gather", &[ids])?;
         let out = rocm_indexing::gather(
             self.raw(),
-            self.dtype,
-            self.view(layout),
-            ids.ids(ids_l),
+            self.operand(layout),
+            ids.operand(ids_l),
             dim,
             self.device.index_options(),
         )?;
@@ -377,15 +334,8 @@ impl RocmStorage {
     ) -> Result<()> {
         self.same_dtype("scatter", &[src])?;
         self.same_device("scatter", &[ids])?;
-        rocm_indexing::scatter_set(
-            self.device.raw(),
-            self.dtype,
-            self.view(layout),
-            ids.ids(ids_l),
-            src.view(src_l),
-            dim,
-            self.device.index_options(),
-        )
+        let operands = (self.operand(layout), ids.operand(ids_l), src.operand(src_l));
+        rocm_indexing::scatter_set(self.raw(), operands, dim, self.device.index_options())
     }
 
     /// `scatter_add_set`: in place on `self` (viewed as `layout`).
@@ -400,15 +350,8 @@ impl RocmStorage {
     ) -> Result<()> {
         self.same_dtype("scatter_add", &[src])?;
         self.same_device("scatter_add", &[ids])?;
-        rocm_indexing::scatter_add_set(
-            self.device.raw(),
-            self.dtype,
-            self.view(layout),
-            ids.ids(ids_l),
-            src.view(src_l),
-            dim,
-            self.device.index_options(),
-        )
+        let operands = (self.operand(layout), ids.operand(ids_l), src.operand(src_l));
+        rocm_indexing::scatter_add_set(self.raw(), operands, dim, self.device.index_options())
     }
 
     /// `index_select`: `self` (viewed as `layout`) is the source.
@@ -422,9 +365,8 @@ impl RocmStorage {
         self.same_device("index_select", &[ids])?;
         let out = rocm_indexing::index_select(
             self.raw(),
-            self.dtype,
-            self.view(layout),
-            ids.ids(ids_l),
+            self.operand(layout),
+            ids.operand(ids_l),
             dim,
             self.device.index_options(),
         )?;
@@ -445,15 +387,8 @@ impl RocmStorage {
         self.same_device("index_add", &[ids])?;
         let out = self.contiguous_copy(layout)?;
         let out_l = Layout::contiguous(&layout.dims);
-        rocm_indexing::index_add_set(
-            self.raw(),
-            self.dtype,
-            out.view(&out_l),
-            ids.ids(ids_l),
-            src.view(src_l),
-            dim,
-            self.device.index_options(),
-        )?;
+        let operands = (out.operand(&out_l), ids.operand(ids_l), src.operand(src_l));
+        rocm_indexing::index_add_set(self.raw(), operands, dim, self.device.index_options())?;
         Ok(out)
     }
 
@@ -467,14 +402,10 @@ impl RocmStorage {
     ) -> Result<Self> {
         self.same_dtype("matmul", &[rhs])?;
         let shape = rocm_blas::MatmulShape { batch, m, n, k };
-        let out = self.device.blas()?.matmul(
-            self.dtype,
-            &self.buffer,
-            layout,
-            &rhs.buffer,
-            rhs_l,
-            shape,
-        )?;
+        let out = self
+            .device
+            .blas()?
+            .matmul(self.operand(layout), rhs.operand(rhs_l), shape)?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -486,52 +417,18 @@ impl RocmStorage {
         src_l: &Layout,
     ) -> Result<()> {
         self.same_dtype("copy_strided", &[dst])?;
-        rocm_elementwise::copy_strided(
-            self.raw(),
-            self.dtype,
-            &self.buffer,
-            src_l,
-            &dst.buffer,
-            dst_offset,
-        )
+        self.operand(src_l).copy_to(&dst.buffer, dst_offset)
     }
 
-    /// `copy2d`: `d1` rows of `d2` elements.
-    #[allow(clippy::too_many_arguments)]
-    pub fn copy2d(
-        &self,
-        dst: &mut Self,
-        d1: usize,
-        d2: usize,
-        src_stride1: usize,
-        dst_stride1: usize,
-        src_offset: usize,
-        dst_offset: usize,
-    ) -> Result<()> {
+    /// `copy2d`: Candle's `d1` rows of `d2` elements (`rows`, `cols` here).
+    pub fn copy2d(&self, dst: &mut Self, block: &Copy2d) -> Result<()> {
         self.same_dtype("copy2d", &[dst])?;
-        rocm_elementwise::copy2d(
-            self.raw(),
-            self.dtype,
-            &self.buffer,
-            &dst.buffer,
-            d1,
-            d2,
-            src_stride1,
-            dst_stride1,
-            src_offset,
-            dst_offset,
-        )
+        rocm_elementwise::copy2d(self.raw(), self.dtype, &self.buffer, &dst.buffer, block)
     }
 
     /// `const_set`: every element of the view `layout` of `self` set to `value`.
     pub fn const_set(&mut self, value: Scalar, layout: &Layout) -> Result<()> {
-        if value.dtype() != self.dtype {
-            return Err(Error::DTypeMismatch {
-                op: "const_set",
-                detail: format!("a {} value for {} storage", value.dtype(), self.dtype),
-            });
-        }
-        rocm_elementwise::const_set(self.raw(), &self.buffer, layout, value)
+        rocm_elementwise::const_set(self.raw(), self.operand(layout), value)
     }
 
     // ---- beyond BackendStorage ------------------------------------------------------------
@@ -541,7 +438,7 @@ impl RocmStorage {
         let out = self
             .raw()
             .alloc(layout.elem_count() * self.dtype.size_in_bytes())?;
-        rocm_elementwise::copy_strided(self.raw(), self.dtype, &self.buffer, layout, &out, 0)?;
+        self.operand(layout).copy_to(&out, 0)?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -555,13 +452,13 @@ impl RocmStorage {
 
     /// candle-nn's `softmax_last_dim`.
     pub fn softmax_last_dim(&self, layout: &Layout) -> Result<Self> {
-        let out = rocm_reduce::softmax_last_dim(self.raw(), self.dtype, &self.buffer, layout)?;
+        let out = rocm_reduce::softmax_last_dim(self.raw(), self.operand(layout))?;
         Ok(self.wrap(out, self.dtype))
     }
 
     /// log-softmax over the last dim.
     pub fn log_softmax_last_dim(&self, layout: &Layout) -> Result<Self> {
-        let out = rocm_reduce::log_softmax_last_dim(self.raw(), self.dtype, &self.buffer, layout)?;
+        let out = rocm_reduce::log_softmax_last_dim(self.raw(), self.operand(layout))?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -574,15 +471,8 @@ impl RocmStorage {
         eps: f32,
     ) -> Result<Self> {
         self.same_dtype("rms_norm", &[alpha])?;
-        let out = rocm_reduce::rms_norm(
-            self.raw(),
-            self.dtype,
-            &self.buffer,
-            layout,
-            &alpha.buffer,
-            alpha_l,
-            eps,
-        )?;
+        let out =
+            rocm_reduce::rms_norm(self.raw(), self.operand(layout), alpha.operand(alpha_l), eps)?;
         Ok(self.wrap(out, self.dtype))
     }
 
@@ -601,12 +491,9 @@ impl RocmStorage {
         }
         let out = rocm_reduce::layer_norm(
             self.raw(),
-            self.dtype,
-            &self.buffer,
-            layout,
-            &alpha.buffer,
-            alpha_l,
-            beta.map(|(b, l)| (&b.buffer, l)),
+            self.operand(layout),
+            alpha.operand(alpha_l),
+            beta.map(|(b, l)| b.operand(l)),
             eps,
         )?;
         Ok(self.wrap(out, self.dtype))
@@ -626,13 +513,9 @@ impl RocmStorage {
         let out = rocm_elementwise::rope(
             self.raw(),
             variant,
-            self.dtype,
-            &self.buffer,
-            layout,
-            &cos.buffer,
-            cos_l,
-            &sin.buffer,
-            sin_l,
+            self.operand(layout),
+            cos.operand(cos_l),
+            sin.operand(sin_l),
         )?;
         Ok(self.wrap(out, self.dtype))
     }
@@ -644,8 +527,7 @@ impl RocmStorage {
 
     /// candle-core's `arg_sort_last_dim`: u32 positions, stable, NaN largest.
     pub fn arg_sort_last_dim(&self, layout: &Layout, ascending: bool) -> Result<Self> {
-        let out =
-            rocm_indexing::arg_sort_last_dim(self.raw(), self.dtype, self.view(layout), ascending)?;
+        let out = rocm_indexing::arg_sort_last_dim(self.raw(), self.operand(layout), ascending)?;
         Ok(self.wrap(out, DType::U32))
     }
 }

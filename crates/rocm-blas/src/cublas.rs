@@ -5,6 +5,8 @@ use std::ffi::c_void;
 use cudarc::cublas::{result, sys};
 use rocm_device::{Device, Error, Result};
 
+use crate::GemmCall;
+
 fn err(call: &'static str, e: result::CublasError) -> Error {
     Error::Library {
         library: "cuBLAS",
@@ -45,26 +47,18 @@ impl CuBlasHandle {
         Ok(h)
     }
 
-    /// One strided-batched gemm; `dtype_bits` 16/16/32/64 with `bf16` choosing bfloat16.
+    /// One strided-batched gemm through `cublasGemmStridedBatchedEx` with the call's data
+    /// type and compute type.
     ///
     /// # Safety
     /// The device pointers must address buffers large enough for the sizes, strides and
     /// batch given, alive until the stream has run the call; `alpha`/`beta` point to host
     /// values of the compute type's scalar type.
-    #[allow(clippy::too_many_arguments)]
     pub unsafe fn gemm(
         &self,
         device: &Device,
-        trans: (bool, bool),
-        mnk: (i32, i32, i32),
-        alpha: *const c_void,
-        a: (u64, i32, i64),
-        b: (u64, i32, i64),
-        beta: *const c_void,
-        c: (u64, i32, i64),
-        batch: i32,
-        dtype: sys::cudaDataType,
-        compute: Compute,
+        call: &GemmCall,
+        (dtype, compute): (sys::cudaDataType, Compute),
     ) -> Result<()> {
         device.bind_to_thread()?;
         let op = |t: bool| {
@@ -81,30 +75,38 @@ impl CuBlasHandle {
             Compute::F16 => sys::cublasComputeType_t::CUBLAS_COMPUTE_16F,
             Compute::F64 => sys::cublasComputeType_t::CUBLAS_COMPUTE_64F,
         };
+        let GemmCall {
+            transpose: (ta, tb),
+            mnk: (m, n, k),
+            a,
+            b,
+            c,
+            ..
+        } = *call;
         // SAFETY: the caller guarantees the pointers and sizes (see above).
         unsafe {
             result::gemm_strided_batched_ex(
                 self.handle,
-                op(trans.0),
-                op(trans.1),
-                mnk.0,
-                mnk.1,
-                mnk.2,
-                alpha,
-                a.0 as *const c_void,
+                op(ta),
+                op(tb),
+                m,
+                n,
+                k,
+                call.alpha,
+                a.ptr as *const c_void,
                 dtype,
-                a.1,
-                a.2,
-                b.0 as *const c_void,
+                a.ld,
+                a.stride,
+                b.ptr as *const c_void,
                 dtype,
-                b.1,
-                b.2,
-                beta,
-                c.0 as *mut c_void,
+                b.ld,
+                b.stride,
+                call.beta,
+                c.ptr as *mut c_void,
                 dtype,
-                c.1,
-                c.2,
-                batch,
+                c.ld,
+                c.stride,
+                call.batch,
                 compute,
                 sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )

@@ -19,9 +19,33 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use plan::{GemmPlan, Op, Operand};
+use plan::{GemmOperand, GemmPlan, Op};
 pub use plan::{MatmulShape, OutputLayout};
-use rocm_device::{Buffer, DType, Device, Error, Layout, Platform, Result};
+pub use rocm_device::Operand;
+use rocm_device::{Buffer, Contiguous, DType, Device, Error, Layout, Platform, Result};
+
+/// One matrix of a gemm call: device address, leading dimension, batch stride (elements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GemmMatrix {
+    pub ptr: u64,
+    pub ld: i32,
+    pub stride: i64,
+}
+
+/// One strided-batched gemm in the BLAS's column-major terms: C = op(A) . op(B), with the
+/// scalars `alpha` = 1 and `beta` = 0 of the compute type behind the two host pointers.
+#[derive(Debug, Clone, Copy)]
+pub struct GemmCall {
+    /// Whether A and B are transposed.
+    pub transpose: (bool, bool),
+    pub mnk: (i32, i32, i32),
+    pub a: GemmMatrix,
+    pub b: GemmMatrix,
+    pub c: GemmMatrix,
+    pub batch: i32,
+    pub alpha: *const c_void,
+    pub beta: *const c_void,
+}
 
 enum Backend {
     RocBlas(rocblas::RocBlasHandle),
@@ -55,12 +79,13 @@ impl Blas {
             #[cfg(not(feature = "nvidia"))]
             Platform::Nvidia => return Err(Error::PlatformNotBuilt(Platform::Nvidia)),
         };
+        let reduced = device.config().reduced_precision;
         Ok(Blas {
             device: device.clone(),
             backend: Mutex::new(backend),
-            reduced_f16: AtomicBool::new(false),
-            reduced_bf16: AtomicBool::new(false),
-            reduced_f32: AtomicBool::new(false),
+            reduced_f16: AtomicBool::new(reduced.f16),
+            reduced_bf16: AtomicBool::new(reduced.bf16),
+            reduced_f32: AtomicBool::new(reduced.f32),
         })
     }
 
@@ -84,20 +109,13 @@ impl Blas {
     }
 
     /// `lhs . rhs` into a new contiguous (batch, m, n) buffer.
-    pub fn matmul(
-        &self,
-        dtype: DType,
-        lhs: &Buffer,
-        lhs_l: &Layout,
-        rhs: &Buffer,
-        rhs_l: &Layout,
-        shape: MatmulShape,
-    ) -> Result<Buffer> {
+    pub fn matmul(&self, lhs: Operand<'_>, rhs: Operand<'_>, shape: MatmulShape) -> Result<Buffer> {
+        let dtype = lhs.dtype;
         Self::check_dtype(dtype)?;
         let out_len = shape.batch * shape.m * shape.n;
         let out = self.device.alloc(out_len * dtype.size_in_bytes())?;
         let out_l = OutputLayout::contiguous(shape);
-        self.matmul_into(dtype, lhs, lhs_l, rhs, rhs_l, shape, &out, out_l)?;
+        self.matmul_into(lhs, rhs, shape, (&out, out_l))?;
         Ok(out)
     }
 
@@ -112,25 +130,28 @@ impl Blas {
         }
     }
 
-    /// `lhs . rhs` written into `out` where `out_l` says (overwriting what is there).
-    #[allow(clippy::too_many_arguments)]
+    /// `lhs . rhs` written into `out` where its [`OutputLayout`] says (overwriting what is
+    /// there); the output holds the inputs' dtype.
     pub fn matmul_into(
         &self,
-        dtype: DType,
-        lhs: &Buffer,
-        lhs_l: &Layout,
-        rhs: &Buffer,
-        rhs_l: &Layout,
+        lhs: Operand<'_>,
+        rhs: Operand<'_>,
         shape: MatmulShape,
-        out: &Buffer,
-        out_l: OutputLayout,
+        (out, out_l): (&Buffer, OutputLayout),
     ) -> Result<()> {
+        let dtype = lhs.dtype;
         Self::check_dtype(dtype)?;
+        if rhs.dtype != dtype {
+            return Err(Error::DTypeMismatch {
+                op: "matmul",
+                detail: format!("lhs {dtype}, rhs {}", rhs.dtype),
+            });
+        }
         let MatmulShape { batch, m, n, k } = shape;
-        plan::check_operand("lhs", lhs_l, batch, m, k)?;
-        plan::check_operand("rhs", rhs_l, batch, k, n)?;
-        lhs_l.check_fits("matmul", dtype, lhs)?;
-        rhs_l.check_fits("matmul", dtype, rhs)?;
+        plan::check_operand("lhs", lhs.layout, batch, m, k)?;
+        plan::check_operand("rhs", rhs.layout, batch, k, n)?;
+        lhs.check("matmul")?;
+        rhs.check("matmul")?;
         let size = dtype.size_in_bytes();
         let needed = out_l.required_len(shape)?;
         if needed * size > out.len() {
@@ -149,20 +170,17 @@ impl Blas {
             return self.zero_output(dtype, out, out_l, shape);
         }
         let _span = tracing::debug_span!("matmul", %dtype, batch, m, n, k).entered();
-        let (lhs_op, lhs_copy) = self.readable(dtype, lhs, lhs_l, m, k)?;
-        let (rhs_op, rhs_copy) = self.readable(dtype, rhs, rhs_l, k, n)?;
-        let lhs_buf = lhs_copy.as_ref().unwrap_or(lhs);
-        let rhs_buf = rhs_copy.as_ref().unwrap_or(rhs);
+        let (lhs_op, lhs_data) = Self::readable(lhs, m, k)?;
+        let (rhs_op, rhs_data) = Self::readable(rhs, k, n)?;
         let p = GemmPlan::with_output(shape, lhs_op, rhs_op, out_l)?;
-        let ptr = |buf: &Buffer, o: &Operand| buf.device_ptr() + (o.offset * size) as u64;
-        let a = (ptr(rhs_buf, &p.a), p.a.ld as i32, p.a.batch_stride as i64);
-        let b = (ptr(lhs_buf, &p.b), p.b.ld as i32, p.b.batch_stride as i64);
-        let c = (
-            out.device_ptr() + (p.offset_c * size) as u64,
-            p.ldc as i32,
-            p.stride_c as i64,
-        );
-        let mnk = (p.m as i32, p.n as i32, p.k as i32);
+        let matrix = |ptr: u64, offset: usize, ld: usize, stride: usize| GemmMatrix {
+            ptr: ptr + (offset * size) as u64,
+            ld: ld as i32,
+            stride: stride as i64,
+        };
+        let a = matrix(rhs_data.buffer().device_ptr(), p.a.offset, p.a.ld, p.a.batch_stride);
+        let b = matrix(lhs_data.buffer().device_ptr(), p.b.offset, p.b.ld, p.b.batch_stride);
+        let c = matrix(out.device_ptr(), p.offset_c, p.ldc, p.stride_c);
         let reduced_f16 = dtype == DType::F16 && self.reduced_f16.load(Ordering::Relaxed);
         // alpha = 1, beta = 0 in the compute type's scalar type.
         let (one32, zero32) = (1f32, 0f32);
@@ -184,6 +202,16 @@ impl Blas {
                 std::ptr::from_ref(&zero32).cast(),
             )
         };
+        let call = GemmCall {
+            transpose: (p.a.op == Op::Transpose, p.b.op == Op::Transpose),
+            mnk: (p.m as i32, p.n as i32, p.k as i32),
+            a,
+            b,
+            c,
+            batch: p.batch as i32,
+            alpha,
+            beta,
+        };
         let backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
         match &*backend {
             Backend::RocBlas(h) => {
@@ -204,21 +232,7 @@ impl Blas {
                 // SAFETY: check_fits bounded both inputs (or they are fresh contiguous copies),
                 // the output holds batch * m * n elements, and all three stay alive until the
                 // stream has run the call (pool memory is reused in stream order).
-                unsafe {
-                    h.gemm(
-                        &self.device,
-                        (op(p.a.op), op(p.b.op)),
-                        mnk,
-                        alpha,
-                        a,
-                        b,
-                        beta,
-                        c,
-                        p.batch as i32,
-                        dt,
-                        compute,
-                    )
-                }?;
+                unsafe { h.gemm(&self.device, &call, (op(p.a.op), op(p.b.op)), (dt, compute)) }?;
             }
             #[cfg(feature = "nvidia")]
             Backend::CuBlas(h) => {
@@ -238,27 +252,13 @@ impl Blas {
                     _ => (T::CUDA_R_16BF, Compute::F32),
                 };
                 // SAFETY: as for rocBLAS above.
-                unsafe {
-                    h.gemm(
-                        &self.device,
-                        (p.a.op == Op::Transpose, p.b.op == Op::Transpose),
-                        mnk,
-                        alpha,
-                        a,
-                        b,
-                        beta,
-                        c,
-                        p.batch as i32,
-                        dt,
-                        compute,
-                    )
-                }?;
+                unsafe { h.gemm(&self.device, &call, (dt, compute)) }?;
             }
         }
         drop(backend);
         // The temporary copies go back to the pool after the call is queued: the pool hands
         // memory out again only in stream order.
-        drop((lhs_copy, rhs_copy));
+        drop((lhs_data, rhs_data));
         Ok(())
     }
 
@@ -284,25 +284,22 @@ impl Blas {
         Ok(())
     }
 
-    /// The operand as a gemm call reads it, copying it to a contiguous buffer when no call can.
-    fn readable(
-        &self,
-        dtype: DType,
-        buf: &Buffer,
-        l: &Layout,
-        rows: usize,
-        cols: usize,
-    ) -> Result<(Operand, Option<Buffer>)> {
-        if let Some(o) = plan::operand(l, rows, cols) {
-            return Ok((o, None));
+    /// The operand as a gemm call reads it (offsets relative to the returned data's buffer),
+    /// copying it to a contiguous buffer when no call can read its layout.
+    fn readable<'a>(x: Operand<'a>, rows: usize, cols: usize) -> Result<(GemmOperand, Contiguous<'a>)> {
+        if let Some(o) = plan::operand(x.layout, rows, cols) {
+            let data = Contiguous::View {
+                buffer: x.buffer,
+                start: 0,
+                dtype: x.dtype,
+            };
+            return Ok((o, data));
         }
-        let n = l.elem_count();
-        let copy = self.device.alloc(n * dtype.size_in_bytes())?;
-        rocm_elementwise::copy_strided(&self.device, dtype, buf, l, &copy, 0)?;
-        let contiguous = Layout::contiguous(&l.dims);
+        let copy = x.contiguous("matmul")?;
+        let contiguous = Layout::contiguous_at(&x.layout.dims, copy.start());
         let o = plan::operand(&contiguous, rows, cols).ok_or_else(|| {
-            Error::InvalidLayout(format!("matmul: contiguous {:?} unreadable", l.dims))
+            Error::InvalidLayout(format!("matmul: contiguous {:?} unreadable", x.layout.dims))
         })?;
-        Ok((o, Some(copy)))
+        Ok((o, copy))
     }
 }

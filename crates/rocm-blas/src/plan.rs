@@ -16,7 +16,7 @@ pub enum Op {
 
 /// One operand as the gemm call sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Operand {
+pub struct GemmOperand {
     pub op: Op,
     /// Leading dimension, in elements.
     pub ld: usize,
@@ -36,9 +36,9 @@ pub struct GemmPlan {
     pub k: usize,
     pub batch: usize,
     /// The rhs operand.
-    pub a: Operand,
+    pub a: GemmOperand,
     /// The lhs operand.
-    pub b: Operand,
+    pub b: GemmOperand,
     /// Element offset, leading dimension and batch stride of the (batch, m, n) output.
     pub offset_c: usize,
     pub ldc: usize,
@@ -133,14 +133,14 @@ fn batch_stride(l: &Layout, rows: usize, cols: usize) -> Option<usize> {
 
 /// How an operand of `rows x cols` per batch entry enters the call, or None when no gemm
 /// call can read it (it must be made contiguous first).
-pub fn operand(l: &Layout, rows: usize, cols: usize) -> Option<Operand> {
+pub fn operand(l: &Layout, rows: usize, cols: usize) -> Option<GemmOperand> {
     let nd = l.dims.len();
     let (sr, sc) = (l.strides[nd - 2], l.strides[nd - 1]);
     let batch_stride = batch_stride(l, rows, cols)?;
     // Row-major: unit stride along a row; a size-1 axis may have any stride.
     if (sc == 1 || cols <= 1) && (rows <= 1 || sr >= cols.max(1)) {
         let ld = if rows <= 1 { cols.max(1) } else { sr };
-        return Some(Operand {
+        return Some(GemmOperand {
             op: Op::None,
             ld,
             batch_stride,
@@ -149,7 +149,7 @@ pub fn operand(l: &Layout, rows: usize, cols: usize) -> Option<Operand> {
     }
     if (sr == 1 || rows <= 1) && (cols <= 1 || sc >= rows.max(1)) {
         let ld = if cols <= 1 { rows.max(1) } else { sc };
-        return Some(Operand {
+        return Some(GemmOperand {
             op: Op::Transpose,
             ld,
             batch_stride,
@@ -162,15 +162,15 @@ pub fn operand(l: &Layout, rows: usize, cols: usize) -> Option<Operand> {
 impl GemmPlan {
     /// The call for lhs (batch, m, k) and rhs (batch, k, n) already reduced to operands,
     /// writing a contiguous output.
-    pub fn new(shape: MatmulShape, lhs: Operand, rhs: Operand) -> Result<Self> {
+    pub fn new(shape: MatmulShape, lhs: GemmOperand, rhs: GemmOperand) -> Result<Self> {
         Self::with_output(shape, lhs, rhs, OutputLayout::contiguous(shape))
     }
 
     /// As [`GemmPlan::new`], writing the output where `out` says.
     pub fn with_output(
         shape: MatmulShape,
-        lhs: Operand,
-        rhs: Operand,
+        lhs: GemmOperand,
+        rhs: GemmOperand,
         out: OutputLayout,
     ) -> Result<Self> {
         let mut plan = GemmPlan {
@@ -223,7 +223,7 @@ mod tests {
         start: usize,
         rows: usize,
         cols: usize,
-    ) -> Option<Operand> {
+    ) -> Option<GemmOperand> {
         operand(&Layout::new(dims, strides, start), rows, cols)
     }
 

@@ -5,6 +5,8 @@ use std::ffi::{c_char, c_void};
 
 use rocm_device::{Device, Error, LibraryStatus, Result};
 
+use crate::GemmCall;
+
 /// rocBLAS enum values (rocblas-types.h) and the symbols we call.
 pub mod abi {
     pub const ROCBLAS_STATUS_SUCCESS: i32 = 0;
@@ -175,56 +177,56 @@ impl RocBlasHandle {
         Ok(h)
     }
 
-    /// One strided-batched gemm, arguments as in `rocblas_gemm_strided_batched_ex` (C is also
-    /// D). `alpha`/`beta` point to host values of the compute type.
+    /// One strided-batched gemm through `rocblas_gemm_strided_batched_ex` (C is also D), with
+    /// the rocBLAS operations and (data, compute) types of the call.
     ///
     /// # Safety
     /// The device pointers must address buffers large enough for the sizes, strides and
-    /// batch given, alive until the stream has run the call.
-    #[allow(clippy::too_many_arguments)]
+    /// batch given, alive until the stream has run the call; `alpha`/`beta` point to host
+    /// values of the compute type.
     pub unsafe fn gemm(
         &self,
         device: &Device,
-        trans: (i32, i32),
-        mnk: (i32, i32, i32),
-        alpha: *const c_void,
-        a: (u64, i32, i64),
-        b: (u64, i32, i64),
-        beta: *const c_void,
-        c: (u64, i32, i64),
-        batch: i32,
-        dtype: i32,
-        compute: i32,
+        call: &GemmCall,
+        (trans_a, trans_b): (i32, i32),
+        (dtype, compute): (i32, i32),
     ) -> Result<()> {
         device.bind_to_thread()?;
+        let GemmCall {
+            mnk: (m, n, k),
+            a,
+            b,
+            c,
+            ..
+        } = *call;
         // SAFETY: the caller guarantees the pointers and sizes (see above).
         let status = unsafe {
             (self.lib.gemm)(
                 self.handle,
-                trans.0,
-                trans.1,
-                mnk.0,
-                mnk.1,
-                mnk.2,
-                alpha,
-                a.0 as *const c_void,
+                trans_a,
+                trans_b,
+                m,
+                n,
+                k,
+                call.alpha,
+                a.ptr as *const c_void,
                 dtype,
-                a.1,
-                a.2,
-                b.0 as *const c_void,
+                a.ld,
+                a.stride,
+                b.ptr as *const c_void,
                 dtype,
-                b.1,
-                b.2,
-                beta,
-                c.0 as *const c_void,
+                b.ld,
+                b.stride,
+                call.beta,
+                c.ptr as *const c_void,
                 dtype,
-                c.1,
-                c.2,
-                c.0 as *mut c_void,
+                c.ld,
+                c.stride,
+                c.ptr as *mut c_void,
                 dtype,
-                c.1,
-                c.2,
-                batch,
+                c.ld,
+                c.stride,
+                call.batch,
                 compute,
                 abi::ROCBLAS_GEMM_ALGO_STANDARD,
                 0,

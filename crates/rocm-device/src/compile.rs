@@ -14,29 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::error::Result;
 use crate::platform::Platform;
 
-/// Overrides the cache folder.
-pub const CACHE_DIR_ENV: &str = "CANDLE_ROCM_CACHE_DIR";
-/// `1` turns the disk cache off.
-pub const DISABLE_CACHE_ENV: &str = "CANDLE_ROCM_DISABLE_KERNEL_CACHE";
-
 const MAGIC: &[u8; 8] = b"CRKCACH1";
-
-/// The folder the disk cache uses: `$CANDLE_ROCM_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/candle-rocm`, else `$HOME/.cache/candle-rocm`; `None` when disabled or
-/// no folder can be named.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    if std::env::var(DISABLE_CACHE_ENV).is_ok_and(|v| v == "1") {
-        return None;
-    }
-    let non_empty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    non_empty(CACHE_DIR_ENV)
-        .or_else(|| non_empty("XDG_CACHE_HOME").map(|p| p.join("candle-rocm")))
-        .or_else(|| non_empty("HOME").map(|p| p.join(".cache").join("candle-rocm")))
-}
 
 /// Everything that decides a compiled image.
 #[derive(Debug, Clone, PartialEq, Eq)]

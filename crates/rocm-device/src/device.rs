@@ -4,20 +4,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::compile::{self, CompileRequest, Origin};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::platform::{self, AllocFailure, DevicePtr, Handle, Platform, RawDevice};
 use crate::pool::{Block, MemoryStats, Pool, RawAllocator};
-
-/// `1`: synchronize after every launch, so an asynchronous fault is reported by the launch
-/// that caused it (slow; for debugging).
-pub const SYNC_LAUNCH_ENV: &str = "CANDLE_ROCM_SYNC_LAUNCH";
-/// Most bytes the pool keeps cached (decimal bytes; default: no limit).
-pub const POOL_MAX_CACHED_ENV: &str = "CANDLE_ROCM_POOL_MAX_CACHED_BYTES";
 
 /// What a device is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,16 +48,22 @@ pub struct CompileStats {
     pub module_load_time: Duration,
 }
 
+/// A kernel as launchers name it: (module, op, dtype or width key), all from the table.
+type KernelKey = (&'static str, &'static str, &'static str);
+
 struct DeviceInner {
     raw: Arc<dyn RawDevice>,
     info: DeviceInfo,
+    config: Config,
     stream: Stream,
     pool: Pool,
     modules: Mutex<HashMap<String, Arc<Module>>>,
+    /// Resolved kernels: the one lock a launch of a known kernel takes.
+    kernels: Mutex<HashMap<KernelKey, Function>>,
     compile_stats: Mutex<CompileStats>,
+    memory_hits: AtomicU64,
     cache_dir: Option<PathBuf>,
     compiler_version: OnceLock<String>,
-    sync_launch: bool,
 }
 
 impl Drop for DeviceInner {
@@ -122,13 +124,26 @@ impl RawAllocator for Allocator<'_> {
 }
 
 impl Device {
-    /// Opens device `ordinal` of the selected platform (see [`platform::selected_platform`]).
+    /// Opens device `ordinal` of the selected platform with the process's configuration
+    /// ([`Config::global`]: the environment, read once).
     pub fn new(ordinal: usize) -> Result<Self> {
-        Self::with_platform(platform::selected_platform()?, ordinal)
+        Self::with_config(ordinal, Config::global()?.clone())
     }
 
-    /// Opens device `ordinal` of `platform`.
+    /// Opens device `ordinal` with `config` (its platform, or the one found, and every
+    /// option the runtime and the op crates read).
+    pub fn with_config(ordinal: usize, config: Config) -> Result<Self> {
+        let platform = platform::platform_of(&config)?;
+        Self::open(platform, ordinal, config)
+    }
+
+    /// Opens device `ordinal` of `platform` with the process's configuration.
     pub fn with_platform(platform: Platform, ordinal: usize) -> Result<Self> {
+        let config = Config::global().cloned().unwrap_or_default();
+        Self::open(platform, ordinal, config)
+    }
+
+    fn open(platform: Platform, ordinal: usize, config: Config) -> Result<Self> {
         let raw: Arc<dyn RawDevice> = Arc::from(platform.open(ordinal)?);
         let p = raw.props();
         let info = DeviceInfo {
@@ -146,24 +161,27 @@ impl Device {
             handle: raw.stream_create()?,
             raw: raw.clone(),
         };
-        let max_cached = std::env::var(POOL_MAX_CACHED_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(usize::MAX);
         tracing::debug!(%platform, ordinal, name = %info.name, arch = %info.arch, "device opened");
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 raw,
                 info,
                 stream,
-                pool: Pool::new(max_cached),
+                pool: Pool::new(config.pool_max_cached_bytes),
                 modules: Mutex::default(),
+                kernels: Mutex::default(),
                 compile_stats: Mutex::default(),
-                cache_dir: compile::default_cache_dir(),
+                memory_hits: AtomicU64::new(0),
+                cache_dir: config.kernel_cache_dir.clone(),
                 compiler_version: OnceLock::new(),
-                sync_launch: std::env::var(SYNC_LAUNCH_ENV).is_ok_and(|v| v == "1"),
+                config,
             }),
         })
+    }
+
+    /// The configuration this handle was opened with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
     }
 
     pub fn info(&self) -> &DeviceInfo {
@@ -393,11 +411,7 @@ impl Device {
             .get(name)
             .cloned();
         if found.is_some() {
-            self.inner
-                .compile_stats
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .memory_hits += 1;
+            self.inner.memory_hits.fetch_add(1, Ordering::Relaxed);
         }
         found
     }
@@ -450,9 +464,44 @@ impl Device {
         Ok(modules.entry(name.to_string()).or_insert(module).clone())
     }
 
-    /// The function `entry` of a kernel family.
-    pub fn function(&self, module: &rocm_kernels::KernelModule, entry: &str) -> Result<Function> {
-        self.load_module(module)?.function(entry)
+    /// The kernel `op` of `module` for `key` (a dtype name or a width key, as the table lists
+    /// it), from the part of the module built for that key alone
+    /// (`KernelModule::source_for_dtype`), so a program compiles only what it uses. Resolved
+    /// once per handle; later calls take one lock and no allocation.
+    pub fn kernel(
+        &self,
+        module: &'static rocm_kernels::KernelModule,
+        op: &'static str,
+        key: &'static str,
+    ) -> Result<Function> {
+        let id = (module.name, op, key);
+        if let Some(f) = self
+            .inner
+            .kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+        {
+            return Ok(f.clone());
+        }
+        let entry = module
+            .entry_point(op, key)
+            .ok_or_else(|| Error::FunctionNotFound {
+                module: module.name_for_dtype(key),
+                function: format!("{op} for {key} (not in the kernel table)"),
+            })?;
+        let name = module.name_for_dtype(key);
+        let loaded = match self.cached_module(&name) {
+            Some(m) => m,
+            None => self.load_source(&name, &module.source_for_dtype(key))?,
+        };
+        let function = loaded.function(&entry)?;
+        self.inner
+            .kernels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, function.clone());
+        Ok(function)
     }
 
     /// Makes this device current on the calling thread, for vendor libraries (rocBLAS,
@@ -467,29 +516,15 @@ impl Device {
         self.inner.stream.handle as *mut std::ffi::c_void
     }
 
-    /// The function `entry` from the part of `module` built for `dtype` alone (see
-    /// `KernelModule::source_for_dtype`): a program compiles only the dtypes it uses.
-    pub fn dtype_function(
-        &self,
-        module: &rocm_kernels::KernelModule,
-        dtype: &str,
-        entry: &str,
-    ) -> Result<Function> {
-        let name = module.name_for_dtype(dtype);
-        let loaded = match self.cached_module(&name) {
-            Some(m) => m,
-            None => self.load_source(&name, &module.source_for_dtype(dtype))?,
-        };
-        loaded.function(entry)
-    }
-
     /// Module compile/load counters and times.
     pub fn compile_stats(&self) -> CompileStats {
-        *self
+        let mut st = *self
             .inner
             .compile_stats
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|p| p.into_inner());
+        st.memory_hits = self.inner.memory_hits.load(Ordering::Relaxed);
+        st
     }
 
     /// Queues `function` on the stream. Buffers named in `args` must belong to this handle.
@@ -506,7 +541,17 @@ impl Device {
                 right: format!("module `{}` of another device", function.module.name),
             });
         }
-        if let Some(other) = args.devices.iter().find(|&&d| d != self.id()) {
+        if args.overflowed() {
+            return Err(Error::InvalidLaunch {
+                function: function.name.clone(),
+                reason: format!(
+                    "more than {} bytes or {} arguments",
+                    crate::launch::MAX_WORDS * 8,
+                    crate::launch::MAX_ARGS
+                ),
+            });
+        }
+        if let Some(other) = args.devices().iter().find(|&&d| d != self.id()) {
             return Err(Error::DeviceMismatch {
                 op: "launch",
                 left: format!("{self:?}"),
@@ -522,9 +567,9 @@ impl Device {
             config.block,
             config.shared_mem_bytes,
             self.inner.stream.handle,
-            &mut params,
+            &mut params[..args.len()],
         )?;
-        if self.inner.sync_launch {
+        if self.inner.config.sync_launch {
             self.synchronize()?;
         }
         Ok(())

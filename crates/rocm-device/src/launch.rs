@@ -168,13 +168,50 @@ impl LaunchConfig {
     }
 }
 
-/// Kernel arguments in order. Each value is kept in its own 8-byte-aligned slot; the launch
-/// passes a pointer to each slot, as HIP and CUDA expect.
-#[derive(Debug, Default, Clone)]
+/// Most arguments one launch takes.
+pub const MAX_ARGS: usize = 32;
+/// Most 8-byte words all arguments of one launch fill (a [`KernelLayout`] takes 18).
+pub(crate) const MAX_WORDS: usize = 192;
+
+/// Kernel arguments in order, held inline (no allocation). Each value starts on its own
+/// 8-byte boundary; the launch passes a pointer to each, as HIP and CUDA expect. Pushing
+/// past [`MAX_ARGS`] or the word budget is reported by the launch as `InvalidLaunch`.
+#[derive(Clone)]
 pub struct LaunchArgs {
-    slots: Vec<Vec<u64>>,
+    words: [u64; MAX_WORDS],
+    /// First word of each argument.
+    starts: [u16; MAX_ARGS],
+    /// Byte length of each argument.
+    lens: [u16; MAX_ARGS],
+    count: usize,
+    used_words: usize,
+    overflowed: bool,
     /// Identity of the device of every buffer argument, checked at launch.
-    pub(crate) devices: Vec<usize>,
+    devices: [usize; MAX_ARGS],
+    device_count: usize,
+}
+
+impl Default for LaunchArgs {
+    fn default() -> Self {
+        LaunchArgs {
+            words: [0; MAX_WORDS],
+            starts: [0; MAX_ARGS],
+            lens: [0; MAX_ARGS],
+            count: 0,
+            used_words: 0,
+            overflowed: false,
+            devices: [0; MAX_ARGS],
+            device_count: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for LaunchArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries((0..self.count).filter_map(|i| self.bytes(i)))
+            .finish()
+    }
 }
 
 impl LaunchArgs {
@@ -185,15 +222,24 @@ impl LaunchArgs {
     /// A scalar or a `#[repr(C)]` plain-data struct (such as [`KernelLayout`]).
     pub fn push<T: Pod>(&mut self, value: T) -> &mut Self {
         let bytes = bytemuck::bytes_of(&value);
-        let mut slot = vec![0u64; bytes.len().div_ceil(8).max(1)];
-        bytemuck::cast_slice_mut::<u64, u8>(&mut slot)[..bytes.len()].copy_from_slice(bytes);
-        self.slots.push(slot);
+        let words = bytes.len().div_ceil(8).max(1);
+        if self.count == MAX_ARGS || self.used_words + words > MAX_WORDS {
+            self.overflowed = true;
+            return self;
+        }
+        let slot = &mut self.words[self.used_words..self.used_words + words];
+        slot.fill(0);
+        bytemuck::cast_slice_mut::<u64, u8>(slot)[..bytes.len()].copy_from_slice(bytes);
+        self.starts[self.count] = self.used_words as u16;
+        self.lens[self.count] = bytes.len() as u16;
+        self.count += 1;
+        self.used_words += words;
         self
     }
 
     /// The device address of `buffer`'s first byte.
     pub fn push_buffer(&mut self, buffer: &Buffer) -> &mut Self {
-        self.devices.push(buffer.device().id());
+        self.note_device(buffer);
         self.push(buffer.device_ptr())
     }
 
@@ -208,30 +254,55 @@ impl LaunchArgs {
                 ),
             });
         }
-        self.devices.push(buffer.device().id());
+        self.note_device(buffer);
         Ok(self.push(buffer.device_ptr() + byte_offset as u64))
+    }
+
+    fn note_device(&mut self, buffer: &Buffer) {
+        if self.device_count < MAX_ARGS {
+            self.devices[self.device_count] = buffer.device().id();
+            self.device_count += 1;
+        }
     }
 
     /// Number of arguments.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.count == 0
     }
 
     /// Bytes of argument `i`, as the kernel will read them.
     pub fn bytes(&self, i: usize) -> Option<&[u8]> {
-        self.slots.get(i).map(|s| bytemuck::cast_slice(s))
+        (i < self.count).then(|| {
+            let start = usize::from(self.starts[i]);
+            let words = &self.words[start..];
+            &bytemuck::cast_slice::<u64, u8>(words)[..usize::from(self.lens[i])]
+        })
     }
 
-    /// One pointer per slot, valid while `self` is not touched.
-    pub(crate) fn param_ptrs(&mut self) -> Vec<*mut c_void> {
-        self.slots
-            .iter_mut()
-            .map(|s| s.as_mut_ptr().cast::<c_void>())
-            .collect()
+    /// The device identities of the buffer arguments.
+    pub(crate) fn devices(&self) -> &[usize] {
+        &self.devices[..self.device_count]
+    }
+
+    /// Whether more was pushed than one launch can take.
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// One pointer per argument (the first `len()` entries), valid while `self` is not
+    /// touched.
+    pub(crate) fn param_ptrs(&mut self) -> [*mut c_void; MAX_ARGS] {
+        let mut ptrs = [std::ptr::null_mut(); MAX_ARGS];
+        let base = self.words.as_mut_ptr();
+        for (p, &start) in ptrs.iter_mut().zip(&self.starts[..self.count]) {
+            // The start lies inside `words` (push checked the budget).
+            *p = base.wrapping_add(usize::from(start)).cast::<c_void>();
+        }
+        ptrs
     }
 }
 
@@ -333,7 +404,21 @@ mod tests {
         );
         assert_eq!(args.bytes(4).unwrap(), bytemuck::bytes_of(&layout));
         let ptrs = args.param_ptrs();
-        assert!(ptrs.iter().all(|p| (*p as usize) % 8 == 0));
+        assert!(ptrs[..5].iter().all(|p| (*p as usize) % 8 == 0));
+        assert!(!args.overflowed());
+        // past the budget: recorded, reported by the launch
+        let mut many = LaunchArgs::new();
+        for _ in 0..12 {
+            many.push(layout);
+        }
+        assert!(many.overflowed() && many.len() < 12);
+        let mut count = LaunchArgs::new();
+        for i in 0..MAX_ARGS as u64 {
+            count.push(i);
+        }
+        assert!(!count.overflowed());
+        count.push(0u8);
+        assert!(count.overflowed());
     }
 
     #[test]

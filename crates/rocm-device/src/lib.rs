@@ -9,25 +9,33 @@
 //! - memory: [`Buffer`], [`DeviceBuffer`], a caching pool per device ([`MemoryStats`])
 //! - ordering and timing: one [`Stream`] per device, [`Event`]
 //! - kernels: modules from `rocm-kernels` compiled on first use and cached on disk
-//!   ([`compile`]), [`LaunchArgs`] and [`LaunchConfig`] for launches.
+//!   ([`compile`]), resolved by (module, op, dtype) through [`Device::kernel`];
+//!   [`LaunchArgs`] and [`LaunchConfig`] for launches
+//! - operands: [`Operand`] (buffer, dtype, layout) with a checked [`Operand::contiguous`]
+//! - configuration: [`Config`], read from the environment once
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod code_object;
 pub mod compile;
+pub mod config;
 mod device;
 mod error;
 mod launch;
+mod operand;
 mod platform;
 mod pool;
 mod tensor;
 
+pub use config::{Config, ReducedPrecision};
 pub use device::{
     Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Module,
-    Stream, POOL_MAX_CACHED_ENV, SYNC_LAUNCH_ENV,
+    Stream,
 };
 pub use error::{library_error, Error, Result};
-pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_DIMS};
-pub use platform::{find_library, selected_platform, LibraryStatus, Platform, PLATFORM_ENV};
+pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_ARGS, MAX_DIMS};
+pub use operand::{Contiguous, Operand};
+pub use platform::{find_library, platform_of, selected_platform, LibraryStatus, Platform};
 
 /// Where ROCm libraries are looked for before the loader's path: `$ROCM_PATH/lib`,
 /// `$HIP_PATH/lib`, `/opt/rocm/lib`.

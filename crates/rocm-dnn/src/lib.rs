@@ -27,10 +27,8 @@ pub use params::{
     Pool2dParams,
 };
 use rocm_blas::Blas;
-use rocm_device::{Buffer, DType, Device, Error, Layout, Platform, Result};
-
-/// `CANDLE_ROCM_DISABLE_MIOPEN=1` keeps every call on the portable path.
-pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
+pub use rocm_device::Operand;
+use rocm_device::{Buffer, DType, Device, Error, Platform, Result};
 
 /// Which implementation runs a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,11 +50,13 @@ pub struct DnnOptions {
 }
 
 impl DnnOptions {
-    /// `CANDLE_ROCM_DISABLE_MIOPEN` and `CANDLE_ROCM_MIOPEN_FIND`.
-    pub fn from_env() -> Self {
+    /// The device configuration's `use_miopen` and `miopen_find`
+    /// (`CANDLE_ROCM_DISABLE_MIOPEN`, `CANDLE_ROCM_MIOPEN_FIND`).
+    pub fn of(device: &Device) -> Self {
+        let config = device.config();
         DnnOptions {
-            use_miopen: !std::env::var(DISABLE_MIOPEN_ENV).is_ok_and(|v| v == "1"),
-            find_mode: miopen::find_mode_from_env(),
+            use_miopen: config.use_miopen,
+            find_mode: config.miopen_find,
             col_budget_bytes: portable::COL_BUDGET_BYTES,
         }
     }
@@ -71,10 +71,11 @@ pub struct Dnn {
 }
 
 impl Dnn {
-    /// With options from the environment. On the amd platform MIOpen is loaded; where it is
-    /// missing, a warning says so and the portable path serves every call.
+    /// With options from the device's configuration. On the amd platform MIOpen is loaded;
+    /// where it is missing, a warning says so and the portable path serves every call.
     pub fn new(blas: Arc<Blas>) -> Result<Self> {
-        Self::with_options(blas, DnnOptions::from_env())
+        let options = DnnOptions::of(blas.device());
+        Self::with_options(blas, options)
     }
 
     pub fn with_options(blas: Arc<Blas>, options: DnnOptions) -> Result<Self> {
@@ -113,67 +114,70 @@ impl Dnn {
     /// `conv1d` of a (b, c_in, l) input with a (c_out, c_in / groups, k) kernel.
     pub fn conv1d(
         &self,
-        dtype: DType,
-        input: (&Buffer, &Layout),
-        kernel: (&Buffer, &Layout),
+        input: Operand<'_>,
+        kernel: Operand<'_>,
         p: &Conv1dParams,
     ) -> Result<Buffer> {
-        self.convolve(dtype, &ConvSpec::conv1d(p)?, 3, input, kernel)
+        self.convolve(&ConvSpec::conv1d(p)?, 3, input, kernel)
     }
 
     /// `conv2d` of a (b, c_in, h, w) input with a (c_out, c_in / groups, kh, kw) kernel.
     pub fn conv2d(
         &self,
-        dtype: DType,
-        input: (&Buffer, &Layout),
-        kernel: (&Buffer, &Layout),
+        input: Operand<'_>,
+        kernel: Operand<'_>,
         p: &Conv2dParams,
     ) -> Result<Buffer> {
-        self.convolve(dtype, &ConvSpec::conv2d(p)?, 4, input, kernel)
+        self.convolve(&ConvSpec::conv2d(p)?, 4, input, kernel)
     }
 
     /// `conv_transpose1d` of a (b, c_in, l) input with a (c_in, c_out / groups, k) kernel.
     pub fn conv_transpose1d(
         &self,
-        dtype: DType,
-        input: (&Buffer, &Layout),
-        kernel: (&Buffer, &Layout),
+        input: Operand<'_>,
+        kernel: Operand<'_>,
         p: &ConvTranspose1dParams,
     ) -> Result<Buffer> {
-        self.convolve(dtype, &ConvSpec::conv_transpose1d(p)?, 3, input, kernel)
+        self.convolve(&ConvSpec::conv_transpose1d(p)?, 3, input, kernel)
     }
 
     /// `conv_transpose2d` of a (b, c_in, h, w) input with a (c_in, c_out / groups, kh, kw)
     /// kernel.
     pub fn conv_transpose2d(
         &self,
-        dtype: DType,
-        input: (&Buffer, &Layout),
-        kernel: (&Buffer, &Layout),
+        input: Operand<'_>,
+        kernel: Operand<'_>,
         p: &ConvTranspose2dParams,
     ) -> Result<Buffer> {
-        self.convolve(dtype, &ConvSpec::conv_transpose2d(p)?, 4, input, kernel)
+        self.convolve(&ConvSpec::conv_transpose2d(p)?, 4, input, kernel)
     }
 
     fn convolve(
         &self,
-        dtype: DType,
         spec: &ConvSpec,
         rank: usize,
-        (input, input_l): (&Buffer, &Layout),
-        (kernel, kernel_l): (&Buffer, &Layout),
+        input: Operand<'_>,
+        kernel: Operand<'_>,
     ) -> Result<Buffer> {
         let op = spec.op;
-        let x_l = params::as_4d(op, "input", input_l, rank)?;
-        let k_l = params::as_4d(op, "kernel", kernel_l, rank)?;
+        let dtype = input.dtype;
+        if kernel.dtype != dtype {
+            return Err(Error::DTypeMismatch {
+                op,
+                detail: format!("input {dtype}, kernel {}", kernel.dtype),
+            });
+        }
+        let x_l = params::as_4d(op, "input", input.layout, rank)?;
+        let k_l = params::as_4d(op, "kernel", kernel.layout, rank)?;
         params::check_dims(op, "input", &x_l, spec.input_dims())?;
         params::check_dims(op, "kernel", &k_l, spec.kernel_dims())?;
-        input_l.check_fits(op, dtype, input)?;
-        kernel_l.check_fits(op, dtype, kernel)?;
+        input.check(op)?;
+        kernel.check(op)?;
+        let x4 = Operand::new(input.buffer, dtype, &x_l);
+        let k4 = Operand::new(kernel.buffer, dtype, &k_l);
         if dtype.is_int() && spec.direction == Direction::Transpose {
             // Candle's CPU backend computes these; the BLAS has no integer gemm.
-            let (x, k) = ((input, &x_l), (kernel, &k_l));
-            return portable::conv_transpose_direct(self.device(), dtype, spec, x, k);
+            return portable::conv_transpose_direct(self.device(), spec, x4, k4);
         }
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
             return Err(Error::UnsupportedDType { op, dtype });
@@ -182,59 +186,33 @@ impl Dnn {
         if let (Some(m), DnnPath::MiOpen, true) =
             (&self.miopen, self.conv_path(dtype), miopen::takes(spec))
         {
-            let (x_copy, x_off) = portable::contiguous(self.device(), dtype, input, input_l)?;
-            let (k_copy, k_off) = portable::contiguous(self.device(), dtype, kernel, kernel_l)?;
-            let x = x_copy.as_ref().unwrap_or(input);
-            let k = k_copy.as_ref().unwrap_or(kernel);
-            return m.convolution(dtype, spec, (x, x_off), (k, k_off));
+            let x = input.contiguous(op)?;
+            let k = kernel.contiguous(op)?;
+            return m.convolution(dtype, spec, (x.buffer(), x.start()), (k.buffer(), k.start()));
         }
         let run = match spec.direction {
             Direction::Forward => portable::conv_forward,
             Direction::Transpose => portable::conv_transpose,
         };
-        run(
-            &self.blas,
-            self.col_budget,
-            dtype,
-            spec,
-            input,
-            &x_l,
-            kernel,
-            kernel_l,
-        )
+        run(&self.blas, self.col_budget, spec, x4, kernel)
     }
 
     /// `max_pool2d` of a (b, c, h, w) input, any dtype.
-    pub fn max_pool2d(
-        &self,
-        dtype: DType,
-        input: (&Buffer, &Layout),
-        p: &Pool2dParams,
-    ) -> Result<Buffer> {
-        self.pool(dtype, true, input, p)
+    pub fn max_pool2d(&self, input: Operand<'_>, p: &Pool2dParams) -> Result<Buffer> {
+        self.pool(true, input, p)
     }
 
     /// `avg_pool2d` of a (b, c, h, w) input, any dtype, computed as Candle's CPU backend does
     /// on the portable path.
-    pub fn avg_pool2d(
-        &self,
-        dtype: DType,
-        input: (&Buffer, &Layout),
-        p: &Pool2dParams,
-    ) -> Result<Buffer> {
-        self.pool(dtype, false, input, p)
+    pub fn avg_pool2d(&self, input: Operand<'_>, p: &Pool2dParams) -> Result<Buffer> {
+        self.pool(false, input, p)
     }
 
-    fn pool(
-        &self,
-        dtype: DType,
-        is_max: bool,
-        (input, input_l): (&Buffer, &Layout),
-        p: &Pool2dParams,
-    ) -> Result<Buffer> {
+    fn pool(&self, is_max: bool, input: Operand<'_>, p: &Pool2dParams) -> Result<Buffer> {
         let op = if is_max { "max_pool2d" } else { "avg_pool2d" };
-        let x_l = params::as_4d(op, "input", input_l, 4)?;
-        input_l.check_fits(op, dtype, input)?;
+        let dtype = input.dtype;
+        let x_l = params::as_4d(op, "input", input.layout, 4)?;
+        input.check(op)?;
         let [b, c, h, w] = [x_l.dims[0], x_l.dims[1], x_l.dims[2], x_l.dims[3]];
         let out = |len, k, s| params::pool_out_len(len, k, s);
         let (Some(oh), Some(ow)) = (
@@ -251,10 +229,11 @@ impl Dnn {
         };
         let _span = tracing::debug_span!("pool", op, %dtype, dims = ?x_l.dims).entered();
         if let (Some(m), Some(_)) = (&self.miopen, miopen::data_type(dtype)) {
-            let (x_copy, x_off) = portable::contiguous(self.device(), dtype, input, input_l)?;
-            let x = x_copy.as_ref().unwrap_or(input);
-            return m.pool2d(dtype, is_max, (x, x_off), [b, c, h, w], p, [b, c, oh, ow]);
+            let x = input.contiguous(op)?;
+            let data = (x.buffer(), x.start());
+            return m.pool2d(dtype, is_max, data, [b, c, h, w], p, [b, c, oh, ow]);
         }
-        portable::pool2d(self.device(), dtype, is_max, input, &x_l, p, (oh, ow))
+        let x4 = Operand::new(input.buffer, dtype, &x_l);
+        portable::pool2d(self.device(), is_max, x4, p, (oh, ow))
     }
 }

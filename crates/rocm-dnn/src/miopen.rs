@@ -413,11 +413,6 @@ fn plan(lib: &Arc<MiOpenLib>, spec: &ConvSpec, data_type: i32) -> Result<ConvPla
     })
 }
 
-/// Whether find mode is on (`CANDLE_ROCM_MIOPEN_FIND=1`).
-pub fn find_mode_from_env() -> bool {
-    std::env::var("CANDLE_ROCM_MIOPEN_FIND").is_ok_and(|v| v == "1")
-}
-
 /// Plans by spec and MIOpen data type.
 type PlanCache = HashMap<(ConvSpec, i32), Arc<Mutex<ConvPlan>>>;
 

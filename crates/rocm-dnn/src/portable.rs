@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
 use rocm_device::{
-    kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Result,
+    kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Operand, Result,
 };
 
 use crate::params::{ConvSpec, Direction, Pool2dParams};
@@ -112,30 +112,18 @@ fn span(l: &Layout) -> usize {
         + 1
 }
 
-fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchArgs) -> Result<()> {
-    let f = device.dtype_function(&kernels::CONV, key, entry)?;
+fn launch(
+    device: &Device,
+    (op, key): (&'static str, &'static str),
+    n: usize,
+    args: &mut LaunchArgs,
+) -> Result<()> {
+    let f = device.kernel(&kernels::CONV, op, key)?;
     device.launch(
         &f,
         LaunchConfig::for_elements(n as u64, device.info()),
         args,
     )
-}
-
-/// A contiguous copy of a tensor with the element offset to read it at, or None (read the
-/// tensor itself at its start offset) when it already is contiguous: kernels for the gemm,
-/// inputs and kernels for MIOpen.
-pub(crate) fn contiguous(
-    device: &Device,
-    dtype: DType,
-    buf: &Buffer,
-    l: &Layout,
-) -> Result<(Option<Buffer>, usize)> {
-    if l.is_contiguous() {
-        return Ok((None, l.start));
-    }
-    let copy = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
-    rocm_elementwise::copy_strided(device, dtype, buf, l, &copy, 0)?;
-    Ok((Some(copy), 0))
 }
 
 /// (b, c, h, w) with each (h, w) plane contiguous: the plane is one gemm row of length h * w.
@@ -150,29 +138,27 @@ fn chunk(spec: &ConvSpec, dtype: DType, budget: usize) -> usize {
     (budget / per_entry.max(1)).clamp(1, spec.batch.max(1))
 }
 
-/// A convolution through im2col + gemm. `input` is the 4-D layout of the input; column
-/// matrices take at most `budget` bytes (at least one batch entry).
-#[allow(clippy::too_many_arguments)]
+/// A convolution through im2col + gemm. `input` has its 4-D layout; column matrices take at
+/// most `budget` bytes (at least one batch entry).
 pub fn conv_forward(
     blas: &Blas,
     budget: usize,
-    dtype: DType,
     spec: &ConvSpec,
-    input: &Buffer,
-    input_l: &Layout,
-    kernel: &Buffer,
-    kernel_l: &Layout,
+    input: Operand<'_>,
+    kernel: Operand<'_>,
 ) -> Result<Buffer> {
     debug_assert_eq!(spec.direction, Direction::Forward);
     let device = blas.device();
+    let dtype = input.dtype;
     let size = dtype.size_in_bytes();
     let [b, c_out, oh, ow] = spec.output_dims();
     let out = device.alloc(b * c_out * oh * ow * size)?;
     if b * c_out * oh * ow == 0 {
         return Ok(out);
     }
-    let (k_copy, k_start) = contiguous(device, dtype, kernel, kernel_l)?;
-    let kernel = k_copy.as_ref().unwrap_or(kernel);
+    let k_data = kernel.contiguous(spec.op)?;
+    let (kernel, k_start) = (k_data.buffer(), k_data.start());
+    let input_l = input.layout;
     let g = spec.groups;
     let l = spec.col_len();
     let (rows, cout_g) = (spec.col_rows(), c_out / g);
@@ -203,21 +189,16 @@ pub fn conv_forward(
             let x = Layout::new(&[b, k_g, l], &[sb, sc, 1], input_l.start + grp * k_g * sc);
             let wl = weights(b, grp);
             blas.matmul_into(
-                dtype,
-                kernel,
-                &wl,
-                input,
-                &x,
+                Operand::new(kernel, dtype, &wl),
+                Operand::new(input.buffer, dtype, &x),
                 shape(b),
-                &out,
-                output(0, grp),
+                (&out, output(0, grp)),
             )?;
         }
         return Ok(out);
     }
     let geometry = ConvGeometry::of_spec(spec, input_l)?;
     let key = kernels::width_key(size).ok_or(Error::UnsupportedDType { op: spec.op, dtype })?;
-    let entry = format!("conv_im2col_{key}");
     let per = chunk(spec, dtype, budget);
     let col = device.alloc(per * rows * l * size)?;
     for b0 in (0..b).step_by(per) {
@@ -226,45 +207,38 @@ pub fn conv_forward(
         let n = nb * spec.image.0 * l;
         let extent = span(input_l).max(per * rows * l);
         let mut args = LaunchArgs::new();
-        args.push_buffer(input)
+        args.push_buffer(input.buffer)
             .push_buffer(&col)
             .push(n as u64)
             .push(b0 as u64)
             .push(geometry.for_launch(n, extent));
-        launch(device, key, &entry, n, &mut args)?;
+        launch(device, ("conv_im2col", key), n, &mut args)?;
         for grp in 0..g {
             let cols = Layout::new(&[nb, k_g, l], &[rows * l, l, 1], grp * k_g * l);
             let wl = weights(nb, grp);
             blas.matmul_into(
-                dtype,
-                kernel,
-                &wl,
-                &col,
-                &cols,
+                Operand::new(kernel, dtype, &wl),
+                Operand::new(&col, dtype, &cols),
                 shape(nb),
-                &out,
-                output(b0, grp),
+                (&out, output(b0, grp)),
             )?;
         }
     }
     Ok(out)
 }
 
-/// A transposed convolution through gemm + col2im. `input` is the 4-D layout of the input;
-/// column matrices take at most `budget` bytes (at least one batch entry).
-#[allow(clippy::too_many_arguments)]
+/// A transposed convolution through gemm + col2im. `input` has its 4-D layout; column
+/// matrices take at most `budget` bytes (at least one batch entry).
 pub fn conv_transpose(
     blas: &Blas,
     budget: usize,
-    dtype: DType,
     spec: &ConvSpec,
-    input: &Buffer,
-    input_l: &Layout,
-    kernel: &Buffer,
-    kernel_l: &Layout,
+    input: Operand<'_>,
+    kernel: Operand<'_>,
 ) -> Result<Buffer> {
     debug_assert_eq!(spec.direction, Direction::Transpose);
     let device = blas.device();
+    let dtype = input.dtype;
     let size = dtype.size_in_bytes();
     let [b, c_out, oh, ow] = spec.output_dims();
     let out = device.alloc(b * c_out * oh * ow * size)?;
@@ -275,23 +249,23 @@ pub fn conv_transpose(
     if kernels::CONV.entry_point("conv_col2im", key).is_none() {
         return Err(Error::UnsupportedDType { op: spec.op, dtype });
     }
-    let (k_copy, k_start) = contiguous(device, dtype, kernel, kernel_l)?;
-    let kernel = k_copy.as_ref().unwrap_or(kernel);
+    let k_data = kernel.contiguous(spec.op)?;
+    let (kernel, k_start) = (k_data.buffer(), k_data.start());
     // The gemm reads each input plane as one row; other layouts are copied first.
-    let (x_copy, x_l) = if planes_are_rows(input_l) {
-        (None, input_l.clone())
+    let x_data = if planes_are_rows(input.layout) {
+        None
     } else {
-        let copy = device.alloc(input_l.elem_count() * size)?;
-        rocm_elementwise::copy_strided(device, dtype, input, input_l, &copy, 0)?;
-        (Some(copy), Layout::contiguous(&input_l.dims))
+        Some(input.contiguous(spec.op)?)
     };
-    let input = x_copy.as_ref().unwrap_or(input);
+    let (input, x_l) = match &x_data {
+        None => (input.buffer, input.layout.clone()),
+        Some(c) => (c.buffer(), Layout::contiguous_at(&input.layout.dims, c.start())),
+    };
     let g = spec.groups;
     let (c_in, l, rows) = (spec.channels, spec.col_len(), spec.col_rows());
     let (cin_g, m_g) = (c_in / g, rows / g);
     let image = Layout::contiguous(&spec.output_dims());
     let geometry = ConvGeometry::of_spec(spec, &image)?;
-    let entry = format!("conv_col2im_{key}");
     let per = chunk(spec, dtype, budget);
     let col = device.alloc(per * rows * l * size)?;
     let (sb, sc) = (x_l.strides[0], x_l.strides[1]);
@@ -316,7 +290,12 @@ pub fn conv_transpose(
                 ld: l,
                 batch_stride: rows * l,
             };
-            blas.matmul_into(dtype, kernel, &wt, input, &x, shape, &col, into)?;
+            blas.matmul_into(
+                Operand::new(kernel, dtype, &wt),
+                Operand::new(input, dtype, &x),
+                shape,
+                (&col, into),
+            )?;
         }
         let n = nb * c_out * oh * ow;
         let mut args = LaunchArgs::new();
@@ -325,7 +304,7 @@ pub fn conv_transpose(
             .push(n as u64)
             .push(b0 as u64)
             .push(geometry.for_launch(n, (b * c_out * oh * ow).max(per * rows * l)));
-        launch(device, key, &entry, n, &mut args)?;
+        launch(device, ("conv_col2im", key), n, &mut args)?;
     }
     Ok(out)
 }
@@ -352,11 +331,11 @@ impl Strides4 {
 /// output element; `input` and `kernel` are the 4-D layouts, of any strides.
 pub fn conv_transpose_direct(
     device: &Device,
-    dtype: DType,
     spec: &ConvSpec,
-    (input, input_l): (&Buffer, &Layout),
-    (kernel, kernel_l): (&Buffer, &Layout),
+    input: Operand<'_>,
+    kernel: Operand<'_>,
 ) -> Result<Buffer> {
+    let dtype = input.dtype;
     debug_assert_eq!(spec.direction, Direction::Transpose);
     let dims = spec.output_dims();
     let n: usize = dims.iter().product();
@@ -364,11 +343,9 @@ pub fn conv_transpose_direct(
     if n == 0 {
         return Ok(out);
     }
+    const KERNEL: &str = "conv_transpose_direct";
     let key = dtype.as_str();
-    if kernels::CONV
-        .entry_point("conv_transpose_direct", key)
-        .is_none()
-    {
+    if kernels::CONV.entry_point(KERNEL, key).is_none() {
         return Err(Error::UnsupportedDType { op: spec.op, dtype });
     }
     let geometry = ConvGeometry::of_spec(spec, &Layout::contiguous(&dims))?;
@@ -377,35 +354,28 @@ pub fn conv_transpose_direct(
             .map_err(|_| Error::InvalidLayout(format!("{}: {v} exceeds 32 bits", spec.op)))
     };
     let mut args = LaunchArgs::new();
-    args.push_buffer(input)
-        .push_buffer(kernel)
+    args.push_buffer(input.buffer)
+        .push_buffer(kernel.buffer)
         .push_buffer(&out)
         .push(n as u64)
         .push(geometry.for_launch(n, n))
-        .push(Strides4::of(input_l))
-        .push(Strides4::of(kernel_l))
+        .push(Strides4::of(input.layout))
+        .push(Strides4::of(kernel.layout))
         .push(u(spec.channels)?)
         .push(u(spec.groups)?);
-    launch(
-        device,
-        key,
-        &format!("conv_transpose_direct_{key}"),
-        n,
-        &mut args,
-    )?;
+    launch(device, (KERNEL, key), n, &mut args)?;
     Ok(out)
 }
 
 /// Max or average pooling of a 4-D input of any layout into a contiguous output.
 pub fn pool2d(
     device: &Device,
-    dtype: DType,
     is_max: bool,
-    input: &Buffer,
-    input_l: &Layout,
+    input: Operand<'_>,
     p: &Pool2dParams,
     out_hw: (usize, usize),
 ) -> Result<Buffer> {
+    let (dtype, input_l) = (input.dtype, input.layout);
     let op = if is_max { "max_pool2d" } else { "avg_pool2d" };
     let [b, c] = [input_l.dims[0], input_l.dims[1]];
     let n = b * c * out_hw.0 * out_hw.1;
@@ -414,14 +384,13 @@ pub fn pool2d(
         return Ok(out);
     }
     let geometry = ConvGeometry::new(op, input_l, out_hw, [p.kernel, p.stride, (0, 0), (1, 1)])?;
-    let key = dtype.as_str();
-    let entry = format!("pool_{}2d_{key}", if is_max { "max" } else { "avg" });
+    let kernel = if is_max { "pool_max2d" } else { "pool_avg2d" };
     let mut args = LaunchArgs::new();
-    args.push_buffer(input)
+    args.push_buffer(input.buffer)
         .push_buffer(&out)
         .push(n as u64)
         .push(geometry.for_launch(n, span(input_l).max(n)));
-    launch(device, key, &entry, n, &mut args)?;
+    launch(device, (kernel, dtype.as_str()), n, &mut args)?;
     Ok(out)
 }
 

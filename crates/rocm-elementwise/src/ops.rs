@@ -2,7 +2,7 @@
 
 use rocm_device::kernels::{self, KernelModule};
 use rocm_device::{
-    Buffer, DType, Device, Error, KernelLayout, LaunchArgs, LaunchConfig, Layout, Result, Scalar,
+    Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Operand, Result, Scalar,
 };
 
 /// Unary ops of Candle's `UnaryOpT` plus normcdf and candle-nn's sigmoid.
@@ -183,20 +183,21 @@ fn push_out(args: &mut LaunchArgs, dtype: DType, out: &Out<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Launches a grid-stride kernel over `n` elements (nothing when `n` is 0).
+/// Launches the kernel `op` of `module` for `key` (the dtype the module variant is built
+/// for) grid-stride over `n` elements (nothing when `n` is 0).
 fn launch_elements(
     device: &Device,
-    module: &KernelModule,
-    variant: DType,
-    entry: &str,
+    module: &'static KernelModule,
+    op: &'static str,
+    key: DType,
     n: usize,
     args: &mut LaunchArgs,
 ) -> Result<()> {
     if n == 0 {
         return Ok(());
     }
-    let _span = tracing::debug_span!("op", entry, n).entered();
-    let function = device.dtype_function(module, variant.as_str(), entry)?;
+    let _span = tracing::debug_span!("op", op, dtype = %key, n).entered();
+    let function = device.kernel(module, op, key.as_str())?;
     device.launch(
         &function,
         LaunchConfig::for_elements(n as u64, device.info()),
@@ -214,36 +215,38 @@ fn alloc_out(device: &Device, dtype: DType, n: usize) -> Result<Buffer> {
     device.alloc(bytes)
 }
 
-fn kernel_layout(op: &'static str, dtype: DType, buf: &Buffer, l: &Layout) -> Result<KernelLayout> {
-    l.check_fits(op, dtype, buf)?;
-    l.kernel_layout()
+/// One kernel of the unary family: `kernel(in, out, n, layout, params...)`.
+struct Map1 {
+    module: &'static KernelModule,
+    /// The op's name in errors.
+    op: &'static str,
+    /// The kernel's op in the table.
+    kernel: &'static str,
+    out_dtype: DType,
+    /// The table key (module variant) of the kernel.
+    variant: DType,
 }
 
-/// The unary-family launch: `entry(in, out, n, layout, params...)`.
-#[allow(clippy::too_many_arguments)]
-fn map1_launch(
-    device: &Device,
-    module: &KernelModule,
-    op: &'static str,
-    entry: &str,
-    dtype: DType,
-    out_dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-    out: Out<'_>,
-    params: &[f64],
-) -> Result<()> {
-    let kl = kernel_layout(op, dtype, src, layout)?;
-    let n = layout.elem_count();
-    check_out(op, out_dtype, &out, n)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(src);
-    push_out(&mut args, out_dtype, &out)?;
-    args.push(n as u64).push(kl);
-    for &p in params {
-        args.push(p);
+impl Map1 {
+    fn launch(
+        &self,
+        device: &Device,
+        src: Operand<'_>,
+        out: Out<'_>,
+        params: &[f64],
+    ) -> Result<()> {
+        let kl = src.kernel_layout(self.op)?;
+        let n = src.elem_count();
+        check_out(self.op, self.out_dtype, &out, n)?;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(src.buffer);
+        push_out(&mut args, self.out_dtype, &out)?;
+        args.push(n as u64).push(kl);
+        for &p in params {
+            args.push(p);
+        }
+        launch_elements(device, self.module, self.kernel, self.variant, n, &mut args)
     }
-    launch_elements(device, module, dtype, entry, n, &mut args)
 }
 
 fn unary_checked(op: UnaryOp, dtype: DType) -> Result<()> {
@@ -258,16 +261,10 @@ fn unary_checked(op: UnaryOp, dtype: DType) -> Result<()> {
 }
 
 /// `op(src)` into a new contiguous buffer.
-pub fn unary(
-    device: &Device,
-    op: UnaryOp,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-) -> Result<Buffer> {
-    unary_checked(op, dtype)?;
-    let out = alloc_out(device, dtype, layout.elem_count())?;
-    unary_into(device, op, dtype, src, layout, &out, 0)?;
+pub fn unary(device: &Device, op: UnaryOp, src: Operand<'_>) -> Result<Buffer> {
+    unary_checked(op, src.dtype)?;
+    let out = alloc_out(device, src.dtype, src.elem_count())?;
+    unary_into(device, op, src, &out, 0)?;
     Ok(out)
 }
 
@@ -275,172 +272,123 @@ pub fn unary(
 pub fn unary_into(
     device: &Device,
     op: UnaryOp,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
+    src: Operand<'_>,
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
-    unary_checked(op, dtype)?;
-    let entry = format!("{}_{}", op.name(), dtype.as_str());
+    unary_checked(op, src.dtype)?;
+    let map = Map1 {
+        module: &kernels::UNARY,
+        op: op.name(),
+        kernel: op.name(),
+        out_dtype: src.dtype,
+        variant: src.dtype,
+    };
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map1_launch(
-        device,
-        &kernels::UNARY,
-        op.name(),
-        &entry,
-        dtype,
-        dtype,
-        src,
-        layout,
-        out,
-        &[0.0],
-    )
+    map.launch(device, src, out, &[0.0])
 }
 
-fn float_param_op(
-    device: &Device,
-    op: &'static str,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-    param: f64,
-) -> Result<Buffer> {
-    if !dtype.is_float() {
-        return Err(Error::UnsupportedDType { op, dtype });
+fn float_param_op(device: &Device, op: &'static str, src: Operand<'_>, param: f64) -> Result<Buffer> {
+    if !src.dtype.is_float() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: src.dtype,
+        });
     }
-    let out = alloc_out(device, dtype, layout.elem_count())?;
-    let entry = format!("{op}_{}", dtype.as_str());
+    let out = alloc_out(device, src.dtype, src.elem_count())?;
+    let map = Map1 {
+        module: &kernels::UNARY,
+        op,
+        kernel: op,
+        out_dtype: src.dtype,
+        variant: src.dtype,
+    };
     let target = Out {
         buffer: &out,
         offset: 0,
     };
-    map1_launch(
-        device,
-        &kernels::UNARY,
-        op,
-        &entry,
-        dtype,
-        dtype,
-        src,
-        layout,
-        target,
-        &[param],
-    )?;
+    map.launch(device, src, target, &[param])?;
     Ok(out)
 }
 
 /// `x >= 0 ? x : alpha * (exp(x) - 1)` (floats only, as the CPU backend).
-pub fn elu(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-    alpha: f64,
-) -> Result<Buffer> {
-    float_param_op(device, "elu", dtype, src, layout, alpha)
+pub fn elu(device: &Device, src: Operand<'_>, alpha: f64) -> Result<Buffer> {
+    float_param_op(device, "elu", src, alpha)
 }
 
 /// `x.powf(e)` (floats only, as the CPU backend).
-pub fn powf(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-    e: f64,
-) -> Result<Buffer> {
-    float_param_op(device, "powf", dtype, src, layout, e)
+pub fn powf(device: &Device, src: Operand<'_>, e: f64) -> Result<Buffer> {
+    float_param_op(device, "powf", src, e)
 }
 
 /// `x * mul + add` for every dtype; `mul` and `add` are first converted to the dtype (so an
 /// integer affine truncates them, as Candle's `T::from_f64`), integers wrap.
-pub fn affine(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-    mul: f64,
-    add: f64,
-) -> Result<Buffer> {
-    let out = alloc_out(device, dtype, layout.elem_count())?;
-    affine_into(device, dtype, src, layout, mul, add, &out, 0)?;
+pub fn affine(device: &Device, src: Operand<'_>, mul: f64, add: f64) -> Result<Buffer> {
+    let out = alloc_out(device, src.dtype, src.elem_count())?;
+    affine_into(device, src, (mul, add), &out, 0)?;
     Ok(out)
 }
 
-/// [`affine`] written into `dst` from element `dst_offset` (`dst` may be `src`).
-#[allow(clippy::too_many_arguments)]
+/// [`affine`] with `(mul, add)` written into `dst` from element `dst_offset` (`dst` may be
+/// `src`).
 pub fn affine_into(
     device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
-    mul: f64,
-    add: f64,
+    src: Operand<'_>,
+    (mul, add): (f64, f64),
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
-    let entry = format!("affine_{}", dtype.as_str());
+    let map = Map1 {
+        module: &kernels::UNARY,
+        op: "affine",
+        kernel: "affine",
+        out_dtype: src.dtype,
+        variant: src.dtype,
+    };
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map1_launch(
-        device,
-        &kernels::UNARY,
-        "affine",
-        &entry,
-        dtype,
-        dtype,
-        src,
-        layout,
-        out,
-        &[mul, add],
-    )
+    map.launch(device, src, out, &[mul, add])
 }
 
 /// Convert every element of `src` (any layout) to `to`, into a new contiguous buffer.
-pub fn cast(
-    device: &Device,
-    from: DType,
-    to: DType,
-    src: &Buffer,
-    layout: &Layout,
-) -> Result<Buffer> {
-    let out = alloc_out(device, to, layout.elem_count())?;
-    cast_into(device, from, to, src, layout, &out, 0)?;
+pub fn cast(device: &Device, src: Operand<'_>, to: DType) -> Result<Buffer> {
+    let out = alloc_out(device, to, src.elem_count())?;
+    cast_into(device, src, to, &out, 0)?;
     Ok(out)
 }
 
 /// [`cast`] written into `dst` from element `dst_offset`.
 pub fn cast_into(
     device: &Device,
-    from: DType,
+    src: Operand<'_>,
     to: DType,
-    src: &Buffer,
-    layout: &Layout,
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
-    let entry = format!("cast_{}_{}", from.as_str(), to.as_str());
+    let kernel = kernels::CAST
+        .op_named(&["cast", src.dtype.as_str()])
+        .ok_or(Error::UnsupportedDType {
+            op: "to_dtype",
+            dtype: src.dtype,
+        })?;
+    // The module variant is the destination dtype's (the entry's last part).
+    let map = Map1 {
+        module: &kernels::CAST,
+        op: "to_dtype",
+        kernel,
+        out_dtype: to,
+        variant: to,
+    };
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map1_launch(
-        device,
-        &kernels::CAST,
-        "to_dtype",
-        &entry,
-        from,
-        to,
-        src,
-        layout,
-        out,
-        &[],
-    )
+    map.launch(device, src, out, &[])
 }
 
 fn same_dims(op: &'static str, a: &Layout, b: &Layout) -> Result<()> {
@@ -453,381 +401,170 @@ fn same_dims(op: &'static str, a: &Layout, b: &Layout) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+fn same_dtype(op: &'static str, a: DType, b: DType) -> Result<()> {
+    if a != b {
+        return Err(Error::DTypeMismatch {
+            op,
+            detail: format!("lhs {a}, rhs {b}"),
+        });
+    }
+    Ok(())
+}
+
+/// The binary-family launch: `kernel(lhs, rhs, out, n, lhs layout, rhs layout)`.
 fn map2_launch(
     device: &Device,
     op: &'static str,
-    entry: &str,
-    dtype: DType,
+    (lhs, rhs): (Operand<'_>, Operand<'_>),
     out_dtype: DType,
-    lhs: &Buffer,
-    lhs_l: &Layout,
-    rhs: &Buffer,
-    rhs_l: &Layout,
     out: Out<'_>,
 ) -> Result<()> {
-    same_dims(op, lhs_l, rhs_l)?;
-    let la = kernel_layout(op, dtype, lhs, lhs_l)?;
-    let lb = kernel_layout(op, dtype, rhs, rhs_l)?;
-    let n = lhs_l.elem_count();
+    same_dims(op, lhs.layout, rhs.layout)?;
+    same_dtype(op, lhs.dtype, rhs.dtype)?;
+    let la = lhs.kernel_layout(op)?;
+    let lb = rhs.kernel_layout(op)?;
+    let n = lhs.elem_count();
     check_out(op, out_dtype, &out, n)?;
     let mut args = LaunchArgs::new();
-    args.push_buffer(lhs).push_buffer(rhs);
+    args.push_buffer(lhs.buffer).push_buffer(rhs.buffer);
     push_out(&mut args, out_dtype, &out)?;
     args.push(n as u64).push(la).push(lb);
-    launch_elements(device, &kernels::BINARY, dtype, entry, n, &mut args)
+    launch_elements(device, &kernels::BINARY, op, lhs.dtype, n, &mut args)
 }
 
 /// `lhs op rhs` elementwise; both layouts have the same dims (broadcasts use stride 0).
-#[allow(clippy::too_many_arguments)]
-pub fn binary(
-    device: &Device,
-    op: BinaryOp,
-    dtype: DType,
-    lhs: &Buffer,
-    lhs_l: &Layout,
-    rhs: &Buffer,
-    rhs_l: &Layout,
-) -> Result<Buffer> {
-    same_dims(op.name(), lhs_l, rhs_l)?;
-    let out = alloc_out(device, dtype, lhs_l.elem_count())?;
-    binary_into(device, op, dtype, lhs, lhs_l, rhs, rhs_l, &out, 0)?;
+pub fn binary(device: &Device, op: BinaryOp, lhs: Operand<'_>, rhs: Operand<'_>) -> Result<Buffer> {
+    same_dims(op.name(), lhs.layout, rhs.layout)?;
+    let out = alloc_out(device, lhs.dtype, lhs.elem_count())?;
+    binary_into(device, op, (lhs, rhs), &out, 0)?;
     Ok(out)
 }
 
 /// [`binary`] written into `dst` from element `dst_offset` (`dst` may be an input).
-#[allow(clippy::too_many_arguments)]
 pub fn binary_into(
     device: &Device,
     op: BinaryOp,
-    dtype: DType,
-    lhs: &Buffer,
-    lhs_l: &Layout,
-    rhs: &Buffer,
-    rhs_l: &Layout,
+    (lhs, rhs): (Operand<'_>, Operand<'_>),
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
-    let entry = format!("{}_{}", op.name(), dtype.as_str());
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map2_launch(
-        device,
-        op.name(),
-        &entry,
-        dtype,
-        dtype,
-        lhs,
-        lhs_l,
-        rhs,
-        rhs_l,
-        out,
-    )
+    map2_launch(device, op.name(), (lhs, rhs), lhs.dtype, out)
 }
 
 /// `lhs op rhs` elementwise as u8 (1 or 0).
-#[allow(clippy::too_many_arguments)]
-pub fn cmp(
-    device: &Device,
-    op: CmpOp,
-    dtype: DType,
-    lhs: &Buffer,
-    lhs_l: &Layout,
-    rhs: &Buffer,
-    rhs_l: &Layout,
-) -> Result<Buffer> {
-    same_dims(op.name(), lhs_l, rhs_l)?;
-    let out = alloc_out(device, DType::U8, lhs_l.elem_count())?;
-    let entry = format!("{}_{}", op.name(), dtype.as_str());
+pub fn cmp(device: &Device, op: CmpOp, lhs: Operand<'_>, rhs: Operand<'_>) -> Result<Buffer> {
+    same_dims(op.name(), lhs.layout, rhs.layout)?;
+    let out = alloc_out(device, DType::U8, lhs.elem_count())?;
     let target = Out {
         buffer: &out,
         offset: 0,
     };
-    map2_launch(
-        device,
-        op.name(),
-        &entry,
-        dtype,
-        DType::U8,
-        lhs,
-        lhs_l,
-        rhs,
-        rhs_l,
-        target,
-    )?;
+    map2_launch(device, op.name(), (lhs, rhs), DType::U8, target)?;
     Ok(out)
 }
 
 /// `cond != 0 ? on_true : on_false`, three layouts of the same dims.
-#[allow(clippy::too_many_arguments)]
 pub fn where_cond(
     device: &Device,
-    cond_dtype: DType,
-    cond: &Buffer,
-    cond_l: &Layout,
-    dtype: DType,
-    on_true: &Buffer,
-    true_l: &Layout,
-    on_false: &Buffer,
-    false_l: &Layout,
+    cond: Operand<'_>,
+    on_true: Operand<'_>,
+    on_false: Operand<'_>,
 ) -> Result<Buffer> {
     const OP: &str = "where_cond";
-    if cond_dtype.is_float() {
-        return Err(Error::UnsupportedDType {
+    let kernel = kernels::TERNARY
+        .op_named(&["where", cond.dtype.as_str()])
+        .ok_or(Error::UnsupportedDType {
             op: OP,
-            dtype: cond_dtype,
-        });
-    }
-    same_dims(OP, cond_l, true_l)?;
-    same_dims(OP, cond_l, false_l)?;
-    let lc = kernel_layout(OP, cond_dtype, cond, cond_l)?;
-    let lt = kernel_layout(OP, dtype, on_true, true_l)?;
-    let lf = kernel_layout(OP, dtype, on_false, false_l)?;
-    let n = cond_l.elem_count();
+            dtype: cond.dtype,
+        })?;
+    same_dims(OP, cond.layout, on_true.layout)?;
+    same_dims(OP, cond.layout, on_false.layout)?;
+    same_dtype(OP, on_true.dtype, on_false.dtype)?;
+    let lc = cond.kernel_layout(OP)?;
+    let lt = on_true.kernel_layout(OP)?;
+    let lf = on_false.kernel_layout(OP)?;
+    let dtype = on_true.dtype;
+    let n = cond.elem_count();
     let out = alloc_out(device, dtype, n)?;
     let mut args = LaunchArgs::new();
-    args.push_buffer(cond)
-        .push_buffer(on_true)
-        .push_buffer(on_false)
+    args.push_buffer(cond.buffer)
+        .push_buffer(on_true.buffer)
+        .push_buffer(on_false.buffer)
         .push_buffer(&out)
         .push(n as u64)
         .push(lc)
         .push(lt)
         .push(lf);
-    let entry = format!("where_{}_{}", cond_dtype.as_str(), dtype.as_str());
-    launch_elements(device, &kernels::TERNARY, dtype, &entry, n, &mut args)?;
+    launch_elements(device, &kernels::TERNARY, kernel, dtype, n, &mut args)?;
     Ok(out)
 }
 
-/// Sets every element of `layout` inside `dst` to `value` (its dtype is the buffer's).
-pub fn const_set(device: &Device, dst: &Buffer, layout: &Layout, value: Scalar) -> Result<()> {
-    let dtype = value.dtype();
-    let kl = kernel_layout("const_set", dtype, dst, layout)?;
-    let n = layout.elem_count();
+/// Sets every element of `dst`'s layout to `value`; the value's dtype must be `dst`'s.
+pub fn const_set(device: &Device, dst: Operand<'_>, value: Scalar) -> Result<()> {
+    const OP: &str = "const_set";
+    same_dtype(OP, dst.dtype, value.dtype())?;
+    let kl = dst.kernel_layout(OP)?;
+    let n = dst.elem_count();
     let mut args = LaunchArgs::new();
-    args.push_buffer(dst)
+    args.push_buffer(dst.buffer)
         .push(value.to_arg_bits())
         .push(n as u64)
         .push(kl);
-    let entry = format!("const_set_{}", dtype.as_str());
-    launch_elements(device, &kernels::FILL, dtype, &entry, n, &mut args)
+    launch_elements(device, &kernels::FILL, OP, dst.dtype, n, &mut args)
 }
 
-/// Copies the elements of `src_l` (any layout) contiguously into `dst` from `dst_offset`.
-/// Transposes (a unit-stride axis that is not the last, with at most one batch axis) go
-/// through a tiled kernel, everything else through the elementwise strided copy.
-pub fn copy_strided(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    src_l: &Layout,
-    dst: &Buffer,
-    dst_offset: usize,
-) -> Result<()> {
-    let kl = kernel_layout("copy_strided", dtype, src, src_l)?;
-    if let Some(t) = Transpose::of(&kl) {
-        let n = src_l.elem_count();
-        let out = Out {
-            buffer: dst,
-            offset: dst_offset,
-        };
-        check_out("copy_strided", dtype, &out, n)?;
-        return t.launch(device, dtype, src, &out);
-    }
-    let entry = format!("copy_strided_{}", dtype.as_str());
-    let out = Out {
-        buffer: dst,
-        offset: dst_offset,
-    };
-    map1_launch(
-        device,
-        &kernels::FILL,
-        "copy_strided",
-        &entry,
-        dtype,
-        dtype,
-        src,
-        src_l,
-        out,
-        &[],
-    )
-}
-
-/// A (batch, d0, d1) view whose d0 axis has stride 1: the tiled transpose kernel's case.
+/// A `rows x cols` block of elements, rows `src_stride` / `dst_stride` elements apart,
+/// starting at the given element offsets (Candle's `copy2d`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Transpose {
-    batch: u64,
-    d0: u64,
-    d1: u64,
-    batch_stride: u64,
-    s1: u64,
-    start: u64,
+pub struct Copy2d {
+    pub rows: usize,
+    pub cols: usize,
+    pub src_stride: usize,
+    pub dst_stride: usize,
+    pub src_offset: usize,
+    pub dst_offset: usize,
 }
 
-impl Transpose {
-    const TILE: u64 = 32;
-
-    fn of(kl: &KernelLayout) -> Option<Self> {
-        let nd = kl.ndim as usize;
-        if !(2..=3).contains(&nd) || kl.strides[nd - 2] != 1 || kl.strides[nd - 1] == 1 {
-            return None;
-        }
-        let (batch, batch_stride) = if nd == 3 {
-            (kl.dims[0], kl.strides[0])
-        } else {
-            (1, 0)
-        };
-        let t = Transpose {
-            batch,
-            d0: kl.dims[nd - 2],
-            d1: kl.dims[nd - 1],
-            batch_stride,
-            s1: kl.strides[nd - 1],
-            start: kl.start,
-        };
-        // Narrow tiles waste most of the block; the grid's y axis bounds d1.
-        (t.d0 >= 8 && t.d1 >= 8 && t.d1.div_ceil(Self::TILE) <= 65_535).then_some(t)
-    }
-
-    /// Whether the pair kernel applies: elements of at most 4 bytes and every pair aligned.
-    fn pairs_fit(&self, dtype: DType, dst_offset: usize) -> bool {
-        let even = |v: u64| v % 2 == 0;
-        dtype.size_in_bytes() <= 4
-            && even(self.start)
-            && even(self.s1)
-            && even(self.d1)
-            && (self.batch == 1 || even(self.batch_stride))
-            && dst_offset % 2 == 0
-    }
-
-    fn launch(&self, device: &Device, dtype: DType, src: &Buffer, out: &Out<'_>) -> Result<()> {
-        let mut args = LaunchArgs::new();
-        args.push_buffer(src);
-        push_out(&mut args, dtype, out)?;
-        for v in [
-            self.batch,
-            self.d0,
-            self.d1,
-            self.batch_stride,
-            self.s1,
-            self.start,
-        ] {
-            args.push(v);
-        }
-        let (op, tile) = if self.pairs_fit(dtype, out.offset) {
-            ("transpose_pairs", 2 * Self::TILE)
-        } else {
-            ("transpose", Self::TILE)
-        };
-        let config = LaunchConfig {
-            grid: [
-                self.d0.div_ceil(tile) as u32,
-                self.d1.div_ceil(tile) as u32,
-                self.batch.min(65_535) as u32,
-            ],
-            block: [Self::TILE as u32, 8, 1],
-            shared_mem_bytes: 0,
-        };
-        let entry = format!("{op}_{}", dtype.as_str());
-        let _span = tracing::debug_span!("op", entry = %entry, batch = self.batch, d0 = self.d0, d1 = self.d1).entered();
-        let function = device.dtype_function(&kernels::FILL, dtype.as_str(), &entry)?;
-        device.launch(&function, config, &mut args)
-    }
-}
-
-/// A `rows x cols` block copy with row strides in elements (Candle's `copy2d`).
-#[allow(clippy::too_many_arguments)]
-pub fn copy2d(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    dst: &Buffer,
-    rows: usize,
-    cols: usize,
-    src_stride: usize,
-    dst_stride: usize,
-    src_offset: usize,
-    dst_offset: usize,
-) -> Result<()> {
+/// Copies the [`Copy2d`] block of `dtype` elements from `src` to `dst`.
+pub fn copy2d(device: &Device, dtype: DType, src: &Buffer, dst: &Buffer, c: &Copy2d) -> Result<()> {
     const OP: &str = "copy2d";
-    if rows == 0 || cols == 0 {
+    if c.rows == 0 || c.cols == 0 {
         return Ok(());
     }
     // The block as a layout, for the same bounds checks as every other op.
-    Layout::new(&[rows, cols], &[src_stride, 1], src_offset).check_fits(OP, dtype, src)?;
-    Layout::new(&[rows, cols], &[dst_stride, 1], dst_offset).check_fits(OP, dtype, dst)?;
+    Layout::new(&[c.rows, c.cols], &[c.src_stride, 1], c.src_offset).check_fits(OP, dtype, src)?;
+    Layout::new(&[c.rows, c.cols], &[c.dst_stride, 1], c.dst_offset).check_fits(OP, dtype, dst)?;
     let size = dtype.size_in_bytes();
     let mut args = LaunchArgs::new();
-    args.push_buffer_at(src, src_offset * size)?;
-    args.push_buffer_at(dst, dst_offset * size)?;
-    args.push(rows as u64)
-        .push(cols as u64)
-        .push(src_stride as u64)
-        .push(dst_stride as u64);
+    args.push_buffer_at(src, c.src_offset * size)?;
+    args.push_buffer_at(dst, c.dst_offset * size)?;
+    args.push(c.rows as u64)
+        .push(c.cols as u64)
+        .push(c.src_stride as u64)
+        .push(c.dst_stride as u64);
     let block = rocm_device::DEFAULT_BLOCK;
     let info = device.info();
-    let col_blocks = (cols as u64).div_ceil(u64::from(block));
+    let col_blocks = (c.cols as u64).div_ceil(u64::from(block));
     let budget = u64::from(info.multiprocessor_count.max(1)) * 32;
     let grid_x = col_blocks.clamp(1, budget);
-    let grid_y = (rows as u64).clamp(1, (budget / grid_x).clamp(1, 65_535));
+    let grid_y = (c.rows as u64).clamp(1, (budget / grid_x).clamp(1, 65_535));
     let config = LaunchConfig {
         grid: [grid_x as u32, grid_y as u32, 1],
         block: [block, 1, 1],
         shared_mem_bytes: 0,
     };
-    let entry = format!("copy2d_{}", dtype.as_str());
-    let _span = tracing::debug_span!("op", entry = %entry, rows, cols).entered();
-    let function = device.dtype_function(&kernels::FILL, dtype.as_str(), &entry)?;
+    let _span = tracing::debug_span!("op", op = OP, dtype = %dtype, rows = c.rows, cols = c.cols).entered();
+    let function = device.kernel(&kernels::FILL, OP, dtype.as_str())?;
     device.launch(&function, config, &mut args)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn kl(dims: &[usize], strides: &[usize], start: usize) -> KernelLayout {
-        Layout::new(dims, strides, start).kernel_layout().unwrap()
-    }
-
-    #[test]
-    fn transposes_are_recognised() {
-        // (64, 48) transposed view of a (48, 64) tensor
-        let t = Transpose::of(&kl(&[64, 48], &[1, 64], 5)).unwrap();
-        assert_eq!((t.batch, t.d0, t.d1, t.s1, t.start), (1, 64, 48, 64, 5));
-        // batched: (3, 33, 17) view of (3, 17, 33)
-        let t = Transpose::of(&kl(&[3, 33, 17], &[561, 1, 33], 0)).unwrap();
-        assert_eq!(
-            (t.batch, t.batch_stride, t.d0, t.d1, t.s1),
-            (3, 561, 33, 17, 33)
-        );
-        // contiguous, broadcast, too narrow, too many dims: not this kernel's case
-        assert_eq!(Transpose::of(&kl(&[64, 48], &[48, 1], 0)), None);
-        assert_eq!(Transpose::of(&kl(&[64, 48], &[0, 1], 0)), None);
-        assert_eq!(Transpose::of(&kl(&[64, 4], &[1, 64], 0)), None);
-        // pairs need even start, strides, d1 and destination offset, and small elements
-        let t = Transpose::of(&kl(&[64, 48], &[1, 64], 0)).unwrap();
-        assert!(t.pairs_fit(DType::BF16, 0) && t.pairs_fit(DType::F32, 2));
-        assert!(!t.pairs_fit(DType::F64, 0) && !t.pairs_fit(DType::F16, 1));
-        assert!(!Transpose::of(&kl(&[64, 48], &[1, 64], 3))
-            .unwrap()
-            .pairs_fit(DType::U8, 0));
-        assert!(!Transpose::of(&kl(&[64, 47], &[1, 64], 0))
-            .unwrap()
-            .pairs_fit(DType::U8, 0));
-        assert_eq!(
-            Transpose::of(&kl(&[2, 3, 64, 48], &[10000, 3333, 1, 64], 0)),
-            None
-        );
-        // batch dims that merge into one are fine
-        assert_eq!(
-            Transpose::of(&kl(&[2, 3, 64, 48], &[9999, 3333, 1, 64], 0))
-                .unwrap()
-                .batch,
-            6
-        );
-    }
 
     #[test]
     fn unary_support_follows_the_cpu_backend() {
@@ -837,5 +574,22 @@ mod tests {
         assert!(UnaryOp::Gelu.supports(DType::I64));
         assert!(!UnaryOp::Sqrt.supports(DType::U32));
         assert_eq!(UnaryOp::ALL.len(), 21);
+    }
+
+    #[test]
+    fn every_op_has_its_kernel_in_the_table() {
+        for op in UnaryOp::ALL {
+            assert!(kernels::UNARY.ops().any(|k| k == op.name()), "{op:?}");
+        }
+        for name in BinaryOp::ALL
+            .iter()
+            .map(|o| o.name())
+            .chain(CmpOp::ALL.iter().map(|o| o.name()))
+        {
+            assert!(kernels::BINARY.ops().any(|k| k == name), "{name}");
+        }
+        for from in DType::ALL {
+            assert!(kernels::CAST.op_named(&["cast", from.as_str()]).is_some());
+        }
     }
 }

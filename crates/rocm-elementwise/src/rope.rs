@@ -1,7 +1,7 @@
 //! Host side of rope.hip: candle-nn's rotary embeddings.
 
 use rocm_device::kernels;
-use rocm_device::{Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Result};
+use rocm_device::{Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Operand, Result};
 
 /// Which of candle-nn's three rotary embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,23 +26,27 @@ impl RopeVariant {
 
 /// Rotates `x` by the angles whose cosines and sines are in `cos` / `sin`, which are either
 /// (seq, d/2) or per batch entry (b, seq, d/2), with seq >= the sequence length of `x`.
-/// Every input must be contiguous (candle-nn demands it too); the output is new.
-#[allow(clippy::too_many_arguments)]
+/// Every input must be contiguous and of one dtype (candle-nn demands it too); the output is
+/// new.
 pub fn rope(
     device: &Device,
     variant: RopeVariant,
-    dtype: DType,
-    x: &Buffer,
-    x_l: &Layout,
-    cos: &Buffer,
-    cos_l: &Layout,
-    sin: &Buffer,
-    sin_l: &Layout,
+    x: Operand<'_>,
+    cos: Operand<'_>,
+    sin: Operand<'_>,
 ) -> Result<Buffer> {
     let op = variant.name();
+    let dtype = x.dtype;
     if !matches!(dtype, DType::BF16 | DType::F16 | DType::F32 | DType::F64) {
         return Err(Error::UnsupportedDType { op, dtype });
     }
+    if cos.dtype != dtype || sin.dtype != dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            detail: format!("x {dtype}, cos {}, sin {}", cos.dtype, sin.dtype),
+        });
+    }
+    let (x_l, cos_l, sin_l) = (x.layout, cos.layout, sin.layout);
     let shape_err = |detail: String| Error::ShapeMismatch { op, detail };
     let &[d0, d1, d2, d] = x_l.dims.as_slice() else {
         return Err(shape_err(format!("x must be 4-D, got {:?}", x_l.dims)));
@@ -69,14 +73,15 @@ pub fn rope(
             )));
         }
     }
-    for (name, buf, l) in [("x", x, x_l), ("cos", cos, cos_l), ("sin", sin, sin_l)] {
+    for (name, operand) in [("x", x), ("cos", cos), ("sin", sin)] {
+        let l = operand.layout;
         if !l.is_contiguous() {
             return Err(Error::InvalidLayout(format!(
                 "{op}: {name} must be contiguous, got dims {:?} strides {:?}",
                 l.dims, l.strides
             )));
         }
-        l.check_fits(op, dtype, buf)?;
+        operand.check(op)?;
     }
     let n = x_l.elem_count();
     let out = device.alloc(n * dtype.size_in_bytes())?;
@@ -87,16 +92,15 @@ pub fn rope(
     let cs_batch_stride = if batched { t * (d / 2) } else { 0 };
     let size = dtype.size_in_bytes();
     let mut args = LaunchArgs::new();
-    args.push_buffer_at(x, x_l.start * size)?;
-    args.push_buffer_at(cos, cos_l.start * size)?;
-    args.push_buffer_at(sin, sin_l.start * size)?;
+    args.push_buffer_at(x.buffer, x_l.start * size)?;
+    args.push_buffer_at(cos.buffer, cos_l.start * size)?;
+    args.push_buffer_at(sin.buffer, sin_l.start * size)?;
     args.push_buffer(&out);
     for v in [d0, d1, d2, d, cs_batch_stride] {
         args.push(v as u64);
     }
-    let entry = format!("{op}_{}", dtype.as_str());
-    let _span = tracing::debug_span!("op", entry = %entry, n).entered();
-    let function = device.dtype_function(&kernels::ROPE, dtype.as_str(), &entry)?;
+    let _span = tracing::debug_span!("op", op, dtype = %dtype, n).entered();
+    let function = device.kernel(&kernels::ROPE, op, dtype.as_str())?;
     device.launch(
         &function,
         LaunchConfig::for_elements((n / 2) as u64, device.info()),

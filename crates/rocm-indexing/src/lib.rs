@@ -12,8 +12,9 @@
 //!
 //! Ids may be u8, u32, i16, i32 or i64. An id equal to its dtype's maximum is masked: a gather
 //! yields zero, a scatter skips it. Any other id outside the dim never touches memory out of
-//! bounds: it acts as masked, and with `CANDLE_ROCM_CHECK_INDICES=1` (or
-//! [`IndexOptions::check_indices`]) the op returns [`Error::IndexOutOfRange`] after the kernel.
+//! bounds: it acts as masked, and with the configuration's `check_indices`
+//! (`CANDLE_ROCM_CHECK_INDICES=1`, or [`IndexOptions::check_indices`]) the op returns
+//! [`Error::IndexOutOfRange`] after the kernel.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -22,15 +23,12 @@ mod sort;
 mod upsample;
 
 pub use plan::ScatterStrategy;
-pub use rocm_device::{Buffer, DType, Device, Error, Layout, Result};
+pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 pub use sort::arg_sort_last_dim;
 pub use upsample::{upsample_bilinear2d, upsample_nearest1d, upsample_nearest2d, Bilinear};
 
 use plan::{gather_units, prefers_ownership, with_stride, without, Walk};
 use rocm_device::{kernels, KernelLayout, LaunchArgs, LaunchConfig};
-
-/// Set to `1` to check every id and fail with [`Error::IndexOutOfRange`] (one extra sync).
-pub const CHECK_INDICES_ENV: &str = "CANDLE_ROCM_CHECK_INDICES";
 
 /// Choices of the indexing ops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,42 +40,62 @@ pub struct IndexOptions {
 }
 
 impl IndexOptions {
-    /// The defaults, with `check_indices` from `CANDLE_ROCM_CHECK_INDICES`.
-    pub fn from_env() -> Self {
+    /// The defaults, with `check_indices` from the device's configuration.
+    pub fn of(device: &Device) -> Self {
         IndexOptions {
-            check_indices: std::env::var(CHECK_INDICES_ENV).is_ok_and(|v| v == "1"),
+            check_indices: device.config().check_indices,
             strategy: ScatterStrategy::Auto,
         }
     }
 }
 
-/// A buffer and the layout of the tensor it holds.
-#[derive(Debug, Clone, Copy)]
-pub struct View<'a> {
-    pub buffer: &'a Buffer,
-    pub layout: &'a Layout,
+/// Ids must be an integer dtype Candle's CPU backend indexes with, and fit their buffer.
+fn check_ids(op: &'static str, ids: &Operand<'_>) -> Result<()> {
+    if !matches!(
+        ids.dtype,
+        DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64
+    ) {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: ids.dtype,
+        });
+    }
+    ids.check(op)
 }
 
-/// The ids of an indexing op: their dtype, buffer and layout.
-#[derive(Debug, Clone, Copy)]
-pub struct Ids<'a> {
-    pub dtype: DType,
-    pub buffer: &'a Buffer,
-    pub layout: &'a Layout,
+/// The values of a scatter (`dst`, `src`) share one dtype.
+fn same_dtype(op: &'static str, a: &Operand<'_>, b: &Operand<'_>) -> Result<()> {
+    if a.dtype != b.dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            detail: format!("{} and {}", a.dtype, b.dtype),
+        });
+    }
+    Ok(())
 }
 
-impl Ids<'_> {
-    fn check(&self, op: &'static str) -> Result<()> {
-        if !matches!(
-            self.dtype,
-            DType::U8 | DType::U32 | DType::I16 | DType::I32 | DType::I64
-        ) {
-            return Err(Error::UnsupportedDType {
-                op,
-                dtype: self.dtype,
-            });
-        }
-        self.layout.check_fits(op, self.dtype, self.buffer)
+/// One indexing call: where it runs, its name, its ids and dim, its options.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    device: &'a Device,
+    op: &'static str,
+    ids: Operand<'a>,
+    dim: usize,
+    opts: &'a IndexOptions,
+}
+
+impl Job<'_> {
+    /// The INDEXING op spelled by `parts` followed by the ids' dtype.
+    fn kernel_op(&self, prefix: &str, variant: Option<&str>) -> Result<&'static str> {
+        let ids = self.ids.dtype.as_str();
+        let found = match variant {
+            Some(v) => kernels::INDEXING.op_named(&[prefix, v, ids]),
+            None => kernels::INDEXING.op_named(&[prefix, ids]),
+        };
+        found.ok_or(Error::UnsupportedDType {
+            op: self.op,
+            dtype: self.ids.dtype,
+        })
     }
 }
 
@@ -149,29 +167,23 @@ fn width_of(op: &'static str, bytes: usize) -> Result<&'static str> {
 
 fn launch_elems(
     device: &Device,
-    key: &str,
-    entry: &str,
+    (op, key): (&'static str, &'static str),
     n: u64,
     args: &mut LaunchArgs,
 ) -> Result<()> {
-    let f = device.dtype_function(&kernels::INDEXING, key, entry)?;
+    let f = device.kernel(&kernels::INDEXING, op, key)?;
     device.launch(&f, LaunchConfig::for_elements(n, device.info()), args)
 }
 
 /// out = src[.., ids[i], ..] walked over `out_dims`: the shared core of gather and
 /// index_select, `ids_strides` being the ids' view over the output's shape.
-#[allow(clippy::too_many_arguments)]
 fn gather_core(
-    device: &Device,
-    op: &'static str,
-    dtype: DType,
-    src: View<'_>,
-    ids: Ids<'_>,
+    job: Job<'_>,
+    src: Operand<'_>,
     ids_strides: &[usize],
-    dim: usize,
     out_dims: &[usize],
-    opts: &IndexOptions,
 ) -> Result<Buffer> {
+    let (device, dtype, dim, ids) = (job.device, src.dtype, job.dim, job.ids);
     let n: usize = out_dims.iter().product();
     let out = device.alloc(n * dtype.size_in_bytes())?;
     if n == 0 {
@@ -186,8 +198,9 @@ fn gather_core(
         src.layout.start,
         dim_stride(src.layout, dim),
     );
-    let key = width_of(op, u.k * dtype.size_in_bytes())?;
-    let bad = BadIds::new(device, opts)?;
+    let key = width_of(job.op, u.k * dtype.size_in_bytes())?;
+    let kernel = job.kernel_op("gather", None)?;
+    let bad = BadIds::new(device, job.opts)?;
     let n_units = (n / u.k) as u64;
     let mut args = LaunchArgs::new();
     args.push_buffer(src.buffer)
@@ -207,10 +220,9 @@ fn gather_core(
             ids.layout.start,
         )?);
     bad.push(&mut args);
-    let entry = format!("gather_{}_{key}", ids.dtype.as_str());
-    let _span = tracing::debug_span!("gather", op, %dtype, n, unit = u.k).entered();
-    launch_elems(device, key, &entry, n_units, &mut args)?;
-    bad.finish(device, op, src_dim)?;
+    let _span = tracing::debug_span!("gather", op = job.op, %dtype, n, unit = u.k).entered();
+    launch_elems(device, (kernel, key), n_units, &mut args)?;
+    bad.finish(device, job.op, src_dim)?;
     Ok(out)
 }
 
@@ -221,13 +233,11 @@ const MIN_ROW: usize = 32;
 /// One block per row of `row_len` units (rows past the grid are looped over by the kernel).
 fn launch_rows(
     device: &Device,
-    key: &str,
-    entry: &str,
-    rows: usize,
-    row_len: usize,
+    (op, key): (&'static str, &'static str),
+    (rows, row_len): (usize, usize),
     args: &mut LaunchArgs,
 ) -> Result<()> {
-    let f = device.dtype_function(&kernels::INDEXING, key, entry)?;
+    let f = device.kernel(&kernels::INDEXING, op, key)?;
     let config = LaunchConfig {
         grid: [rows.min(1 << 20) as u32, 1, 1],
         block: [row_len.next_power_of_two().clamp(64, 256) as u32, 1, 1],
@@ -238,16 +248,8 @@ fn launch_rows(
 
 /// index_select of a contiguous source (any start): one block per output row, the row moved
 /// in units of up to 16 bytes. None when the source is strided or the rows are short.
-#[allow(clippy::too_many_arguments)]
-fn index_rows(
-    device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    ids: Ids<'_>,
-    dim: usize,
-    n_ids: usize,
-    opts: &IndexOptions,
-) -> Result<Option<Buffer>> {
+fn index_rows(job: Job<'_>, src: Operand<'_>, n_ids: usize) -> Result<Option<Buffer>> {
+    let (device, dtype, dim, ids) = (job.device, src.dtype, job.dim, job.ids);
     let l = src.layout;
     let right: usize = l.dims[dim + 1..].iter().product();
     let left: usize = l.dims[..dim].iter().product();
@@ -260,9 +262,10 @@ fn index_rows(
     if !l.is_contiguous() || right / k < MIN_ROW || rows == 0 {
         return Ok(None);
     }
-    let key = width_of("index_select", k * size)?;
+    let key = width_of(job.op, k * size)?;
+    let kernel = job.kernel_op("index_rows", None)?;
     let out = device.alloc(rows * right * size)?;
-    let bad = BadIds::new(device, opts)?;
+    let bad = BadIds::new(device, job.opts)?;
     let mut args = LaunchArgs::new();
     args.push_buffer_at(src.buffer, l.start * size)?
         .push_buffer_at(ids.buffer, ids.layout.start * ids.dtype.size_in_bytes())?
@@ -273,21 +276,14 @@ fn index_rows(
         .push(l.dims[dim] as u64)
         .push(ids.layout.strides[0] as u64);
     bad.push(&mut args);
-    let entry = format!("index_rows_{}_{key}", ids.dtype.as_str());
-    launch_rows(device, key, &entry, rows, right / k, &mut args)?;
-    bad.finish(device, "index_select", l.dims[dim])?;
+    launch_rows(device, (kernel, key), (rows, right / k), &mut args)?;
+    bad.finish(device, job.op, l.dims[dim])?;
     Ok(Some(out))
 }
 
 /// gather along the last dim of a contiguous source with contiguous ids: one block per row.
-fn gather_last(
-    device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    ids: Ids<'_>,
-    dim: usize,
-    opts: &IndexOptions,
-) -> Result<Option<Buffer>> {
+fn gather_last(job: Job<'_>, src: Operand<'_>) -> Result<Option<Buffer>> {
+    let (device, dtype, dim, ids) = (job.device, src.dtype, job.dim, job.ids);
     let (sl, il) = (src.layout, ids.layout);
     let m = il.dims[dim];
     if dim + 1 != sl.dims.len() || !sl.is_contiguous() || !il.is_contiguous() || m < MIN_ROW {
@@ -296,9 +292,10 @@ fn gather_last(
     let n = il.elem_count();
     let rows = n / m;
     let size = dtype.size_in_bytes();
-    let key = width_of("gather", size)?;
+    let key = width_of(job.op, size)?;
+    let kernel = job.kernel_op("gather_last", None)?;
     let out = device.alloc(n * size)?;
-    let bad = BadIds::new(device, opts)?;
+    let bad = BadIds::new(device, job.opts)?;
     let mut args = LaunchArgs::new();
     args.push_buffer_at(src.buffer, sl.start * size)?
         .push_buffer_at(ids.buffer, il.start * ids.dtype.size_in_bytes())?
@@ -307,9 +304,8 @@ fn gather_last(
         .push(m as u64)
         .push(sl.dims[dim] as u64);
     bad.push(&mut args);
-    let entry = format!("gather_last_{}_{key}", ids.dtype.as_str());
-    launch_rows(device, key, &entry, rows, m, &mut args)?;
-    bad.finish(device, "gather", sl.dims[dim])?;
+    launch_rows(device, (kernel, key), (rows, m), &mut args)?;
+    bad.finish(device, job.op, sl.dims[dim])?;
     Ok(Some(out))
 }
 
@@ -317,15 +313,14 @@ fn gather_last(
 /// `dims[dim] = ids.len()`. Masked ids give zero rows.
 pub fn index_select(
     device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    ids: Ids<'_>,
+    src: Operand<'_>,
+    ids: Operand<'_>,
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<Buffer> {
     const OP: &str = "index_select";
-    src.layout.check_fits(OP, dtype, src.buffer)?;
-    ids.check(OP)?;
+    src.check(OP)?;
+    check_ids(OP, &ids)?;
     check_dim(OP, &src.layout.dims, dim)?;
     let [n_ids] = ids.layout.dims[..] else {
         return Err(shape_err(
@@ -333,55 +328,48 @@ pub fn index_select(
             format!("ids must be 1-D, got dims {:?}", ids.layout.dims),
         ));
     };
+    let job = Job {
+        device,
+        op: OP,
+        ids,
+        dim,
+        opts,
+    };
     let mut out_dims = src.layout.dims.clone();
     out_dims[dim] = n_ids;
-    if let Some(out) = index_rows(device, dtype, src, ids, dim, n_ids, opts)? {
+    if let Some(out) = index_rows(job, src, n_ids)? {
         return Ok(out);
     }
     let mut ids_strides = vec![0; out_dims.len()];
     ids_strides[dim] = ids.layout.strides[0];
-    gather_core(
-        device,
-        OP,
-        dtype,
-        src,
-        ids,
-        &ids_strides,
-        dim,
-        &out_dims,
-        opts,
-    )
+    gather_core(job, src, &ids_strides, &out_dims)
 }
 
 /// `out[.., i, ..] = src[.., ids[.., i, ..], ..]` along `dim`; the output has the ids' dims,
 /// which must equal `src`'s except at `dim`.
 pub fn gather(
     device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    ids: Ids<'_>,
+    src: Operand<'_>,
+    ids: Operand<'_>,
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<Buffer> {
     const OP: &str = "gather";
-    src.layout.check_fits(OP, dtype, src.buffer)?;
-    ids.check(OP)?;
+    src.check(OP)?;
+    check_ids(OP, &ids)?;
     check_dim(OP, &src.layout.dims, dim)?;
     same_except(OP, "ids", &ids.layout.dims, "src", &src.layout.dims, dim)?;
-    if let Some(out) = gather_last(device, dtype, src, ids, dim, opts)? {
+    let job = Job {
+        device,
+        op: OP,
+        ids,
+        dim,
+        opts,
+    };
+    if let Some(out) = gather_last(job, src)? {
         return Ok(out);
     }
-    gather_core(
-        device,
-        OP,
-        dtype,
-        src,
-        ids,
-        &ids.layout.strides,
-        dim,
-        &ids.layout.dims,
-        opts,
-    )
+    gather_core(job, src, &ids.layout.strides, &ids.layout.dims)
 }
 
 fn same_except(
@@ -411,19 +399,14 @@ enum Update {
 
 /// dst[.., id(e), ..] (set or +=) src[e] for every element e of `src`, `ids_strides` being the
 /// ids' view over `src`'s shape.
-#[allow(clippy::too_many_arguments)]
 fn scatter_core(
-    device: &Device,
-    op: &'static str,
+    job: Job<'_>,
     update: Update,
-    dtype: DType,
-    dst: View<'_>,
-    ids: Ids<'_>,
+    (dst, src): (Operand<'_>, Operand<'_>),
     ids_strides: &[usize],
-    src: View<'_>,
-    dim: usize,
-    opts: &IndexOptions,
 ) -> Result<()> {
+    let (device, op, dim, ids) = (job.device, job.op, job.dim, job.ids);
+    let dtype = dst.dtype;
     let dims = &src.layout.dims;
     let n: usize = dims.iter().product();
     if n == 0 {
@@ -433,7 +416,7 @@ fn scatter_core(
     let n_cols = n / len;
     let dst_dim = dst.layout.dims[dim];
     let dst_dim_stride = dim_stride(dst.layout, dim) as u64;
-    let ownership = match opts.strategy {
+    let ownership = match job.opts.strategy {
         ScatterStrategy::Ownership => true,
         ScatterStrategy::PerUpdate => n >= u32::MAX as usize && update == Update::Set,
         ScatterStrategy::Auto => {
@@ -444,12 +427,11 @@ fn scatter_core(
                 || (update == Update::Set && n >= u32::MAX as usize)
         }
     };
-    let ids_key = ids.dtype.as_str();
     let (key, prefix) = match update {
         Update::Set => (width_of(op, dtype.size_in_bytes())?, "scatter"),
         Update::Add => (dtype.as_str(), "scatter_add"),
     };
-    let bad = BadIds::new(device, opts)?;
+    let bad = BadIds::new(device, job.opts)?;
     let _span = tracing::debug_span!("scatter", op, %dtype, n, ownership).entered();
     if ownership {
         let cols = without(dims, dim);
@@ -487,8 +469,8 @@ fn scatter_core(
             .push(ids_strides[dim] as u64)
             .push(src.layout.strides[dim] as u64);
         bad.push(&mut args);
-        let entry = format!("{prefix}_own_{ids_key}_{key}");
-        launch_elems(device, key, &entry, n_cols as u64, &mut args)?;
+        let kernel = job.kernel_op(prefix, Some("own"))?;
+        launch_elems(device, (kernel, key), n_cols as u64, &mut args)?;
         return bad.finish(device, op, dst_dim);
     }
     let walk = Walk::new(
@@ -515,8 +497,8 @@ fn scatter_core(
                 .push(ids_view)
                 .push(src_view);
             bad.push(&mut args);
-            let entry = format!("scatter_add_atomic_{ids_key}_{key}");
-            launch_elems(device, key, &entry, n as u64, &mut args)?;
+            let kernel = job.kernel_op("scatter_add", Some("atomic"))?;
+            launch_elems(device, (kernel, key), n as u64, &mut args)?;
         }
         Update::Set => {
             // one claim word per destination position the layout can reach
@@ -531,8 +513,8 @@ fn scatter_core(
                 .push(dst_view)
                 .push(ids_view);
             bad.push(&mut args);
-            let entry = format!("scatter_claim_{ids_key}_{key}");
-            launch_elems(device, key, &entry, n as u64, &mut args)?;
+            let claim = job.kernel_op("scatter_claim", None)?;
+            launch_elems(device, (claim, key), n as u64, &mut args)?;
             let mut args = LaunchArgs::new();
             args.push_buffer(dst.buffer)
                 .push_buffer(&win)
@@ -544,8 +526,8 @@ fn scatter_core(
                 .push(dst_view)
                 .push(ids_view)
                 .push(src_view);
-            let entry = format!("scatter_won_{ids_key}_{key}");
-            launch_elems(device, key, &entry, n as u64, &mut args)?;
+            let won = job.kernel_op("scatter_won", None)?;
+            launch_elems(device, (won, key), n as u64, &mut args)?;
         }
     }
     bad.finish(device, op, dst_dim)
@@ -556,65 +538,44 @@ fn scatter_core(
 /// CPU.
 pub fn scatter_set(
     device: &Device,
-    dtype: DType,
-    dst: View<'_>,
-    ids: Ids<'_>,
-    src: View<'_>,
+    (dst, ids, src): (Operand<'_>, Operand<'_>, Operand<'_>),
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<()> {
-    scatter(
+    let job = Job {
         device,
-        "scatter",
-        Update::Set,
-        dtype,
-        dst,
+        op: "scatter",
         ids,
-        src,
         dim,
         opts,
-    )
+    };
+    scatter(job, Update::Set, dst, src)
 }
 
 /// In place: `dst[.., ids[e], ..] += src[e]` along `dim` for every element e of `src`.
 pub fn scatter_add_set(
     device: &Device,
-    dtype: DType,
-    dst: View<'_>,
-    ids: Ids<'_>,
-    src: View<'_>,
+    (dst, ids, src): (Operand<'_>, Operand<'_>, Operand<'_>),
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<()> {
-    scatter(
+    let job = Job {
         device,
-        "scatter_add",
-        Update::Add,
-        dtype,
-        dst,
+        op: "scatter_add",
         ids,
-        src,
         dim,
         opts,
-    )
+    };
+    scatter(job, Update::Add, dst, src)
 }
 
 /// scatter / scatter-add: ids and src share their dims, which equal dst's except at `dim`.
-#[allow(clippy::too_many_arguments)]
-fn scatter(
-    device: &Device,
-    op: &'static str,
-    update: Update,
-    dtype: DType,
-    dst: View<'_>,
-    ids: Ids<'_>,
-    src: View<'_>,
-    dim: usize,
-    opts: &IndexOptions,
-) -> Result<()> {
-    dst.layout.check_fits(op, dtype, dst.buffer)?;
-    src.layout.check_fits(op, dtype, src.buffer)?;
-    ids.check(op)?;
+fn scatter(job: Job<'_>, update: Update, dst: Operand<'_>, src: Operand<'_>) -> Result<()> {
+    let (op, ids, dim) = (job.op, job.ids, job.dim);
+    dst.check(op)?;
+    src.check(op)?;
+    same_dtype(op, &dst, &src)?;
+    check_ids(op, &ids)?;
     check_dim(op, &dst.layout.dims, dim)?;
     if ids.layout.dims != src.layout.dims {
         return Err(shape_err(
@@ -626,19 +587,7 @@ fn scatter(
         ));
     }
     same_except(op, "src", &src.layout.dims, "dst", &dst.layout.dims, dim)?;
-    let ids_strides = &ids.layout.strides;
-    scatter_core(
-        device,
-        op,
-        update,
-        dtype,
-        dst,
-        ids,
-        ids_strides,
-        src,
-        dim,
-        opts,
-    )
+    scatter_core(job, update, (dst, src), &ids.layout.strides)
 }
 
 /// In place: `dst[.., ids[i], ..] += src[.., i, ..]` along `dim` (the 1-D ids have
@@ -646,17 +595,15 @@ fn scatter(
 /// is this on a copy of `dst`.
 pub fn index_add_set(
     device: &Device,
-    dtype: DType,
-    dst: View<'_>,
-    ids: Ids<'_>,
-    src: View<'_>,
+    (dst, ids, src): (Operand<'_>, Operand<'_>, Operand<'_>),
     dim: usize,
     opts: &IndexOptions,
 ) -> Result<()> {
     const OP: &str = "index_add";
-    dst.layout.check_fits(OP, dtype, dst.buffer)?;
-    src.layout.check_fits(OP, dtype, src.buffer)?;
-    ids.check(OP)?;
+    dst.check(OP)?;
+    src.check(OP)?;
+    same_dtype(OP, &dst, &src)?;
+    check_ids(OP, &ids)?;
     check_dim(OP, &dst.layout.dims, dim)?;
     same_except(OP, "src", &src.layout.dims, "dst", &dst.layout.dims, dim)?;
     if ids.layout.dims[..] != [src.layout.dims[dim]] {
@@ -670,16 +617,12 @@ pub fn index_add_set(
     }
     let mut ids_strides = vec![0; src.layout.dims.len()];
     ids_strides[dim] = ids.layout.strides[0];
-    scatter_core(
+    let job = Job {
         device,
-        OP,
-        Update::Add,
-        dtype,
-        dst,
+        op: OP,
         ids,
-        &ids_strides,
-        src,
         dim,
         opts,
-    )
+    };
+    scatter_core(job, Update::Add, (dst, src), &ids_strides)
 }

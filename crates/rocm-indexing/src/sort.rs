@@ -1,9 +1,7 @@
 //! arg_sort along the last dim: rows up to one tile sorted in shared memory, longer rows
 //! sorted per tile and merged in passes (see sort.hip).
 
-use rocm_device::{kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Result};
-
-use crate::View;
+use rocm_device::{kernels, Buffer, Device, Error, LaunchArgs, LaunchConfig, Operand, Result};
 
 /// Elements one block sorts in shared memory (ARGSORT_TILE in sort.hip).
 const TILE: usize = 2048;
@@ -20,15 +18,10 @@ fn tile_config(blocks: usize, p2: usize) -> LaunchConfig {
 /// The u32 columns that sort each row of the last dim, ascending or descending. Equal values
 /// keep their order (a stable sort, as the CPU backend's); -0.0 equals 0.0; NaN counts as the
 /// largest value. A strided input is copied first.
-pub fn arg_sort_last_dim(
-    device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    ascending: bool,
-) -> Result<Buffer> {
+pub fn arg_sort_last_dim(device: &Device, src: Operand<'_>, ascending: bool) -> Result<Buffer> {
     const OP: &str = "arg_sort";
-    let l = src.layout;
-    l.check_fits(OP, dtype, src.buffer)?;
+    let (l, dtype) = (src.layout, src.dtype);
+    src.check(OP)?;
     let Some(&len) = l.dims.last() else {
         return Err(Error::ShapeMismatch {
             op: OP,
@@ -47,23 +40,16 @@ pub fn arg_sort_last_dim(
         return Ok(out);
     }
     let rows = n / len;
-    let copy = if l.is_contiguous() && l.start == 0 {
-        None
-    } else {
-        let c = device.alloc(n * dtype.size_in_bytes())?;
-        rocm_elementwise::copy_strided(device, dtype, src.buffer, l, &c, 0)?;
-        Some(c)
-    };
-    let x = copy.as_ref().unwrap_or(src.buffer);
+    let x = src.contiguous(OP)?;
     let key = dtype.as_str();
-    let tile = device.dtype_function(&kernels::SORT, key, &format!("argsort_tile_{key}"))?;
+    let tile = device.kernel(&kernels::SORT, "argsort_tile", key)?;
     let _span = tracing::debug_span!("arg_sort", %dtype, rows, len).entered();
     let desc = u32::from(!ascending);
     if len <= TILE {
         let p2 = len.next_power_of_two();
         let mut args = LaunchArgs::new();
-        args.push_buffer(x)
-            .push(0u64)
+        x.push(&mut args)?;
+        args.push(0u64)
             .push(0u64)
             .push_buffer(&out)
             .push(rows as u64)
@@ -77,8 +63,8 @@ pub fn arg_sort_last_dim(
     let keys = [device.alloc(n * 8)?, device.alloc(n * 8)?];
     let cols = [device.alloc(n * 4)?, device.alloc(n * 4)?];
     let mut args = LaunchArgs::new();
-    args.push_buffer(x)
-        .push_buffer(&keys[0])
+    x.push(&mut args)?;
+    args.push_buffer(&keys[0])
         .push_buffer(&cols[0])
         .push(0u64)
         .push(rows as u64)
@@ -90,7 +76,7 @@ pub fn arg_sort_last_dim(
         tile_config(rows * len.div_ceil(TILE), TILE),
         &mut args,
     )?;
-    let merge = device.dtype_function(&kernels::SORT, key, &format!("argsort_merge_{key}"))?;
+    let merge = device.kernel(&kernels::SORT, "argsort_merge", key)?;
     let mut width = TILE;
     let mut from = 0;
     while width < len {

@@ -1,15 +1,13 @@
 //! Nearest and bilinear upsampling of (b, c, [h,] w) tensors of any layout.
 
 use rocm_device::{
-    kernels, Buffer, DType, Device, Error, KernelLayout, LaunchArgs, LaunchConfig, Result,
+    kernels, Buffer, DType, Device, Error, KernelLayout, LaunchArgs, LaunchConfig, Operand, Result,
 };
-
-use crate::View;
 
 /// (batch, channel) layout with the start offset, then the spatial (dim, stride) pairs.
 fn split(
     op: &'static str,
-    src: View<'_>,
+    src: Operand<'_>,
     rank: usize,
 ) -> Result<(KernelLayout, Vec<(usize, usize)>)> {
     let l = src.layout;
@@ -34,8 +32,13 @@ fn split(
     Ok((outer, spatial))
 }
 
-fn launch(device: &Device, key: &str, entry: &str, n: usize, args: &mut LaunchArgs) -> Result<()> {
-    let f = device.dtype_function(&kernels::UPSAMPLE, key, entry)?;
+fn launch(
+    device: &Device,
+    (op, key): (&'static str, &'static str),
+    n: usize,
+    args: &mut LaunchArgs,
+) -> Result<()> {
+    let f = device.kernel(&kernels::UPSAMPLE, op, key)?;
     device.launch(
         &f,
         LaunchConfig::for_elements(n as u64, device.info()),
@@ -51,14 +54,10 @@ fn width(dtype: DType) -> Result<&'static str> {
 }
 
 /// (b, c, w) -> (b, c, w_out), each output taking input `min(w - 1, floor(x * w / w_out))`.
-pub fn upsample_nearest1d(
-    device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    w_out: usize,
-) -> Result<Buffer> {
+pub fn upsample_nearest1d(device: &Device, src: Operand<'_>, w_out: usize) -> Result<Buffer> {
     const OP: &str = "upsample_nearest1d";
-    src.layout.check_fits(OP, dtype, src.buffer)?;
+    let dtype = src.dtype;
+    src.check(OP)?;
     let (outer, sp) = split(OP, src, 3)?;
     let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
     let n = b * c * w_out;
@@ -77,27 +76,20 @@ pub fn upsample_nearest1d(
         .push(w_in as u64)
         .push(w_out as u64)
         .push(w_in as f64 / w_out as f64);
-    launch(
-        device,
-        key,
-        &format!("upsample_nearest1d_{key}"),
-        n,
-        &mut args,
-    )?;
+    launch(device, (OP, key), n, &mut args)?;
     Ok(out)
 }
 
 /// (b, c, h, w) -> (b, c, h_out, w_out), nearest source pixel as [`upsample_nearest1d`] per axis.
 pub fn upsample_nearest2d(
     device: &Device,
-    dtype: DType,
-    src: View<'_>,
+    src: Operand<'_>,
     h_out: usize,
     w_out: usize,
 ) -> Result<Buffer> {
     const OP: &str = "upsample_nearest2d";
-    src.layout.check_fits(OP, dtype, src.buffer)?;
-    resize2d(device, OP, dtype, src, h_out, w_out, None)
+    src.check(OP)?;
+    resize2d(device, (OP, src), (h_out, w_out), None)
 }
 
 /// Bilinear resize parameters, as PyTorch's `interpolate(mode="bilinear")` takes them.
@@ -129,31 +121,24 @@ fn bilinear_scale(n_in: usize, n_out: usize, align_corners: bool, factor: Option
 
 /// (b, c, h, w) -> (b, c, h_out, w_out) by bilinear interpolation computed in f64 (rounded
 /// step by step as the CPU backend rounds it). Same size in and out is a copy.
-pub fn upsample_bilinear2d(
-    device: &Device,
-    dtype: DType,
-    src: View<'_>,
-    p: Bilinear,
-) -> Result<Buffer> {
+pub fn upsample_bilinear2d(device: &Device, src: Operand<'_>, p: Bilinear) -> Result<Buffer> {
     const OP: &str = "upsample_bilinear2d";
-    src.layout.check_fits(OP, dtype, src.buffer)?;
+    src.check(OP)?;
     let (h_in, w_in) = (src.layout.dims.get(2), src.layout.dims.get(3));
     let same_size = (h_in, w_in) == (Some(&p.h_out), Some(&p.w_out));
     let bilinear = (!same_size).then_some(p);
-    resize2d(device, OP, dtype, src, p.h_out, p.w_out, bilinear)
+    resize2d(device, (OP, src), (p.h_out, p.w_out), bilinear)
 }
 
 /// Nearest (`bilinear` None: also the exact copy of a same-size bilinear) or bilinear resize
 /// of a (b, c, h, w) view to (b, c, h_out, w_out).
 fn resize2d(
     device: &Device,
-    op: &'static str,
-    dtype: DType,
-    src: View<'_>,
-    h_out: usize,
-    w_out: usize,
+    (op, src): (&'static str, Operand<'_>),
+    (h_out, w_out): (usize, usize),
     bilinear: Option<Bilinear>,
 ) -> Result<Buffer> {
+    let dtype = src.dtype;
     let (outer, sp) = split(op, src, 4)?;
     let ((h_in, sh), (w_in, sw)) = (sp[0], sp[1]);
     let (b, c) = (src.layout.dims[0], src.layout.dims[1]);
@@ -173,23 +158,21 @@ fn resize2d(
         .push(w_in as u64)
         .push(h_out as u64)
         .push(w_out as u64);
-    let (key, entry) = match bilinear {
+    let kernel = match bilinear {
         None => {
             args.push(h_in as f64 / h_out as f64)
                 .push(w_in as f64 / w_out as f64);
-            let key = width(dtype)?;
-            (key, format!("upsample_nearest2d_{key}"))
+            ("upsample_nearest2d", width(dtype)?)
         }
         Some(p) => {
             let (fh, fw) = p.scale_factors;
             args.push(bilinear_scale(h_in, h_out, p.align_corners, fh))
                 .push(bilinear_scale(w_in, w_out, p.align_corners, fw))
                 .push(u32::from(p.align_corners));
-            let key = dtype.as_str();
-            (key, format!("upsample_bilinear2d_{key}"))
+            ("upsample_bilinear2d", dtype.as_str())
         }
     };
-    launch(device, key, &entry, n, &mut args)?;
+    launch(device, kernel, n, &mut args)?;
     Ok(out)
 }
 

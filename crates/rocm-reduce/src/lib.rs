@@ -9,13 +9,13 @@
 //!   to 8 K units (16-byte packs, or elements) are held in registers by a group of threads and
 //!   read once; longer rows get one block each. f32 statistics for the 16-bit floats,
 //!   max-subtracted softmax, variance from deviations (never E[x^2] - mean^2). Strided inputs
-//!   are copied to contiguous ones first.
+//!   are copied to contiguous ones first (`Operand::contiguous`).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use rocm_device::kernels;
-pub use rocm_device::{Buffer, DType, Device, Error, Layout, Result};
-use rocm_device::{KernelLayout, LaunchArgs, LaunchConfig};
+pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
+use rocm_device::{Contiguous, KernelLayout, LaunchArgs, LaunchConfig};
 
 /// Candle's `ReduceOp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,13 +138,12 @@ fn split_layout(op: &'static str, layout: &Layout, dims: &[usize]) -> Result<(La
 pub fn reduce(
     device: &Device,
     op: ReduceOp,
-    dtype: DType,
-    src: &Buffer,
-    layout: &Layout,
+    src: Operand<'_>,
     reduce_dims: &[usize],
 ) -> Result<Buffer> {
     let name = op.name();
-    layout.check_fits(name, dtype, src)?;
+    let (dtype, layout) = (src.dtype, src.layout);
+    src.check(name)?;
     let (kept, red) = split_layout(name, layout, reduce_dims)?;
     let n_out = kept.elem_count() as u64;
     let red_len = red.elem_count() as u64;
@@ -177,10 +176,9 @@ pub fn reduce(
         None
     };
     let grid_x = n_out.min(1 << 20) as u32;
-    let entry = format!("{name}_{}", dtype.as_str());
-    let f = device.dtype_function(&kernels::REDUCE, dtype.as_str(), &entry)?;
+    let f = device.kernel(&kernels::REDUCE, name, dtype.as_str())?;
     let mut args = LaunchArgs::new();
-    args.push_buffer(src).push_buffer(&out);
+    args.push_buffer(src.buffer).push_buffer(&out);
     match &partials {
         Some(p) => args.push_buffer(p),
         None => args.push(0u64),
@@ -197,8 +195,10 @@ pub fn reduce(
     };
     device.launch(&f, config, &mut args)?;
     if let Some(p) = &partials {
-        let entry = format!("{name}_finish_{}", dtype.as_str());
-        let f = device.dtype_function(&kernels::REDUCE, dtype.as_str(), &entry)?;
+        let finish = kernels::REDUCE
+            .op_named(&[name, "finish"])
+            .ok_or(Error::UnsupportedDType { op: name, dtype })?;
+        let f = device.kernel(&kernels::REDUCE, finish, dtype.as_str())?;
         let mut args = LaunchArgs::new();
         args.push_buffer(p)
             .push_buffer(&out)
@@ -220,16 +220,6 @@ fn check_float(op: &'static str, dtype: DType) -> Result<()> {
     } else {
         Err(Error::UnsupportedDType { op, dtype })
     }
-}
-
-/// `buf` as a contiguous buffer (a copy when `l` is strided or starts later).
-fn contiguous(device: &Device, dtype: DType, buf: &Buffer, l: &Layout) -> Result<Option<Buffer>> {
-    if l.is_contiguous() && l.start == 0 {
-        return Ok(None);
-    }
-    let copy = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
-    rocm_elementwise::copy_strided(device, dtype, buf, l, &copy, 0)?;
-    Ok(Some(copy))
 }
 
 /// (rows, row length) of a layout whose last dim is the row.
@@ -287,24 +277,22 @@ impl RowPlan {
     }
 }
 
-/// Launches `<entry_op>[_regpack|_regelem]_<dtype>` over `rows` rows of `len`; `args` holds
-/// the arguments common to both kernel shapes, `bufs` every buffer the kernel touches.
-#[allow(clippy::too_many_arguments)]
+/// Launches the NORM kernel `op` (`<op>_<dtype>`, `<op>_regpack_<dtype>` or
+/// `<op>_regelem_<dtype>`) over `rows` rows of `len`; `args` holds the arguments common to
+/// all kernel shapes, `addresses` every address the kernel reads or writes from.
 fn row_launch(
     device: &Device,
-    dtype: DType,
-    entry_op: &str,
-    rows: u64,
-    len: u64,
-    bufs: &[&Buffer],
+    (op, dtype): (&'static str, DType),
+    (rows, len): (u64, u64),
+    addresses: &[u64],
     args: &mut LaunchArgs,
 ) -> Result<()> {
     if rows == 0 || len == 0 {
         return Ok(());
     }
-    let aligned = bufs.iter().all(|b| b.device_ptr() % 16 == 0);
+    let aligned = addresses.iter().all(|a| a % 16 == 0);
     let plan = RowPlan::new(len, dtype.size_in_bytes() as u64, aligned);
-    let (entry, block, rows_per_block) = match plan {
+    let (kernel, block, rows_per_block) = match plan {
         RowPlan::Registers {
             unit_elems,
             group,
@@ -312,12 +300,14 @@ fn row_launch(
         } => {
             args.push(group);
             let shape = if unit_elems > 1 { "regpack" } else { "regelem" };
-            let entry = format!("{entry_op}_{shape}_{}", dtype.as_str());
-            (entry, block, u64::from(block / group))
+            let kernel = kernels::NORM
+                .op_named(&[op, shape])
+                .ok_or(Error::UnsupportedDType { op, dtype })?;
+            (kernel, block, u64::from(block / group))
         }
-        RowPlan::Block { block } => (format!("{entry_op}_{}", dtype.as_str()), block, 1),
+        RowPlan::Block { block } => (op, block, 1),
     };
-    let f = device.dtype_function(&kernels::NORM, dtype.as_str(), &entry)?;
+    let f = device.kernel(&kernels::NORM, kernel, dtype.as_str())?;
     let config = LaunchConfig {
         grid: [rows.div_ceil(rows_per_block).min(1 << 20) as u32, 1, 1],
         block: [block, 1, 1],
@@ -326,146 +316,95 @@ fn row_launch(
     device.launch(&f, config, args)
 }
 
-fn softmax_impl(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    l: &Layout,
-    log: bool,
-) -> Result<Buffer> {
+fn softmax_impl(device: &Device, src: Operand<'_>, log: bool) -> Result<Buffer> {
     let op = if log { "log_softmax" } else { "softmax" };
+    let dtype = src.dtype;
     check_float(op, dtype)?;
-    l.check_fits(op, dtype, src)?;
-    let (rows, len) = rows_of(op, l)?;
-    let copy = contiguous(device, dtype, src, l)?;
-    let x = copy.as_ref().unwrap_or(src);
-    let out = device.alloc(l.elem_count() * dtype.size_in_bytes())?;
+    let (rows, len) = rows_of(op, src.layout)?;
+    let x = src.contiguous(op)?;
+    let out = device.alloc(src.elem_count() * dtype.size_in_bytes())?;
     let mut args = LaunchArgs::new();
-    args.push_buffer(x).push_buffer(&out).push(rows).push(len);
-    row_launch(device, dtype, op, rows, len, &[x, &out], &mut args)?;
+    x.push(&mut args)?;
+    args.push_buffer(&out).push(rows).push(len);
+    let addresses = [x.address(), out.device_ptr()];
+    row_launch(device, (op, dtype), (rows, len), &addresses, &mut args)?;
     Ok(out)
 }
 
 /// `exp(x - max) / sum(exp(x - max))` over the last dim.
-pub fn softmax_last_dim(device: &Device, dtype: DType, src: &Buffer, l: &Layout) -> Result<Buffer> {
-    softmax_impl(device, dtype, src, l, false)
+pub fn softmax_last_dim(device: &Device, src: Operand<'_>) -> Result<Buffer> {
+    softmax_impl(device, src, false)
 }
 
 /// `x - max - log(sum(exp(x - max)))` over the last dim.
-pub fn log_softmax_last_dim(
-    device: &Device,
-    dtype: DType,
-    src: &Buffer,
-    l: &Layout,
-) -> Result<Buffer> {
-    softmax_impl(device, dtype, src, l, true)
+pub fn log_softmax_last_dim(device: &Device, src: Operand<'_>) -> Result<Buffer> {
+    softmax_impl(device, src, true)
 }
 
-fn check_weight(op: &'static str, name: &str, l: &Layout, len: u64) -> Result<()> {
-    if l.elem_count() as u64 != len {
+/// A weight of a norm: the row's length, the input's dtype, contiguous.
+fn weight<'a>(op: &'static str, name: &str, w: Operand<'a>, x: &Operand<'_>, len: u64) -> Result<Contiguous<'a>> {
+    if w.elem_count() as u64 != len {
         return Err(Error::ShapeMismatch {
             op,
-            detail: format!("{name} has dims {:?}, the rows have {len} elements", l.dims),
+            detail: format!("{name} has dims {:?}, the rows have {len} elements", w.layout.dims),
         });
     }
-    Ok(())
-}
-
-/// The checks both norms make, and their inputs made contiguous: (rows, row length, copy of
-/// x, copy of alpha), a copy only where the input was strided.
-#[allow(clippy::too_many_arguments)]
-fn norm_inputs(
-    device: &Device,
-    op: &'static str,
-    dtype: DType,
-    x: &Buffer,
-    x_l: &Layout,
-    alpha: &Buffer,
-    alpha_l: &Layout,
-) -> Result<(u64, u64, Option<Buffer>, Option<Buffer>)> {
-    check_float(op, dtype)?;
-    x_l.check_fits(op, dtype, x)?;
-    alpha_l.check_fits(op, dtype, alpha)?;
-    let (rows, len) = rows_of(op, x_l)?;
-    check_weight(op, "alpha", alpha_l, len)?;
-    let xc = contiguous(device, dtype, x, x_l)?;
-    let ac = contiguous(device, dtype, alpha, alpha_l)?;
-    Ok((rows, len, xc, ac))
+    if w.dtype != x.dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            detail: format!("x {}, {name} {}", x.dtype, w.dtype),
+        });
+    }
+    w.contiguous(op)
 }
 
 /// `x / sqrt(mean(x^2) + eps) * alpha` over the last dim (`alpha` has the row's length).
-#[allow(clippy::too_many_arguments)]
-pub fn rms_norm(
-    device: &Device,
-    dtype: DType,
-    x: &Buffer,
-    x_l: &Layout,
-    alpha: &Buffer,
-    alpha_l: &Layout,
-    eps: f32,
-) -> Result<Buffer> {
+pub fn rms_norm(device: &Device, x: Operand<'_>, alpha: Operand<'_>, eps: f32) -> Result<Buffer> {
     const OP: &str = "rms_norm";
-    let (rows, len, xc, ac) = norm_inputs(device, OP, dtype, x, x_l, alpha, alpha_l)?;
-    let out = device.alloc(x_l.elem_count() * dtype.size_in_bytes())?;
-    let (x, alpha) = (xc.as_ref().unwrap_or(x), ac.as_ref().unwrap_or(alpha));
+    let dtype = x.dtype;
+    check_float(OP, dtype)?;
+    let (rows, len) = rows_of(OP, x.layout)?;
+    let a = weight(OP, "alpha", alpha, &x, len)?;
+    let xc = x.contiguous(OP)?;
+    let out = device.alloc(x.elem_count() * dtype.size_in_bytes())?;
     let mut args = LaunchArgs::new();
-    args.push_buffer(x)
-        .push_buffer(alpha)
-        .push_buffer(&out)
-        .push(rows)
-        .push(len)
-        .push(eps);
-    row_launch(device, dtype, OP, rows, len, &[x, alpha, &out], &mut args)?;
+    xc.push(&mut args)?;
+    a.push(&mut args)?;
+    args.push_buffer(&out).push(rows).push(len).push(eps);
+    let addresses = [xc.address(), a.address(), out.device_ptr()];
+    row_launch(device, (OP, dtype), (rows, len), &addresses, &mut args)?;
     Ok(out)
 }
 
 /// `(x - mean) / sqrt(var + eps) * alpha + beta` over the last dim; `beta` is optional.
-#[allow(clippy::too_many_arguments)]
 pub fn layer_norm(
     device: &Device,
-    dtype: DType,
-    x: &Buffer,
-    x_l: &Layout,
-    alpha: &Buffer,
-    alpha_l: &Layout,
-    beta: Option<(&Buffer, &Layout)>,
+    x: Operand<'_>,
+    alpha: Operand<'_>,
+    beta: Option<Operand<'_>>,
     eps: f32,
 ) -> Result<Buffer> {
     const OP: &str = "layer_norm";
-    let (rows, len, xc, ac) = norm_inputs(device, OP, dtype, x, x_l, alpha, alpha_l)?;
-    let bc = match beta {
-        Some((b, bl)) => {
-            bl.check_fits(OP, dtype, b)?;
-            check_weight(OP, "beta", bl, len)?;
-            contiguous(device, dtype, b, bl)?
-        }
-        None => None,
-    };
-    let out = device.alloc(x_l.elem_count() * dtype.size_in_bytes())?;
-    let a_buf = ac.as_ref().unwrap_or(alpha);
-    let b_buf = match beta {
-        Some((b, _)) => bc.as_ref().unwrap_or(b),
-        None => a_buf, // not read: has_beta = 0
-    };
-    let x = xc.as_ref().unwrap_or(x);
+    let dtype = x.dtype;
+    check_float(OP, dtype)?;
+    let (rows, len) = rows_of(OP, x.layout)?;
+    let a = weight(OP, "alpha", alpha, &x, len)?;
+    let b = beta.map(|b| weight(OP, "beta", b, &x, len)).transpose()?;
+    let xc = x.contiguous(OP)?;
+    let out = device.alloc(x.elem_count() * dtype.size_in_bytes())?;
+    // Without beta the kernel reads alpha's address and ignores it (has_beta = 0).
+    let b_ref = b.as_ref().unwrap_or(&a);
     let mut args = LaunchArgs::new();
-    args.push_buffer(x)
-        .push_buffer(a_buf)
-        .push_buffer(b_buf)
-        .push_buffer(&out)
+    xc.push(&mut args)?;
+    a.push(&mut args)?;
+    b_ref.push(&mut args)?;
+    args.push_buffer(&out)
         .push(rows)
         .push(len)
         .push(eps)
-        .push(u32::from(beta.is_some()));
-    row_launch(
-        device,
-        dtype,
-        OP,
-        rows,
-        len,
-        &[x, a_buf, b_buf, &out],
-        &mut args,
-    )?;
+        .push(u32::from(b.is_some()));
+    let addresses = [xc.address(), a.address(), b_ref.address(), out.device_ptr()];
+    row_launch(device, (OP, dtype), (rows, len), &addresses, &mut args)?;
     Ok(out)
 }
 

@@ -40,9 +40,6 @@ impl std::str::FromStr for Platform {
     }
 }
 
-/// Environment variable that forces a platform.
-pub const PLATFORM_ENV: &str = "CANDLE_ROCM_PLATFORM";
-
 impl Platform {
     /// Both platforms, AMD first.
     pub const ALL: [Platform; 2] = [Platform::Amd, Platform::Nvidia];
@@ -145,13 +142,17 @@ impl Platform {
     }
 }
 
-/// The platform `Device::new` uses: `CANDLE_ROCM_PLATFORM` if set, else amd when a HIP
-/// device exists, else nvidia when built and a CUDA device exists, else the amd error.
+/// The platform `Device::new` uses: the configuration's (`CANDLE_ROCM_PLATFORM`) if set,
+/// else amd when a HIP device exists, else nvidia when built and a CUDA device exists, else
+/// the amd error.
 pub fn selected_platform() -> Result<Platform> {
-    if let Ok(value) = std::env::var(PLATFORM_ENV) {
-        if !value.trim().is_empty() {
-            return value.parse();
-        }
+    platform_of(crate::Config::global()?)
+}
+
+/// [`selected_platform`] for a given configuration.
+pub fn platform_of(config: &crate::Config) -> Result<Platform> {
+    if let Some(p) = config.platform {
+        return Ok(p);
     }
     let amd = Platform::Amd.device_count();
     if matches!(amd, Ok(n) if n > 0) {

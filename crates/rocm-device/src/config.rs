@@ -1,0 +1,211 @@
+//! The one run-time configuration of candle-rocm: every knob the environment can set, read
+//! once per process ([`Config::global`]) or built in code and given to a device
+//! ([`crate::Device::with_config`]). The op crates read their options from the device's copy.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use crate::error::Result;
+
+use crate::platform::Platform;
+
+/// Forces a platform: `amd` or `nvidia`.
+pub const PLATFORM_ENV: &str = "CANDLE_ROCM_PLATFORM";
+/// The kernel cache's folder.
+pub const CACHE_DIR_ENV: &str = "CANDLE_ROCM_CACHE_DIR";
+/// `1`: no kernel cache on disk.
+pub const DISABLE_KERNEL_CACHE_ENV: &str = "CANDLE_ROCM_DISABLE_KERNEL_CACHE";
+/// `1`: synchronize after every launch.
+pub const SYNC_LAUNCH_ENV: &str = "CANDLE_ROCM_SYNC_LAUNCH";
+/// Most bytes the memory pool keeps cached.
+pub const POOL_MAX_CACHED_ENV: &str = "CANDLE_ROCM_POOL_MAX_CACHED_BYTES";
+/// `1`: out-of-range ids are an error.
+pub const CHECK_INDICES_ENV: &str = "CANDLE_ROCM_CHECK_INDICES";
+/// `1`: convolutions take the portable path even where MIOpen loads.
+pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
+/// `1`: MIOpen's find mode (benchmarks the solutions) instead of immediate mode.
+pub const MIOPEN_FIND_ENV: &str = "CANDLE_ROCM_MIOPEN_FIND";
+/// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
+pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
+
+/// Every variable [`Config::from_env`] reads, for documentation and tests.
+pub const ENV_VARS: [&str; 9] = [
+    PLATFORM_ENV,
+    CACHE_DIR_ENV,
+    DISABLE_KERNEL_CACHE_ENV,
+    SYNC_LAUNCH_ENV,
+    POOL_MAX_CACHED_ENV,
+    CHECK_INDICES_ENV,
+    DISABLE_MIOPEN_ENV,
+    MIOPEN_FIND_ENV,
+    REDUCED_PRECISION_ENV,
+];
+
+/// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReducedPrecision {
+    pub f16: bool,
+    pub bf16: bool,
+    pub f32: bool,
+}
+
+/// The run-time configuration. `Default` is what an empty environment gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `None`: amd when a HIP device exists, else nvidia.
+    pub platform: Option<Platform>,
+    /// `None`: no disk cache.
+    pub kernel_cache_dir: Option<PathBuf>,
+    pub sync_launch: bool,
+    pub pool_max_cached_bytes: usize,
+    pub check_indices: bool,
+    pub use_miopen: bool,
+    pub miopen_find: bool,
+    pub reduced_precision: ReducedPrecision,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            platform: None,
+            kernel_cache_dir: None,
+            sync_launch: false,
+            pool_max_cached_bytes: usize::MAX,
+            check_indices: false,
+            use_miopen: true,
+            miopen_find: false,
+            reduced_precision: ReducedPrecision::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The configuration of this process's environment, read on first call; an error when
+    /// `CANDLE_ROCM_PLATFORM` names no platform.
+    pub fn global() -> Result<&'static Config> {
+        static GLOBAL: OnceLock<std::result::Result<Config, String>> = OnceLock::new();
+        GLOBAL
+            .get_or_init(|| {
+                Config::from_lookup(|k| std::env::var(k).ok()).map_err(|_| {
+                    std::env::var(PLATFORM_ENV).unwrap_or_default()
+                })
+            })
+            .as_ref()
+            .map_err(|bad| crate::Error::InvalidPlatform(bad.clone()))
+    }
+
+    /// Reads the environment now (errors on an unknown platform name).
+    pub fn from_env() -> Result<Config> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// The configuration `lookup` (a variable name to its value) describes.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let mut c = Config::from_lookup_lenient(&lookup);
+        c.platform = match lookup(PLATFORM_ENV) {
+            Some(v) if !v.trim().is_empty() => Some(v.parse()?),
+            _ => None,
+        };
+        Ok(c)
+    }
+
+    fn from_lookup_lenient(lookup: impl Fn(&str) -> Option<String>) -> Config {
+        let on = |k: &str| lookup(k).is_some_and(|v| v.trim() == "1");
+        let non_empty = |k: &str| lookup(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let kernel_cache_dir = if on(DISABLE_KERNEL_CACHE_ENV) {
+            None
+        } else {
+            non_empty(CACHE_DIR_ENV)
+                .or_else(|| non_empty("XDG_CACHE_HOME").map(|p| p.join("candle-rocm")))
+                .or_else(|| non_empty("HOME").map(|p| p.join(".cache").join("candle-rocm")))
+        };
+        let reduced = lookup(REDUCED_PRECISION_ENV).unwrap_or_default();
+        let has = |d: &str| reduced.split(',').any(|x| x.trim() == d);
+        Config {
+            platform: lookup(PLATFORM_ENV).and_then(|v| v.parse().ok()),
+            kernel_cache_dir,
+            sync_launch: on(SYNC_LAUNCH_ENV),
+            pool_max_cached_bytes: lookup(POOL_MAX_CACHED_ENV)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(usize::MAX),
+            check_indices: on(CHECK_INDICES_ENV),
+            use_miopen: !on(DISABLE_MIOPEN_ENV),
+            miopen_find: on(MIOPEN_FIND_ENV),
+            reduced_precision: ReducedPrecision {
+                f16: has("f16"),
+                bf16: has("bf16"),
+                f32: has("f32"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(pairs: &[(&str, &str)]) -> Result<Config> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn an_empty_environment_is_the_default_but_for_the_cache_folder() {
+        let c = from(&[]).unwrap();
+        assert_eq!(c, Config::default());
+        let c = from(&[("HOME", "/h")]).unwrap();
+        assert_eq!(
+            c.kernel_cache_dir.as_deref(),
+            Some(std::path::Path::new("/h/.cache/candle-rocm"))
+        );
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let c = from(&[
+            (PLATFORM_ENV, "nvidia"),
+            (CACHE_DIR_ENV, "/c"),
+            ("XDG_CACHE_HOME", "/x"),
+            (SYNC_LAUNCH_ENV, "1"),
+            (POOL_MAX_CACHED_ENV, " 4096 "),
+            (CHECK_INDICES_ENV, "1"),
+            (DISABLE_MIOPEN_ENV, "1"),
+            (MIOPEN_FIND_ENV, "1"),
+            (REDUCED_PRECISION_ENV, "bf16, f32"),
+        ])
+        .unwrap();
+        assert_eq!(c.platform, Some(Platform::Nvidia));
+        assert_eq!(
+            c.kernel_cache_dir.as_deref(),
+            Some(std::path::Path::new("/c"))
+        );
+        assert!(c.sync_launch && c.check_indices && !c.use_miopen && c.miopen_find);
+        assert_eq!(c.pool_max_cached_bytes, 4096);
+        assert_eq!(
+            c.reduced_precision,
+            ReducedPrecision {
+                f16: false,
+                bf16: true,
+                f32: true
+            }
+        );
+        let off = from(&[(DISABLE_KERNEL_CACHE_ENV, "1"), (CACHE_DIR_ENV, "/c")]).unwrap();
+        assert_eq!(off.kernel_cache_dir, None);
+        // only "1" switches a flag on
+        assert!(!from(&[(SYNC_LAUNCH_ENV, "yes")]).unwrap().sync_launch);
+        let xdg = from(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]).unwrap();
+        assert_eq!(
+            xdg.kernel_cache_dir.as_deref(),
+            Some(std::path::Path::new("/x/candle-rocm"))
+        );
+    }
+
+    #[test]
+    fn an_unknown_platform_is_an_error() {
+        assert!(from(&[(PLATFORM_ENV, "tpu")]).is_err());
+        assert_eq!(from(&[(PLATFORM_ENV, "  ")]).unwrap().platform, None);
+    }
+}
