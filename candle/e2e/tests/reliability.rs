@@ -432,7 +432,6 @@ fn cases() -> Vec<Case<'static>> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn bad_input_gives_the_cpus_result_or_a_typed_error() {
     let gpu = Device::new_rocm(0).unwrap();
     let mut tally = Tally::default();
@@ -461,9 +460,11 @@ fn bad_input_gives_the_cpus_result_or_a_typed_error() {
             gather_oob,
         ),
     );
-    std::env::set_var("CANDLE_ROCM_CHECK_INDICES", "1");
-    let checked = Device::new_rocm(0).unwrap();
-    std::env::remove_var("CANDLE_ROCM_CHECK_INDICES");
+    let config = candle_rocm::Config {
+        check_indices: true,
+        ..candle_rocm::Config::from_env().unwrap()
+    };
+    let checked = Device::Rocm(candle_core::RocmDevice::with_config(0, config).unwrap());
     tally.run(
         &checked,
         case("index_select id 9 of 4, checked".into(), Expect::Error, oob),
@@ -487,7 +488,6 @@ fn bad_input_gives_the_cpus_result_or_a_typed_error() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn more_than_2_pow_32_elements() {
     let gpu = Device::new_rocm(0).unwrap();
     let n = (1usize << 32) + 16;
@@ -545,7 +545,6 @@ fn soak_op(s: &mut SplitMix64, dev: &Device, reference: bool) -> Result<Tensor> 
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn soak_100k_mixed_ops_in_8_threads() {
     const THREADS: u64 = 8;
     const ROUNDS: u64 = 5;

@@ -252,7 +252,6 @@ macro_rules! cpu_binary {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn elementwise_methods_match_the_cpu() {
     let d = device();
     let mut t = Table::default();
@@ -442,7 +441,6 @@ fn elementwise_methods_match_the_cpu() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn reductions_and_matmul_match_the_cpu() {
     let d = device();
     let mut t = Table::default();
@@ -498,7 +496,6 @@ fn reductions_and_matmul_match_the_cpu() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn indexing_methods_match_the_cpu() {
     let d = device();
     let mut t = Table::default();
@@ -699,7 +696,6 @@ fn cpu_of_tensor(t: &Tensor) -> CpuStorage {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn convolutions_match_the_cpu() {
     let d = device();
     let mut t = Table::default();
@@ -820,7 +816,6 @@ fn convolutions_match_the_cpu() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn fused_ops_match_candle_nn() {
     let d = device();
     let mut t = Table::default();
@@ -926,7 +921,6 @@ fn fused_ops_match_candle_nn() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn device_methods() {
     let d = device();
     let cpu_dev = candle_core::cpu_backend::CpuDevice;
@@ -1064,7 +1058,6 @@ fn device_methods() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn mismatched_operands_are_typed_errors() {
     let d = device();
     let a = d.zeros(12, DType::F32).unwrap();

@@ -6,7 +6,6 @@
 use rocm_blas::rocblas::{self, abi};
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn every_rocblas_symbol_resolves() {
     let status = rocblas::library_status();
     println!("rocBLAS: {:?} (tried {:?})", status.found, status.tried);
@@ -18,7 +17,6 @@ fn every_rocblas_symbol_resolves() {
 }
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn rocblas_enum_values_match_the_header() {
     let path = std::env::var("CANDLE_ROCM_ABI_PROBE")
         .expect("CANDLE_ROCM_ABI_PROBE names the probe output");
@@ -64,7 +62,6 @@ fn rocblas_enum_values_match_the_header() {
 }
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn a_blas_on_a_machine_without_a_device_is_a_typed_error() {
     // The chroot has ROCm but no GPU: opening the device fails before any handle exists.
     let err = rocm_device::Device::with_platform(rocm_device::Platform::Amd, 0).unwrap_err();

@@ -196,7 +196,6 @@ fn check(
 const DTYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
 
 #[test]
-#[ignore = "needs a GPU"]
 fn all_transpose_combinations_and_batches() {
     let mut cases = 0;
     for dtype in DTYPES {
@@ -220,7 +219,6 @@ fn all_transpose_combinations_and_batches() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn sizes_from_1_to_4096() {
     let mut cases = 0;
     for dtype in DTYPES {
@@ -242,7 +240,6 @@ fn sizes_from_1_to_4096() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn offsets_broadcast_batches_and_layouts_that_need_a_copy() {
     let mut cases = 0;
     for dtype in DTYPES {
@@ -262,7 +259,6 @@ fn offsets_broadcast_batches_and_layouts_that_need_a_copy() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn zero_size_dims() {
     let b = blas();
     let d = b.device();
@@ -287,7 +283,6 @@ fn zero_size_dims() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn bad_input_is_a_typed_error() {
     let b = blas();
     let d = b.device();
@@ -332,7 +327,6 @@ fn bad_input_is_a_typed_error() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn reduced_precision_is_opt_in_and_close() {
     // Its own handle: the flags must not leak into tests running beside it.
     let b = &Blas::new(blas().device()).unwrap();

@@ -487,8 +487,8 @@ impl Device {
         let entry = module
             .entry_point(op, key)
             .ok_or_else(|| Error::FunctionNotFound {
-                module: module.name_for_dtype(key),
-                function: format!("{op} for {key} (not in the kernel table)"),
+                module: module.name.to_string(),
+                function: format!("{op} for {key}"),
             })?;
         let name = module.name_for_dtype(key);
         let loaded = match self.cached_module(&name) {

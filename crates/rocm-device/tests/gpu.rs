@@ -26,7 +26,6 @@ fn rng(seed: u64) -> rand::rngs::StdRng {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn device_reports_its_properties() {
     let d = device();
     let i = d.info();
@@ -43,7 +42,6 @@ fn device_reports_its_properties() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn round_trips_of_many_sizes() {
     let d = device();
     let mut r = rng(1);
@@ -73,7 +71,6 @@ fn round_trips_of_many_sizes() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn copies_out_of_bounds_are_typed_errors() {
     let d = device();
     let buf = d.alloc(100).unwrap();
@@ -172,7 +169,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
             d.memset(buf.as_buffer(), 0, total * size_of::<T>(), 0x5a)
                 .unwrap();
             let value = T::sample(&mut r);
-            let f = d.function(module, &format!("fill_{}", T::NAME)).unwrap();
+            let f = d.kernel(module, "fill", T::NAME).unwrap();
             let mut args = LaunchArgs::new();
             args.push_buffer_at(buf.as_buffer(), offset_elems * size_of::<T>())
                 .unwrap()
@@ -192,7 +189,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         // iota
         let (start, step) = (T::small(3), T::small(-2));
         let out = d.alloc_typed::<T>(n).unwrap();
-        let f = d.function(module, &format!("iota_{}", T::NAME)).unwrap();
+        let f = d.kernel(module, "iota", T::NAME).unwrap();
         let mut args = LaunchArgs::new();
         args.push_buffer(out.as_buffer())
             .push(start)
@@ -212,7 +209,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
         let host: Vec<T> = (0..n).map(|_| T::sample(&mut r)).collect();
         let src = d.htod(&host).unwrap();
         let dst = d.alloc_typed::<T>(n).unwrap();
-        let f = d.function(module, &format!("copy_{}", T::NAME)).unwrap();
+        let f = d.kernel(module, "copy", T::NAME).unwrap();
         let mut args = LaunchArgs::new();
         args.push_buffer(src.as_buffer())
             .push_buffer(dst.as_buffer())
@@ -230,8 +227,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
     let n = dims.iter().product::<usize>();
     let dst = d.alloc_typed::<T>(n).unwrap();
     let layout = KernelLayout::new(&dims, &strides, start).unwrap();
-    let f = d
-        .function(module, &format!("copy_strided_{}", T::NAME))
+    let f = d.kernel(module, "copy_strided", T::NAME)
         .unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(src.as_buffer())
@@ -251,7 +247,6 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn fill_iota_copy_every_dtype_match_the_host() {
     check_fill_iota_copy::<u8>(10);
     check_fill_iota_copy::<u32>(11);
@@ -265,14 +260,13 @@ fn fill_iota_copy_every_dtype_match_the_host() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn f8e4m3_kernels_fill_and_convert_like_the_reference() {
     // The f8e4m3 entry points exist and compute: fill copies the byte, iota converts
     // start + i*step to f8 (round to nearest even, saturating at 448).
     let d = device();
     let n = 1000usize;
     let buf = d.alloc_typed::<u8>(n).unwrap();
-    let f = d.function(&kernels::FILL, "fill_f8e4m3").unwrap();
+    let f = d.kernel(&kernels::FILL, "fill", "f8e4m3").unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(buf.as_buffer())
         .push(0x3cu8)
@@ -280,7 +274,7 @@ fn f8e4m3_kernels_fill_and_convert_like_the_reference() {
     launch_1d(&d, &f, n as u64, &mut args);
     assert!(d.dtoh(&buf).unwrap().iter().all(|&b| b == 0x3c));
     // iota from 0.0 step 0.25 (0x00 and f8(0.25) = 0x28): exact for small i, then rounded.
-    let f = d.function(&kernels::FILL, "iota_f8e4m3").unwrap();
+    let f = d.kernel(&kernels::FILL, "iota", "f8e4m3").unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(buf.as_buffer())
         .push(0x00u8)
@@ -316,7 +310,6 @@ fn f8e4m3_from_f32(x: f32) -> u8 {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn compat_atomics_and_shuffles_work_on_the_device() {
     // Narrow atomics (CAS on the enclosing word, at every byte/half-word position) and a
     // warp reduction through warp_shfl_xor over warpSize lanes.
@@ -401,11 +394,10 @@ KERNEL void warp_sum(const float* x, float* out) {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn a_missing_function_names_itself_and_its_module() {
     let d = device();
-    let err = d.function(&kernels::FILL, "fill_q4k").unwrap_err();
-    assert_eq!(err.to_string(), "module `fill` has no kernel `fill_q4k`");
+    let err = d.kernel(&kernels::FILL, "fill", "q4k").unwrap_err();
+    assert_eq!(err.to_string(), "module `fill` has no kernel `fill for q4k`");
     let bad = d
         .load_source("broken_on_purpose", "KERNEL void k() { nope(); }")
         .unwrap_err();
@@ -413,10 +405,9 @@ fn a_missing_function_names_itself_and_its_module() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn invalid_launches_are_refused_before_the_driver() {
     let d = device();
-    let f = d.function(&kernels::FILL, "fill_f32").unwrap();
+    let f = d.kernel(&kernels::FILL, "fill", "f32").unwrap();
     let buf = d.alloc_typed::<f32>(16).unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(buf.as_buffer()).push(1f32).push(16u64);
@@ -439,7 +430,6 @@ fn invalid_launches_are_refused_before_the_driver() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn out_of_memory_is_a_typed_error_and_the_device_stays_usable() {
     let d = device();
     let total = d.info().total_memory;
@@ -460,7 +450,6 @@ fn out_of_memory_is_a_typed_error_and_the_device_stays_usable() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn the_pool_reuses_blocks_and_empty_cache_returns_them() {
     let d = Device::new(0).unwrap(); // its own pool
     for _ in 0..100 {
@@ -475,14 +464,13 @@ fn the_pool_reuses_blocks_and_empty_cache_returns_them() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn eight_threads_allocate_launch_and_copy_concurrently() {
     let d = device();
     let threads: Vec<_> = (0..8u32)
         .map(|t| {
             let d = d.clone();
             std::thread::spawn(move || {
-                let f = d.function(&kernels::FILL, "iota_i32").unwrap();
+                let f = d.kernel(&kernels::FILL, "iota", "i32").unwrap();
                 for round in 0..50u32 {
                     let n = 1000 + (t * 977 + round * 131) as usize % 50_000;
                     let out = d.alloc_typed::<i32>(n).unwrap();
@@ -508,12 +496,11 @@ fn eight_threads_allocate_launch_and_copy_concurrently() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn events_time_a_kernel() {
     let d = device();
     let n = 64usize << 20; // 256 MiB of f32
     let buf = d.alloc_typed::<f32>(n).unwrap();
-    let f = d.function(&kernels::FILL, "fill_f32").unwrap();
+    let f = d.kernel(&kernels::FILL, "fill", "f32").unwrap();
     let (start, end) = (d.create_event().unwrap(), d.create_event().unwrap());
     let mut args = LaunchArgs::new();
     args.push_buffer(buf.as_buffer())
@@ -536,10 +523,9 @@ fn events_time_a_kernel() {
 
 /// Run as a child process by `module_cache_misses_then_hits_in_a_second_process`.
 #[test]
-#[ignore = "needs a GPU"]
 fn child_loads_the_fill_module() {
     let d = Device::new(0).unwrap();
-    d.function(&kernels::FILL, "fill_f32").unwrap();
+    d.kernel(&kernels::FILL, "fill", "f32").unwrap();
     let s = d.compile_stats();
     println!(
         "CACHE-STATS compiled={} disk_hits={} compile_ms={:.1} disk_ms={:.2} load_ms={:.2}",
@@ -553,7 +539,6 @@ fn child_loads_the_fill_module() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn module_cache_misses_then_hits_in_a_second_process() {
     let dir = tempfile::tempdir().unwrap();
     let run = || {

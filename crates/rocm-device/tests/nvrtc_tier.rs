@@ -1,7 +1,7 @@
 //! The NVRTC compile tier: every kernel module compiles for sm_90 through NVRTC (no GPU
 //! needed). `cargo xtask test` provides NVRTC from the nvidia-cuda-nvrtc wheel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-#![cfg(feature = "nvidia")]
+
 
 mod common;
 
@@ -18,7 +18,6 @@ fn modules() -> Vec<&'static kernels::KernelModule> {
 use rocm_device::{compile::compile_for_arch, kernels, Platform};
 
 #[test]
-#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
 fn every_module_compiles_through_nvrtc_for_sm_90() {
     let version = Platform::Nvidia
         .compiler_version()
@@ -32,8 +31,14 @@ fn every_module_compiles_through_nvrtc_for_sm_90() {
             "{}: not a cubin",
             module.name
         );
-        let missing = common::missing_symbols(module, &compiled.image);
+        let (missing, unlisted) =
+            rocm_device::code_object::compare_with_table(module, &compiled.image).unwrap();
         assert!(missing.is_empty(), "{} lacks {missing:?}", module.name);
+        assert!(
+            unlisted.is_empty(),
+            "{} exports kernels its table does not list: {unlisted:?}",
+            module.name
+        );
         println!(
             "NVRTC tier: sm_90 {:10} {:4} entry points {:8} bytes {:6.0} ms",
             module.name,
@@ -45,7 +50,6 @@ fn every_module_compiles_through_nvrtc_for_sm_90() {
 }
 
 #[test]
-#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
 fn one_dtype_variants_compile_through_nvrtc() {
     for module in modules() {
         for dtype in module.filter_keys() {
@@ -94,7 +98,6 @@ const CHILD_CACHE_ENV: &str = "CANDLE_ROCM_TEST_CHILD_CACHE";
 /// Run as a child process by `kernel_cache_faults_recompile_warn_and_go_on`: compiles the
 /// fill module through the cache in `$CANDLE_ROCM_TEST_CHILD_CACHE` (nothing without it).
 #[test]
-#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
 fn child_compiles_fill_through_the_cache() {
     if let Ok(dir) = std::env::var(CHILD_CACHE_ENV) {
         let origin = compile_fill(std::path::Path::new(&dir));
@@ -109,7 +112,7 @@ fn spawn_child(dir: &std::path::Path, shell_prefix: &str) -> std::process::Child
     std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "{shell_prefix} exec \"$0\" --exact child_compiles_fill_through_the_cache --ignored --nocapture"
+            "{shell_prefix} exec \"$0\" --exact child_compiles_fill_through_the_cache --nocapture"
         ))
         .arg(exe)
         .env(CHILD_CACHE_ENV, dir)
@@ -133,7 +136,6 @@ fn child_output(child: std::process::Child) -> String {
 /// Kernel cache faults never stop a compile: an unwritable folder, a full disk, a truncated
 /// or corrupt entry (recompiled and healed), two processes writing one entry at once.
 #[test]
-#[ignore = "NVRTC tier: needs libnvrtc (cargo xtask test installs it)"]
 fn kernel_cache_faults_recompile_warn_and_go_on() {
     use rocm_device::compile::Origin;
     let root = tempfile::tempdir().unwrap();

@@ -28,7 +28,6 @@ fn probe() -> HashMap<String, i64> {
 }
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn every_miopen_symbol_resolves() {
     let status = miopen::library_status();
     println!("MIOpen: {:?} (tried {:?})", status.found, status.tried);
@@ -40,7 +39,6 @@ fn every_miopen_symbol_resolves() {
 }
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn miopen_enums_and_structs_match_the_header() {
     let header = probe();
     let size = |t: usize| t as i64;
@@ -173,7 +171,6 @@ fn specs() -> Vec<ConvSpec> {
 }
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn our_convolution_dims_equal_miopens() {
     let lib = MiOpenLib::load().unwrap();
     let dt = miopen::data_type(DType::F32).unwrap();
@@ -231,7 +228,6 @@ fn our_convolution_dims_equal_miopens() {
 }
 
 #[test]
-#[ignore = "AMD tier: cargo xtask test runs it inside the ROCm chroot"]
 fn our_pooling_dims_equal_miopens() {
     let lib = MiOpenLib::load().unwrap();
     let dt = miopen::data_type(DType::F16).unwrap();

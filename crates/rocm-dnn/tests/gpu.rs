@@ -364,28 +364,24 @@ fn transpose_grid(one_d: bool) -> Vec<Shape> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn conv2d_matches_the_cpu() {
     let n = check_all(&dnn(usize::MAX), &forward_grid(false));
     println!("conv2d: {n} cases");
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn conv1d_matches_the_cpu() {
     let n = check_all(&dnn(usize::MAX), &forward_grid(true));
     println!("conv1d: {n} cases");
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn conv_transpose2d_matches_the_cpu() {
     let n = check_all(&dnn(usize::MAX), &transpose_grid(false));
     println!("conv_transpose2d: {n} cases");
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn conv_transpose1d_matches_the_cpu() {
     let n = check_all(&dnn(usize::MAX), &transpose_grid(true));
     println!("conv_transpose1d: {n} cases");
@@ -394,7 +390,6 @@ fn conv_transpose1d_matches_the_cpu() {
 /// Larger channel counts (a deeper gemm), pointwise and depthwise layers, batches split into
 /// chunks by a small column budget, and a batch of one.
 #[test]
-#[ignore = "needs a GPU"]
 fn larger_layers_and_chunked_batches() {
     let base = Shape {
         transpose: false,
@@ -475,7 +470,6 @@ fn larger_layers_and_chunked_batches() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn pooling_equals_the_cpu_for_every_dtype() {
     let d = device();
     let dnn = dnn(usize::MAX);
@@ -546,7 +540,6 @@ fn pooling_equals_the_cpu_for_every_dtype() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn bad_input_is_a_typed_error() {
     let d = device();
     let dnn = dnn(usize::MAX);
@@ -667,7 +660,6 @@ fn bad_input_is_a_typed_error() {
 /// Transposed convolutions of integers run directly (no integer gemm) and must equal the CPU
 /// bit for bit: wrapping sums do not depend on their order.
 #[test]
-#[ignore = "needs a GPU"]
 fn integer_transposed_convolutions_equal_the_cpu() {
     let d = device();
     let dnn = dnn(usize::MAX);

@@ -69,7 +69,6 @@ fn multi_step(op: UnaryOp) -> bool {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn unary_ops_match_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -106,7 +105,6 @@ fn unary_ops_match_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn elu_powf_and_affine_match_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -189,7 +187,6 @@ fn pairs<'a>(a: &'a [Case], b: &'a [Case]) -> Vec<(&'a Case, &'a Case)> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn binary_ops_and_comparisons_match_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -242,7 +239,6 @@ fn binary_ops_and_comparisons_match_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn integer_division_by_zero_gives_zero() {
     let d = device();
     let a = d.htod(&[7i32, i32::MIN, -9, 5]).unwrap();
@@ -311,7 +307,6 @@ fn specials(dtype: DType) -> Vec<u8> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn casts_between_every_pair_match_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -357,7 +352,6 @@ fn some_zero(t: &Tensor, dtype: DType) -> Tensor {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn where_cond_matches_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -441,7 +435,6 @@ fn scalar_of(dtype: DType) -> (Scalar, candle_core::scalar::Scalar) {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -501,7 +494,6 @@ fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn rope_variants_match_candle_nn() {
     let d = device();
     let mut checked = 0;
@@ -567,7 +559,6 @@ fn rope_variants_match_candle_nn() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn bad_input_gives_typed_errors() {
     let d = device();
     let buf = d.alloc(16 * 4).unwrap();
@@ -637,7 +628,6 @@ fn bad_input_gives_typed_errors() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn in_place_forms_write_over_their_input() {
     let d = device();
     let xs: Vec<f32> = (0..1000).map(|i| i as f32 * 0.01 - 5.0).collect();
@@ -684,7 +674,6 @@ fn in_place_forms_write_over_their_input() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn more_than_2_pow_32_u8_elements() {
     let d = device();
     // A (2, 2^31 + 8) view transposed over 2^32 + 16 bytes: 64-bit index decoding.

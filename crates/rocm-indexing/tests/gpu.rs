@@ -109,7 +109,6 @@ fn source_views(dtype: DType, seed: u64) -> Vec<(&'static str, Tensor, Tensor)> 
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn index_select_matches_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -159,7 +158,6 @@ fn index_select_matches_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn gather_matches_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -281,7 +279,6 @@ fn dest_views() -> Vec<DestView> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn scatter_and_scatter_add_match_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -364,7 +361,6 @@ fn scatter_and_scatter_add_match_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn index_add_matches_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -427,7 +423,6 @@ fn index_add_matches_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn heavy_collisions_sum_exactly_for_integers() {
     // 2^20 updates onto 3 positions: the atomic path must not lose one
     let d = device();
@@ -459,7 +454,6 @@ fn heavy_collisions_sum_exactly_for_integers() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn out_of_range_ids_are_skipped_or_reported() {
     let d = device();
     let src = tensor(
@@ -602,7 +596,6 @@ fn out_of_range_ids_are_skipped_or_reported() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn empty_and_invalid_inputs() {
     let d = device();
     let src = tensor(&random(DType::F32, 12, -1.0, 1.0, 1), DType::F32, &[3, 4]);
@@ -695,7 +688,6 @@ fn empty_and_invalid_inputs() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn upsampling_matches_the_cpu_backend() {
     let d = device();
     let mut checked = 0;
@@ -832,7 +824,6 @@ fn arg_sort_device(x: &Tensor, dtype: DType, asc: bool, base: &Tensor) -> Vec<u8
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn arg_sort_matches_the_cpu_backend() {
     let mut checked = 0;
     for dtype in ALL {
@@ -866,7 +857,6 @@ fn arg_sort_matches_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn arg_sort_puts_nan_last_ascending_and_first_descending() {
     for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
         for len in [1000, 8193] {

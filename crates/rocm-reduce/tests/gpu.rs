@@ -78,7 +78,6 @@ fn check(op: ReduceOp, dtype: DType, view: &Tensor, base: &Tensor, dims: &[usize
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn reductions_match_the_cpu_backend() {
     let mut checked = 0;
     for dtype in ALL {
@@ -134,7 +133,6 @@ fn reductions_match_the_cpu_backend() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn row_lengths_from_1_to_a_million() {
     let mut checked = 0;
     for len in [1usize, 31, 32, 33, 1023, 1024, 4097, 1_000_000] {
@@ -164,7 +162,6 @@ fn row_lengths_from_1_to_a_million() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn nan_ties_and_empty_tensors_follow_the_cpu_backend() {
     let d = device();
     let nan = f32::NAN;
@@ -224,7 +221,6 @@ fn norm_tol_slack(dtype: DType) -> f64 {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
 fn softmax_and_norms_match_candle_nn() {
     let d = device();
     let mut checked = 0;

@@ -114,6 +114,17 @@ impl RocmDevice {
         self.0.ordinal()
     }
 
+    /// The device of `ordinal` with `config` instead of the process's environment (every
+    /// option of `candle_rocm::Config`); use it as `Device::Rocm(RocmDevice::with_config(..)?)`.
+    pub fn with_config(ordinal: usize, config: rocm::Config) -> Result<Self> {
+        Ok(RocmDevice(rocm::RocmDevice::with_config(ordinal, config).map_err(wrap)?))
+    }
+
+    /// The configuration the device was opened with.
+    pub fn config(&self) -> &rocm::Config {
+        self.0.config()
+    }
+
     /// How many devices the selected platform (`CANDLE_ROCM_PLATFORM`) has.
     pub fn count() -> Result<usize> {
         rocm::RocmDevice::count().map_err(wrap)
@@ -531,9 +542,15 @@ impl BackendStorage for RocmStorage {
         src_o: usize,
         dst_o: usize,
     ) -> Result<()> {
-        self.inner
-            .copy2d(&mut dst.inner, d1, d2, src_s, dst_s, src_o, dst_o)
-            .map_err(wrap)
+        let block = rocm::Copy2d {
+            rows: d1,
+            cols: d2,
+            src_stride: src_s,
+            dst_stride: dst_s,
+            src_offset: src_o,
+            dst_offset: dst_o,
+        };
+        self.inner.copy2d(&mut dst.inner, &block).map_err(wrap)
     }
 
     fn const_set(&mut self, s: crate::scalar::Scalar, l: &Layout) -> Result<()> {
