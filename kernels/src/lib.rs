@@ -466,7 +466,10 @@ mod tests {
             INDEXING.op_named(&["scatter_add", "own", "u8"]),
             Some("scatter_add_own_u8")
         );
-        assert_eq!(NORM.op_named(&["softmax", "regpack"]), Some("softmax_regpack"));
+        assert_eq!(
+            NORM.op_named(&["softmax", "regpack"]),
+            Some("softmax_regpack")
+        );
         assert_eq!(REDUCE.op_named(&["sum", "finish"]), Some("sum_finish"));
         assert_eq!(REDUCE.op_named(&["sum"]), Some("sum"));
         assert_eq!(REDUCE.op_named(&["su"]), None);

@@ -143,8 +143,7 @@ impl RocmStorage {
     /// `cmp`: u8 results (1 or 0).
     pub fn cmp(&self, op: CmpOp, rhs: &Self, layout: &Layout, rhs_l: &Layout) -> Result<Self> {
         self.same_dtype("cmp", &[rhs])?;
-        let out =
-            rocm_elementwise::cmp(self.raw(), op, self.operand(layout), rhs.operand(rhs_l))?;
+        let out = rocm_elementwise::cmp(self.raw(), op, self.operand(layout), rhs.operand(rhs_l))?;
         Ok(self.wrap(out, DType::U8))
     }
 
@@ -471,8 +470,12 @@ impl RocmStorage {
         eps: f32,
     ) -> Result<Self> {
         self.same_dtype("rms_norm", &[alpha])?;
-        let out =
-            rocm_reduce::rms_norm(self.raw(), self.operand(layout), alpha.operand(alpha_l), eps)?;
+        let out = rocm_reduce::rms_norm(
+            self.raw(),
+            self.operand(layout),
+            alpha.operand(alpha_l),
+            eps,
+        )?;
         Ok(self.wrap(out, self.dtype))
     }
 

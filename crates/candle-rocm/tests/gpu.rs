@@ -425,7 +425,15 @@ fn elementwise_methods_match_the_cpu() {
         let mut cdst = cpu_of(&vec![0u8; 66 * dt.size_in_bytes()], dt);
         let mut gdst = d.zeros(66, dt).unwrap();
         let cres = x.cpu.copy2d(&mut cdst, 4, 6, 9, 11, 2, 12).map(|_| cdst);
-        let gres = x.gpu.copy2d(&mut gdst, 4, 6, 9, 11, 2, 12).map(|_| gdst);
+        let block = candle_rocm::Copy2d {
+            rows: 4,
+            cols: 6,
+            src_stride: 9,
+            dst_stride: 11,
+            src_offset: 2,
+            dst_offset: 12,
+        };
+        let gres = x.gpu.copy2d(&mut gdst, &block).map(|_| gdst);
         t.case("copy2d", dt, "4x6", 0.0, || cres, || gres);
         // to_cpu_storage of the whole storage.
         t.case(

@@ -6,7 +6,7 @@ use rocm_test_support::time_ms;
 use std::ffi::c_void;
 
 use cudarc::cublas::{result, sys};
-use rocm_blas::{Blas, MatmulShape};
+use rocm_blas::{Blas, MatmulShape, Operand};
 use rocm_device::{DType, Device, Layout, Result};
 
 const ITERS: usize = 20;
@@ -37,8 +37,11 @@ fn main() -> Result<()> {
             let rhs_l = Layout::new(&[batch, k, n], &[rhs_stride, n, 1], 0);
             let shape = MatmulShape { batch, m, n, k };
             let ours = time_ms(&d, ITERS, || {
-                blas.matmul(dtype, &lhs, &lhs_l, &rhs, &rhs_l, shape)
-                    .map(drop)
+                let (x, w) = (
+                    Operand::new(&lhs, dtype, &lhs_l),
+                    Operand::new(&rhs, dtype, &rhs_l),
+                );
+                blas.matmul(x, w, shape).map(drop)
             })?;
             let (dt, alpha, beta): (sys::cudaDataType, f32, f32) = match dtype {
                 DType::F32 => (sys::cudaDataType::CUDA_R_32F, 1.0, 0.0),

@@ -178,8 +178,18 @@ impl Blas {
             ld: ld as i32,
             stride: stride as i64,
         };
-        let a = matrix(rhs_data.buffer().device_ptr(), p.a.offset, p.a.ld, p.a.batch_stride);
-        let b = matrix(lhs_data.buffer().device_ptr(), p.b.offset, p.b.ld, p.b.batch_stride);
+        let a = matrix(
+            rhs_data.buffer().device_ptr(),
+            p.a.offset,
+            p.a.ld,
+            p.a.batch_stride,
+        );
+        let b = matrix(
+            lhs_data.buffer().device_ptr(),
+            p.b.offset,
+            p.b.ld,
+            p.b.batch_stride,
+        );
         let c = matrix(out.device_ptr(), p.offset_c, p.ldc, p.stride_c);
         let reduced_f16 = dtype == DType::F16 && self.reduced_f16.load(Ordering::Relaxed);
         // alpha = 1, beta = 0 in the compute type's scalar type.
@@ -286,7 +296,11 @@ impl Blas {
 
     /// The operand as a gemm call reads it (offsets relative to the returned data's buffer),
     /// copying it to a contiguous buffer when no call can read its layout.
-    fn readable<'a>(x: Operand<'a>, rows: usize, cols: usize) -> Result<(GemmOperand, Contiguous<'a>)> {
+    fn readable<'a>(
+        x: Operand<'a>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(GemmOperand, Contiguous<'a>)> {
         if let Some(o) = plan::operand(x.layout, rows, cols) {
             let data = Contiguous::View {
                 buffer: x.buffer,

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng};
-use rocm_blas::{Blas, MatmulShape};
+use rocm_blas::{Blas, MatmulShape, Operand as View};
 use rocm_device::{Buffer, DType, Device, Error, Layout};
 
 fn blas() -> &'static Blas {
@@ -158,11 +158,8 @@ fn check(
     let shape = MatmulShape { batch, m, n, k };
     let out = b
         .matmul(
-            dtype,
-            &upload(d, &lb),
-            &lhs.layout,
-            &upload(d, &rb),
-            &rhs.layout,
+            View::new(&upload(d, &lb), dtype, &lhs.layout),
+            View::new(&upload(d, &rb), dtype, &rhs.layout),
             shape,
         )
         .unwrap_or_else(|e| panic!("{dtype} {shape:?} {ls:?} x {rs:?}: {e}"));
@@ -267,11 +264,8 @@ fn zero_size_dims() {
         let rhs = d.alloc(batch * k * n * 4 + 4).unwrap();
         let out = b
             .matmul(
-                DType::F32,
-                &lhs,
-                &Layout::contiguous(&[batch, m, k]),
-                &rhs,
-                &Layout::contiguous(&[batch, k, n]),
+                View::new(&lhs, DType::F32, &Layout::contiguous(&[batch, m, k])),
+                View::new(&rhs, DType::F32, &Layout::contiguous(&[batch, k, n])),
                 MatmulShape { batch, m, n, k },
             )
             .unwrap();
@@ -302,7 +296,13 @@ fn bad_input_is_a_typed_error() {
         DType::I64,
         DType::F8E4M3,
     ] {
-        let e = b.matmul(dtype, &buf, &l, &buf, &l, shape).unwrap_err();
+        let e = b
+            .matmul(
+                View::new(&buf, dtype, &l),
+                View::new(&buf, dtype, &l),
+                shape,
+            )
+            .unwrap_err();
         assert!(
             matches!(e, Error::UnsupportedDType { op: "matmul", .. }),
             "{e}"
@@ -310,20 +310,29 @@ fn bad_input_is_a_typed_error() {
     }
     let e = b
         .matmul(
-            DType::F32,
-            &buf,
-            &Layout::contiguous(&[1, 4, 5]),
-            &buf,
-            &l,
+            View::new(&buf, DType::F32, &Layout::contiguous(&[1, 4, 5])),
+            View::new(&buf, DType::F32, &l),
             shape,
         )
         .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     let small = d.alloc(16).unwrap();
     let e = b
-        .matmul(DType::F32, &small, &l, &buf, &l, shape)
+        .matmul(
+            View::new(&small, DType::F32, &l),
+            View::new(&buf, DType::F32, &l),
+            shape,
+        )
         .unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
+    let e = b
+        .matmul(
+            View::new(&buf, DType::F32, &l),
+            View::new(&buf, DType::F16, &l),
+            shape,
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
 }
 
 #[test]
@@ -343,11 +352,8 @@ fn reduced_precision_is_opt_in_and_close() {
         let (rx, rb) = encode(dtype, &rhs.storage);
         let out = b
             .matmul(
-                dtype,
-                &upload(d, &lb),
-                &lhs.layout,
-                &upload(d, &rb),
-                &rhs.layout,
+                View::new(&upload(d, &lb), dtype, &lhs.layout),
+                View::new(&upload(d, &rb), dtype, &rhs.layout),
                 MatmulShape {
                     batch: 1,
                     m: 32,

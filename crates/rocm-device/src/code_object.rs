@@ -43,10 +43,10 @@ pub fn kernel_symbols(image: &[u8]) -> Result<Vec<String>> {
     let section = |i: usize| -> Result<(u32, usize, usize, usize)> {
         let at = shoff + i * shentsize;
         Ok((
-            u32_at(image, at + 4)?,                // sh_type
-            u64_at(image, at + 24)?,               // sh_offset
-            u64_at(image, at + 32)?,               // sh_size
-            u32_at(image, at + 40)? as usize,      // sh_link
+            u32_at(image, at + 4)?,           // sh_type
+            u64_at(image, at + 24)?,          // sh_offset
+            u64_at(image, at + 32)?,          // sh_size
+            u32_at(image, at + 40)? as usize, // sh_link
         ))
     };
     let mut names = Vec::new();
@@ -145,8 +145,8 @@ mod tests {
     fn global_functions_are_listed_and_nothing_else() {
         let img = elf(&[
             ("fill_f32", 0x12),
-            ("helper", 0x02),       // local function
-            ("fill_f32.kd", 0x11),  // global object (AMD kernel descriptor)
+            ("helper", 0x02),      // local function
+            ("fill_f32.kd", 0x11), // global object (AMD kernel descriptor)
             ("copy_u8", 0x12),
             ("fill_f32", 0x12),
         ]);
@@ -174,6 +174,9 @@ mod tests {
         };
         let img = elf(&[("a_f32", 0x12), ("c_f32", 0x12)]);
         let (missing, unlisted) = compare_with_table(&module, &img).unwrap();
-        assert_eq!((missing, unlisted), (vec!["b_f32".into()], vec!["c_f32".into()]));
+        assert_eq!(
+            (missing, unlisted),
+            (vec!["b_f32".into()], vec!["c_f32".into()])
+        );
     }
 }

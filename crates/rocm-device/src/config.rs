@@ -86,9 +86,8 @@ impl Config {
         static GLOBAL: OnceLock<std::result::Result<Config, String>> = OnceLock::new();
         GLOBAL
             .get_or_init(|| {
-                Config::from_lookup(|k| std::env::var(k).ok()).map_err(|_| {
-                    std::env::var(PLATFORM_ENV).unwrap_or_default()
-                })
+                Config::from_lookup(|k| std::env::var(k).ok())
+                    .map_err(|_| std::env::var(PLATFORM_ENV).unwrap_or_default())
             })
             .as_ref()
             .map_err(|bad| crate::Error::InvalidPlatform(bad.clone()))

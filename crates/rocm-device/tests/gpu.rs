@@ -227,8 +227,7 @@ fn check_fill_iota_copy<T: TestValue>(seed: u64) {
     let n = dims.iter().product::<usize>();
     let dst = d.alloc_typed::<T>(n).unwrap();
     let layout = KernelLayout::new(&dims, &strides, start).unwrap();
-    let f = d.kernel(module, "copy_strided", T::NAME)
-        .unwrap();
+    let f = d.kernel(module, "copy_strided", T::NAME).unwrap();
     let mut args = LaunchArgs::new();
     args.push_buffer(src.as_buffer())
         .push_buffer(dst.as_buffer())
@@ -397,7 +396,10 @@ KERNEL void warp_sum(const float* x, float* out) {
 fn a_missing_function_names_itself_and_its_module() {
     let d = device();
     let err = d.kernel(&kernels::FILL, "fill", "q4k").unwrap_err();
-    assert_eq!(err.to_string(), "module `fill` has no kernel `fill for q4k`");
+    assert_eq!(
+        err.to_string(),
+        "module `fill` has no kernel `fill for q4k`"
+    );
     let bad = d
         .load_source("broken_on_purpose", "KERNEL void k() { nope(); }")
         .unwrap_err();

@@ -2,7 +2,6 @@
 //! needed). `cargo xtask test` provides NVRTC from the nvidia-cuda-nvrtc wheel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-
 mod common;
 
 /// The modules to compile: all, or those named in `CANDLE_ROCM_TIER_MODULES` (comma list).

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use rocm_blas::{Blas, MatmulShape};
-use rocm_device::{DType, Device, Layout, Result};
+use rocm_device::{DType, Device, Layout, Operand, Result};
 use rocm_dnn::{Conv2dParams, ConvTranspose2dParams, Dnn, DnnOptions, Pool2dParams};
 use rocm_test_support::time_ms;
 
@@ -84,7 +84,7 @@ fn main() -> Result<()> {
         blas.clone(),
         DnnOptions {
             use_miopen: false,
-            ..DnnOptions::from_env()
+            ..DnnOptions::of(&d)
         },
     )?;
     for dtype in [DType::F16, DType::BF16] {
@@ -118,7 +118,11 @@ fn main() -> Result<()> {
                         dilation: 1,
                         groups: 1,
                     };
-                    dnn.conv_transpose2d(dtype, (&x, &xl), (&kern, &kl), &p)
+                    dnn.conv_transpose2d(
+                        Operand::new(&x, dtype, &xl),
+                        Operand::new(&kern, dtype, &kl),
+                        &p,
+                    )
                 } else {
                     let p = Conv2dParams {
                         b_size: b,
@@ -133,7 +137,11 @@ fn main() -> Result<()> {
                         dilation: 1,
                         groups: 1,
                     };
-                    dnn.conv2d(dtype, (&x, &xl), (&kern, &kl), &p)
+                    dnn.conv2d(
+                        Operand::new(&x, dtype, &xl),
+                        Operand::new(&kern, dtype, &kl),
+                        &p,
+                    )
                 }
                 .map(drop)
             })?;
@@ -157,7 +165,12 @@ fn main() -> Result<()> {
                 k: kk,
             };
             let gemm = time_ms(&d, ITERS, || {
-                blas.matmul(dtype, &a, &al, &col, &cl, shape).map(drop)
+                blas.matmul(
+                    Operand::new(&a, dtype, &al),
+                    Operand::new(&col, dtype, &cl),
+                    shape,
+                )
+                .map(drop)
             })?;
             let flops = 2.0 * (b * m * kk * l) as f64;
             println!(
@@ -181,9 +194,9 @@ fn main() -> Result<()> {
             };
             let ms = time_ms(&d, ITERS, || {
                 if max {
-                    dnn.max_pool2d(dtype, (&x, &xl), &p)
+                    dnn.max_pool2d(Operand::new(&x, dtype, &xl), &p)
                 } else {
-                    dnn.avg_pool2d(dtype, (&x, &xl), &p)
+                    dnn.avg_pool2d(Operand::new(&x, dtype, &xl), &p)
                 }
                 .map(drop)
             })?;

@@ -188,7 +188,12 @@ impl Dnn {
         {
             let x = input.contiguous(op)?;
             let k = kernel.contiguous(op)?;
-            return m.convolution(dtype, spec, (x.buffer(), x.start()), (k.buffer(), k.start()));
+            return m.convolution(
+                dtype,
+                spec,
+                (x.buffer(), x.start()),
+                (k.buffer(), k.start()),
+            );
         }
         let run = match spec.direction {
             Direction::Forward => portable::conv_forward,

@@ -259,7 +259,10 @@ pub fn conv_transpose(
     };
     let (input, x_l) = match &x_data {
         None => (input.buffer, input.layout.clone()),
-        Some(c) => (c.buffer(), Layout::contiguous_at(&input.layout.dims, c.start())),
+        Some(c) => (
+            c.buffer(),
+            Layout::contiguous_at(&input.layout.dims, c.start()),
+        ),
     };
     let g = spec.groups;
     let (c_in, l, rows) = (spec.channels, spec.col_len(), spec.col_rows());

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use candle_core::{DType as C, Tensor};
 use rocm_blas::Blas;
-use rocm_device::{DType, Error, Layout};
+use rocm_device::{DType, Error, Layout, Operand as O};
 use rocm_dnn::*;
 use rocm_test_support::*;
 
@@ -122,9 +122,9 @@ impl Shape {
         k: (&rocm_device::Buffer, &Layout),
     ) -> rocm_device::Result<rocm_device::Buffer> {
         let s = self;
+        let (x, k) = (O::new(x.0, dtype, x.1), O::new(k.0, dtype, k.1));
         match (s.transpose, s.one_d) {
             (false, true) => dnn.conv1d(
-                dtype,
                 x,
                 k,
                 &Conv1dParams {
@@ -140,7 +140,6 @@ impl Shape {
                 },
             ),
             (false, false) => dnn.conv2d(
-                dtype,
                 x,
                 k,
                 &Conv2dParams {
@@ -158,7 +157,6 @@ impl Shape {
                 },
             ),
             (true, true) => dnn.conv_transpose1d(
-                dtype,
                 x,
                 k,
                 &ConvTranspose1dParams {
@@ -175,7 +173,6 @@ impl Shape {
                 },
             ),
             (true, false) => dnn.conv_transpose2d(
-                dtype,
                 x,
                 k,
                 &ConvTranspose2dParams {
@@ -520,9 +517,9 @@ fn pooling_equals_the_cpu_for_every_dtype() {
                     .unwrap();
                     let x = (&buf, &layout_of(&view));
                     let out = if is_max {
-                        dnn.max_pool2d(dtype, x, &p)
+                        dnn.max_pool2d(O::new(x.0, dtype, x.1), &p)
                     } else {
-                        dnn.avg_pool2d(dtype, x, &p)
+                        dnn.avg_pool2d(O::new(x.0, dtype, x.1), &p)
                     }
                     .unwrap();
                     let got = download(&d, &out);
@@ -560,13 +557,14 @@ fn bad_input_is_a_typed_error() {
         dilation: 1,
         groups: 2,
     };
-    assert!(dnn.conv2d(DType::F32, (&x, &xl), (&k, &kl), &p).is_ok());
+    assert!(dnn
+        .conv2d(O::new(&x, DType::F32, &xl), O::new(&k, DType::F32, &kl), &p)
+        .is_ok());
     // kernel dims that disagree with the groups
     let e = dnn
         .conv2d(
-            DType::F32,
-            (&x, &xl),
-            (&k, &kl),
+            O::new(&x, DType::F32, &xl),
+            O::new(&k, DType::F32, &kl),
             &Conv2dParams { groups: 1, ..p },
         )
         .unwrap_err();
@@ -577,9 +575,8 @@ fn bad_input_is_a_typed_error() {
     // groups that do not divide the channels
     let e = dnn
         .conv2d(
-            DType::F32,
-            (&x, &xl),
-            (&k, &kl),
+            O::new(&x, DType::F32, &xl),
+            O::new(&k, DType::F32, &kl),
             &Conv2dParams { groups: 3, ..p },
         )
         .unwrap_err();
@@ -587,16 +584,15 @@ fn bad_input_is_a_typed_error() {
     // a kernel larger than the padded input
     let e = dnn
         .conv2d(
-            DType::F32,
-            (&x, &xl),
-            (&k, &kl),
+            O::new(&x, DType::F32, &xl),
+            O::new(&k, DType::F32, &kl),
             &Conv2dParams { i_h: 2, ..p },
         )
         .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     // an integer dtype
     let e = dnn
-        .conv2d(DType::U32, (&x, &xl), (&k, &kl), &p)
+        .conv2d(O::new(&x, DType::U32, &xl), O::new(&k, DType::U32, &kl), &p)
         .unwrap_err();
     assert!(
         matches!(
@@ -611,23 +607,21 @@ fn bad_input_is_a_typed_error() {
     // a rank-3 input for conv2d
     let e = dnn
         .conv2d(
-            DType::F32,
-            (&x, &Layout::contiguous(&[2, 4, 64])),
-            (&k, &kl),
+            O::new(&x, DType::F32, &Layout::contiguous(&[2, 4, 64])),
+            O::new(&k, DType::F32, &kl),
             &p,
         )
         .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     // a layout reaching past the buffer
     let e = dnn
-        .conv2d(DType::F64, (&x, &xl), (&k, &kl), &p)
+        .conv2d(O::new(&x, DType::F64, &xl), O::new(&k, DType::F64, &kl), &p)
         .unwrap_err();
     assert!(!matches!(e, Error::UnsupportedDType { .. }), "{e}");
     // a pooling window larger than the input
     let e = dnn
         .max_pool2d(
-            DType::F32,
-            (&x, &xl),
+            O::new(&x, DType::F32, &xl),
             &Pool2dParams {
                 kernel: (9, 2),
                 stride: (1, 1),
@@ -647,9 +641,8 @@ fn bad_input_is_a_typed_error() {
     // an empty batch gives an empty output
     let out = dnn
         .conv2d(
-            DType::F32,
-            (&x, &Layout::contiguous(&[0, 4, 8, 8])),
-            (&k, &kl),
+            O::new(&x, DType::F32, &Layout::contiguous(&[0, 4, 8, 8])),
+            O::new(&k, DType::F32, &kl),
             &Conv2dParams { b_size: 0, ..p },
         )
         .unwrap();

@@ -3,7 +3,7 @@
 //! first line is the ceiling, a device-to-device copy of the same size in the same run.
 //! `bash .gpu/run.sh --bench` runs it next to torch eager and merges the two into a table.
 
-use rocm_elementwise::{self as ew, BinaryOp, Buffer, DType, Device, Layout, UnaryOp};
+use rocm_elementwise::{self as ew, BinaryOp, Buffer, DType, Device, Layout, Operand, UnaryOp};
 use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
@@ -34,16 +34,24 @@ fn main() -> ew::Result<()> {
         let l = Layout::contiguous(&[n]);
         let name = dtype.as_str();
         for op in [UnaryOp::Exp, UnaryOp::Silu, UnaryOp::Gelu] {
-            let ms = time_ms(&d, ITERS, || ew::unary_into(&d, op, dtype, &x, &l, &out, 0))?;
+            let ms = time_ms(&d, ITERS, || {
+                ew::unary_into(&d, op, Operand::new(&x, dtype, &l), &out, 0)
+            })?;
             report_bandwidth(op.name(), name, 2 * n * w, ms);
         }
         let ms = time_ms(&d, ITERS, || {
-            ew::affine_into(&d, dtype, &x, &l, 1.5, 0.25, &out, 0)
+            ew::affine_into(&d, Operand::new(&x, dtype, &l), (1.5, 0.25), &out, 0)
         })?;
         report_bandwidth("affine", name, 2 * n * w, ms);
         for op in [BinaryOp::Add, BinaryOp::Mul] {
             let ms = time_ms(&d, ITERS, || {
-                ew::binary_into(&d, op, dtype, &x, &l, &y, &l, &out, 0)
+                ew::binary_into(
+                    &d,
+                    op,
+                    (Operand::new(&x, dtype, &l), Operand::new(&y, dtype, &l)),
+                    &out,
+                    0,
+                )
             })?;
             report_bandwidth(op.name(), name, 3 * n * w, ms);
         }
@@ -53,22 +61,26 @@ fn main() -> ew::Result<()> {
         let full = Layout::contiguous(&[rows, cols]);
         let bias = Layout::new(&[rows, cols], &[0, 1], 0);
         let ms = time_ms(&d, ITERS, || {
-            ew::binary_into(&d, BinaryOp::Add, dtype, &x, &full, &y, &bias, &out, 0)
+            let operands = (
+                Operand::new(&x, dtype, &full),
+                Operand::new(&y, dtype, &bias),
+            );
+            ew::binary_into(&d, BinaryOp::Add, operands, &out, 0)
         })?;
         report_bandwidth("add broadcast (r,4096)+(1,4096)", name, 2 * n * w, ms);
         // transposed: (4096, rows) view of a (rows, 4096) tensor made contiguous
         let t = Layout::new(&[cols, rows], &[1, cols], 0);
-        let ms = time_ms(&d, ITERS, || ew::copy_strided(&d, dtype, &x, &t, &out, 0))?;
+        let ms = time_ms(&d, ITERS, || Operand::new(&x, dtype, &t).copy_to(&out, 0))?;
         report_bandwidth("transpose copy (4096,r)", name, 2 * n * w, ms);
         if dtype != DType::F32 {
             // casts to and from f32 over the same element count
             let wide = d.alloc(n * 4)?;
             let ms = time_ms(&d, ITERS, || {
-                ew::cast_into(&d, DType::F32, dtype, &wide, &l, &out, 0)
+                ew::cast_into(&d, Operand::new(&wide, DType::F32, &l), dtype, &out, 0)
             })?;
             report_bandwidth(&format!("cast f32->{name}"), name, n * (4 + w), ms);
             let ms = time_ms(&d, ITERS, || {
-                ew::cast_into(&d, dtype, DType::F32, &x, &l, &wide, 0)
+                ew::cast_into(&d, Operand::new(&x, dtype, &l), DType::F32, &wide, 0)
             })?;
             report_bandwidth(&format!("cast {name}->f32"), name, n * (4 + w), ms);
         }

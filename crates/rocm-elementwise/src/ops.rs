@@ -291,7 +291,12 @@ pub fn unary_into(
     map.launch(device, src, out, &[0.0])
 }
 
-fn float_param_op(device: &Device, op: &'static str, src: Operand<'_>, param: f64) -> Result<Buffer> {
+fn float_param_op(
+    device: &Device,
+    op: &'static str,
+    src: Operand<'_>,
+    param: f64,
+) -> Result<Buffer> {
     if !src.dtype.is_float() {
         return Err(Error::UnsupportedDType {
             op,
@@ -557,7 +562,8 @@ pub fn copy2d(device: &Device, dtype: DType, src: &Buffer, dst: &Buffer, c: &Cop
         block: [block, 1, 1],
         shared_mem_bytes: 0,
     };
-    let _span = tracing::debug_span!("op", op = OP, dtype = %dtype, rows = c.rows, cols = c.cols).entered();
+    let _span =
+        tracing::debug_span!("op", op = OP, dtype = %dtype, rows = c.rows, cols = c.cols).entered();
     let function = device.kernel(&kernels::FILL, OP, dtype.as_str())?;
     device.launch(&function, config, &mut args)
 }

@@ -7,7 +7,8 @@
 
 use candle_core::Tensor;
 use rocm_elementwise::{
-    self as ew, BinaryOp, CmpOp, DType, Error, Layout, RopeVariant, Scalar, UnaryOp,
+    self as ew, BinaryOp, CmpOp, Copy2d, DType, Error, Layout, Operand as O, RopeVariant, Scalar,
+    UnaryOp,
 };
 use rocm_test_support::*;
 
@@ -77,8 +78,12 @@ fn unary_ops_match_the_cpu_backend() {
         let uploaded: Vec<_> = cases.iter().map(|c| upload(&d, &c.base)).collect();
         for op in UnaryOp::ALL {
             if !op.supports(dtype) {
-                let err =
-                    ew::unary(&d, op, dtype, &uploaded[0], &layout_of(&cases[0].view)).unwrap_err();
+                let err = ew::unary(
+                    &d,
+                    op,
+                    O::new(&uploaded[0], dtype, &layout_of(&cases[0].view)),
+                )
+                .unwrap_err();
                 assert!(
                     matches!(err, Error::UnsupportedDType { .. }),
                     "{op:?} {dtype}: {err}"
@@ -87,7 +92,7 @@ fn unary_ops_match_the_cpu_backend() {
             }
             for (c, src) in cases.iter().zip(&uploaded) {
                 trace(|| format!("{op:?} {dtype} {}", c.name));
-                let got = ew::unary(&d, op, dtype, src, &layout_of(&c.view))
+                let got = ew::unary(&d, op, O::new(src, dtype, &layout_of(&c.view)))
                     .unwrap_or_else(|e| panic!("{op:?} {dtype} {}: {e}", c.name));
                 let want = bytes_of(&cpu_unary(op, &c.view));
                 let slack = if multi_step(op) && dtype.size_in_bytes() <= 2 {
@@ -115,7 +120,7 @@ fn elu_powf_and_affine_match_the_cpu_backend() {
             let what = format!("{dtype} {}", c.name);
             // affine: integer dtypes truncate mul/add first and wrap
             for (mul, add) in [(1.5, -2.25), (3.0, 7.0), (-2.7, 0.5)] {
-                let got = ew::affine(&d, dtype, &src, &l, mul, add).unwrap();
+                let got = ew::affine(&d, O::new(&src, dtype, &l), mul, add).unwrap();
                 let want = bytes_of(&c.view.affine(mul, add).unwrap());
                 compare(&download(&d, &got), &want, dtype, 0.0)
                     .unwrap_or_else(|e| panic!("affine({mul}, {add}) {what}: {e}"));
@@ -123,22 +128,22 @@ fn elu_powf_and_affine_match_the_cpu_backend() {
             }
             if dtype.is_int() {
                 for r in [
-                    ew::elu(&d, dtype, &src, &l, 1.0),
-                    ew::powf(&d, dtype, &src, &l, 2.0),
+                    ew::elu(&d, O::new(&src, dtype, &l), 1.0),
+                    ew::powf(&d, O::new(&src, dtype, &l), 2.0),
                 ] {
                     assert!(matches!(r.unwrap_err(), Error::UnsupportedDType { .. }));
                 }
                 continue;
             }
             for alpha in [1.0, 0.3] {
-                let got = ew::elu(&d, dtype, &src, &l, alpha).unwrap();
+                let got = ew::elu(&d, O::new(&src, dtype, &l), alpha).unwrap();
                 let want = bytes_of(&c.view.elu(alpha).unwrap());
                 compare(&download(&d, &got), &want, dtype, 2.0)
                     .unwrap_or_else(|e| panic!("elu({alpha}) {what}: {e}"));
                 checked += 1;
             }
             for e in [2.0, 1.7, -0.5] {
-                let got = ew::powf(&d, dtype, &src, &l, e).unwrap();
+                let got = ew::powf(&d, O::new(&src, dtype, &l), e).unwrap();
                 let want = bytes_of(&c.view.powf(e).unwrap());
                 compare(&download(&d, &got), &want, dtype, 1.0)
                     .unwrap_or_else(|err| panic!("powf({e}) {what}: {err}"));
@@ -201,7 +206,8 @@ fn binary_ops_and_comparisons_match_the_cpu_backend() {
             let (la, lb) = (layout_of(&a.view), layout_of(&b.view));
             let what = format!("{dtype} {} x {}", a.name, b.name);
             for op in BinaryOp::ALL {
-                let got = ew::binary(&d, op, dtype, &ba, &la, &bb, &lb).unwrap();
+                let got =
+                    ew::binary(&d, op, O::new(&ba, dtype, &la), O::new(&bb, dtype, &lb)).unwrap();
                 let want = match op {
                     BinaryOp::Add => a.view.add(&b.view),
                     BinaryOp::Sub => a.view.sub(&b.view),
@@ -218,7 +224,8 @@ fn binary_ops_and_comparisons_match_the_cpu_backend() {
             // comparisons, against the other operand and against itself (all equal)
             for (rb, rl, rview) in [(&bb, &lb, &b.view), (&ba, &la, &a.view)] {
                 for op in CmpOp::ALL {
-                    let got = ew::cmp(&d, op, dtype, &ba, &la, rb, rl).unwrap();
+                    let got =
+                        ew::cmp(&d, op, O::new(&ba, dtype, &la), O::new(rb, dtype, rl)).unwrap();
                     let want = match op {
                         CmpOp::Eq => a.view.eq(rview),
                         CmpOp::Ne => a.view.ne(rview),
@@ -247,11 +254,8 @@ fn integer_division_by_zero_gives_zero() {
     let out = ew::binary(
         &d,
         BinaryOp::Div,
-        DType::I32,
-        a.as_buffer(),
-        &l,
-        b.as_buffer(),
-        &l,
+        O::new(a.as_buffer(), DType::I32, &l),
+        O::new(b.as_buffer(), DType::I32, &l),
     )
     .unwrap();
     let got: Vec<i32> = bytemuck::cast_slice(&download(&d, &out)).to_vec();
@@ -324,7 +328,7 @@ fn casts_between_every_pair_match_the_cpu_backend() {
             let l = layout_of(&c.view);
             for to in ALL {
                 trace(|| format!("cast {from} -> {to} {}", c.name));
-                let got = ew::cast(&d, from, to, &src, &l).unwrap();
+                let got = ew::cast(&d, O::new(&src, from, &l), to).unwrap();
                 let want = bytes_of(&cpu_to_dtype(&c.view, to).unwrap());
                 compare(&download(&d, &got), &want, to, 0.0)
                     .unwrap_or_else(|e| panic!("cast {from} -> {to} {}: {e}", c.name));
@@ -365,16 +369,17 @@ fn where_cond_matches_the_cpu_backend() {
             let fs = layout_cases(dtype, -4.0, 4.0, 33);
             for (c, t) in pairs(&conds, &ts) {
                 for f in fs.iter().filter(|f| f.view.dims() == c.view.dims()) {
+                    let (cb, tb, fb) = (
+                        upload(&d, &c.base),
+                        upload(&d, &t.base),
+                        upload(&d, &f.base),
+                    );
+                    let (cl, tl, fl) = (layout_of(&c.view), layout_of(&t.view), layout_of(&f.view));
                     let got = ew::where_cond(
                         &d,
-                        cond_dtype,
-                        &upload(&d, &c.base),
-                        &layout_of(&c.view),
-                        dtype,
-                        &upload(&d, &t.base),
-                        &layout_of(&t.view),
-                        &upload(&d, &f.base),
-                        &layout_of(&f.view),
+                        O::new(&cb, cond_dtype, &cl),
+                        O::new(&tb, dtype, &tl),
+                        O::new(&fb, dtype, &fl),
                     )
                     .unwrap();
                     let want = c.view.where_cond(&t.view, &f.view).unwrap();
@@ -393,18 +398,8 @@ fn where_cond_matches_the_cpu_backend() {
     }
     let c = d.htod(&[1.0f32]).unwrap();
     let l = Layout::contiguous(&[1]);
-    let err = ew::where_cond(
-        &d,
-        DType::F32,
-        c.as_buffer(),
-        &l,
-        DType::F32,
-        c.as_buffer(),
-        &l,
-        c.as_buffer(),
-        &l,
-    )
-    .unwrap_err();
+    let f32_operand = O::new(c.as_buffer(), DType::F32, &l);
+    let err = ew::where_cond(&d, f32_operand, f32_operand, f32_operand).unwrap_err();
     assert!(matches!(err, Error::UnsupportedDType { .. }), "{err}");
     println!("where_cond: {checked} cases equal the CPU backend");
 }
@@ -444,7 +439,7 @@ fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
             // const_set through the view: the base changes exactly where the view points.
             let (ours, theirs) = scalar_of(dtype);
             let buf = upload(&d, &c.base);
-            ew::const_set(&d, &buf, &layout_of(&c.view), ours).unwrap();
+            ew::const_set(&d, O::new(&buf, dtype, &layout_of(&c.view)), ours).unwrap();
             let fresh = c.base.copy().unwrap();
             (c.make_view)(&fresh).const_set(theirs).unwrap();
             compare(&download(&d, &buf), &bytes_of(&fresh), dtype, 0.0)
@@ -454,7 +449,9 @@ fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
             let src = upload(&d, &c.base);
             let dst = d.alloc((n + 9) * w).unwrap();
             d.memset(&dst, 0, (n + 9) * w, 0xab).unwrap();
-            ew::copy_strided(&d, dtype, &src, &layout_of(&c.view), &dst, 7).unwrap();
+            O::new(&src, dtype, &layout_of(&c.view))
+                .copy_to(&dst, 7)
+                .unwrap();
             let got = download(&d, &dst);
             assert!(got[..7 * w]
                 .iter()
@@ -479,7 +476,15 @@ fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
             let dst_len = doff + rows * ds;
             let dst = d.alloc(dst_len * w).unwrap();
             d.memset(&dst, 0, dst_len * w, 0x5a).unwrap();
-            ew::copy2d(&d, dtype, &src, &dst, rows, cols, ss, ds, so, doff).unwrap();
+            let block = Copy2d {
+                rows,
+                cols,
+                src_stride: ss,
+                dst_stride: ds,
+                src_offset: so,
+                dst_offset: doff,
+            };
+            ew::copy2d(&d, dtype, &src, &dst, &block).unwrap();
             let mut want = vec![0x5a; dst_len * w];
             for i in 0..rows {
                 let s = (so + i * ss) * w;
@@ -535,16 +540,14 @@ fn rope_variants_match_candle_nn() {
                         RopeVariant::Thd => candle_nn::rotary_emb::rope_thd(&x, &cos, &sin),
                     }
                     .unwrap();
+                    let (xb, cb, sb) = (upload(&d, &x), upload(&d, &cos), upload(&d, &sin));
+                    let (xl, cl, sl) = (layout_of(&x), layout_of(&cos), layout_of(&sin));
                     let got = ew::rope(
                         &d,
                         variant,
-                        dtype,
-                        &upload(&d, &x),
-                        &layout_of(&x),
-                        &upload(&d, &cos),
-                        &layout_of(&cos),
-                        &upload(&d, &sin),
-                        &layout_of(&sin),
+                        O::new(&xb, dtype, &xl),
+                        O::new(&cb, dtype, &cl),
+                        O::new(&sb, dtype, &sl),
                     )
                     .unwrap();
                     compare(&download(&d, &got), &bytes_of(&want), dtype, 3.0).unwrap_or_else(
@@ -565,56 +568,48 @@ fn bad_input_gives_typed_errors() {
     let l16 = Layout::contiguous(&[16]);
     // a layout reaching past its buffer
     let far = Layout::new(&[4, 4], &[8, 1], 0);
-    let e = ew::unary(&d, UnaryOp::Exp, DType::F32, &buf, &far).unwrap_err();
+    let e = ew::unary(&d, UnaryOp::Exp, O::new(&buf, DType::F32, &far)).unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
     // shapes that differ
+    let l44 = Layout::contiguous(&[4, 4]);
     let e = ew::binary(
         &d,
         BinaryOp::Add,
-        DType::F32,
-        &buf,
-        &l16,
-        &buf,
-        &Layout::contiguous(&[4, 4]),
+        O::new(&buf, DType::F32, &l16),
+        O::new(&buf, DType::F32, &l44),
     )
     .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     // an op the dtype does not have
-    let e = ew::unary(
-        &d,
-        UnaryOp::Exp,
-        DType::I64,
-        &buf,
-        &Layout::contiguous(&[8]),
-    )
-    .unwrap_err();
+    let l8 = Layout::contiguous(&[8]);
+    let e = ew::unary(&d, UnaryOp::Exp, O::new(&buf, DType::I64, &l8)).unwrap_err();
     assert!(
         e.to_string().contains("exp") && e.to_string().contains("i64"),
         "{e}"
     );
     // an output too small for in-place writing
-    let e = ew::unary_into(&d, UnaryOp::Abs, DType::F32, &buf, &l16, &buf, 1).unwrap_err();
+    let e = ew::unary_into(&d, UnaryOp::Abs, O::new(&buf, DType::F32, &l16), &buf, 1).unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
     // rope: odd head size, non-contiguous x, integer dtype
     let x = Layout::contiguous(&[1, 1, 2, 3]);
     let cs = Layout::contiguous(&[2, 1]);
-    let r = |x: &Layout, dt| ew::rope(&d, RopeVariant::Halves, dt, &buf, x, &buf, &cs, &buf, &cs);
+    let r = |x: &Layout, dt| {
+        let cs = O::new(&buf, dt, &cs);
+        ew::rope(&d, RopeVariant::Halves, O::new(&buf, dt, x), cs, cs)
+    };
     assert!(matches!(
         r(&x, DType::F32).unwrap_err(),
         Error::ShapeMismatch { .. }
     ));
     let xt = Layout::new(&[1, 1, 2, 2], &[4, 4, 1, 2], 0);
     let cs2 = Layout::contiguous(&[2, 1]);
+    let cs2 = O::new(&buf, DType::F32, &cs2);
     let e = ew::rope(
         &d,
         RopeVariant::Halves,
-        DType::F32,
-        &buf,
-        &xt,
-        &buf,
-        &cs2,
-        &buf,
-        &cs2,
+        O::new(&buf, DType::F32, &xt),
+        cs2,
+        cs2,
     )
     .unwrap_err();
     assert!(matches!(e, Error::InvalidLayout(_)), "{e}");
@@ -623,7 +618,15 @@ fn bad_input_gives_typed_errors() {
         Error::UnsupportedDType { .. }
     ));
     // copy2d beyond the destination
-    let e = ew::copy2d(&d, DType::F32, &buf, &buf, 4, 4, 4, 5, 0, 0).unwrap_err();
+    let block = Copy2d {
+        rows: 4,
+        cols: 4,
+        src_stride: 4,
+        dst_stride: 5,
+        src_offset: 0,
+        dst_offset: 0,
+    };
+    let e = ew::copy2d(&d, DType::F32, &buf, &buf, &block).unwrap_err();
     assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
 }
 
@@ -633,39 +636,10 @@ fn in_place_forms_write_over_their_input() {
     let xs: Vec<f32> = (0..1000).map(|i| i as f32 * 0.01 - 5.0).collect();
     let buf = d.htod(&xs).unwrap();
     let l = Layout::contiguous(&[1000]);
-    ew::unary_into(
-        &d,
-        UnaryOp::Abs,
-        DType::F32,
-        buf.as_buffer(),
-        &l,
-        buf.as_buffer(),
-        0,
-    )
-    .unwrap();
-    ew::affine_into(
-        &d,
-        DType::F32,
-        buf.as_buffer(),
-        &l,
-        2.0,
-        1.0,
-        buf.as_buffer(),
-        0,
-    )
-    .unwrap();
-    ew::binary_into(
-        &d,
-        BinaryOp::Mul,
-        DType::F32,
-        buf.as_buffer(),
-        &l,
-        buf.as_buffer(),
-        &l,
-        buf.as_buffer(),
-        0,
-    )
-    .unwrap();
+    let x = O::new(buf.as_buffer(), DType::F32, &l);
+    ew::unary_into(&d, UnaryOp::Abs, x, buf.as_buffer(), 0).unwrap();
+    ew::affine_into(&d, x, (2.0, 1.0), buf.as_buffer(), 0).unwrap();
+    ew::binary_into(&d, BinaryOp::Mul, (x, x), buf.as_buffer(), 0).unwrap();
     let got = d.dtoh(&buf).unwrap();
     for (g, x) in got.iter().zip(&xs) {
         let want = (x.abs() * 2.0 + 1.0).powi(2);
@@ -698,10 +672,11 @@ fn more_than_2_pow_32_u8_elements() {
     }
     let pattern = |i: usize| ((i % (1 << 24)) % 251) as u8;
     // contiguous: affine over all n elements
-    let y = ew::affine(&d, DType::U8, &x, &Layout::contiguous(&[n]), 3.0, 1.0).unwrap();
+    let ln = Layout::contiguous(&[n]);
+    let y = ew::affine(&d, O::new(&x, DType::U8, &ln), 3.0, 1.0).unwrap();
     // strided: the transpose of (cols, 2) viewed as (2, cols)
     let t = Layout::new(&[2, cols], &[1, 2], 0);
-    let z = ew::unary(&d, UnaryOp::Relu, DType::U8, &x, &t).unwrap();
+    let z = ew::unary(&d, UnaryOp::Relu, O::new(&x, DType::U8, &t)).unwrap();
     for i in [
         0usize,
         1,

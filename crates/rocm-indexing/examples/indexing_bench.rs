@@ -5,7 +5,7 @@
 
 use rand::{Rng, SeedableRng};
 use rocm_indexing::{
-    self as ri, Buffer, DType, Device, Ids, IndexOptions, Layout, Result, ScatterStrategy, View,
+    self as ri, Buffer, DType, Device, IndexOptions, Layout, Operand, Result, ScatterStrategy,
 };
 use rocm_test_support::{report_bandwidth, time_ms};
 
@@ -101,27 +101,17 @@ fn accumulate(d: &Device, c: &Accumulation, o: &IndexOptions) -> Result<()> {
     };
     let id_buf = ids(d, n_ids, c.dst[c.dim] as u32, c.seed)?;
     let il = Layout::contiguous(&[n_ids]);
-    let idv = Ids {
-        dtype: DType::U32,
-        buffer: &id_buf,
-        layout: if c.index_add { &il } else { &sl },
-    };
+    let idv = Operand::new(&id_buf, DType::U32, if c.index_add { &il } else { &sl });
     let (dv, sv) = (
-        View {
-            buffer: &dst,
-            layout: &dl,
-        },
-        View {
-            buffer: &src,
-            layout: &sl,
-        },
+        Operand::new(&dst, DType::F32, &dl),
+        Operand::new(&src, DType::F32, &sl),
     );
     let f = if c.index_add {
         ri::index_add_set
     } else {
         ri::scatter_add_set
     };
-    let ms = time_ms(d, ITERS, || f(d, DType::F32, dv, idv, sv, c.dim, o))?;
+    let ms = time_ms(d, ITERS, || f(d, (dv, idv, sv), c.dim, o))?;
     // index_add reads each of its row ids once
     let bytes = c.src[0] * c.src[1] * c.bytes_per_update + if c.index_add { n_ids * 4 } else { 0 };
     report_bandwidth(&format!("{} ({tag})", c.label), "f32", bytes, ms);
@@ -143,17 +133,10 @@ fn main() -> Result<()> {
         let w = dtype.size_in_bytes();
         let table = filled(&d, rows * width * w)?;
         let tl = Layout::contiguous(&[rows, width]);
-        let src = View {
-            buffer: &table,
-            layout: &tl,
-        };
-        let idv = Ids {
-            dtype: DType::U32,
-            buffer: &id_buf,
-            layout: &id_l,
-        };
+        let src = Operand::new(&table, dtype, &tl);
+        let idv = Operand::new(&id_buf, DType::U32, &id_l);
         let ms = time_ms(&d, ITERS, || {
-            ri::index_select(&d, dtype, src, idv, 0, &opts).map(drop)
+            ri::index_select(&d, src, idv, 0, &opts).map(drop)
         })?;
         report_bandwidth(
             "index_select 8192 of 32000 rows x 4096",
@@ -168,18 +151,9 @@ fn main() -> Result<()> {
     for dtype in [DType::BF16, DType::F32] {
         let w = dtype.size_in_bytes();
         let x = filled(&d, n_ids * width * w)?;
-        let src = View {
-            buffer: &x,
-            layout: &gl,
-        };
-        let idv = Ids {
-            dtype: DType::U32,
-            buffer: &gids,
-            layout: &gl,
-        };
-        let ms = time_ms(&d, ITERS, || {
-            ri::gather(&d, dtype, src, idv, 1, &opts).map(drop)
-        })?;
+        let src = Operand::new(&x, dtype, &gl);
+        let idv = Operand::new(&gids, DType::U32, &gl);
+        let ms = time_ms(&d, ITERS, || ri::gather(&d, src, idv, 1, &opts).map(drop))?;
         report_bandwidth(
             "gather (8192, 4096) along dim 1",
             dtype.as_str(),
@@ -204,16 +178,7 @@ fn main() -> Result<()> {
         d.copy_htod(&v, &x, 0)?;
         let l = Layout::contiguous(&[r, len]);
         let ms = time_ms(&d, ITERS, || {
-            ri::arg_sort_last_dim(
-                &d,
-                DType::F32,
-                View {
-                    buffer: &x,
-                    layout: &l,
-                },
-                false,
-            )
-            .map(drop)
+            ri::arg_sort_last_dim(&d, Operand::new(&x, DType::F32, &l), false).map(drop)
         })?;
         report_bandwidth(
             &format!("arg_sort {r} rows of {len}"),

@@ -7,7 +7,9 @@
 
 use candle_core::{DType as C, Tensor};
 use rand::Rng;
-use rocm_indexing::{self as ri, Bilinear, DType, Error, IndexOptions, Layout, ScatterStrategy};
+use rocm_indexing::{
+    self as ri, Bilinear, DType, Error, IndexOptions, Layout, Operand, ScatterStrategy,
+};
 use rocm_test_support::*;
 
 /// Marks a masked id in the logical id values of a test.
@@ -74,19 +76,12 @@ fn opts() -> IndexOptions {
     IndexOptions::default()
 }
 
-fn view<'a>(buf: &'a ri::Buffer, l: &'a Layout) -> ri::View<'a> {
-    ri::View {
-        buffer: buf,
-        layout: l,
-    }
+fn view<'a>(dt: DType, buf: &'a ri::Buffer, l: &'a Layout) -> Operand<'a> {
+    Operand::new(buf, dt, l)
 }
 
-fn ids_of<'a>(dt: DType, buf: &'a ri::Buffer, l: &'a Layout) -> ri::Ids<'a> {
-    ri::Ids {
-        dtype: dt,
-        buffer: buf,
-        layout: l,
-    }
+fn ids_of<'a>(dt: DType, buf: &'a ri::Buffer, l: &'a Layout) -> Operand<'a> {
+    Operand::new(buf, dt, l)
 }
 
 /// Source views of a (5, 7, 33) tensor: contiguous, a start offset, a permutation.
@@ -134,8 +129,7 @@ fn index_select_matches_the_cpu_backend() {
                     let (ids_buf, ids_l) = (upload(&d, &ids_base), layout_of(&ids_view));
                     let got = ri::index_select(
                         &d,
-                        dtype,
-                        view(&src_buf, &src_l),
+                        view(dtype, &src_buf, &src_l),
                         ids_of(idt, &ids_buf, &ids_l),
                         dim,
                         &opts(),
@@ -189,8 +183,7 @@ fn gather_matches_the_cpu_backend() {
                             let ids_l = layout_of(ids_view);
                             let got = ri::gather(
                                 &d,
-                                dtype,
-                                view(&src_buf, &src_l),
+                                view(dtype, &src_buf, &src_l),
                                 ids_of(idt, &ids_buf, &ids_l),
                                 dim,
                                 &opts(),
@@ -330,10 +323,11 @@ fn scatter_and_scatter_add_match_the_cpu_backend() {
                                 };
                                 f(
                                     &d,
-                                    dtype,
-                                    view(&buf, &dst_l),
-                                    ids_of(idt, &ids_buf, &ids_l),
-                                    view(&src_buf, &src_l),
+                                    (
+                                        view(dtype, &buf, &dst_l),
+                                        ids_of(idt, &ids_buf, &ids_l),
+                                        view(dtype, &src_buf, &src_l),
+                                    ),
                                     dim,
                                     &o,
                                 )
@@ -400,10 +394,11 @@ fn index_add_matches_the_cpu_backend() {
                             let o = IndexOptions { strategy, ..opts() };
                             ri::index_add_set(
                                 &d,
-                                dtype,
-                                view(&buf, &dst_l),
-                                ids_of(idt, &ids_buf, &ids_l),
-                                view(&src_buf, &src_l),
+                                (
+                                    view(dtype, &buf, &dst_l),
+                                    ids_of(idt, &ids_buf, &ids_l),
+                                    view(dtype, &src_buf, &src_l),
+                                ),
                                 dim,
                                 &o,
                             )
@@ -439,10 +434,11 @@ fn heavy_collisions_sum_exactly_for_integers() {
             let (ib, sb) = (upload(&d, &ids), upload(&d, &src));
             ri::scatter_add_set(
                 &d,
-                dtype,
-                view(&buf, &bl),
-                ids_of(DType::I64, &ib, &il),
-                view(&sb, &sl),
+                (
+                    view(dtype, &buf, &bl),
+                    ids_of(DType::I64, &ib, &il),
+                    view(dtype, &sb, &sl),
+                ),
                 1,
                 &IndexOptions { strategy, ..opts() },
             )
@@ -483,8 +479,7 @@ fn out_of_range_ids_are_skipped_or_reported() {
             let (xb, xl) = (upload(&d, x), layout_of(x));
             let got = ri::index_select(
                 &d,
-                DType::F32,
-                view(&xb, &xl),
+                view(DType::F32, &xb, &xl),
                 ids_of(idt, &ib, &il),
                 0,
                 &opts(),
@@ -494,8 +489,7 @@ fn out_of_range_ids_are_skipped_or_reported() {
             compare(&download(&d, &got), &bytes_of(&want), DType::F32, 0.0).unwrap();
             match ri::index_select(
                 &d,
-                DType::F32,
-                view(&xb, &xl),
+                view(DType::F32, &xb, &xl),
                 ids_of(idt, &ib, &il),
                 0,
                 &checked,
@@ -519,10 +513,11 @@ fn out_of_range_ids_are_skipped_or_reported() {
             let o = IndexOptions { strategy, ..opts() };
             ri::index_add_set(
                 &d,
-                DType::F32,
-                view(&buf, &dl),
-                ids_of(idt, &ib, &il),
-                view(&sb, &sl),
+                (
+                    view(DType::F32, &buf, &dl),
+                    ids_of(idt, &ib, &il),
+                    view(DType::F32, &sb, &sl),
+                ),
                 0,
                 &o,
             )
@@ -537,10 +532,11 @@ fn out_of_range_ids_are_skipped_or_reported() {
             };
             let r = ri::index_add_set(
                 &d,
-                DType::F32,
-                view(&buf, &dl),
-                ids_of(idt, &ib, &il),
-                view(&sb, &sl),
+                (
+                    view(DType::F32, &buf, &dl),
+                    ids_of(idt, &ib, &il),
+                    view(DType::F32, &sb, &sl),
+                ),
                 0,
                 &o,
             );
@@ -572,10 +568,11 @@ fn out_of_range_ids_are_skipped_or_reported() {
                 };
                 let r = f(
                     &d,
-                    DType::F32,
-                    view(&buf, &dl),
-                    ids_of(idt, &ib2, &il2),
-                    view(&sb, &sl),
+                    (
+                        view(DType::F32, &buf, &dl),
+                        ids_of(idt, &ib2, &il2),
+                        view(DType::F32, &sb, &sl),
+                    ),
                     0,
                     &o,
                 );
@@ -604,8 +601,7 @@ fn empty_and_invalid_inputs() {
     let (ib, il) = (upload(&d, &ids), layout_of(&ids));
     let out = ri::index_select(
         &d,
-        DType::F32,
-        view(&sb, &sl),
+        view(DType::F32, &sb, &sl),
         ids_of(DType::U32, &ib, &il),
         1,
         &opts(),
@@ -616,8 +612,7 @@ fn empty_and_invalid_inputs() {
     let fl = Layout::contiguous(&[3]);
     let r = ri::index_select(
         &d,
-        DType::F32,
-        view(&sb, &sl),
+        view(DType::F32, &sb, &sl),
         ids_of(DType::F32, &sb, &fl),
         0,
         &opts(),
@@ -635,8 +630,7 @@ fn empty_and_invalid_inputs() {
     let two = Layout::contiguous(&[1, 2]);
     let r = ri::index_select(
         &d,
-        DType::F32,
-        view(&sb, &sl),
+        view(DType::F32, &sb, &sl),
         ids_of(DType::U8, &sb, &two),
         0,
         &opts(),
@@ -645,8 +639,7 @@ fn empty_and_invalid_inputs() {
     let one = Layout::contiguous(&[2]);
     let r = ri::index_select(
         &d,
-        DType::F32,
-        view(&sb, &sl),
+        view(DType::F32, &sb, &sl),
         ids_of(DType::U8, &sb, &one),
         2,
         &opts(),
@@ -654,8 +647,7 @@ fn empty_and_invalid_inputs() {
     assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
     let r = ri::gather(
         &d,
-        DType::F32,
-        view(&sb, &sl),
+        view(DType::F32, &sb, &sl),
         ids_of(DType::U8, &sb, &Layout::contiguous(&[2, 5])),
         0,
         &opts(),
@@ -665,8 +657,7 @@ fn empty_and_invalid_inputs() {
     let big = Layout::contiguous(&[100]);
     let r = ri::index_select(
         &d,
-        DType::F32,
-        view(&sb, &sl),
+        view(DType::F32, &sb, &sl),
         ids_of(DType::U32, &ib, &big),
         0,
         &opts(),
@@ -676,10 +667,11 @@ fn empty_and_invalid_inputs() {
     let e = Layout::contiguous(&[0, 4]);
     ri::scatter_add_set(
         &d,
-        DType::F32,
-        view(&sb, &sl),
-        ids_of(DType::U32, &ib, &e),
-        view(&sb, &e),
+        (
+            view(DType::F32, &sb, &sl),
+            ids_of(DType::U32, &ib, &e),
+            view(DType::F32, &sb, &e),
+        ),
         0,
         &opts(),
     )
@@ -708,7 +700,7 @@ fn upsampling_matches_the_cpu_backend() {
         ] {
             let (buf, l) = (upload(&d, &base), layout_of(&x));
             for (h, w) in [(10, 13), (3, 4), (5, 7), (1, 1)] {
-                let got = ri::upsample_nearest2d(&d, dtype, view(&buf, &l), h, w).unwrap();
+                let got = ri::upsample_nearest2d(&d, view(dtype, &buf, &l), h, w).unwrap();
                 let want = x.upsample_nearest2d(h, w).unwrap();
                 compare(&download(&d, &got), &bytes_of(&want), dtype, 0.0)
                     .unwrap_or_else(|e| panic!("nearest2d {dtype} {name} {h}x{w}: {e}"));
@@ -723,7 +715,7 @@ fn upsampling_matches_the_cpu_backend() {
                         align_corners: align,
                         scale_factors: (None, None),
                     };
-                    let got = ri::upsample_bilinear2d(&d, dtype, view(&buf, &l), p).unwrap();
+                    let got = ri::upsample_bilinear2d(&d, view(dtype, &buf, &l), p).unwrap();
                     check_bilinear(
                         &got,
                         &x,
@@ -746,7 +738,7 @@ fn upsampling_matches_the_cpu_backend() {
                     align_corners: false,
                     scale_factors: (Some(fh), Some(fw)),
                 };
-                let got = ri::upsample_bilinear2d(&d, dtype, view(&buf, &l), p).unwrap();
+                let got = ri::upsample_bilinear2d(&d, view(dtype, &buf, &l), p).unwrap();
                 check_bilinear(
                     &got,
                     &x,
@@ -765,7 +757,7 @@ fn upsampling_matches_the_cpu_backend() {
         let x = s.transpose(1, 2).unwrap();
         let (buf, l) = (upload(&d, &s), layout_of(&x));
         for w in [20, 4, 9, 1] {
-            let got = ri::upsample_nearest1d(&d, dtype, view(&buf, &l), w).unwrap();
+            let got = ri::upsample_nearest1d(&d, view(dtype, &buf, &l), w).unwrap();
             let want = x.upsample_nearest1d(w).unwrap();
             compare(&download(&d, &got), &bytes_of(&want), dtype, 0.0)
                 .unwrap_or_else(|e| panic!("nearest1d {dtype} {w}: {e}"));
@@ -819,7 +811,7 @@ fn arg_sort_device(x: &Tensor, dtype: DType, asc: bool, base: &Tensor) -> Vec<u8
     let (buf, l) = (upload(&d, base), layout_of(x));
     download(
         &d,
-        &ri::arg_sort_last_dim(&d, dtype, view(&buf, &l), asc).unwrap(),
+        &ri::arg_sort_last_dim(&d, view(dtype, &buf, &l), asc).unwrap(),
     )
 }
 

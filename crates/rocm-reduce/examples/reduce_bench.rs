@@ -1,7 +1,7 @@
 //! Bandwidth of rocm-reduce on 256 MiB inputs, timed with device events; one JSON object per
 //! line, the first the device-to-device copy ceiling. `bash .gpu/run.sh --bench` adds torch.
 
-use rocm_reduce::{self as rr, Buffer, DType, Device, Layout, ReduceOp, Result};
+use rocm_reduce::{self as rr, Buffer, DType, Device, Layout, Operand, ReduceOp, Result};
 use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
@@ -32,7 +32,7 @@ fn main() -> Result<()> {
             ("argmax rows of 4096", ReduceOp::ArgMax, vec![1]),
         ] {
             let ms = time_ms(&d, ITERS, || {
-                rr::reduce(&d, op, dtype, &x, &rows, &dims).map(drop)
+                rr::reduce(&d, op, Operand::new(&x, dtype, &rows), &dims).map(drop)
             })?;
             report_bandwidth(label, name, BYTES, ms);
         }
@@ -41,15 +41,28 @@ fn main() -> Result<()> {
             let l = Layout::contiguous(&[n / len, len]);
             let al = Layout::contiguous(&[len]);
             let ms = time_ms(&d, ITERS, || {
-                rr::softmax_last_dim(&d, dtype, &x, &l).map(drop)
+                rr::softmax_last_dim(&d, Operand::new(&x, dtype, &l)).map(drop)
             })?;
             report_bandwidth(&format!("softmax rows of {len}"), name, 2 * BYTES, ms);
             let ms = time_ms(&d, ITERS, || {
-                rr::rms_norm(&d, dtype, &x, &l, &alpha, &al, 1e-5).map(drop)
+                rr::rms_norm(
+                    &d,
+                    Operand::new(&x, dtype, &l),
+                    Operand::new(&alpha, dtype, &al),
+                    1e-5,
+                )
+                .map(drop)
             })?;
             report_bandwidth(&format!("rms_norm rows of {len}"), name, 2 * BYTES, ms);
             let ms = time_ms(&d, ITERS, || {
-                rr::layer_norm(&d, dtype, &x, &l, &alpha, &al, Some((&alpha, &al)), 1e-5).map(drop)
+                rr::layer_norm(
+                    &d,
+                    Operand::new(&x, dtype, &l),
+                    Operand::new(&alpha, dtype, &al),
+                    Some(Operand::new(&alpha, dtype, &al)),
+                    1e-5,
+                )
+                .map(drop)
             })?;
             report_bandwidth(&format!("layer_norm rows of {len}"), name, 2 * BYTES, ms);
         }

@@ -342,11 +342,20 @@ pub fn log_softmax_last_dim(device: &Device, src: Operand<'_>) -> Result<Buffer>
 }
 
 /// A weight of a norm: the row's length, the input's dtype, contiguous.
-fn weight<'a>(op: &'static str, name: &str, w: Operand<'a>, x: &Operand<'_>, len: u64) -> Result<Contiguous<'a>> {
+fn weight<'a>(
+    op: &'static str,
+    name: &str,
+    w: Operand<'a>,
+    x: &Operand<'_>,
+    len: u64,
+) -> Result<Contiguous<'a>> {
     if w.elem_count() as u64 != len {
         return Err(Error::ShapeMismatch {
             op,
-            detail: format!("{name} has dims {:?}, the rows have {len} elements", w.layout.dims),
+            detail: format!(
+                "{name} has dims {:?}, the rows have {len} elements",
+                w.layout.dims
+            ),
         });
     }
     if w.dtype != x.dtype {

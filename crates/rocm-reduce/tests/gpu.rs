@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::{DType as C, Tensor, D};
-use rocm_reduce::{self as rr, DType, Error, Layout, ReduceOp};
+use rocm_reduce::{self as rr, DType, Error, Layout, Operand as O, ReduceOp};
 use rocm_test_support::*;
 
 /// `x` as f64 (f8e4m3 through f32: Candle 0.11.1's direct f8e4m3 -> f64 never returns).
@@ -43,8 +43,13 @@ fn sum_tolerance(dtype: DType) -> f64 {
 /// Checks one reduction; for float sums `want` is f64.
 fn check(op: ReduceOp, dtype: DType, view: &Tensor, base: &Tensor, dims: &[usize], what: &str) {
     let d = device();
-    let got = rr::reduce(&d, op, dtype, &upload(&d, base), &layout_of(view), dims)
-        .unwrap_or_else(|e| panic!("{op:?} {dtype} {what}: {e}"));
+    let got = rr::reduce(
+        &d,
+        op,
+        O::new(&upload(&d, base), dtype, &layout_of(view)),
+        dims,
+    )
+    .unwrap_or_else(|e| panic!("{op:?} {dtype} {what}: {e}"));
     let got = download(&d, &got);
     let want = cpu_reduce(op, view, dims);
     let out_dtype = op.out_dtype(dtype);
@@ -200,12 +205,12 @@ fn nan_ties_and_empty_tensors_follow_the_cpu_backend() {
         ReduceOp::ArgMin,
         ReduceOp::ArgMax,
     ] {
-        let e = rr::reduce(&d, op, DType::F32, &empty, &l, &[1]).unwrap_err();
+        let e = rr::reduce(&d, op, O::new(&empty, DType::F32, &l), &[1]).unwrap_err();
         assert!(matches!(e, Error::EmptyTensor { .. }), "{e}");
     }
-    let s = rr::reduce(&d, ReduceOp::Sum, DType::F32, &empty, &l, &[1]).unwrap();
+    let s = rr::reduce(&d, ReduceOp::Sum, O::new(&empty, DType::F32, &l), &[1]).unwrap();
     assert_eq!(download(&d, &s), vec![0u8; 12]);
-    let e = rr::reduce(&d, ReduceOp::Sum, DType::F32, &empty, &l, &[2]).unwrap_err();
+    let e = rr::reduce(&d, ReduceOp::Sum, O::new(&empty, DType::F32, &l), &[2]).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
 }
 
@@ -268,15 +273,16 @@ fn softmax_and_norms_match_candle_nn() {
                 }
             };
             let what = format!("{dtype} {rows}x{len}");
-            let got = rr::softmax_last_dim(&d, dtype, &xb, &xl).unwrap();
+            let got = rr::softmax_last_dim(&d, O::new(&xb, dtype, &xl)).unwrap();
             let want = reference(&|x, _, _| candle_nn::ops::softmax_last_dim(x).unwrap());
             compare(&download(&d, &got), &bytes_of(&want), dtype, slack)
                 .unwrap_or_else(|e| panic!("softmax {what}: {e}"));
-            let got = rr::log_softmax_last_dim(&d, dtype, &xb, &xl).unwrap();
+            let got = rr::log_softmax_last_dim(&d, O::new(&xb, dtype, &xl)).unwrap();
             let want = reference(&|x, _, _| candle_nn::ops::log_softmax(x, D::Minus1).unwrap());
             compare(&download(&d, &got), &bytes_of(&want), dtype, slack * 4.0)
                 .unwrap_or_else(|e| panic!("log_softmax {what}: {e}"));
-            let got = rr::rms_norm(&d, dtype, &xb, &xl, &ab, &al, 1e-5).unwrap();
+            let got =
+                rr::rms_norm(&d, O::new(&xb, dtype, &xl), O::new(&ab, dtype, &al), 1e-5).unwrap();
             // candle-nn's rms_norm has no f64 kernel: its definition, spelled out in f64
             let want = reference(&|x, a, _| {
                 let ms = x.sqr().unwrap().mean_keepdim(D::Minus1).unwrap();
@@ -285,8 +291,14 @@ fn softmax_and_norms_match_candle_nn() {
             });
             compare(&download(&d, &got), &bytes_of(&want), dtype, slack)
                 .unwrap_or_else(|e| panic!("rms_norm {what}: {e}"));
-            let got =
-                rr::layer_norm(&d, dtype, &xb, &xl, &ab, &al, Some((&bb, &bl)), 1e-5).unwrap();
+            let got = rr::layer_norm(
+                &d,
+                O::new(&xb, dtype, &xl),
+                O::new(&ab, dtype, &al),
+                Some(O::new(&bb, dtype, &bl)),
+                1e-5,
+            )
+            .unwrap();
             // layer_norm's definition in f64, variance as the mean of squared deviations
             let want = reference(&|x, a, b| {
                 let mean = x.mean_keepdim(D::Minus1).unwrap();
@@ -317,7 +329,7 @@ fn softmax_and_norms_match_candle_nn() {
                 .unwrap();
             let x = keep.where_cond(&x, &ninf).unwrap();
             let xb = upload(&d, &x);
-            let got = rr::softmax_last_dim(&d, dtype, &xb, &layout_of(&x)).unwrap();
+            let got = rr::softmax_last_dim(&d, O::new(&xb, dtype, &layout_of(&x))).unwrap();
             let want = candle_nn::ops::softmax_last_dim(&x.to_dtype(C::F64).unwrap())
                 .unwrap()
                 .to_dtype(cdtype(dtype))
@@ -339,21 +351,21 @@ fn softmax_and_norms_match_candle_nn() {
         &[64, 48],
     );
     let xt = x.t().unwrap();
-    let got = rr::softmax_last_dim(&d, DType::F32, &upload(&d, &x), &layout_of(&xt)).unwrap();
+    let got =
+        rr::softmax_last_dim(&d, O::new(&upload(&d, &x), DType::F32, &layout_of(&xt))).unwrap();
     let want = candle_nn::ops::softmax_last_dim(&xt.contiguous().unwrap()).unwrap();
     compare(&download(&d, &got), &bytes_of(&want), DType::F32, 1.0).unwrap();
+    let xb = upload(&d, &x);
+    let (xl, wl) = (layout_of(&x), Layout::contiguous(&[47]));
     let e = rr::rms_norm(
         &d,
-        DType::F32,
-        &upload(&d, &x),
-        &layout_of(&x),
-        &upload(&d, &x),
-        &Layout::contiguous(&[47]),
+        O::new(&xb, DType::F32, &xl),
+        O::new(&xb, DType::F32, &wl),
         1e-5,
     )
     .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    let e = rr::softmax_last_dim(&d, DType::I32, &upload(&d, &x), &layout_of(&x)).unwrap_err();
+    let e = rr::softmax_last_dim(&d, O::new(&xb, DType::I32, &xl)).unwrap_err();
     assert!(matches!(e, Error::UnsupportedDType { .. }), "{e}");
     println!(
         "softmax/log_softmax/rms_norm/layer_norm: {} cases equal candle-nn",
