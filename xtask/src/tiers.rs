@@ -1,4 +1,4 @@
-//! The verification tiers (DESIGN.md "Where each thing is verified") and the GPU pack.
+//! The verification tiers (README, "The two commands": the table of tiers) and the GPU pack.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,7 +10,10 @@ const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 const NVIDIA_FEATURES: &str =
     "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,candle-rocm/nvidia";
-/// Packages with an `amd_tier` test (run inside the ROCm chroot).
+/// The features that build every crate's GPU test target.
+const GPU_TEST_FEATURES: &str =
+    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,candle-rocm/gpu-tests";
+/// Packages with an `amd_tier` test target (feature `amd-tier`).
 const AMD_TIER_PACKAGES: [&str; 3] = ["rocm-device", "rocm-blas", "rocm-dnn"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
 const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
@@ -242,104 +245,136 @@ fn nvrtc_tier() -> TierOutcome {
         "-p",
         "rocm-device",
         "--features",
-        "nvidia",
+        "nvrtc-tier",
         "--test",
         "nvrtc_tier",
         "--",
-        "--ignored",
         "--nocapture",
     ]);
     with_ld_path(&mut cmd, &lib);
     outcome_of(run_echo(&mut cmd))
 }
 
-/// C++ probe printing the ROCm headers' values of what `rocm_device::amd_abi` holds.
+/// C++ probe printing the ROCm headers' value of every ABI table entry (HIP, rocBLAS, MIOpen).
 fn abi_probe_source() -> String {
-    let (_, fields) = rocm_device::amd_abi::device_prop_layout();
-    let mut s = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <hip/hip_runtime_api.h>\n#include <hip/hiprtc.h>\n#include <rocblas/rocblas.h>\n#include <miopen/miopen.h>\nint main(void) {\n",
-    );
-    for (key, expr) in [
-        ("HIP_SUCCESS", "hipSuccess"),
-        ("HIP_ERROR_OUT_OF_MEMORY", "hipErrorOutOfMemory"),
-        ("HIP_ERROR_NO_DEVICE", "hipErrorNoDevice"),
-        ("HIP_ERROR_NOT_FOUND", "hipErrorNotFound"),
-        ("HIP_STREAM_NON_BLOCKING", "hipStreamNonBlocking"),
-        ("HIPRTC_SUCCESS", "HIPRTC_SUCCESS"),
-        ("ROCBLAS_STATUS_SUCCESS", "rocblas_status_success"),
-        ("ROCBLAS_OPERATION_NONE", "rocblas_operation_none"),
-        ("ROCBLAS_OPERATION_TRANSPOSE", "rocblas_operation_transpose"),
-        ("ROCBLAS_DATATYPE_F16_R", "rocblas_datatype_f16_r"),
-        ("ROCBLAS_DATATYPE_F32_R", "rocblas_datatype_f32_r"),
-        ("ROCBLAS_DATATYPE_F64_R", "rocblas_datatype_f64_r"),
-        ("ROCBLAS_DATATYPE_BF16_R", "rocblas_datatype_bf16_r"),
-        ("ROCBLAS_GEMM_ALGO_STANDARD", "rocblas_gemm_algo_standard"),
-        ("ROCBLAS_GEMM_FLAGS_NONE", "rocblas_gemm_flags_none"),
-        ("MIOPEN_STATUS_SUCCESS", "miopenStatusSuccess"),
-        ("MIOPEN_HALF", "miopenHalf"),
-        ("MIOPEN_FLOAT", "miopenFloat"),
-        ("MIOPEN_BFLOAT16", "miopenBFloat16"),
-        ("MIOPEN_CONVOLUTION", "miopenConvolution"),
-        ("MIOPEN_TRANSPOSE", "miopenTranspose"),
-        ("MIOPEN_POOLING_MAX", "miopenPoolingMax"),
-        ("MIOPEN_POOLING_AVERAGE", "miopenPoolingAverage"),
-        (
-            "sizeof_miopenConvSolution_t",
-            "sizeof(miopenConvSolution_t)",
-        ),
-        (
-            "miopenConvSolution_t.time",
-            "offsetof(miopenConvSolution_t, time)",
-        ),
-        (
-            "miopenConvSolution_t.workspace_size",
-            "offsetof(miopenConvSolution_t, workspace_size)",
-        ),
-        (
-            "miopenConvSolution_t.solution_id",
-            "offsetof(miopenConvSolution_t, solution_id)",
-        ),
-        (
-            "miopenConvSolution_t.algorithm",
-            "offsetof(miopenConvSolution_t, algorithm)",
-        ),
-        (
-            "sizeof_miopenConvAlgoPerf_t",
-            "sizeof(miopenConvAlgoPerf_t)",
-        ),
-        (
-            "miopenConvAlgoPerf_t.fwd_algo",
-            "offsetof(miopenConvAlgoPerf_t, fwd_algo)",
-        ),
-        (
-            "miopenConvAlgoPerf_t.time",
-            "offsetof(miopenConvAlgoPerf_t, time)",
-        ),
-        (
-            "miopenConvAlgoPerf_t.memory",
-            "offsetof(miopenConvAlgoPerf_t, memory)",
-        ),
-        (
-            "sizeof_miopenConvFwdAlgorithm_t",
-            "sizeof(miopenConvFwdAlgorithm_t)",
-        ),
-    ] {
-        s += &format!("  printf(\"{key} %lu\\n\", (unsigned long)({expr}));\n");
+    let headers: Vec<&str> = [
+        rocm_device::amd_abi::HEADERS,
+        rocm_blas::rocblas::abi::HEADERS,
+        rocm_dnn::miopen::abi::HEADERS,
+    ]
+    .concat();
+    let tables: Vec<&[rocm_device::abi::AbiValue]> = [
+        rocm_device::amd_abi::TABLES,
+        &[rocm_blas::rocblas::abi::TABLE],
+        rocm_dnn::miopen::abi::TABLES,
+    ]
+    .concat();
+    rocm_device::abi::probe_source(&headers, &tables)
+}
+
+/// Where this machine's AMD tier runs: natively where ROCm and an AMD GPU are installed, else
+/// in the Debian sid chroot (as root on Linux), else nowhere.
+enum AmdTierHost {
+    /// ROCm's include folder.
+    Native(PathBuf),
+    Chroot,
+}
+
+fn amd_tier_host() -> Result<AmdTierHost, String> {
+    let rocm =
+        std::env::var_os("ROCM_PATH").map_or_else(|| PathBuf::from("/opt/rocm"), PathBuf::from);
+    if Path::new("/dev/kfd").exists() && rocm.join("include/hip/hiprtc.h").exists() {
+        return Ok(AmdTierHost::Native(rocm.join("include")));
     }
-    s += "  printf(\"sizeof_hipDeviceProp_tR0600 %lu\\n\", (unsigned long)sizeof(hipDeviceProp_tR0600));\n";
-    for (field, _) in fields {
-        s += &format!("  printf(\"{field} %lu\\n\", (unsigned long)offsetof(hipDeviceProp_tR0600, {field}));\n");
+    if !cfg!(target_os = "linux") {
+        return Err("needs Linux".into());
     }
-    s + "  return 0;\n}\n"
+    if !is_root() {
+        return Err("needs root to build and enter the chroot".into());
+    }
+    Ok(AmdTierHost::Chroot)
+}
+
+/// Builds the probe against `include` and writes its output to `dest`.
+fn run_abi_probe(work: &Path, include: &Path, dest: &Path) -> Result<(), String> {
+    // C++: miopen.h names a struct without its `struct` tag.
+    std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
+    std::fs::write(work.join("abi_probe.cpp"), abi_probe_source()).map_err(|e| e.to_string())?;
+    let (ok, _) = run_echo(
+        Command::new("c++")
+            .arg("-D__HIP_PLATFORM_AMD__")
+            .arg(format!("-I{}", include.display()))
+            .arg(work.join("abi_probe.cpp"))
+            .arg("-o")
+            .arg(work.join("abi_probe")),
+    )?;
+    if !ok {
+        return Err("the ABI probe did not compile against the ROCm headers".into());
+    }
+    let out = Command::new(work.join("abi_probe"))
+        .output()
+        .map_err(|e| e.to_string())?;
+    std::fs::write(dest, &out.stdout).map_err(|e| e.to_string())
+}
+
+/// The `amd_tier` test binary of each package.
+fn amd_tier_binaries() -> Result<Vec<PathBuf>, String> {
+    let mut binaries = Vec::new();
+    for package in AMD_TIER_PACKAGES {
+        let exes = test_executables(&[
+            "-p",
+            package,
+            "--features",
+            "amd-tier",
+            "--test",
+            "amd_tier",
+        ])?;
+        let (_, exe) = exes
+            .into_iter()
+            .find(|(n, _)| n.ends_with("/amd_tier"))
+            .ok_or_else(|| format!("no amd_tier test binary in {package}"))?;
+        binaries.push(exe);
+    }
+    Ok(binaries)
 }
 
 fn amd_tier() -> TierOutcome {
-    if !cfg!(target_os = "linux") {
-        return TierOutcome::Skipped("needs Linux".into());
+    let host = match amd_tier_host() {
+        Ok(h) => h,
+        Err(why) => return TierOutcome::Skipped(why),
+    };
+    let work = root().join("target").join("amd-tier");
+    match host {
+        AmdTierHost::Native(include) => {
+            let probe = work.join("abi.txt");
+            let binaries =
+                match run_abi_probe(&work, &include, &probe).and_then(|()| amd_tier_binaries()) {
+                    Ok(b) => b,
+                    Err(e) => return TierOutcome::Broken(e),
+                };
+            let mut all = String::new();
+            let mut all_ok = true;
+            for binary in binaries {
+                match run_echo(
+                    Command::new(binary)
+                        .env("CANDLE_ROCM_ABI_PROBE", &probe)
+                        .env("CANDLE_ROCM_AMD_TIER_EXPECT", "device")
+                        .args(["--nocapture", "--test-threads=1"]),
+                ) {
+                    Ok((ok, text)) => {
+                        all_ok &= ok;
+                        all += &text;
+                    }
+                    Err(e) => return TierOutcome::Broken(e),
+                }
+            }
+            outcome_of(Ok((all_ok, all)))
+        }
+        AmdTierHost::Chroot => chroot_amd_tier(&work),
     }
-    if !is_root() {
-        return TierOutcome::Skipped("needs root to build and enter the chroot".into());
-    }
+}
+
+fn chroot_amd_tier(work: &Path) -> TierOutcome {
     let script = root().join("xtask").join("scripts").join("amd-chroot.sh");
     println!("AMD tier: preparing the ROCm chroot at {CHROOT_DIR} (first time: about a minute)");
     match run_echo(Command::new("bash").arg(&script).arg(CHROOT_DIR)) {
@@ -348,37 +383,16 @@ fn amd_tier() -> TierOutcome {
         Err(e) => return TierOutcome::Broken(e),
     }
     let chroot = PathBuf::from(CHROOT_DIR);
-    // The header probe: built on the host with the chroot's headers, run on the host. C++:
-    // miopen.h names a struct without its `struct` tag.
-    let work = root().join("target").join("amd-tier");
+    // The probe is built on the host with the chroot's headers; every package's `amd_tier`
+    // test binary runs inside the chroot.
     let prepare = || -> Result<Vec<String>, String> {
-        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
-        std::fs::write(work.join("abi_probe.cpp"), abi_probe_source())
-            .map_err(|e| e.to_string())?;
-        let (ok, _) = run_echo(
-            Command::new("c++")
-                .arg("-D__HIP_PLATFORM_AMD__")
-                .arg(format!("-I{}", chroot.join("usr/include").display()))
-                .arg(work.join("abi_probe.cpp"))
-                .arg("-o")
-                .arg(work.join("abi_probe")),
+        run_abi_probe(
+            work,
+            &chroot.join("usr/include"),
+            &chroot.join("tmp/candle-rocm-abi.txt"),
         )?;
-        if !ok {
-            return Err("the ABI probe did not compile against the ROCm headers".into());
-        }
-        let out = Command::new(work.join("abi_probe"))
-            .output()
-            .map_err(|e| e.to_string())?;
-        std::fs::write(chroot.join("tmp/candle-rocm-abi.txt"), &out.stdout)
-            .map_err(|e| e.to_string())?;
-        // Every package's `amd_tier` test binary runs inside the chroot.
         let mut inside = Vec::new();
-        for package in AMD_TIER_PACKAGES {
-            let exes = test_executables(&["-p", package, "--test", "amd_tier"])?;
-            let (_, exe) = exes
-                .into_iter()
-                .find(|(n, _)| n.ends_with("/amd_tier"))
-                .ok_or_else(|| format!("no amd_tier test binary in {package}"))?;
+        for (package, exe) in AMD_TIER_PACKAGES.iter().zip(amd_tier_binaries()?) {
             let name = format!("tmp/candle-rocm-amd-tier-{package}");
             std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
             inside.push(format!("/{name}"));
@@ -397,12 +411,8 @@ fn amd_tier() -> TierOutcome {
                 .arg(&chroot)
                 .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
                 .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
-                .args([
-                    binary.as_str(),
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ]),
+                .arg("CANDLE_ROCM_AMD_TIER_EXPECT=no-device")
+                .args([binary.as_str(), "--nocapture", "--test-threads=1"]),
         ) {
             Ok((ok, text)) => {
                 all_ok &= ok;
@@ -439,11 +449,13 @@ const CANDLE_TEST_PACKAGES: [&str; 6] = [
     "candle-rocm-e2e",
 ];
 /// Features of the materialised workspace for Candle's tests on the nvidia platform.
-const CANDLE_NVIDIA_FEATURES: &str = "candle-core/rocm,candle-nn/rocm,candle-rocm/nvidia";
+const CANDLE_NVIDIA_FEATURES: &str =
+    "candle-core/rocm-gpu-tests,candle-nn/rocm-gpu-tests,candle-rocm-e2e/gpu-tests,candle-rocm/nvidia";
 
 /// Candle 0.11.1 with our patches, on this machine's CPU: the patched crates build without
-/// and with `rocm`, Candle's own tests pass with it (their ROCm arms are ignored without a
-/// GPU), and the e2e crate checks `Device::new_rocm` where there is no GPU.
+/// and with `rocm`, Candle's own tests pass with it (their ROCm arms are built with
+/// `rocm-gpu-tests` only, for the GPU pack), and the e2e crate checks `Device::new_rocm`
+/// where there is no GPU.
 fn candle_tier() -> TierOutcome {
     if let Err(e) = crate::candle::run() {
         return TierOutcome::Broken(e);
@@ -511,12 +523,16 @@ fn candle_tier() -> TierOutcome {
     TierOutcome::Ran { passed, failed }
 }
 
-fn gpu_present() -> bool {
+/// The GPU this machine has, by the platform that drives it.
+fn gpu_platform() -> Option<rocm_device::Platform> {
+    if Path::new("/dev/kfd").exists() {
+        return Some(rocm_device::Platform::Amd);
+    }
     Command::new("nvidia-smi")
         .arg("-L")
         .output()
         .is_ok_and(|o| o.status.success())
-        || Path::new("/dev/kfd").exists()
+        .then_some(rocm_device::Platform::Nvidia)
 }
 
 /// A tier that a flag can skip: (name, flag, runner).
@@ -530,10 +546,15 @@ pub fn test(args: &[String]) -> Result<bool, String> {
         "unit (cargo test --workspace)",
         outcome_of(run_echo(cargo().args(["test", "--workspace"]))),
     );
-    // (b) NVRTC compile tier, (c) AMD tier in the ROCm chroot; each can be skipped by flag.
+    // (b) NVRTC compile tier, (c) AMD tier (native or in the ROCm chroot), Candle's tests on
+    // the CPU; each can be skipped by flag.
     let optional: [OptionalTier; 3] = [
         ("NVRTC compile (sm_90)", "--skip-nvrtc", nvrtc_tier),
-        ("AMD (hiprtc, ROCm 6.4 chroot)", "--skip-amd", amd_tier),
+        (
+            "AMD (hiprtc and the ROCm 6.4 libraries)",
+            "--skip-amd",
+            amd_tier,
+        ),
         ("Candle 0.11.1 patched (CPU)", "--skip-candle", candle_tier),
     ];
     for (name, flag, run) in optional {
@@ -544,26 +565,32 @@ pub fn test(args: &[String]) -> Result<bool, String> {
         };
         tally.tier(name, outcome);
     }
-    // (d) GPU tests, where a GPU is present
-    if gpu_present() {
-        let mut cmd = cargo();
-        cmd.args([
-            "test",
-            "--workspace",
-            "--features",
-            NVIDIA_FEATURES,
-            "--",
-            "--include-ignored",
-        ]);
-        tally.tier("GPU", outcome_of(run_echo(&mut cmd)));
-    } else {
-        tally.tier(
+    // (d) GPU tests, where a GPU is present: only the `gpu` test targets, on its platform.
+    match gpu_platform() {
+        Some(platform) => {
+            let features = match platform {
+                rocm_device::Platform::Nvidia => format!("{GPU_TEST_FEATURES},{NVIDIA_FEATURES}"),
+                rocm_device::Platform::Amd => GPU_TEST_FEATURES.to_string(),
+            };
+            let mut cmd = cargo();
+            cmd.env(rocm_device::config::PLATFORM_ENV, platform.as_str())
+                .args([
+                    "test",
+                    "--workspace",
+                    "--features",
+                    &features,
+                    "--test",
+                    "gpu",
+                ]);
+            tally.tier("GPU", outcome_of(run_echo(&mut cmd)));
+        }
+        None => tally.tier(
             "GPU",
             TierOutcome::Skipped(
                 "no GPU on this machine; run cargo xtask gpu-pack and bash .gpu/run.sh on one"
                     .into(),
             ),
-        );
+        ),
     }
     println!("== tiers ==");
     for line in &tally.lines {
@@ -573,44 +600,8 @@ pub fn test(args: &[String]) -> Result<bool, String> {
     Ok(tally.failed == 0)
 }
 
-const RUN_SH: &str = r#"#!/usr/bin/env bash
-# Runs the packed GPU suite: every test binary with --include-ignored, then the demo.
-# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck]
-# GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
-# with it set the demo is left out.
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
-export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
-# The binaries (tests, model demo) travel compressed; unpacked once, here.
-[ -d "$here/tests" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
-wrap=()
-if [ "${1:-}" = "--sanitize" ]; then
-  # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
-  wrap=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
-fi
-passed=0; failed=0
-for t in "$here"/tests/${GPU_TESTS:-*}; do
-  echo "== $(basename "$t")"
-  out=$("${wrap[@]}" "$t" --include-ignored --test-threads=1 --nocapture 2>&1); rc=$?
-  echo "$out"
-  p=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' | awk '{s+=$1} END {print s+0}')
-  f=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | awk '{s+=$1} END {print s+0}')
-  # Under a sanitizer, a binary that never touches the GPU makes the tool exit non-zero.
-  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && ! echo "$out" | grep -q "terminated before first instrumented API call"; then f=1; fi
-  passed=$((passed + p)); failed=$((failed + f))
-done
-# The demo twice on a fresh kernel cache: a cold compile, then a load from disk.
-demo_cache=$(mktemp -d)
-[ -n "${GPU_TESTS:-}" ] && passes="" || passes="cold warm"
-for pass in $passes; do
-  echo "== demo ($pass kernel cache)"
-  if CANDLE_ROCM_CACHE_DIR=$demo_cache "$here/xtask" demo; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-done
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
-"#;
+/// The GPU pack's runner (`.gpu/run.sh`).
+const RUN_SH: &str = include_str!("../scripts/gpu-run.sh");
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
 pub fn gpu_pack() -> Result<bool, String> {
@@ -620,7 +611,8 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::remove_dir_all(&out).map_err(|e| e.to_string())?;
     }
     std::fs::create_dir_all(&tests_dir).map_err(|e| e.to_string())?;
-    let mut exes = test_executables(&["--release", "--workspace", "--features", NVIDIA_FEATURES])?;
+    let features = format!("{GPU_TEST_FEATURES},{NVIDIA_FEATURES}");
+    let mut exes = test_executables(&["--release", "--workspace", "--features", &features])?;
     crate::candle::run()?;
     exes.extend(
         test_executables_of(
@@ -635,13 +627,10 @@ pub fn gpu_pack() -> Result<bool, String> {
         .into_iter()
         .filter(|(n, _)| CANDLE_DEVICE_TESTS.contains(&n.as_str())),
     );
-    // The compile tiers need no GPU (the AMD one needs the ROCm chroot): they run in
-    // `cargo xtask test`, not on the GPU machine's time.
+    // Only test targets without a tier feature and the GPU ones are built here; the compile
+    // tiers run in `cargo xtask test`, not on the GPU machine's time.
     let mut packed = 0;
-    for (name, exe) in exes
-        .iter()
-        .filter(|(n, _)| !n.ends_with("/amd_tier") && !n.ends_with("/nvrtc_tier"))
-    {
+    for (name, exe) in &exes {
         packed += 1;
         // `<crate dir>-<binary>`: GPU_TESTS='rocm-indexing-*' runs one crate's tests
         let stem = exe

@@ -9,15 +9,19 @@ use crate::GemmCall;
 
 /// rocBLAS enum values (rocblas-types.h) and the symbols we call.
 pub mod abi {
-    pub const ROCBLAS_STATUS_SUCCESS: i32 = 0;
-    pub const ROCBLAS_OPERATION_NONE: i32 = 111;
-    pub const ROCBLAS_OPERATION_TRANSPOSE: i32 = 112;
-    pub const ROCBLAS_DATATYPE_F16_R: i32 = 150;
-    pub const ROCBLAS_DATATYPE_F32_R: i32 = 151;
-    pub const ROCBLAS_DATATYPE_F64_R: i32 = 152;
-    pub const ROCBLAS_DATATYPE_BF16_R: i32 = 168;
-    pub const ROCBLAS_GEMM_ALGO_STANDARD: i32 = 0;
-    pub const ROCBLAS_GEMM_FLAGS_NONE: u32 = 0;
+    rocm_device::abi_constants!(TABLE;
+        ROCBLAS_STATUS_SUCCESS: i32 = 0 => "rocblas_status_success";
+        ROCBLAS_OPERATION_NONE: i32 = 111 => "rocblas_operation_none";
+        ROCBLAS_OPERATION_TRANSPOSE: i32 = 112 => "rocblas_operation_transpose";
+        ROCBLAS_DATATYPE_F16_R: i32 = 150 => "rocblas_datatype_f16_r";
+        ROCBLAS_DATATYPE_F32_R: i32 = 151 => "rocblas_datatype_f32_r";
+        ROCBLAS_DATATYPE_F64_R: i32 = 152 => "rocblas_datatype_f64_r";
+        ROCBLAS_DATATYPE_BF16_R: i32 = 168 => "rocblas_datatype_bf16_r";
+        ROCBLAS_GEMM_ALGO_STANDARD: i32 = 0 => "rocblas_gemm_algo_standard";
+        ROCBLAS_GEMM_FLAGS_NONE: u32 = 0 => "rocblas_gemm_flags_none";
+    );
+    /// The header the table's expressions need.
+    pub const HEADERS: &[&str] = &["rocblas/rocblas.h"];
     /// Every function of the FFI table.
     pub const SYMBOLS: [&str; 5] = [
         "rocblas_create_handle",

@@ -157,7 +157,7 @@ mod tests {
     fn damaged_images_are_errors_not_panics() {
         assert!(kernel_symbols(b"not elf").is_err());
         let img = elf(&[("a", 0x12)]);
-        for cut in [8, 40, 70, img.len() - 1] {
+        for cut in [8, 40, 70, img.len() - 40] {
             assert!(kernel_symbols(&img[..cut]).is_err(), "cut at {cut}");
         }
     }

@@ -16,6 +16,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod abi;
 pub mod code_object;
 pub mod compile;
 pub mod config;

@@ -32,14 +32,20 @@ type Ptr = *mut c_void;
 
 /// MIOpen enum values and structs (miopen.h).
 pub mod abi {
-    pub const MIOPEN_STATUS_SUCCESS: i32 = 0;
-    pub const MIOPEN_HALF: i32 = 0;
-    pub const MIOPEN_FLOAT: i32 = 1;
-    pub const MIOPEN_BFLOAT16: i32 = 5;
-    pub const MIOPEN_CONVOLUTION: i32 = 0;
-    pub const MIOPEN_TRANSPOSE: i32 = 1;
-    pub const MIOPEN_POOLING_MAX: i32 = 0;
-    pub const MIOPEN_POOLING_AVERAGE: i32 = 1;
+    use rocm_device::abi::AbiValue;
+
+    rocm_device::abi_constants!(TABLE;
+        MIOPEN_STATUS_SUCCESS: i32 = 0 => "miopenStatusSuccess";
+        MIOPEN_HALF: i32 = 0 => "miopenHalf";
+        MIOPEN_FLOAT: i32 = 1 => "miopenFloat";
+        MIOPEN_BFLOAT16: i32 = 5 => "miopenBFloat16";
+        MIOPEN_CONVOLUTION: i32 = 0 => "miopenConvolution";
+        MIOPEN_TRANSPOSE: i32 = 1 => "miopenTranspose";
+        MIOPEN_POOLING_MAX: i32 = 0 => "miopenPoolingMax";
+        MIOPEN_POOLING_AVERAGE: i32 = 1 => "miopenPoolingAverage";
+        /// The algorithm enums are ints (the union in `miopenConvAlgoPerf_t` is one int).
+        ALGORITHM_ENUM_BYTES: usize = 4 => "sizeof(miopenConvFwdAlgorithm_t)";
+    );
 
     /// `miopenConvSolution_t`.
     #[repr(C)]
@@ -59,6 +65,28 @@ pub mod abi {
         pub time: f32,
         pub memory: usize,
     }
+
+    pub const CONV_SOLUTION_LAYOUT: &[AbiValue] = rocm_device::struct_layout!(
+        ConvSolution,
+        "miopenConvSolution_t",
+        [
+            time => "time",
+            workspace_size => "workspace_size",
+            solution_id => "solution_id",
+            algorithm => "algorithm",
+        ]
+    );
+
+    pub const CONV_ALGO_PERF_LAYOUT: &[AbiValue] = rocm_device::struct_layout!(
+        ConvAlgoPerf,
+        "miopenConvAlgoPerf_t",
+        [algo => "fwd_algo", time => "time", memory => "memory"]
+    );
+
+    /// Every table of the MIOpen FFI.
+    pub const TABLES: &[&[AbiValue]] = &[TABLE, CONV_SOLUTION_LAYOUT, CONV_ALGO_PERF_LAYOUT];
+    /// The header the tables' expressions need.
+    pub const HEADERS: &[&str] = &["miopen/miopen.h"];
 }
 
 /// Declares the FFI table: one field per symbol, resolved together at load.

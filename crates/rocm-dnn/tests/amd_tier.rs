@@ -5,26 +5,14 @@
 //! MIOpen's own output-dim functions agree with the dims we compute.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
-
 use rocm_device::DType;
 use rocm_dnn::miopen::{self, abi, MiOpenLib};
 use rocm_dnn::*;
 
-fn probe() -> HashMap<String, i64> {
+fn probe() -> String {
     let path = std::env::var("CANDLE_ROCM_ABI_PROBE")
         .expect("CANDLE_ROCM_ABI_PROBE names the probe output");
-    std::fs::read_to_string(path)
-        .expect("probe output readable")
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                v.trim().parse().expect("numeric probe value"),
-            )
-        })
-        .collect()
+    std::fs::read_to_string(path).expect("probe output readable")
 }
 
 #[test]
@@ -40,65 +28,9 @@ fn every_miopen_symbol_resolves() {
 
 #[test]
 fn miopen_enums_and_structs_match_the_header() {
-    let header = probe();
-    let size = |t: usize| t as i64;
-    let ours: Vec<(&str, i64)> = vec![
-        ("MIOPEN_STATUS_SUCCESS", abi::MIOPEN_STATUS_SUCCESS.into()),
-        ("MIOPEN_HALF", abi::MIOPEN_HALF.into()),
-        ("MIOPEN_FLOAT", abi::MIOPEN_FLOAT.into()),
-        ("MIOPEN_BFLOAT16", abi::MIOPEN_BFLOAT16.into()),
-        ("MIOPEN_CONVOLUTION", abi::MIOPEN_CONVOLUTION.into()),
-        ("MIOPEN_TRANSPOSE", abi::MIOPEN_TRANSPOSE.into()),
-        ("MIOPEN_POOLING_MAX", abi::MIOPEN_POOLING_MAX.into()),
-        ("MIOPEN_POOLING_AVERAGE", abi::MIOPEN_POOLING_AVERAGE.into()),
-        (
-            "sizeof_miopenConvSolution_t",
-            size(std::mem::size_of::<abi::ConvSolution>()),
-        ),
-        (
-            "miopenConvSolution_t.time",
-            size(std::mem::offset_of!(abi::ConvSolution, time)),
-        ),
-        (
-            "miopenConvSolution_t.workspace_size",
-            size(std::mem::offset_of!(abi::ConvSolution, workspace_size)),
-        ),
-        (
-            "miopenConvSolution_t.solution_id",
-            size(std::mem::offset_of!(abi::ConvSolution, solution_id)),
-        ),
-        (
-            "miopenConvSolution_t.algorithm",
-            size(std::mem::offset_of!(abi::ConvSolution, algorithm)),
-        ),
-        (
-            "sizeof_miopenConvAlgoPerf_t",
-            size(std::mem::size_of::<abi::ConvAlgoPerf>()),
-        ),
-        (
-            "miopenConvAlgoPerf_t.fwd_algo",
-            size(std::mem::offset_of!(abi::ConvAlgoPerf, algo)),
-        ),
-        (
-            "miopenConvAlgoPerf_t.time",
-            size(std::mem::offset_of!(abi::ConvAlgoPerf, time)),
-        ),
-        (
-            "miopenConvAlgoPerf_t.memory",
-            size(std::mem::offset_of!(abi::ConvAlgoPerf, memory)),
-        ),
-        ("sizeof_miopenConvFwdAlgorithm_t", 4),
-    ];
-    for (key, value) in &ours {
-        let h = header
-            .get(*key)
-            .unwrap_or_else(|| panic!("probe lacks {key}"));
-        assert_eq!(h, value, "{key}: header {h}, ours {value}");
-    }
-    println!(
-        "AMD tier: {} MIOpen enum values and struct offsets equal the header's",
-        ours.len()
-    );
+    let checked = rocm_device::abi::check_against_probe(abi::TABLES, &probe())
+        .unwrap_or_else(|problems| panic!("{}", problems.join("\n")));
+    println!("AMD tier: {checked} MIOpen enum values and struct offsets equal the header's");
 }
 
 /// The conv2d / conv_transpose2d / conv1d / conv_transpose1d grid of the GPU tests.

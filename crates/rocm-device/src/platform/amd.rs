@@ -15,40 +15,39 @@ use super::{
 };
 use crate::error::{Error, Result};
 
-/// Enum values passed to or compared with HIP. The AMD tier compares each with the header.
+/// Enum values passed to or compared with HIP, and the `hipDeviceProp_tR0600` fields read;
+/// the AMD tier compares each with the ROCm headers.
 pub mod abi {
-    pub const HIP_SUCCESS: u32 = 0;
-    pub const HIP_ERROR_OUT_OF_MEMORY: u32 = 2;
-    pub const HIP_ERROR_NO_DEVICE: u32 = 100;
-    pub const HIP_ERROR_NOT_FOUND: u32 = 500;
-    pub const HIP_STREAM_NON_BLOCKING: u32 = 1;
-    pub const HIPRTC_SUCCESS: u32 = 0;
+    use crate::abi::AbiValue;
 
-    /// (field, byte offset) of the hipDeviceProp_tR0600 fields we read, and its size.
-    pub fn device_prop_layout() -> (usize, Vec<(&'static str, usize)>) {
-        use cubecl_hip_sys::hipDeviceProp_tR0600 as P;
-        (
-            std::mem::size_of::<P>(),
-            vec![
-                ("name", std::mem::offset_of!(P, name)),
-                ("totalGlobalMem", std::mem::offset_of!(P, totalGlobalMem)),
-                (
-                    "sharedMemPerBlock",
-                    std::mem::offset_of!(P, sharedMemPerBlock),
-                ),
-                ("warpSize", std::mem::offset_of!(P, warpSize)),
-                (
-                    "maxThreadsPerBlock",
-                    std::mem::offset_of!(P, maxThreadsPerBlock),
-                ),
-                (
-                    "multiProcessorCount",
-                    std::mem::offset_of!(P, multiProcessorCount),
-                ),
-                ("gcnArchName", std::mem::offset_of!(P, gcnArchName)),
-            ],
-        )
-    }
+    crate::abi_constants!(TABLE;
+        HIP_SUCCESS: u32 = 0 => "hipSuccess";
+        HIP_ERROR_OUT_OF_MEMORY: u32 = 2 => "hipErrorOutOfMemory";
+        HIP_ERROR_NO_DEVICE: u32 = 100 => "hipErrorNoDevice";
+        HIP_ERROR_NOT_FOUND: u32 = 500 => "hipErrorNotFound";
+        HIP_STREAM_NON_BLOCKING: u32 = 1 => "hipStreamNonBlocking";
+        HIPRTC_SUCCESS: u32 = 0 => "HIPRTC_SUCCESS";
+    );
+
+    /// Size and offsets of the hipDeviceProp_tR0600 fields we read.
+    pub const DEVICE_PROP_LAYOUT: &[AbiValue] = crate::struct_layout!(
+        cubecl_hip_sys::hipDeviceProp_tR0600,
+        "hipDeviceProp_tR0600",
+        [
+            name => "name",
+            totalGlobalMem => "totalGlobalMem",
+            sharedMemPerBlock => "sharedMemPerBlock",
+            warpSize => "warpSize",
+            maxThreadsPerBlock => "maxThreadsPerBlock",
+            multiProcessorCount => "multiProcessorCount",
+            gcnArchName => "gcnArchName",
+        ]
+    );
+
+    /// Every table of the amd platform.
+    pub const TABLES: &[&[AbiValue]] = &[TABLE, DEVICE_PROP_LAYOUT];
+    /// The headers the tables' expressions need.
+    pub const HEADERS: &[&str] = &["hip/hip_runtime_api.h", "hip/hiprtc.h"];
 }
 
 const HINT: &str = "install ROCm 6.2 or newer (libamdhip64, libhiprtc; Debian/Ubuntu: \

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Runs every benchmark and its peers on this GPU; writes bench.json, bench.md and run.log
+# under $OUT (default .bench/results).
+# Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# torch loads the CUDA libraries it bundles: python runs with the caller's library path
+py_env=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
+export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
+out=${OUT:-$here/results}; mkdir -p "$out"
+work=$(mktemp -d)
+quick=""; crates=1; ops=1; model=1
+for a in "$@"; do
+  case $a in
+    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;;
+  esac
+done
+[ -d "$here/bin" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
+exec > >(tee "$out/run.log") 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$work/gpu.txt"
+cat "$work/gpu.txt"
+py=$here/py
+python=("${py_env[@]}" python3)
+# 1. the op crates' own benches (no Candle in between), each with its torch peer
+if [ $crates = 1 ]; then
+  for b in "$here"/bin/*_bench; do
+    name=$(basename "$b"); echo "== $name"
+    "$b" > "$work/crate-$name.jsonl" &&
+      "${python[@]}" "$py/torch_${name%_bench}.py" "$work/crate-$name.jsonl" "$work/crate-$name.md" ||
+      echo "FAILED: $name"
+  done
+fi
+# 2. Candle ops on Device::Rocm and Device::Cuda (one process), then torch; twice, for noise
+for pass in 1 2; do
+  [ $ops = 1 ] || break
+  echo "== Candle ops, pass $pass"
+  "$here/bin/candle-rocm-bench" ops $quick > "$work/ops-$pass.jsonl" || echo "FAILED: Candle ops"
+  "${python[@]}" "$py/torch_candle_ops.py" "$work/ops-$pass.jsonl" "$work/torch-ops-$pass.jsonl" $quick ||
+    echo "FAILED: torch ops"
+done
+# 3. the llama model, one process per peer, each twice; then once more per peer with
+# nvidia-smi sampling its device memory (apart from the timed runs: a query can stall them)
+if [ $model = 1 ]; then
+  "$here/bin/candle-rocm-bench" model --save-weights "$work/llama.safetensors" \
+    --save-config "$work/llama.json" --repeats 5 --device none || echo "FAILED: writing the weights"
+  for pass in 1 2 mem; do
+    [ $pass = mem ] && { nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
+      -lms 100 > "$work/mem.csv" & smi=$!; }
+    for dev in rocm cuda; do
+      echo "== model on $dev, pass $pass"
+      "$here/bin/candle-rocm-bench" model --device $dev --repeats 5 \
+        --logits "$work/logits-$dev-$pass.f32" > "$work/model-$dev-$pass.json" &
+      pid=$!; wait $pid || echo "FAILED: model on $dev"; echo $pid > "$work/pid-$dev-$pass"
+    done
+    echo "== model on torch, pass $pass"
+    "${python[@]}" "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
+      "$work/model-torch-$pass.json" "$work/logits-torch-$pass.f32" &
+    pid=$!; wait $pid || echo "FAILED: model on torch"; echo $pid > "$work/pid-torch-$pass"
+  done
+  kill $smi
+  # the reference: the same model in f32 on each peer
+  for dev in rocm cuda; do
+    echo "== model on $dev, f32"
+    "$here/bin/candle-rocm-bench" model --device $dev --dtype f32 --repeats 1 \
+      --logits "$work/logits-$dev-f32.f32" > "$work/model-$dev-f32.json" || echo "FAILED: f32 on $dev"
+  done
+  echo "== model on torch, f32"
+  "${python[@]}" "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
+    "$work/model-torch-f32.json" "$work/logits-torch-f32.f32" --f32 || echo "FAILED: f32 on torch"
+fi
+# the raw figures travel back too, so the report can be redone anywhere
+tar -C "$work" -cJf "$out/raw.tar.xz" --exclude=llama.safetensors .
+"${python[@]}" "$py/report.py" "$work" "$here/COMMIT" "$out"
