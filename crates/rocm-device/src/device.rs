@@ -543,7 +543,7 @@ impl Device {
         }
         if args.overflowed() {
             return Err(Error::InvalidLaunch {
-                function: function.name.clone(),
+                function: function.name.to_string(),
                 reason: format!(
                     "more than {} bytes or {} arguments",
                     crate::launch::MAX_WORDS * 8,
@@ -794,7 +794,7 @@ impl Module {
         Ok(Function {
             module: self.clone(),
             handle,
-            name: entry.to_string(),
+            name: entry.into(),
         })
     }
 }
@@ -807,12 +807,12 @@ impl Drop for Module {
     }
 }
 
-/// A kernel entry point; keeps its module loaded.
+/// A kernel entry point; keeps its module loaded. Cloning it allocates nothing.
 #[derive(Clone)]
 pub struct Function {
     module: Arc<Module>,
     handle: Handle,
-    name: String,
+    name: Arc<str>,
 }
 
 impl fmt::Debug for Function {
