@@ -352,23 +352,13 @@ fn amd_tier() -> TierOutcome {
                     Ok(b) => b,
                     Err(e) => return TierOutcome::Broken(e),
                 };
-            let mut all = String::new();
-            let mut all_ok = true;
-            for binary in binaries {
-                match run_echo(
-                    Command::new(binary)
-                        .env("CANDLE_ROCM_ABI_PROBE", &probe)
-                        .env("CANDLE_ROCM_AMD_TIER_EXPECT", "device")
-                        .args(["--nocapture", "--test-threads=1"]),
-                ) {
-                    Ok((ok, text)) => {
-                        all_ok &= ok;
-                        all += &text;
-                    }
-                    Err(e) => return TierOutcome::Broken(e),
-                }
-            }
-            outcome_of(Ok((all_ok, all)))
+            run_all(binaries.into_iter().map(|binary| {
+                let mut c = Command::new(binary);
+                c.env("CANDLE_ROCM_ABI_PROBE", &probe)
+                    .env("CANDLE_ROCM_AMD_TIER_EXPECT", "device")
+                    .args(["--nocapture", "--test-threads=1"]);
+                c
+            }))
         }
         AmdTierHost::Chroot => chroot_amd_tier(&work),
     }
@@ -403,17 +393,23 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
         Ok(b) => b,
         Err(e) => return TierOutcome::Broken(e),
     };
+    run_all(binaries.iter().map(|binary| {
+        let mut c = Command::new("chroot");
+        c.arg(&chroot)
+            .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
+            .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
+            .arg("CANDLE_ROCM_AMD_TIER_EXPECT=no-device")
+            .args([binary.as_str(), "--nocapture", "--test-threads=1"]);
+        c
+    }))
+}
+
+/// Runs every command (test binaries of one tier) and sums their results.
+fn run_all(commands: impl Iterator<Item = Command>) -> TierOutcome {
     let mut all = String::new();
     let mut all_ok = true;
-    for binary in binaries {
-        match run_echo(
-            Command::new("chroot")
-                .arg(&chroot)
-                .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
-                .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
-                .arg("CANDLE_ROCM_AMD_TIER_EXPECT=no-device")
-                .args([binary.as_str(), "--nocapture", "--test-threads=1"]),
-        ) {
+    for mut command in commands {
+        match run_echo(&mut command) {
             Ok((ok, text)) => {
                 all_ok &= ok;
                 all += &text;

@@ -527,6 +527,26 @@ impl Device {
         st
     }
 
+    /// Queues the kernel `op` of `module` for `key` as a grid-stride launch over `n` items
+    /// (`LaunchConfig::for_elements`).
+    pub fn launch_elements(
+        &self,
+        (module, op, key): (
+            &'static rocm_kernels::KernelModule,
+            &'static str,
+            &'static str,
+        ),
+        n: u64,
+        args: &mut LaunchArgs,
+    ) -> Result<()> {
+        let function = self.kernel(module, op, key)?;
+        self.launch(
+            &function,
+            LaunchConfig::for_elements(n, &self.inner.info),
+            args,
+        )
+    }
+
     /// Queues `function` on the stream. Buffers named in `args` must belong to this handle.
     pub fn launch(
         &self,

@@ -3,9 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
-use rocm_device::{
-    kernels, Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Operand, Result,
-};
+use rocm_device::{kernels, Buffer, DType, Device, Error, LaunchArgs, Layout, Operand, Result};
 
 use crate::params::{ConvSpec, Direction, Pool2dParams};
 
@@ -112,20 +110,6 @@ fn span(l: &Layout) -> usize {
         + 1
 }
 
-fn launch(
-    device: &Device,
-    (op, key): (&'static str, &'static str),
-    n: usize,
-    args: &mut LaunchArgs,
-) -> Result<()> {
-    let f = device.kernel(&kernels::CONV, op, key)?;
-    device.launch(
-        &f,
-        LaunchConfig::for_elements(n as u64, device.info()),
-        args,
-    )
-}
-
 /// (b, c, h, w) with each (h, w) plane contiguous: the plane is one gemm row of length h * w.
 fn planes_are_rows(l: &Layout) -> bool {
     let (h, w) = (l.dims[2], l.dims[3]);
@@ -212,7 +196,7 @@ pub fn conv_forward(
             .push(n as u64)
             .push(b0 as u64)
             .push(geometry.for_launch(n, extent));
-        launch(device, ("conv_im2col", key), n, &mut args)?;
+        device.launch_elements((&kernels::CONV, "conv_im2col", key), n as u64, &mut args)?;
         for grp in 0..g {
             let cols = Layout::new(&[nb, k_g, l], &[rows * l, l, 1], grp * k_g * l);
             let wl = weights(nb, grp);
@@ -307,7 +291,7 @@ pub fn conv_transpose(
             .push(n as u64)
             .push(b0 as u64)
             .push(geometry.for_launch(n, (b * c_out * oh * ow).max(per * rows * l)));
-        launch(device, ("conv_col2im", key), n, &mut args)?;
+        device.launch_elements((&kernels::CONV, "conv_col2im", key), n as u64, &mut args)?;
     }
     Ok(out)
 }
@@ -366,7 +350,7 @@ pub fn conv_transpose_direct(
         .push(Strides4::of(kernel.layout))
         .push(u(spec.channels)?)
         .push(u(spec.groups)?);
-    launch(device, (KERNEL, key), n, &mut args)?;
+    device.launch_elements((&kernels::CONV, KERNEL, key), n as u64, &mut args)?;
     Ok(out)
 }
 
@@ -393,7 +377,11 @@ pub fn pool2d(
         .push_buffer(&out)
         .push(n as u64)
         .push(geometry.for_launch(n, span(input_l).max(n)));
-    launch(device, (kernel, dtype.as_str()), n, &mut args)?;
+    device.launch_elements(
+        (&kernels::CONV, kernel, dtype.as_str()),
+        n as u64,
+        &mut args,
+    )?;
     Ok(out)
 }
 

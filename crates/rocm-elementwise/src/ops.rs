@@ -197,12 +197,7 @@ fn launch_elements(
         return Ok(());
     }
     let _span = tracing::debug_span!("op", op, dtype = %key, n).entered();
-    let function = device.kernel(module, op, key.as_str())?;
-    device.launch(
-        &function,
-        LaunchConfig::for_elements(n as u64, device.info()),
-        args,
-    )
+    device.launch_elements((module, op, key.as_str()), n as u64, args)
 }
 
 fn alloc_out(device: &Device, dtype: DType, n: usize) -> Result<Buffer> {

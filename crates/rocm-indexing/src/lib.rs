@@ -84,7 +84,28 @@ struct Job<'a> {
     opts: &'a IndexOptions,
 }
 
-impl Job<'_> {
+impl<'a> Job<'a> {
+    /// The checks every gather-like op makes: `src` fits its buffer, the ids are an index
+    /// dtype and fit theirs, `dim` exists.
+    fn checked(
+        (device, op): (&'a Device, &'static str),
+        src: &Operand<'_>,
+        ids: Operand<'a>,
+        dim: usize,
+        opts: &'a IndexOptions,
+    ) -> Result<Self> {
+        src.check(op)?;
+        check_ids(op, &ids)?;
+        check_dim(op, &src.layout.dims, dim)?;
+        Ok(Job {
+            device,
+            op,
+            ids,
+            dim,
+            opts,
+        })
+    }
+
     /// The INDEXING op spelled by `parts` followed by the ids' dtype.
     fn kernel_op(&self, prefix: &str, variant: Option<&str>) -> Result<&'static str> {
         let ids = self.ids.dtype.as_str();
@@ -165,16 +186,6 @@ fn width_of(op: &'static str, bytes: usize) -> Result<&'static str> {
         .ok_or_else(|| Error::InvalidLayout(format!("{op}: {bytes}-byte unit")))
 }
 
-fn launch_elems(
-    device: &Device,
-    (op, key): (&'static str, &'static str),
-    n: u64,
-    args: &mut LaunchArgs,
-) -> Result<()> {
-    let f = device.kernel(&kernels::INDEXING, op, key)?;
-    device.launch(&f, LaunchConfig::for_elements(n, device.info()), args)
-}
-
 /// out = src[.., ids[i], ..] walked over `out_dims`: the shared core of gather and
 /// index_select, `ids_strides` being the ids' view over the output's shape.
 fn gather_core(
@@ -221,7 +232,7 @@ fn gather_core(
         )?);
     bad.push(&mut args);
     let _span = tracing::debug_span!("gather", op = job.op, %dtype, n, unit = u.k).entered();
-    launch_elems(device, (kernel, key), n_units, &mut args)?;
+    device.launch_elements((&kernels::INDEXING, kernel, key), n_units, &mut args)?;
     bad.finish(device, job.op, src_dim)?;
     Ok(out)
 }
@@ -319,21 +330,12 @@ pub fn index_select(
     opts: &IndexOptions,
 ) -> Result<Buffer> {
     const OP: &str = "index_select";
-    src.check(OP)?;
-    check_ids(OP, &ids)?;
-    check_dim(OP, &src.layout.dims, dim)?;
+    let job = Job::checked((device, OP), &src, ids, dim, opts)?;
     let [n_ids] = ids.layout.dims[..] else {
         return Err(shape_err(
             OP,
             format!("ids must be 1-D, got dims {:?}", ids.layout.dims),
         ));
-    };
-    let job = Job {
-        device,
-        op: OP,
-        ids,
-        dim,
-        opts,
     };
     let mut out_dims = src.layout.dims.clone();
     out_dims[dim] = n_ids;
@@ -355,17 +357,8 @@ pub fn gather(
     opts: &IndexOptions,
 ) -> Result<Buffer> {
     const OP: &str = "gather";
-    src.check(OP)?;
-    check_ids(OP, &ids)?;
-    check_dim(OP, &src.layout.dims, dim)?;
+    let job = Job::checked((device, OP), &src, ids, dim, opts)?;
     same_except(OP, "ids", &ids.layout.dims, "src", &src.layout.dims, dim)?;
-    let job = Job {
-        device,
-        op: OP,
-        ids,
-        dim,
-        opts,
-    };
     if let Some(out) = gather_last(job, src)? {
         return Ok(out);
     }
@@ -470,7 +463,7 @@ fn scatter_core(
             .push(src.layout.strides[dim] as u64);
         bad.push(&mut args);
         let kernel = job.kernel_op(prefix, Some("own"))?;
-        launch_elems(device, (kernel, key), n_cols as u64, &mut args)?;
+        device.launch_elements((&kernels::INDEXING, kernel, key), n_cols as u64, &mut args)?;
         return bad.finish(device, op, dst_dim);
     }
     let walk = Walk::new(
@@ -498,7 +491,7 @@ fn scatter_core(
                 .push(src_view);
             bad.push(&mut args);
             let kernel = job.kernel_op("scatter_add", Some("atomic"))?;
-            launch_elems(device, (kernel, key), n as u64, &mut args)?;
+            device.launch_elements((&kernels::INDEXING, kernel, key), n as u64, &mut args)?;
         }
         Update::Set => {
             // one claim word per destination position the layout can reach
@@ -514,7 +507,7 @@ fn scatter_core(
                 .push(ids_view);
             bad.push(&mut args);
             let claim = job.kernel_op("scatter_claim", None)?;
-            launch_elems(device, (claim, key), n as u64, &mut args)?;
+            device.launch_elements((&kernels::INDEXING, claim, key), n as u64, &mut args)?;
             let mut args = LaunchArgs::new();
             args.push_buffer(dst.buffer)
                 .push_buffer(&win)
@@ -527,7 +520,7 @@ fn scatter_core(
                 .push(ids_view)
                 .push(src_view);
             let won = job.kernel_op("scatter_won", None)?;
-            launch_elems(device, (won, key), n as u64, &mut args)?;
+            device.launch_elements((&kernels::INDEXING, won, key), n as u64, &mut args)?;
         }
     }
     bad.finish(device, op, dst_dim)

@@ -1,7 +1,7 @@
 //! Nearest and bilinear upsampling of (b, c, [h,] w) tensors of any layout.
 
 use rocm_device::{
-    kernels, Buffer, DType, Device, Error, KernelLayout, LaunchArgs, LaunchConfig, Operand, Result,
+    kernels, Buffer, DType, Device, Error, KernelLayout, LaunchArgs, Operand, Result,
 };
 
 /// (batch, channel) layout with the start offset, then the spatial (dim, stride) pairs.
@@ -30,20 +30,6 @@ fn split(
         .zip(l.strides[2..].iter().copied())
         .collect();
     Ok((outer, spatial))
-}
-
-fn launch(
-    device: &Device,
-    (op, key): (&'static str, &'static str),
-    n: usize,
-    args: &mut LaunchArgs,
-) -> Result<()> {
-    let f = device.kernel(&kernels::UPSAMPLE, op, key)?;
-    device.launch(
-        &f,
-        LaunchConfig::for_elements(n as u64, device.info()),
-        args,
-    )
 }
 
 fn width(dtype: DType) -> Result<&'static str> {
@@ -76,7 +62,7 @@ pub fn upsample_nearest1d(device: &Device, src: Operand<'_>, w_out: usize) -> Re
         .push(w_in as u64)
         .push(w_out as u64)
         .push(w_in as f64 / w_out as f64);
-    launch(device, (OP, key), n, &mut args)?;
+    device.launch_elements((&kernels::UPSAMPLE, OP, key), n as u64, &mut args)?;
     Ok(out)
 }
 
@@ -158,7 +144,7 @@ fn resize2d(
         .push(w_in as u64)
         .push(h_out as u64)
         .push(w_out as u64);
-    let kernel = match bilinear {
+    let (op, key) = match bilinear {
         None => {
             args.push(h_in as f64 / h_out as f64)
                 .push(w_in as f64 / w_out as f64);
@@ -172,7 +158,7 @@ fn resize2d(
             ("upsample_bilinear2d", dtype.as_str())
         }
     };
-    launch(device, kernel, n, &mut args)?;
+    device.launch_elements((&kernels::UPSAMPLE, op, key), n as u64, &mut args)?;
     Ok(out)
 }
 
