@@ -433,6 +433,8 @@ DEVICE double m_max(double a, double b) { return fmax(a, b); }
 // a CPU computation that rounds each step.
 DEVICE float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 DEVICE double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
+DEVICE float m_add_rn(float a, float b) { return __fadd_rn(a, b); }
+DEVICE float m_sub_rn(float a, float b) { return __fsub_rn(a, b); }
 // -inf of the argument's type (no INFINITY macro without the C headers).
 DEVICE float m_neg_inf(float) { return __int_as_float((int)0xff800000u); }
 DEVICE double m_neg_inf(double) { return __longlong_as_double((long long)0xfff0000000000000ull); }

@@ -420,10 +420,34 @@ pub const RANDOM: KernelModule = KernelModule {
     }],
 };
 
+/// GGUF block types, named as the keys of the quantized kernels (Candle's `GgmlDType`).
+pub const GGML_TYPES: [&str; 15] = [
+    "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2k", "q3k", "q4k",
+    "q5k", "q6k", "q8k",
+];
+
+/// GGUF blocks: dequantize to f32 / f16 / bf16, and embedding rows, per block type:
+/// `<op>_<out dtype>_<type>`.
+pub const QUANTIZED: KernelModule = KernelModule {
+    name: "quantized",
+    source: include_str!("quantized.hip"),
+    groups: &[EntryGroup {
+        ops: &[
+            "dequantize_f32",
+            "dequantize_f16",
+            "dequantize_bf16",
+            "embedding_f32",
+            "embedding_f16",
+            "embedding_bf16",
+        ],
+        dtypes: &GGML_TYPES,
+    }],
+};
+
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
-    &CONV, &RANDOM,
+    &CONV, &RANDOM, &QUANTIZED,
 ];
 
 #[cfg(test)]

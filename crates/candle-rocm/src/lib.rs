@@ -13,6 +13,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod device;
+pub mod quantized;
 mod storage;
 
 pub use device::{RocmDevice, DEFAULT_SEED};

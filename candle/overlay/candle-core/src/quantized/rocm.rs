@@ -1,16 +1,13 @@
 //! Quantized tensors on a ROCm device.
 //!
 //! The blocks stay in ggml's layout in device memory. Quantizing runs on the host, as it does
-//! for CUDA. Dequantizing also runs on the host for now: the blocks come down, the CPU
-//! backend's dequantize runs, and the f32 values go back up. A matmul dequantizes the weights
-//! to the input's dtype and runs one gemm. The results are correct but slow; device-side
-//! dequantize and quantized matmul kernels are the open work.
+//! for CUDA, and the blocks are uploaded once. Dequantize, embedding and the matmul run on the
+//! device (candle-rocm's `quantized`, over rocm-quantized): nothing comes back to the host.
 
-use std::borrow::Cow;
-
-use zerocopy::IntoBytes;
+use candle_rocm as rocm;
 
 use super::{GgmlDType, GgmlType, QStorage, QuantizedType};
+use crate::rocm_backend::{dtype_to_rocm, layout as rocm_layout, wrap};
 use crate::backend::{BackendDevice, BackendStorage};
 use crate::{CpuStorage, DType, Layout, Result, RocmDevice, RocmStorage, Shape};
 
@@ -117,20 +114,27 @@ impl QRocmStorage {
         }
     }
 
-    /// The blocks as the CPU backend's quantized storage.
-    fn to_host(&self) -> Result<Box<dyn QuantizedType>> {
-        let bytes = self.data()?;
-        // The block structs hold f16/f32 fields: view them from 8-byte aligned memory.
-        let mut words = vec![0u64; bytes.len().div_ceil(8)];
-        let aligned = &mut words.as_mut_bytes()[..bytes.len()];
-        aligned.copy_from_slice(&bytes);
-        Ok(self.dtype.from_data(Cow::Borrowed(aligned)))
+    /// The blocks as candle-rocm's (rows, k) matrix view.
+    fn matrix(&self, rows: usize, k: usize) -> rocm::quantized::QMatrix<'_> {
+        rocm::quantized::QMatrix {
+            blocks: self.data.inner(),
+            ty: ggml_type(self.dtype),
+            rows,
+            k,
+        }
     }
 
     /// The values as an f32 buffer on the device.
     pub fn dequantize(&self, elem_count: usize) -> Result<RocmStorage> {
-        let values = self.to_host()?.dequantize(elem_count)?;
-        self.device.storage_from_cpu_storage_owned(values)
+        self.dequantize_as(elem_count, DType::F32)
+    }
+
+    fn dequantize_as(&self, elem_count: usize, dtype: DType) -> Result<RocmStorage> {
+        let values = self
+            .matrix(1, elem_count)
+            .dequantize(dtype_to_rocm(dtype, "dequantize")?)
+            .map_err(wrap)?;
+        Ok(self.device.wrap_storage(values))
     }
 
     /// `x @ w^T` for this (n, k) weight, as `QMatMul` computes it on the CPU.
@@ -140,33 +144,19 @@ impl QRocmStorage {
         x: &RocmStorage,
         layout: &Layout,
     ) -> Result<(RocmStorage, Shape)> {
-        if !layout.is_contiguous() {
-            crate::bail!("input tensor is not contiguous {layout:?}")
-        }
         let (n, k) = self_shape.dims2()?;
         let src_dims = layout.shape().dims();
         if src_dims.len() < 2 {
             crate::bail!("input tensor has only one dimension {layout:?}")
         }
-        if src_dims[src_dims.len() - 1] != k {
-            crate::bail!("input tensor {layout:?} incompatible with {self_shape:?}")
-        }
-        let dtype = x.dtype();
-        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-            crate::bail!("quantized matmul expects f32/f16/bf16 input, got {dtype:?}")
-        }
         let mut dst_dims = src_dims.to_vec();
         dst_dims.pop();
         dst_dims.push(n);
-        let m = layout.shape().elem_count() / k;
-        let mut w = self.dequantize(n * k)?;
-        if dtype != DType::F32 {
-            w = w.to_dtype(&Layout::contiguous((n, k)), dtype)?;
-        }
-        let lhs_l = Layout::contiguous_with_offset((m, k), layout.start_offset());
-        let rhs_l = Layout::new(Shape::from((k, n)), vec![1, k], 0);
-        let out = x.matmul(&w, (1, m, n, k), &lhs_l, &rhs_l)?;
-        Ok((out, Shape::from(dst_dims)))
+        let out = self
+            .matrix(n, k)
+            .forward(x.inner(), &rocm_layout(layout))
+            .map_err(wrap)?;
+        Ok((self.device.wrap_storage(out), Shape::from(dst_dims)))
     }
 
     /// Rows `ids` of this (rows, hidden) table, in f32.
@@ -177,8 +167,31 @@ impl QRocmStorage {
         ids: &RocmStorage,
         ids_l: &Layout,
     ) -> Result<RocmStorage> {
-        let table = self.dequantize(rows * hidden)?;
-        table.index_select(ids, &Layout::contiguous((rows, hidden)), ids_l, 0)
+        let values = self
+            .matrix(rows, hidden)
+            .embedding(ids.inner(), &rocm_layout(ids_l), rocm::DType::F32)
+            .map_err(wrap)?;
+        Ok(self.device.wrap_storage(values))
+    }
+}
+
+fn ggml_type(dtype: GgmlDType) -> rocm::quantized::GgmlType {
+    match dtype {
+        GgmlDType::F32 => rocm::quantized::GgmlType::F32,
+        GgmlDType::F16 => rocm::quantized::GgmlType::F16,
+        GgmlDType::BF16 => rocm::quantized::GgmlType::BF16,
+        GgmlDType::Q4_0 => rocm::quantized::GgmlType::Q4_0,
+        GgmlDType::Q4_1 => rocm::quantized::GgmlType::Q4_1,
+        GgmlDType::Q5_0 => rocm::quantized::GgmlType::Q5_0,
+        GgmlDType::Q5_1 => rocm::quantized::GgmlType::Q5_1,
+        GgmlDType::Q8_0 => rocm::quantized::GgmlType::Q8_0,
+        GgmlDType::Q8_1 => rocm::quantized::GgmlType::Q8_1,
+        GgmlDType::Q2K => rocm::quantized::GgmlType::Q2K,
+        GgmlDType::Q3K => rocm::quantized::GgmlType::Q3K,
+        GgmlDType::Q4K => rocm::quantized::GgmlType::Q4K,
+        GgmlDType::Q5K => rocm::quantized::GgmlType::Q5K,
+        GgmlDType::Q6K => rocm::quantized::GgmlType::Q6K,
+        GgmlDType::Q8K => rocm::quantized::GgmlType::Q8K,
     }
 }
 

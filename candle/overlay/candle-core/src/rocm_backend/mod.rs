@@ -10,11 +10,11 @@ use crate::op::{BinaryOpT, CmpOp, ReduceOp, UnaryOpT};
 use crate::{CpuStorage, DType, Layout, Result, Shape};
 
 /// A candle-rocm error as candle's.
-fn wrap(e: rocm::Error) -> crate::Error {
+pub(crate) fn wrap(e: rocm::Error) -> crate::Error {
     crate::Error::Rocm(Box::new(e)).bt()
 }
 
-fn dtype_to_rocm(dtype: DType, op: &'static str) -> Result<rocm::DType> {
+pub(crate) fn dtype_to_rocm(dtype: DType, op: &'static str) -> Result<rocm::DType> {
     Ok(match dtype {
         DType::U8 => rocm::DType::U8,
         DType::U32 => rocm::DType::U32,
@@ -45,7 +45,7 @@ fn dtype_from_rocm(dtype: rocm::DType) -> DType {
     }
 }
 
-fn layout(l: &Layout) -> rocm::Layout {
+pub(crate) fn layout(l: &Layout) -> rocm::Layout {
     rocm::Layout::new(l.dims(), l.stride(), l.start_offset())
 }
 
@@ -130,7 +130,7 @@ impl RocmDevice {
         rocm::RocmDevice::count().map_err(wrap)
     }
 
-    fn wrap_storage(&self, s: rocm::RocmStorage) -> RocmStorage {
+    pub(crate) fn wrap_storage(&self, s: rocm::RocmStorage) -> RocmStorage {
         RocmStorage {
             inner: s,
             device: self.clone(),

@@ -1,0 +1,64 @@
+//! GGUF blocks held in a `RocmStorage` of bytes: dequantize, embedding and `QMatMul`'s
+//! forward on the device (rocm-quantized), for Candle's `QRocmStorage`.
+
+use rocm_device::{DType, Error, Layout, Result};
+pub use rocm_quantized::GgmlType;
+use rocm_quantized::QWeights;
+
+use crate::RocmStorage;
+
+/// A (rows, k) matrix of `ty` blocks whose bytes are `blocks`.
+#[derive(Debug, Clone, Copy)]
+pub struct QMatrix<'a> {
+    pub blocks: &'a RocmStorage,
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub k: usize,
+}
+
+impl QMatrix<'_> {
+    fn weights(&self) -> Result<QWeights<'_>> {
+        if self.blocks.dtype() != DType::U8 {
+            return Err(Error::UnsupportedDType {
+                op: "quantized blocks",
+                dtype: self.blocks.dtype(),
+            });
+        }
+        Ok(QWeights {
+            buffer: self.blocks.buffer(),
+            ty: self.ty,
+            rows: self.rows,
+            k: self.k,
+        })
+    }
+
+    /// Every value as a new contiguous storage of `out` (f32, f16 or bf16).
+    pub fn dequantize(&self, out: DType) -> Result<RocmStorage> {
+        let device = self.blocks.device();
+        let values = rocm_quantized::dequantize(device.raw(), self.weights()?, out)?;
+        Ok(device.storage(values, out))
+    }
+
+    /// Rows `ids` (u32) of the table, in `out`; an id past the table is an error when the
+    /// device's configuration checks indices, else a zero row.
+    pub fn embedding(&self, ids: &RocmStorage, ids_l: &Layout, out: DType) -> Result<RocmStorage> {
+        let device = self.blocks.device();
+        let check = device.config().check_indices;
+        let values = rocm_quantized::embedding(
+            device.raw(),
+            self.weights()?,
+            ids.operand(ids_l),
+            (out, check),
+        )?;
+        Ok(device.storage(values, out))
+    }
+
+    /// `x . w^T` for x (.., k) of f32, f16 or bf16: a contiguous (.., rows) storage of x's
+    /// dtype.
+    pub fn forward(&self, x: &RocmStorage, x_l: &Layout) -> Result<RocmStorage> {
+        let device = self.blocks.device();
+        let blas = device.blas()?;
+        let out = rocm_quantized::matmul(&blas, self.weights()?, x.operand(x_l))?;
+        Ok(device.storage(out, x.dtype()))
+    }
+}
