@@ -426,8 +426,8 @@ pub const GGML_TYPES: [&str; 15] = [
     "q5k", "q6k", "q8k",
 ];
 
-/// GGUF blocks: dequantize to f32 / f16 / bf16, and embedding rows, per block type:
-/// `<op>_<out dtype>_<type>`.
+/// GGUF blocks: dequantize to f32 / f16 / bf16, embedding rows and mat-vec products, per block
+/// type: `<op>_<value dtype>_<type>`.
 pub const QUANTIZED: KernelModule = KernelModule {
     name: "quantized",
     source: include_str!("quantized.hip"),
@@ -439,6 +439,9 @@ pub const QUANTIZED: KernelModule = KernelModule {
             "embedding_f32",
             "embedding_f16",
             "embedding_bf16",
+            "matvec_f32",
+            "matvec_f16",
+            "matvec_bf16",
         ],
         dtypes: &GGML_TYPES,
     }],

@@ -6,7 +6,8 @@
 // m_add_rn, m_sub_rn), so the results are bit-exact with `QTensor::dequantize`.
 //
 // Entries: `dequantize_<out>_<type>` (out: f32, f16, bf16; type: the GgmlDType as a key such as
-// q4_0 or q4k) and `embedding_<out>_<type>` (the rows `ids` of a (rows, k) table).
+// q4_0 or q4k), `embedding_<out>_<type>` (the rows `ids` of a (rows, k) table) and
+// `matvec_<x>_<type>` (x . w^T for up to 8 rows of activations x, accumulated in f32).
 
 DEVICE float q_f16(const u8* p) {
     f16_t h;
@@ -212,6 +213,44 @@ DEVICE void embedding(const u8* table, const u32* ids, O* out, u64 n_ids, u64 ro
     }
 }
 
+// ---- mat-vec: y = x . w^T for 1 to MATVEC_MAX_ROWS rows of activations -----------------------
+
+#define MATVEC_MAX_ROWS 8
+
+DEVICE float q_load(const float* x, u64 i) { return x[i]; }
+DEVICE float q_load(const f16_t* x, u64 i) { return f16_to_f32(x[i]); }
+DEVICE float q_load(const bf16_t* x, u64 i) { return bf16_to_f32(x[i]); }
+
+// One warp (of whatever width the device has) per row j of the (n, k) weights: the lanes walk
+// the row's values in step, each multiplies its value into every activation row, and a
+// butterfly over the warp sums each row's products. The weights are read in place, once.
+template <typename Q, typename X>
+DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
+    const u32 lane = threadIdx.x % warpSize;
+    const u64 warps = blockDim.x / warpSize;
+    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
+        float acc[MATVEC_MAX_ROWS];
+#pragma unroll
+        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
+        const u8* wj = w + j * row_bytes;
+        for (u64 i = lane; i < k; i += warpSize) {
+            const u64 blk = i / Q::BLOCK;
+            const float v = Q::value(wj + blk * Q::BYTES, (int)(i - blk * Q::BLOCK));
+#pragma unroll
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r)
+                if (r < (int)rows) acc[r] += v * q_load(x, r * k + i);
+        }
+#pragma unroll
+        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+            if (r >= (int)rows) break;
+            float s = acc[r];
+            for (int o = warpSize / 2; o > 0; o >>= 1) s += warp_shfl_xor(s, o);
+            if (lane == 0) q_store(y, r * n + j, s);
+        }
+    }
+}
+
 #define QUANT_KERNELS(NAME, Q)                                                                   \
     KERNEL void dequantize_f32_##NAME(const u8* in, float* out, u64 n) { dequantize<Q>(in, out, n); } \
     KERNEL void dequantize_f16_##NAME(const u8* in, f16_t* out, u64 n) { dequantize<Q>(in, out, n); } \
@@ -224,6 +263,15 @@ DEVICE void embedding(const u8* table, const u32* ids, O* out, u64 n_ids, u64 ro
     }                                                                                            \
     KERNEL void embedding_bf16_##NAME(const u8* t, const u32* ids, bf16_t* out, u64 n_ids, u64 rows, u64 k, u32* bad) { \
         embedding<Q>(t, ids, out, n_ids, rows, k, bad);                                               \
+    }                                                                                            \
+    KERNEL void matvec_f32_##NAME(const u8* w, const float* x, float* y, u64 n, u64 k, u32 rows) { \
+        matvec<Q>(w, x, y, n, k, rows);                                                          \
+    }                                                                                            \
+    KERNEL void matvec_f16_##NAME(const u8* w, const f16_t* x, f16_t* y, u64 n, u64 k, u32 rows) { \
+        matvec<Q>(w, x, y, n, k, rows);                                                          \
+    }                                                                                            \
+    KERNEL void matvec_bf16_##NAME(const u8* w, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
+        matvec<Q>(w, x, y, n, k, rows);                                                          \
     }
 
 // One variant per type: the runtime compiles the types a model uses.

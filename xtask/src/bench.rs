@@ -12,12 +12,13 @@ use crate::tiers::{
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
-const CRATE_BENCHES: [(&str, &str); 5] = [
+const CRATE_BENCHES: [(&str, &str); 6] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
     ("rocm-reduce", "reduce_bench"),
     ("rocm-indexing", "indexing_bench"),
     ("rocm-dnn", "conv_bench"),
+    ("rocm-quantized", "quantized_bench"),
 ];
 
 /// The Python side: torch peers and the report.

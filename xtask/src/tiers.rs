@@ -9,10 +9,10 @@ use crate::root;
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 const NVIDIA_FEATURES: &str =
-    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,candle-rocm/nvidia";
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,rocm-quantized/nvidia,candle-rocm/nvidia";
 /// The features that build every crate's GPU test target.
 const GPU_TEST_FEATURES: &str =
-    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,candle-rocm/gpu-tests";
+    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,rocm-quantized/gpu-tests,candle-rocm/gpu-tests";
 /// Packages with an `amd_tier` test target (feature `amd-tier`).
 const AMD_TIER_PACKAGES: [&str; 3] = ["rocm-device", "rocm-blas", "rocm-dnn"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.

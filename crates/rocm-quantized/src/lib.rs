@@ -7,12 +7,13 @@
 //! - [`embedding`]: rows of a (rows, k) table picked by u32 ids; only those rows are
 //!   dequantized.
 //! - [`matmul`]: `x . w^T` for activations x (.., k) of f32, f16 or bf16, as `QMatMul` does:
-//!   the weights dequantized to x's dtype on the device, then one gemm through rocm-blas.
+//!   for 1 to 8 rows (decode) a mat-vec kernel reads the blocks in place (f32 accumulation),
+//!   for more rows the weights are dequantized to x's dtype and one gemm runs (rocm-blas).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use rocm_blas::{Blas, MatmulShape};
-use rocm_device::{kernels, LaunchArgs};
+use rocm_device::{kernels, Contiguous, LaunchArgs, LaunchConfig};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 
 /// Candle's `GgmlDType`: the block types of GGUF files.
@@ -270,9 +271,9 @@ pub fn embedding(
     Ok(y)
 }
 
-/// `x . w^T`: x is (.., k) of f32, f16 or bf16 with contiguous rows, w is (n, k); the result
-/// is a new contiguous (.., n) buffer of x's dtype. The weights are dequantized to x's dtype
-/// on the device, then one gemm runs.
+/// `x . w^T`: x is (.., k) of f32, f16 or bf16, w is (n, k); the result is a new contiguous
+/// (.., n) buffer of x's dtype. Up to 8 rows of x: the mat-vec kernel; more: the weights are
+/// dequantized to x's dtype on the device, then one gemm runs.
 pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     const OP: &str = "quantized matmul";
     w.check(OP)?;
@@ -298,6 +299,9 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     let m = x.elem_count().checked_div(k).unwrap_or(0);
     let device = blas.device();
     let xc = x.contiguous(OP)?;
+    if (1..=MATVEC_MAX_ROWS).contains(&m) {
+        return matvec(device, w, (&xc, dtype), m);
+    }
     let wd = dequantize(device, w, dtype)?;
     let n = w.rows;
     let x_l = Layout::contiguous_at(&[1, m, k], xc.start());
@@ -310,6 +314,53 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     )
 }
 
+/// Most activation rows the mat-vec kernel takes (MATVEC_MAX_ROWS in quantized.hip); more
+/// rows go through a dequantize and the BLAS.
+pub const MATVEC_MAX_ROWS: usize = 8;
+
+/// `m` (1 to 8) contiguous rows of activations times the weights read in place: one warp per
+/// weight row.
+fn matvec(
+    device: &Device,
+    w: QWeights<'_>,
+    (x, dtype): (&Contiguous<'_>, DType),
+    m: usize,
+) -> Result<Buffer> {
+    const OP: &str = "quantized matvec";
+    let kernel = kernel_op("matvec", dtype)?;
+    let n = w.rows;
+    let y = device.alloc(m * n * dtype.size_in_bytes())?;
+    if n == 0 || w.k == 0 {
+        if w.k == 0 {
+            device.memset(&y, 0, y.len(), 0)?;
+        }
+        return Ok(y);
+    }
+    let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
+    let f = device.kernel(&kernels::QUANTIZED, kernel, w.ty.key())?;
+    let block = 256u32;
+    let rows_per_block = u64::from(block / device.info().warp_size.max(1));
+    let cap = u64::from(device.info().multiprocessor_count.max(1)) * 16;
+    let config = LaunchConfig {
+        grid: [
+            (n as u64).div_ceil(rows_per_block).clamp(1, cap) as u32,
+            1,
+            1,
+        ],
+        block: [block, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    let mut args = LaunchArgs::new();
+    args.push_buffer(w.buffer);
+    x.push(&mut args)?;
+    args.push_buffer(&y)
+        .push(n as u64)
+        .push(w.k as u64)
+        .push(m as u32);
+    device.launch(&f, config, &mut args)?;
+    Ok(y)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,7 +369,7 @@ mod tests {
     fn every_type_has_its_kernels_in_the_table() {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
-            for op in ["dequantize", "embedding"] {
+            for op in ["dequantize", "embedding", "matvec"] {
                 for out in [DType::F32, DType::F16, DType::BF16] {
                     let kernel = kernel_op(op, out).unwrap();
                     assert!(kernels::QUANTIZED.entry_point(kernel, ty.key()).is_some());
