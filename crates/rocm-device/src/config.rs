@@ -83,14 +83,28 @@ impl Config {
     /// The configuration of this process's environment, read on first call; an error when
     /// `CANDLE_ROCM_PLATFORM` names no platform.
     pub fn global() -> Result<&'static Config> {
-        static GLOBAL: OnceLock<std::result::Result<Config, String>> = OnceLock::new();
-        GLOBAL
-            .get_or_init(|| {
-                Config::from_lookup(|k| std::env::var(k).ok())
-                    .map_err(|_| std::env::var(PLATFORM_ENV).unwrap_or_default())
-            })
-            .as_ref()
-            .map_err(|bad| crate::Error::InvalidPlatform(bad.clone()))
+        match Self::process() {
+            (_, Some(bad)) => Err(crate::Error::InvalidPlatform(bad.clone())),
+            (config, None) => Ok(config),
+        }
+    }
+
+    /// The process's options for a caller that names its platform itself: the environment's
+    /// every other field, whatever `CANDLE_ROCM_PLATFORM` holds.
+    pub(crate) fn global_options() -> &'static Config {
+        &Self::process().0
+    }
+
+    /// The environment, read once: its configuration (an unknown platform name left out) and
+    /// that name, if any.
+    fn process() -> &'static (Config, Option<String>) {
+        static PROCESS: OnceLock<(Config, Option<String>)> = OnceLock::new();
+        PROCESS.get_or_init(|| {
+            let lookup = |k: &str| std::env::var(k).ok();
+            let bad = lookup(PLATFORM_ENV)
+                .filter(|v| !v.trim().is_empty() && v.parse::<Platform>().is_err());
+            (Config::from_lookup_lenient(lookup), bad)
+        })
     }
 
     /// Reads the environment now (errors on an unknown platform name).
@@ -200,6 +214,22 @@ mod tests {
             xdg.kernel_cache_dir.as_deref(),
             Some(std::path::Path::new("/x/candle-rocm"))
         );
+    }
+
+    #[test]
+    fn every_listed_variable_changes_the_configuration() {
+        let base = [("HOME", "/h")];
+        let plain = from(&base).unwrap();
+        for var in ENV_VARS {
+            let value = match var {
+                PLATFORM_ENV => "nvidia",
+                CACHE_DIR_ENV => "/c",
+                POOL_MAX_CACHED_ENV => "4096",
+                REDUCED_PRECISION_ENV => "f16",
+                _ => "1",
+            };
+            assert_ne!(from(&[base[0], (var, value)]).unwrap(), plain, "{var}");
+        }
     }
 
     #[test]

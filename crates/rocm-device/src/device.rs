@@ -137,10 +137,9 @@ impl Device {
         Self::open(platform, ordinal, config)
     }
 
-    /// Opens device `ordinal` of `platform` with the process's configuration.
+    /// Opens device `ordinal` of `platform` with the process's other options.
     pub fn with_platform(platform: Platform, ordinal: usize) -> Result<Self> {
-        let config = Config::global().cloned().unwrap_or_default();
-        Self::open(platform, ordinal, config)
+        Self::open(platform, ordinal, Config::global_options().clone())
     }
 
     fn open(platform: Platform, ordinal: usize, config: Config) -> Result<Self> {

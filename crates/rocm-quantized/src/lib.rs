@@ -260,9 +260,17 @@ pub fn embedding(
         device.copy_dtoh(&b, 0, &mut count)?;
         let count = u32::from_le_bytes(count);
         if count > 0 {
+            // The error path only: the ids come back to name the first bad one.
+            let mut raw = vec![0u8; n_ids * 4];
+            device.copy_dtoh(ids_data.buffer(), ids_data.start() * 4, &mut raw)?;
+            let index = raw
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .find(|&id| id as usize >= w.rows)
+                .map_or(-1, i64::from);
             return Err(Error::IndexOutOfRange {
                 op: OP,
-                index: -1,
+                index,
                 size: w.rows,
                 count: u64::from(count),
             });
