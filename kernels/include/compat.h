@@ -263,6 +263,31 @@ DEVICE lane_mask_t warp_ballot(int pred) { return (lane_mask_t)__ballot_sync(CAN
 #endif
 
 // ---------------------------------------------------------------------------------------------
+// Integer dot product: the four signed bytes of a times those of b, summed, plus c.
+// NVIDIA: dp4a. AMD: v_dot4_i32_i8 on CDNA (gfx908..gfx950) and RDNA2, v_dot4_i32_iu8 (both
+// operands signed) on RDNA3 and RDNA4; other targets multiply the bytes one at a time.
+#if defined(CANDLE_ROCM_AMD)
+DEVICE int dot4_i8(int a, int b, int c) {
+#if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__) || defined(__gfx1030__) || \
+    defined(__gfx1031__) || defined(__gfx1032__) || defined(__gfx1034__) || defined(__gfx1035__) || \
+    defined(__gfx1036__)
+#define CANDLE_ROCM_DOT4_NATIVE 1
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#elif defined(__GFX11__) || defined(__GFX12__)
+#define CANDLE_ROCM_DOT4_NATIVE 1
+    return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
+#else
+    for (int i = 0; i < 32; i += 8) c += (int)(i8)(a >> i) * (int)(i8)(b >> i);
+    return c;
+#endif
+}
+#else
+#define CANDLE_ROCM_DOT4_NATIVE 1
+DEVICE int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // Atomics on 16- and 8-bit types: compare-and-swap on the enclosing aligned 32-bit word.
 // `op(old) -> new` is applied to the narrow value held at `addr`.
 template <typename Op>

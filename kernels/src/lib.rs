@@ -426,25 +426,48 @@ pub const GGML_TYPES: [&str; 15] = [
     "q5k", "q6k", "q8k",
 ];
 
-/// GGUF blocks: dequantize to f32 / f16 / bf16, embedding rows and mat-vec products, per block
-/// type: `<op>_<value dtype>_<type>`.
+/// The GGUF types stored as plain floats (no blocks).
+pub const GGML_FLOAT_TYPES: [&str; 3] = ["f32", "f16", "bf16"];
+
+/// The GGUF block types: quantized values with per-block scales.
+pub const GGML_BLOCK_TYPES: [&str; 12] = [
+    "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2k", "q3k", "q4k", "q5k", "q6k", "q8k",
+];
+
+/// GGUF blocks: dequantize to f32 / f16 / bf16 and embedding rows for every type; the float
+/// mat-vec and the q8 activations keyed by the float types; the integer mat-vec and the
+/// mixture of experts on q8 activations for the block types.
 pub const QUANTIZED: KernelModule = KernelModule {
     name: "quantized",
     source: include_str!("quantized.hip"),
-    groups: &[EntryGroup {
-        ops: &[
-            "dequantize_f32",
-            "dequantize_f16",
-            "dequantize_bf16",
-            "embedding_f32",
-            "embedding_f16",
-            "embedding_bf16",
-            "matvec_f32",
-            "matvec_f16",
-            "matvec_bf16",
-        ],
-        dtypes: &GGML_TYPES,
-    }],
+    groups: &[
+        EntryGroup {
+            ops: &[
+                "dequantize_f32",
+                "dequantize_f16",
+                "dequantize_bf16",
+                "embedding_f32",
+                "embedding_f16",
+                "embedding_bf16",
+            ],
+            dtypes: &GGML_TYPES,
+        },
+        EntryGroup {
+            ops: &["matvec_f32", "matvec_f16", "matvec_bf16", "quantize_q8"],
+            dtypes: &GGML_FLOAT_TYPES,
+        },
+        EntryGroup {
+            ops: &[
+                "matvec_q8_f32",
+                "matvec_q8_f16",
+                "matvec_q8_bf16",
+                "moe_q8_f32",
+                "moe_q8_f16",
+                "moe_q8_bf16",
+            ],
+            dtypes: &GGML_BLOCK_TYPES,
+        },
+    ],
 };
 
 /// Every module, for the compile tiers to iterate over.

@@ -6,15 +6,33 @@
 // m_add_rn, m_sub_rn), so the results are bit-exact with `QTensor::dequantize`.
 //
 // Entries: `dequantize_<out>_<type>` (out: f32, f16, bf16; type: the GgmlDType as a key such as
-// q4_0 or q4k), `embedding_<out>_<type>` (the rows `ids` of a (rows, k) table) and
-// `matvec_<x>_<type>` (x . w^T for up to 8 rows of activations x, accumulated in f32).
+// q4_0 or q4k) and `embedding_<out>_<type>` (the rows `ids` of a (rows, k) table) for every type;
+// for the float types `matvec_<x>_<type>` (x . w^T for up to 8 rows of activations x) and
+// `quantize_q8_<x>` (activations of dtype x to q8); for the block types `matvec_q8_<x>_<type>`
+// (the same product from q8 activations, with integer dot products) and `moe_q8_<x>_<type>`
+// (one expert matrix per token and slot).
 
 DEVICE float q_f16(const u8* p) {
     f16_t h;
-    h.bits = (u16)(p[0] | (p[1] << 8));
+    h.bits = *(const u16*)p;  // every f16 field of a block is 2-byte aligned
     return f16_to_f32(h);
 }
 DEVICE u32 q_u32(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24); }
+
+// Four bytes as one int, from an address aligned to A (2 or 4) bytes.
+template <int A> DEVICE u32 q_ld32(const u8* p) {
+    if (A == 4) return *(const u32*)p;
+    return (u32)*(const u16*)p | ((u32)*(const u16*)(p + 2) << 16);
+}
+
+// A 32-value sub-block of weights for the integer dot products: q holds the 32 quants as
+// signed bytes (four per int, in value order) and, for each 16-value half h, the dot with
+// q8 activations (d_x, x quants) is d_x * (a[h] * sum(q * x) + b[h] * sum(x)).
+struct QSub {
+    int q[8];
+    float a[2], b[2];
+    DEVICE void same(float a_, float b_) { a[0] = a[1] = a_; b[0] = b[1] = b_; }
+};
 
 // ---- the types of 32-element blocks ----------------------------------------------------------
 
@@ -25,6 +43,16 @@ struct Q4_0 {
         const int q = i < 16 ? (b[2 + j] & 15) : (b[2 + j] >> 4);
         return m_mul_rn((float)(q - 8), q_f16(b));
     }
+    static constexpr int SUBS = 1;
+    DEVICE static void sub(const u8* b, int, QSub& o) {
+        for (int i = 0; i < 4; ++i) {
+            const u32 v = q_ld32<2>(b + 2 + 4 * i);
+            o.q[i] = (int)(v & 0x0f0f0f0fu);
+            o.q[4 + i] = (int)((v >> 4) & 0x0f0f0f0fu);
+        }
+        const float d = q_f16(b);
+        o.same(d, -8.0f * d);
+    }
 };
 struct Q4_1 {
     static constexpr int BLOCK = 32, BYTES = 20;
@@ -32,6 +60,15 @@ struct Q4_1 {
         const int j = i & 15;
         const int q = i < 16 ? (b[4 + j] & 15) : (b[4 + j] >> 4);
         return m_add_rn(m_mul_rn((float)q, q_f16(b)), q_f16(b + 2));
+    }
+    static constexpr int SUBS = 1;
+    DEVICE static void sub(const u8* b, int, QSub& o) {
+        for (int i = 0; i < 4; ++i) {
+            const u32 v = q_ld32<4>(b + 4 + 4 * i);
+            o.q[i] = (int)(v & 0x0f0f0f0fu);
+            o.q[4 + i] = (int)((v >> 4) & 0x0f0f0f0fu);
+        }
+        o.same(q_f16(b), q_f16(b + 2));
     }
 };
 // 5-bit quants: the fifth bit of element j is bit j of qh (j < 16) or bit j + 12 shifted (j >= 16).
@@ -41,10 +78,29 @@ DEVICE int q5_value(const u8* qh_at, const u8* qs, int i) {
     if (i < 16) return (qs[j] & 15) | (int)(((qh >> j) << 4) & 0x10);
     return (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
 }
+// The low nibbles (hi = 0) or high nibbles of the 16 quant bytes at qs, with the fifth bits from
+// qh (bit j for value j of the half), as 8-bit lanes of four ints per half.
+template <int A> DEVICE void q5_sub(const u8* qh_at, const u8* qs, QSub& o) {
+    const u32 qh = q_ld32<A>(qh_at);
+    for (int i = 0; i < 4; ++i) {
+        const u32 v = q_ld32<A>(qs + 4 * i);
+        for (int half = 0; half < 2; ++half) {
+            const u32 h = qh >> (16 * half + 4 * i);
+            const u32 high = ((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25);
+            o.q[4 * half + i] = (int)(((v >> (4 * half)) & 0x0f0f0f0fu) | high);
+        }
+    }
+}
 struct Q5_0 {
     static constexpr int BLOCK = 32, BYTES = 22;
     DEVICE static float value(const u8* b, int i) {
         return m_mul_rn((float)(q5_value(b + 2, b + 6, i) - 16), q_f16(b));
+    }
+    static constexpr int SUBS = 1;
+    DEVICE static void sub(const u8* b, int, QSub& o) {
+        q5_sub<2>(b + 2, b + 6, o);
+        const float d = q_f16(b);
+        o.same(d, -16.0f * d);
     }
 };
 struct Q5_1 {
@@ -52,14 +108,29 @@ struct Q5_1 {
     DEVICE static float value(const u8* b, int i) {
         return m_add_rn(m_mul_rn((float)q5_value(b + 4, b + 8, i), q_f16(b)), q_f16(b + 2));
     }
+    static constexpr int SUBS = 1;
+    DEVICE static void sub(const u8* b, int, QSub& o) {
+        q5_sub<4>(b + 4, b + 8, o);
+        o.same(q_f16(b), q_f16(b + 2));
+    }
 };
 struct Q8_0 {
     static constexpr int BLOCK = 32, BYTES = 34;
     DEVICE static float value(const u8* b, int i) { return m_mul_rn((float)(i8)b[2 + i], q_f16(b)); }
+    static constexpr int SUBS = 1;
+    DEVICE static void sub(const u8* b, int, QSub& o) {
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<2>(b + 2 + 4 * i);
+        o.same(q_f16(b), 0.0f);
+    }
 };
 struct Q8_1 {
     static constexpr int BLOCK = 32, BYTES = 36;
     DEVICE static float value(const u8* b, int i) { return m_mul_rn((float)(i8)b[4 + i], q_f16(b)); }
+    static constexpr int SUBS = 1;
+    DEVICE static void sub(const u8* b, int, QSub& o) {
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<4>(b + 4 + 4 * i);
+        o.same(q_f16(b), 0.0f);
+    }
 };
 
 // ---- k-quants: 256-element super-blocks ------------------------------------------------------
@@ -73,6 +144,17 @@ struct Q2K {  // scales[16], qs[64], d, dmin
         const float ml = m_mul_rn(q_f16(b + 82), (float)(sc >> 4));
         const int q = (b[16 + chunk * 32 + half * 16 + l] >> (2 * j)) & 3;
         return m_sub_rn(m_mul_rn(dl, (float)q), ml);
+    }
+    static constexpr int SUBS = 8;
+    DEVICE static void sub(const u8* b, int s, QSub& o) {
+        const int chunk = s >> 2, j = s & 3;
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)((q_ld32<4>(b + 16 + chunk * 32 + 4 * i) >> (2 * j)) & 0x03030303u);
+        const float d = q_f16(b + 80), dmin = q_f16(b + 82);
+        for (int h = 0; h < 2; ++h) {
+            const int sc = b[chunk * 8 + j * 2 + h];
+            o.a[h] = d * (float)(sc & 15);
+            o.b[h] = -dmin * (float)(sc >> 4);
+        }
     }
 };
 
@@ -100,6 +182,21 @@ struct Q3K {  // hmask[32], qs[64], scales[12], d
         const int h = (b[l + 16 * si] & m) ? 0 : 4;
         return m_mul_rn(dl, (float)(q - h));
     }
+    static constexpr int SUBS = 8;
+    // Quants as q + 4 * hbit (0..7); the offset 4 goes into b.
+    DEVICE static void sub(const u8* b, int s, QSub& o) {
+        const int chunk = s >> 2, j = s & 3, hb = chunk * 4 + j;
+        for (int i = 0; i < 8; ++i) {
+            const u32 q = (q_ld32<2>(b + 32 + chunk * 32 + 4 * i) >> (2 * j)) & 0x03030303u;
+            const u32 h = (q_ld32<2>(b + 4 * i) >> hb) & 0x01010101u;
+            o.q[i] = (int)(q | (h << 2));
+        }
+        const float d = q_f16(b + 108);
+        for (int h = 0; h < 2; ++h) {
+            o.a[h] = d * (float)(scale(b + 96, chunk * 8 + j * 2 + h) - 32);
+            o.b[h] = -4.0f * o.a[h];
+        }
+    }
 };
 
 // (scale, min) number j of the 12 packed bytes of Q4K / Q5K.
@@ -123,6 +220,14 @@ struct Q4K {  // d, dmin, scales[12], qs[128]
         const int q = b[16 + j64 * 32 + (p & 31)];
         return m_sub_rn(m_mul_rn(d1, (float)(hi ? q >> 4 : q & 15)), m1);
     }
+    static constexpr int SUBS = 8;
+    DEVICE static void sub(const u8* b, int s, QSub& o) {
+        const int j64 = s >> 1, hi = s & 1;
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)((q_ld32<4>(b + 16 + j64 * 32 + 4 * i) >> (4 * hi)) & 0x0f0f0f0fu);
+        int sc, m;
+        scale_min_k4(s, b + 4, sc, m);
+        o.same(q_f16(b) * (float)sc, -q_f16(b + 2) * (float)m);
+    }
 };
 
 struct Q5K {  // d, dmin, scales[12], qh[32], qs[128]
@@ -137,6 +242,18 @@ struct Q5K {  // d, dmin, scales[12], qh[32], qs[128]
         const int ql = b[48 + j64 * 32 + l];
         return m_sub_rn(m_mul_rn(d1, m_add_rn((float)(hi ? ql >> 4 : ql & 15), high)), m1);
     }
+    static constexpr int SUBS = 8;
+    DEVICE static void sub(const u8* b, int s, QSub& o) {
+        const int j64 = s >> 1, hi = s & 1;
+        for (int i = 0; i < 8; ++i) {
+            const u32 lo = (q_ld32<4>(b + 48 + j64 * 32 + 4 * i) >> (4 * hi)) & 0x0f0f0f0fu;
+            const u32 h = (q_ld32<4>(b + 16 + 4 * i) >> (2 * j64 + hi)) & 0x01010101u;
+            o.q[i] = (int)(lo | (h << 4));
+        }
+        int sc, m;
+        scale_min_k4(s, b + 4, sc, m);
+        o.same(q_f16(b) * (float)sc, -q_f16(b + 2) * (float)m);
+    }
 };
 
 struct Q6K {  // ql[128], qh[64], scales[16] (i8), d
@@ -150,12 +267,34 @@ struct Q6K {  // ql[128], qh[64], scales[16] (i8), d
         const int sc = (i8)b[192 + 8 * idx + (l >> 4) + 2 * part];
         return m_mul_rn(m_mul_rn(q_f16(b + 208), (float)sc), (float)q);
     }
+    static constexpr int SUBS = 8;
+    // Quants as 0..63; the offset 32 goes into b.
+    DEVICE static void sub(const u8* b, int s, QSub& o) {
+        const int idx = s >> 2, part = s & 3;
+        const u8* ql = b + 64 * idx + ((part & 1) ? 32 : 0);
+        const int shift = part < 2 ? 0 : 4;
+        for (int i = 0; i < 8; ++i) {
+            const u32 lo = (q_ld32<2>(ql + 4 * i) >> shift) & 0x0f0f0f0fu;
+            const u32 h = (q_ld32<2>(b + 128 + 32 * idx + 4 * i) >> (2 * part)) & 0x03030303u;
+            o.q[i] = (int)(lo | (h << 4));
+        }
+        const float d = q_f16(b + 208);
+        for (int h = 0; h < 2; ++h) {
+            o.a[h] = d * (float)(i8)b[192 + 8 * idx + h + 2 * part];
+            o.b[h] = -32.0f * o.a[h];
+        }
+    }
 };
 
 struct Q8K {  // d (f32), qs[256], bsums[16]
     static constexpr int BLOCK = 256, BYTES = 292;
     DEVICE static float value(const u8* b, int i) {
         return m_mul_rn(f32_from_bits(q_u32(b)), (float)(i8)b[4 + i]);
+    }
+    static constexpr int SUBS = 8;
+    DEVICE static void sub(const u8* b, int s, QSub& o) {
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<4>(b + 4 + 32 * s + 4 * i);
+        o.same(f32_from_bits(q_ld32<4>(b)), 0.0f);
     }
 };
 
@@ -251,6 +390,130 @@ DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
     }
 }
 
+// ---- q8 activations and the integer mat-vec ---------------------------------------------------
+//
+// `quantize_q8_<x>` turns m contiguous rows of k activations (k a multiple of 32) into the form
+// the integer dot products read: m * k signed bytes (value = d * byte), then at byte m * k one
+// 8-byte record per 32 values: the scale d (f32 bits) and the sums of the first and the last 16
+// bytes (two i16). Scale per 32 values: amax / 127, values rounded half away from zero.
+
+struct alignas(16) QBytes16 { u32 w[4]; };
+
+template <typename X>
+DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k) {
+    const u64 subs = m * k / 32;
+    u8* meta = out + m * k;
+    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < subs; s += (u64)gridDim.x * blockDim.x) {
+        float v[32];
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            v[i] = q_load(x, s * 32 + i);
+            amax = m_max(amax, m_abs(v[i]));
+        }
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        QBytes16 q[2];
+        int sums[2] = {0, 0};
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            const int b = (int)m_round(v[i] * id);
+            sums[i >> 4] += b;
+            if ((i & 3) == 0) q[i >> 4].w[(i >> 2) & 3] = 0;
+            q[i >> 4].w[(i >> 2) & 3] |= (u32)(u8)(i8)b << (8 * (i & 3));
+        }
+        QBytes16* dst = (QBytes16*)(out + s * 32);
+        dst[0] = q[0];
+        dst[1] = q[1];
+        u32* rec = (u32*)(meta + s * 8);
+        rec[0] = f32_bits(d);
+        rec[1] = (u32)(u16)(i16)sums[0] | ((u32)(u16)(i16)sums[1] << 16);
+    }
+}
+
+// The dot of one weight row (its blocks at wj) with `rows` rows of q8 activations, added to acc:
+// lane `lane` of `width` takes the 32-value sub-blocks lane, lane + width, ...
+template <typename Q>
+DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 rows, u32 lane, u32 width,
+                       float* acc) {
+    const u64 subs = k / 32;
+    for (u64 s = lane; s < subs; s += width) {
+        const u64 blk = s / Q::SUBS;
+        QSub w;
+        Q::sub(wj + blk * Q::BYTES, (int)(s - blk * Q::SUBS), w);
+#pragma unroll
+        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+            if (r >= (int)rows) break;
+            const QBytes16* xv = (const QBytes16*)(xq + r * k + s * 32);
+            const QBytes16 lo = xv[0], hi = xv[1];
+            int i0 = 0, i1 = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                i0 = dot4_i8(w.q[i], (int)lo.w[i], i0);
+                i1 = dot4_i8(w.q[4 + i], (int)hi.w[i], i1);
+            }
+            const u32* rec = (const u32*)(meta + (r * subs + s) * 8);
+            const float d = f32_from_bits(rec[0]);
+            const int s0 = (i16)(u16)(rec[1] & 0xffffu), s1 = (i16)(u16)(rec[1] >> 16);
+            acc[r] += d * (w.a[0] * (float)i0 + w.b[0] * (float)s0 + w.a[1] * (float)i1 + w.b[1] * (float)s1);
+        }
+    }
+}
+
+// y = x . w^T from q8 activations: one warp per weight row, as `matvec`.
+template <typename Q, typename X>
+DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) {
+    const u32 lane = threadIdx.x % warpSize;
+    const u64 warps = blockDim.x / warpSize;
+    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    const u8* meta = xq + rows * k;
+    for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
+        float acc[MATVEC_MAX_ROWS];
+#pragma unroll
+        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
+        q8_row_dot<Q>(w + j * row_bytes, xq, meta, k, rows, lane, warpSize, acc);
+#pragma unroll
+        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+            if (r >= (int)rows) break;
+            float v = acc[r];
+            for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+            if (lane == 0) q_store(y, r * n + j, v);
+        }
+    }
+}
+
+// Mixture of experts: w holds `experts` (n, k) matrices; for token t and slot e of ids
+// (tokens, top), y[t, e, :] = w[ids[t, e]] . x[t, e or 0, :]^T (x has `x_slots` rows per token:
+// top, or 1 when every expert reads the same row). Grid: y over the (t, e) pairs, x over rows.
+// An expert id past `experts` gives a zero row and, where `bad` is not null, is counted there.
+template <typename Q, typename X>
+DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, u64 experts, u64 top,
+                   u64 x_slots, u64 pairs, u32* bad) {
+    const u32 lane = threadIdx.x % warpSize;
+    const u64 warps = blockDim.x / warpSize;
+    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    const u8* meta = xq + pairs / top * x_slots * k;
+    for (u64 p = blockIdx.y; p < pairs; p += gridDim.y) {
+        const u64 e = ids[p];
+        const u64 xr = x_slots == 1 ? p / top : p;
+        if (e >= experts) {
+            if (bad != 0 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(bad, 1u);
+            for (u64 j = blockIdx.x * (u64)blockDim.x + threadIdx.x; j < n; j += (u64)gridDim.x * blockDim.x)
+                q_store(y, p * n + j, 0.0f);
+            continue;
+        }
+        const u8* we = w + e * n * row_bytes;
+        for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
+            float acc[MATVEC_MAX_ROWS] = {};
+            // one activation row: xq and meta start at it
+            q8_row_dot<Q>(we + j * row_bytes, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane, warpSize, acc);
+            float v = acc[0];
+            for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+            if (lane == 0) q_store(y, p * n + j, v);
+        }
+    }
+}
+
+// Every type: dequantize and embedding.
 #define QUANT_KERNELS(NAME, Q)                                                                   \
     KERNEL void dequantize_f32_##NAME(const u8* in, float* out, u64 n) { dequantize<Q>(in, out, n); } \
     KERNEL void dequantize_f16_##NAME(const u8* in, f16_t* out, u64 n) { dequantize<Q>(in, out, n); } \
@@ -263,7 +526,12 @@ DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
     }                                                                                            \
     KERNEL void embedding_bf16_##NAME(const u8* t, const u32* ids, bf16_t* out, u64 n_ids, u64 rows, u64 k, u32* bad) { \
         embedding<Q>(t, ids, out, n_ids, rows, k, bad);                                               \
-    }                                                                                            \
+    }
+
+// The float types (f32, f16, bf16 weights): the float mat-vec, and quantizing activations of
+// that dtype to q8.
+#define FLOAT_KERNELS(NAME, Q, X)                                                                \
+    QUANT_KERNELS(NAME, Q)                                                                       \
     KERNEL void matvec_f32_##NAME(const u8* w, const float* x, float* y, u64 n, u64 k, u32 rows) { \
         matvec<Q>(w, x, y, n, k, rows);                                                          \
     }                                                                                            \
@@ -272,51 +540,67 @@ DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
     }                                                                                            \
     KERNEL void matvec_bf16_##NAME(const u8* w, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
         matvec<Q>(w, x, y, n, k, rows);                                                          \
+    }                                                                                            \
+    KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k) { quantize_q8(x, out, m, k); }
+
+// The block types: the integer mat-vec and the mixture of experts on q8 activations.
+#define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
+    KERNEL void matvec_q8_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) { \
+        matvec_q8<Q>(w, xq, y, n, k, rows);                                                      \
+    }                                                                                            \
+    KERNEL void moe_q8_##XN##_##NAME(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
+                                     u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \
+        moe_q8<Q>(w, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                       \
     }
+#define BLOCK_KERNELS(NAME, Q)                                                                   \
+    QUANT_KERNELS(NAME, Q)                                                                       \
+    BLOCK_MATVEC(NAME, Q, f32, float)                                                            \
+    BLOCK_MATVEC(NAME, Q, f16, f16_t)                                                            \
+    BLOCK_MATVEC(NAME, Q, bf16, bf16_t)
 
 // One variant per type: the runtime compiles the types a model uses.
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_f32)
-QUANT_KERNELS(f32, QF32)
+FLOAT_KERNELS(f32, QF32, float)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_f16)
-QUANT_KERNELS(f16, QF16)
+FLOAT_KERNELS(f16, QF16, f16_t)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_bf16)
-QUANT_KERNELS(bf16, QBF16)
+FLOAT_KERNELS(bf16, QBF16, bf16_t)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q4_0)
-QUANT_KERNELS(q4_0, Q4_0)
+BLOCK_KERNELS(q4_0, Q4_0)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q4_1)
-QUANT_KERNELS(q4_1, Q4_1)
+BLOCK_KERNELS(q4_1, Q4_1)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q5_0)
-QUANT_KERNELS(q5_0, Q5_0)
+BLOCK_KERNELS(q5_0, Q5_0)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q5_1)
-QUANT_KERNELS(q5_1, Q5_1)
+BLOCK_KERNELS(q5_1, Q5_1)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q8_0)
-QUANT_KERNELS(q8_0, Q8_0)
+BLOCK_KERNELS(q8_0, Q8_0)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q8_1)
-QUANT_KERNELS(q8_1, Q8_1)
+BLOCK_KERNELS(q8_1, Q8_1)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q2k)
-QUANT_KERNELS(q2k, Q2K)
+BLOCK_KERNELS(q2k, Q2K)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q3k)
-QUANT_KERNELS(q3k, Q3K)
+BLOCK_KERNELS(q3k, Q3K)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q4k)
-QUANT_KERNELS(q4k, Q4K)
+BLOCK_KERNELS(q4k, Q4K)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q5k)
-QUANT_KERNELS(q5k, Q5K)
+BLOCK_KERNELS(q5k, Q5K)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q6k)
-QUANT_KERNELS(q6k, Q6K)
+BLOCK_KERNELS(q6k, Q6K)
 #endif
 #if !defined(CANDLE_ROCM_DTYPE_FILTER) || defined(CANDLE_ROCM_ONLY_q8k)
-QUANT_KERNELS(q8k, Q8K)
+BLOCK_KERNELS(q8k, Q8K)
 #endif

@@ -1,9 +1,10 @@
-//! GGUF blocks held in a `RocmStorage` of bytes: dequantize, embedding and `QMatMul`'s
-//! forward on the device (rocm-quantized), for Candle's `QRocmStorage`.
+//! GGUF blocks held in a `RocmStorage` of bytes: dequantize, embedding, `QMatMul`'s forward
+//! and the mixture-of-experts product on the device (rocm-quantized), for Candle's
+//! `QRocmStorage`.
 
 use rocm_device::{DType, Error, Layout, Result};
 pub use rocm_quantized::GgmlType;
-use rocm_quantized::QWeights;
+use rocm_quantized::{QExperts, QWeights};
 
 use crate::RocmStorage;
 
@@ -59,6 +60,31 @@ impl QMatrix<'_> {
         let device = self.blocks.device();
         let blas = device.blas()?;
         let out = rocm_quantized::matmul(&blas, self.weights()?, x.operand(x_l))?;
+        Ok(device.storage(out, x.dtype()))
+    }
+
+    /// Candle's `indexed_moe_forward` with this matrix as `experts` (n, k) matrices (rows =
+    /// experts * n): x (tokens, top or 1, k), u32 ids (tokens, top); a contiguous
+    /// (tokens, top, n) storage of x's dtype. An expert id past the experts is an error when
+    /// the device's configuration checks indices, else a zero row.
+    pub fn moe_forward(
+        &self,
+        experts: usize,
+        (x, x_l): (&RocmStorage, &Layout),
+        (ids, ids_l): (&RocmStorage, &Layout),
+    ) -> Result<RocmStorage> {
+        let device = self.blocks.device();
+        let check = device.config().check_indices;
+        let w = QExperts {
+            weights: self.weights()?,
+            experts,
+        };
+        let out = rocm_quantized::moe_matvec(
+            device.raw(),
+            w,
+            (x.operand(x_l), ids.operand(ids_l)),
+            check,
+        )?;
         Ok(device.storage(out, x.dtype()))
     }
 }

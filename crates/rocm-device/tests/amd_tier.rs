@@ -18,7 +18,7 @@ fn every_module_compiles_through_hiprtc_for_wave64_and_wave32() {
         .expect("hiprtc must load in the AMD tier");
     println!("compiler: {version}");
     for arch in ARCHS {
-        for module in kernels::ALL_MODULES {
+        for module in common::tier_modules() {
             let compiled = compile_for_arch(Platform::Amd, module, arch, &[], None)
                 .unwrap_or_else(|e| panic!("{} for {arch}: {e}", module.name));
             assert!(
@@ -59,6 +59,30 @@ fn a_compile_error_comes_back_with_the_log() {
             assert!(log.contains("undeclared_thing"), "log: {log}");
         }
         other => panic!("expected a compile error, got {other}"),
+    }
+}
+
+#[test]
+fn integer_dot_products_are_native_on_every_target() {
+    // CANDLE_ROCM_DOT4_NATIVE is defined where compat.h picked a dot4 instruction, not the
+    // byte-at-a-time fallback, for the arch being compiled.
+    let probe = kernels::KernelModule {
+        name: "dot4_probe",
+        source: "#ifndef CANDLE_ROCM_DOT4_NATIVE\n#error no dot4 instruction\n#endif\n\
+                 KERNEL void dot4_probe(int* x) { x[0] = dot4_i8(x[1], x[2], x[3]); }",
+        groups: &[kernels::EntryGroup {
+            ops: &["dot4"],
+            dtypes: &["probe"],
+        }],
+    };
+    for arch in ARCHS {
+        let compiled = compile_for_arch(Platform::Amd, &probe, arch, &[], None)
+            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let symbols = rocm_device::code_object::kernel_symbols(&compiled.image).unwrap();
+        assert!(
+            symbols.iter().any(|s| s == "dot4_probe"),
+            "{arch}: {symbols:?}"
+        );
     }
 }
 

@@ -4,16 +4,6 @@
 
 mod common;
 
-/// The modules to compile: all, or those named in `CANDLE_ROCM_TIER_MODULES` (comma list).
-fn modules() -> Vec<&'static kernels::KernelModule> {
-    let only = std::env::var("CANDLE_ROCM_TIER_MODULES").unwrap_or_default();
-    kernels::ALL_MODULES
-        .iter()
-        .copied()
-        .filter(|m| only.is_empty() || only.split(',').any(|n| n == m.name))
-        .collect()
-}
-
 use rocm_device::{compile::compile_for_arch, kernels, Platform};
 
 #[test]
@@ -22,7 +12,7 @@ fn every_module_compiles_through_nvrtc_for_sm_90() {
         .compiler_version()
         .expect("NVRTC must load in this tier");
     println!("compiler: {version}");
-    for module in modules() {
+    for module in common::tier_modules() {
         let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &[], None)
             .unwrap_or_else(|e| panic!("{}: {e}", module.name));
         assert!(
@@ -50,7 +40,7 @@ fn every_module_compiles_through_nvrtc_for_sm_90() {
 
 #[test]
 fn one_dtype_variants_compile_through_nvrtc() {
-    for module in modules() {
+    for module in common::tier_modules() {
         for dtype in module.filter_keys() {
             let defines = vec![
                 "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),

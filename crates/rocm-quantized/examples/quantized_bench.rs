@@ -1,9 +1,11 @@
 //! The quantized matmul on llama shapes, timed with device events; one JSON object per line,
 //! the first the device-to-device copy ceiling. Bandwidth counts the weight bytes only (the
 //! activations are a rounding error beside them). Weights rotate over copies that together
-//! pass 200 MB, so every call reads them from memory, as in a model.
+//! pass 200 MB, so every call reads them from memory, as in a model. Then the prefill path at
+//! 512 rows of bf16 activations, in TFLOP/s beside one bf16 gemm of the same shape on weights
+//! already in bf16 (the BLAS ceiling).
 
-use rocm_blas::Blas;
+use rocm_blas::{Blas, MatmulShape};
 use rocm_quantized::{self as rq, Buffer, DType, Device, GgmlType, Layout, Operand, QWeights};
 use rocm_test_support::{report_bandwidth, time_ms};
 
@@ -54,7 +56,55 @@ fn main() -> rocm_quantized::Result<()> {
                 })?;
                 report_bandwidth(&format!("matvec {n}x{k} batch {m}"), ty.key(), w_bytes, ms);
             }
+            prefill(&d, &blas, (&ws, ty), (n, k))?;
         }
     }
+    Ok(())
+}
+
+/// 512 rows of bf16 activations times the (n, k) weights of `ty`, against one bf16 gemm.
+fn prefill(
+    d: &Device,
+    blas: &Blas,
+    (ws, ty): (&[Buffer], GgmlType),
+    (n, k): (usize, usize),
+) -> rocm_quantized::Result<()> {
+    const M: usize = 512;
+    let x = filled(d, M * k * 2, 0x3c)?;
+    let xl = Layout::contiguous(&[M, k]);
+    let mut next = 0;
+    let ours = time_ms(d, ITERS, || {
+        let w = QWeights {
+            buffer: &ws[next % ws.len()],
+            ty,
+            rows: n,
+            k,
+        };
+        next += 1;
+        rq::matmul(blas, w, Operand::new(&x, DType::BF16, &xl)).map(drop)
+    })?;
+    let wb = filled(d, n * k * 2, 0x3c)?;
+    let x3 = Layout::contiguous(&[1, M, k]);
+    let w3 = Layout::new(&[1, k, n], &[n * k, 1, k], 0);
+    let gemm = time_ms(d, ITERS, || {
+        blas.matmul(
+            Operand::new(&x, DType::BF16, &x3),
+            Operand::new(&wb, DType::BF16, &w3),
+            MatmulShape {
+                batch: 1,
+                m: M,
+                n,
+                k,
+            },
+        )
+        .map(drop)
+    })?;
+    let tflops = |ms: f64| 2.0 * (M * n * k) as f64 / (ms * 1e-3) / 1e12;
+    println!(
+        "{{\"op\": \"prefill {n}x{k} batch {M}\", \"dtype\": \"{}\", \"ours_ms\": {ours:.4}, \"bf16_gemm_ms\": {gemm:.4}, \"ours_tflops\": {:.1}, \"bf16_gemm_tflops\": {:.1}}}",
+        ty.key(),
+        tflops(ours),
+        tflops(gemm)
+    );
     Ok(())
 }

@@ -76,6 +76,11 @@ impl GgmlType {
         }
     }
 
+    /// A block type (quantized values with per-block scales), not a plain float type.
+    pub const fn is_block(self) -> bool {
+        !matches!(self, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+    }
+
     /// Values per block.
     pub const fn block_size(self) -> usize {
         match self {
@@ -256,45 +261,23 @@ pub fn embedding(
     let n = (n_ids * w.k) as u64;
     device.launch_elements((&kernels::QUANTIZED, kernel, w.ty.key()), n, &mut args)?;
     if let Some(b) = bad {
-        let mut count = [0u8; 4];
-        device.copy_dtoh(&b, 0, &mut count)?;
-        let count = u32::from_le_bytes(count);
-        if count > 0 {
-            // The error path only: the ids come back to name the first bad one.
-            let mut raw = vec![0u8; n_ids * 4];
-            device.copy_dtoh(ids_data.buffer(), ids_data.start() * 4, &mut raw)?;
-            let index = raw
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .find(|&id| id as usize >= w.rows)
-                .map_or(-1, i64::from);
-            return Err(Error::IndexOutOfRange {
-                op: OP,
-                index,
-                size: w.rows,
-                count: u64::from(count),
-            });
-        }
+        check_ids_counter(device, &b, (&ids_data, n_ids), (OP, w.rows))?;
     }
     Ok(y)
 }
 
 /// `x . w^T`: x is (.., k) of f32, f16 or bf16, w is (n, k); the result is a new contiguous
-/// (.., n) buffer of x's dtype. Up to 8 rows of x: the mat-vec kernel; more: the weights are
-/// dequantized to x's dtype on the device, then one gemm runs.
+/// (.., n) buffer of x's dtype. Up to 8 rows of x: block types quantize x to q8 and run the
+/// integer mat-vec, float types the float mat-vec; more rows: the weights are dequantized to
+/// x's dtype on the device, then one gemm runs.
 pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     const OP: &str = "quantized matmul";
     w.check(OP)?;
+    let (m, k) = activation_rows(OP, &x)?;
     let dtype = x.dtype;
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
         return Err(Error::UnsupportedDType { op: OP, dtype });
     }
-    let Some(&k) = x.layout.dims.last() else {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: "the input is a scalar".into(),
-        });
-    };
     if k != w.k {
         return Err(Error::ShapeMismatch {
             op: OP,
@@ -304,7 +287,6 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
             ),
         });
     }
-    let m = x.elem_count().checked_div(k).unwrap_or(0);
     let device = blas.device();
     let xc = x.contiguous(OP)?;
     if (1..=MATVEC_MAX_ROWS).contains(&m) {
@@ -322,12 +304,85 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     )
 }
 
-/// Most activation rows the mat-vec kernel takes (MATVEC_MAX_ROWS in quantized.hip); more
+/// (rows, k) of activations x (.., k), or a typed error for a scalar.
+fn activation_rows(op: &'static str, x: &Operand<'_>) -> Result<(usize, usize)> {
+    let Some(&k) = x.layout.dims.last() else {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: "the input is a scalar".into(),
+        });
+    };
+    Ok((x.elem_count().checked_div(k).unwrap_or(0), k))
+}
+
+/// Most activation rows the mat-vec kernels take (MATVEC_MAX_ROWS in quantized.hip); more
 /// rows go through a dequantize and the BLAS.
 pub const MATVEC_MAX_ROWS: usize = 8;
 
+/// Bytes of the q8 form of m rows of k activations: m * k signed bytes, then one 8-byte record
+/// (f32 scale, two i16 sums of 16 bytes) per 32 values.
+pub fn q8_bytes(m: usize, k: usize) -> usize {
+    m * k + m * k / 32 * 8
+}
+
+/// The contiguous (m, k) activations `x` (f32, f16 or bf16; k a multiple of 32) in q8 form
+/// (see [`q8_bytes`]): per 32 values a scale d = amax / 127 and the values rounded to
+/// multiples of d, as the integer dot products read them.
+pub fn quantize_q8(device: &Device, x: Operand<'_>) -> Result<Buffer> {
+    const OP: &str = "quantize_q8";
+    let (m, k) = activation_rows(OP, &x)?;
+    if k % 32 != 0 {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "input dims {:?}: {k} is not a multiple of 32",
+                x.layout.dims
+            ),
+        });
+    }
+    let xc = x.contiguous(OP)?;
+    quantize_rows(device, (&xc, x.dtype), m, k)
+}
+
+fn quantize_rows(
+    device: &Device,
+    (x, dtype): (&Contiguous<'_>, DType),
+    m: usize,
+    k: usize,
+) -> Result<Buffer> {
+    const OP: &str = "quantize_q8";
+    let key = out_key(OP, dtype)?;
+    let out = device.alloc(q8_bytes(m, k))?;
+    let subs = (m * k / 32) as u64;
+    if subs == 0 {
+        return Ok(out);
+    }
+    let mut args = LaunchArgs::new();
+    x.push(&mut args)?;
+    args.push_buffer(&out).push(m as u64).push(k as u64);
+    device.launch_elements((&kernels::QUANTIZED, OP, key), subs, &mut args)?;
+    Ok(out)
+}
+
+/// Launch shape of the mat-vec kernels: one warp per weight row, 256 threads a block, at
+/// most 16 blocks per multiprocessor (`pairs` blocks along y).
+fn matvec_config(device: &Device, n: usize, pairs: u32) -> LaunchConfig {
+    let block = 256u32;
+    let rows_per_block = u64::from(block / device.info().warp_size.max(1));
+    let cap = u64::from(device.info().multiprocessor_count.max(1)) * 16;
+    LaunchConfig {
+        grid: [
+            (n as u64).div_ceil(rows_per_block).clamp(1, cap) as u32,
+            pairs,
+            1,
+        ],
+        block: [block, 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
 /// `m` (1 to 8) contiguous rows of activations times the weights read in place: one warp per
-/// weight row.
+/// weight row; block types through q8 activations and integer dot products.
 fn matvec(
     device: &Device,
     w: QWeights<'_>,
@@ -335,7 +390,6 @@ fn matvec(
     m: usize,
 ) -> Result<Buffer> {
     const OP: &str = "quantized matvec";
-    let kernel = kernel_op("matvec", dtype)?;
     let n = w.rows;
     let y = device.alloc(m * n * dtype.size_in_bytes())?;
     if n == 0 || w.k == 0 {
@@ -345,28 +399,164 @@ fn matvec(
         return Ok(y);
     }
     let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
-    let f = device.kernel(&kernels::QUANTIZED, kernel, w.ty.key())?;
-    let block = 256u32;
-    let rows_per_block = u64::from(block / device.info().warp_size.max(1));
-    let cap = u64::from(device.info().multiprocessor_count.max(1)) * 16;
-    let config = LaunchConfig {
-        grid: [
-            (n as u64).div_ceil(rows_per_block).clamp(1, cap) as u32,
-            1,
-            1,
-        ],
-        block: [block, 1, 1],
-        shared_mem_bytes: 0,
-    };
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer);
-    x.push(&mut args)?;
+    let xq;
+    let f = if w.ty.is_block() {
+        xq = quantize_rows(device, (x, dtype), m, w.k)?;
+        args.push_buffer(&xq);
+        device.kernel(
+            &kernels::QUANTIZED,
+            kernel_op("matvec_q8", dtype)?,
+            w.ty.key(),
+        )?
+    } else {
+        x.push(&mut args)?;
+        device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
+    };
     args.push_buffer(&y)
         .push(n as u64)
         .push(w.k as u64)
         .push(m as u32);
-    device.launch(&f, config, &mut args)?;
+    device.launch(&f, matvec_config(device, n, 1), &mut args)?;
     Ok(y)
+}
+
+/// `experts` weight matrices of (n, k) one after the other (`weights.rows` = experts * n), as
+/// a mixture-of-experts layer stores them.
+#[derive(Debug, Clone, Copy)]
+pub struct QExperts<'a> {
+    pub weights: QWeights<'a>,
+    pub experts: usize,
+}
+
+/// Candle's `indexed_moe_forward`: for x (tokens, slots, k) with slots = top or 1 and u32 ids
+/// (tokens, top) naming an expert per token and slot, y[t, e, :] = experts[ids[t, e]] .
+/// x[t, e or 0, :]^T, a new contiguous (tokens, top, n) buffer of x's dtype (f32, f16, bf16).
+/// Block types only. An id past the experts gives a zero row, or with `check_ids`
+/// `Error::IndexOutOfRange` (one sync).
+pub fn moe_matvec(
+    device: &Device,
+    w: QExperts<'_>,
+    (x, ids): (Operand<'_>, Operand<'_>),
+    check_ids: bool,
+) -> Result<Buffer> {
+    const OP: &str = "indexed_moe_forward";
+    w.weights.check(OP)?;
+    let QExperts { weights, experts } = w;
+    let dtype = x.dtype;
+    if !weights.ty.is_block() {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "{} weights: the experts must be a quantized block type",
+                weights.ty
+            ),
+        });
+    }
+    if ids.dtype != DType::U32 {
+        return Err(Error::UnsupportedDType {
+            op: OP,
+            dtype: ids.dtype,
+        });
+    }
+    let (&[tokens, slots, k], &[id_tokens, top]) =
+        (x.layout.dims.as_slice(), ids.layout.dims.as_slice())
+    else {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "x {:?} must be (tokens, slots, k) and ids {:?} (tokens, top)",
+                x.layout.dims, ids.layout.dims
+            ),
+        });
+    };
+    let n = weights.rows.checked_div(experts).unwrap_or(0);
+    if k != weights.k
+        || tokens != id_tokens
+        || !(slots == 1 || slots == top)
+        || experts == 0
+        || n * experts != weights.rows
+    {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "x {:?}, ids {:?} against {experts} experts of ({n}, {}) {} ({} rows)",
+                x.layout.dims, ids.layout.dims, weights.k, weights.ty, weights.rows
+            ),
+        });
+    }
+    let op = kernel_op("moe_q8", dtype)?;
+    let pairs = tokens * top;
+    let y = device.alloc(pairs * n * dtype.size_in_bytes())?;
+    if pairs * n == 0 {
+        return Ok(y);
+    }
+    if k == 0 {
+        device.memset(&y, 0, y.len(), 0)?;
+        return Ok(y);
+    }
+    let _span =
+        tracing::debug_span!("op", op = OP, ty = %weights.ty, %dtype, pairs, n, k).entered();
+    let xc = x.contiguous(OP)?;
+    let xq = quantize_rows(device, (&xc, dtype), tokens * slots, k)?;
+    let ids_data = ids.contiguous(OP)?;
+    let bad = if check_ids {
+        Some(device.alloc_zeroed(4)?)
+    } else {
+        None
+    };
+    let f = device.kernel(&kernels::QUANTIZED, op, weights.ty.key())?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(weights.buffer).push_buffer(&xq);
+    ids_data.push(&mut args)?;
+    args.push_buffer(&y)
+        .push(n as u64)
+        .push(k as u64)
+        .push(experts as u64)
+        .push(top as u64)
+        .push(slots as u64)
+        .push(pairs as u64);
+    match &bad {
+        Some(b) => args.push_buffer(b),
+        None => args.push(0u64),
+    };
+    let config = matvec_config(device, n, pairs.min(65535) as u32);
+    device.launch(&f, config, &mut args)?;
+    if let Some(b) = bad {
+        check_ids_counter(device, &b, (&ids_data, pairs), (OP, experts))?;
+    }
+    Ok(y)
+}
+
+/// After a kernel that counted out-of-range ids into `bad`: Ok when none were, else
+/// `IndexOutOfRange` naming the first bad id of the `n_ids` ids (read back on the error path
+/// only).
+fn check_ids_counter(
+    device: &Device,
+    bad: &Buffer,
+    (ids, n_ids): (&Contiguous<'_>, usize),
+    (op, size): (&'static str, usize),
+) -> Result<()> {
+    let mut count = [0u8; 4];
+    device.copy_dtoh(bad, 0, &mut count)?;
+    let count = u32::from_le_bytes(count);
+    if count == 0 {
+        return Ok(());
+    }
+    let mut raw = vec![0u8; n_ids * 4];
+    device.copy_dtoh(ids.buffer(), ids.start() * 4, &mut raw)?;
+    let index = raw
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .find(|&id| id as usize >= size)
+        .map_or(-1, i64::from);
+    Err(Error::IndexOutOfRange {
+        op,
+        index,
+        size,
+        count: u64::from(count),
+    })
 }
 
 #[cfg(test)]
@@ -377,12 +567,21 @@ mod tests {
     fn every_type_has_its_kernels_in_the_table() {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
-            for op in ["dequantize", "embedding", "matvec"] {
+            let own = if ty.is_block() {
+                ["matvec_q8", "moe_q8"]
+            } else {
+                ["matvec", "dequantize"]
+            };
+            for op in ["dequantize", "embedding"].into_iter().chain(own) {
                 for out in [DType::F32, DType::F16, DType::BF16] {
                     let kernel = kernel_op(op, out).unwrap();
-                    assert!(kernels::QUANTIZED.entry_point(kernel, ty.key()).is_some());
+                    let entry = kernels::QUANTIZED.entry_point(kernel, ty.key());
+                    assert!(entry.is_some(), "{kernel} {ty}");
                 }
             }
+            // activations are quantized by the kernels keyed by their float dtype
+            let q8 = kernels::QUANTIZED.entry_point("quantize_q8", ty.key());
+            assert_eq!(q8.is_some(), !ty.is_block(), "{ty}");
         }
         assert_eq!(GgmlType::ALL.len(), kernels::GGML_TYPES.len());
         assert!(kernel_op("dequantize", DType::U8).is_err());

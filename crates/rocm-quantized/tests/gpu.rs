@@ -51,6 +51,110 @@ fn bytes_of_dtype(t: &Tensor, dtype: DType) -> Vec<u8> {
     bytes_of(&t)
 }
 
+/// The q8 form of rows of k values, as the kernels define it: per 32 values d = amax / 127 and
+/// bytes round(v * (127 / amax)) (halves away from zero); the values it stands for, d * byte.
+struct Q8Model {
+    bytes: Vec<i8>,
+    scales: Vec<f32>,
+    sums: Vec<[i16; 2]>,
+}
+
+impl Q8Model {
+    fn of(x: &[f32]) -> Q8Model {
+        let mut m = Q8Model {
+            bytes: Vec::new(),
+            scales: Vec::new(),
+            sums: Vec::new(),
+        };
+        for block in x.chunks(32) {
+            let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+            let q: Vec<i8> = block.iter().map(|v| (v * id).round() as i8).collect();
+            let sum = |h: &[i8]| h.iter().map(|&b| i16::from(b)).sum::<i16>();
+            m.sums.push([sum(&q[..16]), sum(&q[16..])]);
+            m.bytes.extend(q);
+            m.scales.push(d);
+        }
+        m
+    }
+
+    /// The form's bytes as the device lays them out.
+    fn layout(&self) -> Vec<u8> {
+        let mut out: Vec<u8> = self.bytes.iter().map(|&b| b as u8).collect();
+        for (d, s) in self.scales.iter().zip(&self.sums) {
+            out.extend(d.to_le_bytes());
+            out.extend(s[0].to_le_bytes());
+            out.extend(s[1].to_le_bytes());
+        }
+        out
+    }
+
+    fn values(&self) -> Vec<f32> {
+        let d = |i: usize| self.scales[i / 32];
+        self.bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| d(i) * f32::from(b))
+            .collect()
+    }
+}
+
+/// The activations a mat-vec of `ty` multiplies: x itself for float weights, x's q8 form
+/// otherwise (x first rounded to the activation dtype).
+fn activations_seen(ty: GgmlType, x: &Tensor, dtype: DType) -> Tensor {
+    let xr = x.to_dtype(cdtype(dtype)).unwrap().to_dtype(C::F32).unwrap();
+    if !ty.is_block() {
+        return xr;
+    }
+    let v: Vec<f32> = xr.flatten_all().unwrap().to_vec1().unwrap();
+    Tensor::from_vec(Q8Model::of(&v).values(), x.shape(), &Cpu::Cpu).unwrap()
+}
+
+#[test]
+fn quantize_q8_is_the_host_model() {
+    let d = device();
+    let (m, k) = (3, 256);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut xs: Vec<f32> = (0..m * k)
+        .map(|i| (rng.random::<f32>() * 2.0 - 1.0) * [0.001f32, 1.0, 500.0][i / 300])
+        .collect();
+    xs[32..64].iter_mut().for_each(|v| *v = 0.0); // an all-zero block: scale 0
+    xs[100] = 0.5; // a half to round
+    let x = Tensor::from_vec(xs, (m, k), &Cpu::Cpu).unwrap();
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let xd = x.to_dtype(cdtype(dtype)).unwrap();
+        let seen: Vec<f32> = xd
+            .to_dtype(C::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let want = Q8Model::of(&seen).layout();
+        let xb = upload(&d, &xd);
+        let got =
+            rq::quantize_q8(&d, Operand::new(&xb, dtype, &Layout::contiguous(&[m, k]))).unwrap();
+        assert_eq!(got.len(), rq::q8_bytes(m, k));
+        let got = download(&d, &got);
+        assert!(
+            got == want,
+            "quantize_q8 {dtype}: first difference at byte {:?}",
+            got.iter().zip(&want).position(|(a, b)| a != b)
+        );
+    }
+    let e = rq::quantize_q8(
+        &d,
+        Operand::new(
+            &d.alloc(64).unwrap(),
+            DType::F32,
+            &Layout::contiguous(&[16]),
+        ),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+}
+
 #[test]
 fn dequantize_is_bit_exact_with_the_cpu_for_every_type() {
     let d = device();
@@ -135,14 +239,9 @@ fn matmul_matches_the_cpu_qmatmul() {
                 .map(|_| rng.random::<f32>() * 2.0 - 1.0)
                 .collect();
             let x = Tensor::from_vec(xs.clone(), (m, k), &Cpu::Cpu).unwrap();
-            // the reference: the CPU's dequantized weights in f64
+            // the reference: the CPU's dequantized weights times the activations the kernel
+            // sees (q8 for the block types' mat-vec), in f64
             let wd = q.dequantize(&Cpu::Cpu).unwrap();
-            let want = x
-                .to_dtype(C::F64)
-                .unwrap()
-                .matmul(&wd.to_dtype(C::F64).unwrap().t().unwrap())
-                .unwrap();
-            let want: Vec<f64> = want.flatten_all().unwrap().to_vec1().unwrap();
             let w = QWeights {
                 buffer: blocks.as_buffer(),
                 ty,
@@ -150,6 +249,17 @@ fn matmul_matches_the_cpu_qmatmul() {
                 k,
             };
             for dtype in [DType::F32, DType::F16, DType::BF16] {
+                let seen = if m <= rq::MATVEC_MAX_ROWS {
+                    activations_seen(ty, &x, dtype)
+                } else {
+                    x.clone()
+                };
+                let want = seen
+                    .to_dtype(C::F64)
+                    .unwrap()
+                    .matmul(&wd.to_dtype(C::F64).unwrap().t().unwrap())
+                    .unwrap();
+                let want: Vec<f64> = want.flatten_all().unwrap().to_vec1().unwrap();
                 let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
                 let xl = Layout::contiguous(&[m, k]);
                 let got = rq::matmul(&blas, w, Operand::new(&xb, dtype, &xl)).unwrap();
@@ -170,6 +280,104 @@ fn matmul_matches_the_cpu_qmatmul() {
         }
     }
     println!("quantized matmul: {checked} type x shape x dtype cases");
+}
+
+#[test]
+fn moe_matvec_picks_each_tokens_experts() {
+    let d = device();
+    let (experts, n, k, tokens, top) = (4, 40, 512, 3, 2);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let ids_host: Vec<u32> = vec![2, 0, 3, 3, 1, 2];
+    let ids = d.htod(&ids_host).unwrap();
+    let il = Layout::contiguous(&[tokens, top]);
+    let mut checked = 0;
+    for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
+        let q = quantized(ty, experts * n, k, 21);
+        let blocks = d.htod(&q.data().unwrap()).unwrap();
+        let wd: Vec<f32> = q
+            .dequantize(&Cpu::Cpu)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let w = rq::QExperts {
+            weights: QWeights {
+                buffer: blocks.as_buffer(),
+                ty,
+                rows: experts * n,
+                k,
+            },
+            experts,
+        };
+        for slots in [1, top] {
+            let xs: Vec<f32> = (0..tokens * slots * k)
+                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                .collect();
+            let x = Tensor::from_vec(xs, (tokens, slots, k), &Cpu::Cpu).unwrap();
+            for dtype in [DType::F32, DType::BF16] {
+                let seen: Vec<f32> = activations_seen(ty, &x, dtype)
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
+                let xl = Layout::contiguous(&[tokens, slots, k]);
+                let got = rq::moe_matvec(
+                    &d,
+                    w,
+                    (
+                        Operand::new(&xb, dtype, &xl),
+                        Operand::new(ids.as_buffer(), DType::U32, &il),
+                    ),
+                    true,
+                )
+                .unwrap();
+                let got = values(&download(&d, &got), dtype);
+                assert_eq!(got.len(), tokens * top * n);
+                for (p, &e) in ids_host.iter().enumerate() {
+                    let xr = if slots == 1 { p / top } else { p };
+                    let xrow = &seen[xr * k..(xr + 1) * k];
+                    let want: Vec<f64> = (0..n)
+                        .map(|j| {
+                            let wrow = &wd[(e as usize * n + j) * k..][..k];
+                            wrow.iter()
+                                .zip(xrow)
+                                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                                .sum()
+                        })
+                        .collect();
+                    let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                    let tol = if dtype == DType::F32 { 1e-5 } else { 2e-2 };
+                    for (j, w) in want.iter().enumerate() {
+                        let g = got[p * n + j];
+                        assert!(
+                            (g - w).abs() <= tol * scale,
+                            "moe {ty} {dtype} slots {slots} pair {p} row {j}: {g} vs {w}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+        // an expert id past the experts: a zero row unchecked, an error checked
+        let bad = d.htod(&[1u32, 4]).unwrap();
+        let bl = Layout::contiguous(&[1, 2]);
+        let x1 = d.alloc_zeroed(k * 4).unwrap();
+        let x1l = Layout::contiguous(&[1, 1, k]);
+        let args = (
+            Operand::new(&x1, DType::F32, &x1l),
+            Operand::new(bad.as_buffer(), DType::U32, &bl),
+        );
+        let out = rq::moe_matvec(&d, w, args, false).unwrap();
+        assert!(
+            download(&d, &out).iter().all(|&b| b == 0),
+            "{ty}: masked pair"
+        );
+        let e = rq::moe_matvec(&d, w, args, true).unwrap_err();
+        assert!(matches!(e, Error::IndexOutOfRange { index: 4, .. }), "{e}");
+    }
+    println!("indexed moe: {checked} type x slots x dtype cases");
 }
 
 #[test]
@@ -218,4 +426,38 @@ fn bad_input_is_a_typed_error() {
     let xl = Layout::contiguous(&[2, 128]);
     let e = rq::matmul(&blas, w, Operand::new(&buf, DType::F32, &xl)).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    // a mixture of experts: float experts, a bad split, ids of another shape or dtype
+    let ids = d.alloc_zeroed(64).unwrap();
+    let xl = Layout::contiguous(&[2, 1, 256]);
+    let il = Layout::contiguous(&[2, 2]);
+    let x = Operand::new(&buf, DType::F32, &xl);
+    let moe = |w: QWeights<'_>, experts, ids: Operand<'_>| {
+        rq::moe_matvec(
+            &d,
+            rq::QExperts {
+                weights: w,
+                experts,
+            },
+            (x, ids),
+            false,
+        )
+        .unwrap_err()
+    };
+    let f32w = QWeights {
+        ty: GgmlType::F32,
+        rows: 2,
+        ..w
+    };
+    let e = moe(f32w, 2, Operand::new(&ids, DType::U32, &il));
+    assert!(
+        matches!(e, Error::ShapeMismatch { .. }) && e.to_string().contains("f32"),
+        "{e}"
+    );
+    let e = moe(w, 3, Operand::new(&ids, DType::U32, &il));
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let il3 = Layout::contiguous(&[3, 2]);
+    let e = moe(w, 2, Operand::new(&ids, DType::U32, &il3));
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = moe(w, 2, Operand::new(&ids, DType::I64, &il));
+    assert!(matches!(e, Error::UnsupportedDType { .. }), "{e}");
 }

@@ -175,6 +175,26 @@ impl QRocmStorage {
     }
 }
 
+impl QRocmStorage {
+    /// `indexed_moe_forward` for these (experts, n, k) weights: x (tokens, top or 1, k), u32 ids
+    /// (tokens, top); the result is (tokens, top, n) in x's dtype.
+    pub fn indexed_moe_forward(
+        &self,
+        self_shape: &Shape,
+        (x, x_l): (&RocmStorage, &Layout),
+        (ids, ids_l): (&RocmStorage, &Layout),
+    ) -> Result<(RocmStorage, Shape)> {
+        let (experts, n, k) = self_shape.dims3()?;
+        let (tokens, _, _) = x_l.shape().dims3()?;
+        let (_, top) = ids_l.shape().dims2()?;
+        let out = self
+            .matrix(experts * n, k)
+            .moe_forward(experts, (x.inner(), &rocm_layout(x_l)), (ids.inner(), &rocm_layout(ids_l)))
+            .map_err(wrap)?;
+        Ok((self.device.wrap_storage(out), Shape::from((tokens, top, n))))
+    }
+}
+
 fn ggml_type(dtype: GgmlDType) -> rocm::quantized::GgmlType {
     match dtype {
         GgmlDType::F32 => rocm::quantized::GgmlType::F32,
