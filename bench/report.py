@@ -129,9 +129,9 @@ def read_f32(path):
     return struct.unpack(f"<{len(data) // 4}f", data)
 
 
-def memory_by_pid(work):
+def memory_by_pid(work, name="mem.csv"):
     peak = {}
-    for line in open(f"{work}/mem.csv") if os.path.exists(f"{work}/mem.csv") else []:
+    for line in open(f"{work}/{name}") if os.path.exists(f"{work}/{name}") else []:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
             peak[int(parts[0])] = max(peak.get(int(parts[0]), 0), int(parts[1]))
@@ -193,6 +193,66 @@ def model_table(work):
     for r in runs:
         r.pop("first_logits", None)
     return md, runs, checks
+
+
+GGUF_PEERS = {"rocm": "candle-rocm", "cuda": "Candle CUDA", "llamacpp": "llama.cpp"}
+
+
+def llama_cpp_rates(path):
+    """(prefill tokens/s, decode tokens/s) from llama-bench's JSON output."""
+    try:
+        rows = json.load(open(path))
+    except (OSError, ValueError):
+        return None, None
+    pp = next((r["avg_ts"] for r in rows if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0), None)
+    tg = next((r["avg_ts"] for r in rows if r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0), None)
+    return pp, tg
+
+
+def gguf_table(work):
+    """The GGUF models: one row per shape x type x peer."""
+    peaks = memory_by_pid(work, "mem-gguf.csv")
+    md, raw = [], []
+    for shape in ("1b", "8b"):
+        for ty in ("q4_0", "q4k", "q8_0"):
+            for peer in GGUF_PEERS:
+                path = f"{work}/gguf-{shape}-{ty}-{peer}.json"
+                if not os.path.exists(path):
+                    continue
+                if peer == "llamacpp":
+                    pp, tg = llama_cpp_rates(path)
+                    r = {"prefill_tokens_per_s": pp, "decode_tokens_per_s": tg}
+                else:
+                    got = lines(path)
+                    r = got[-1] if got else {}
+                pid_file = f"{work}/pid-gguf-{shape}-{ty}-{peer}"
+                if os.path.exists(pid_file):
+                    r["process_peak_mib"] = peaks.get(int(open(pid_file).read().strip()))
+                raw.append(dict(r, shape=shape, type=ty, peer=peer))
+    if not raw:
+        return ["## GGUF models", "", "not run"], raw
+    md += [
+        "## GGUF models (quantized_llama; llama.cpp's llama-bench)",
+        "",
+        "Llama shapes of 1B (hidden 2048, 16 layers, 32/8 heads, ffn 8192) and 8B (hidden 4096, "
+        "32 layers, 32/8 heads, ffn 14336), vocabulary 49152 (SmolLM2's tokenizer), random blocks "
+        "of one type for every matrix, the same file for every peer. Prefill 512 tokens, then 128 "
+        "decoded at batch 1 (Candle: median of 3 after a warm-up; llama.cpp: llama-bench -p 512 "
+        "-n 128 -r 3 -ngl 99). Process memory: the largest nvidia-smi sample (every 0.5 s).",
+        "",
+        "| shape | type | peer | prefill tokens/s | decode tokens/s | process memory MiB "
+        "| decode / Candle CUDA | decode / llama.cpp |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in raw:
+        same = {x["peer"]: x for x in raw if x["shape"] == r["shape"] and x["type"] == r["type"]}
+        dec = r.get("decode_tokens_per_s")
+        vs = lambda p: fmt(ratio(dec, same.get(p, {}).get("decode_tokens_per_s")), 2)
+        md.append(
+            f"| {r['shape']} | {r['type']} | {GGUF_PEERS[r['peer']]} | {fmt(r.get('prefill_tokens_per_s'))} "
+            f"| {fmt(dec, 1)} | {fmt(r.get('process_peak_mib'))} | {vs('cuda')} | {vs('llamacpp')} |"
+        )
+    return md, raw
 
 
 def accuracy_table(work, runs, checks):
@@ -270,6 +330,7 @@ def main():
     }
     ops_md, flagged, ops_raw, ceiling = op_tables(work)
     model_md, model_raw, checks = model_table(work)
+    gguf_md, gguf_raw = gguf_table(work)
     crate_md, crate_raw = [], {}
     for path in sorted(glob.glob(f"{work}/crate-*.md")):
         name = os.path.basename(path)[len("crate-"):-len(".md")]
@@ -286,6 +347,8 @@ def main():
         "",
         *model_md,
         "",
+        *gguf_md,
+        "",
         *ops_md,
         "",
         "## Below Candle CUDA or below 80% of the ceiling",
@@ -301,7 +364,7 @@ def main():
         f.write("\n".join(md) + "\n")
     with open(f"{out}/bench.json", "w") as f:
         json.dump({"meta": meta, "copy_ceiling_gbps": ceiling, "model": model_raw,
-                   "model_checks": checks, "ops": ops_raw, "crate_benches": crate_raw}, f, indent=1)
+                   "model_checks": checks, "gguf": gguf_raw, "ops": ops_raw, "crate_benches": crate_raw}, f, indent=1)
     print("\n".join(md))
 
 

@@ -436,6 +436,8 @@ template <typename Q>
 DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 rows, u32 lane, u32 width,
                        float* acc) {
     const u64 subs = k / 32;
+    // unrolled so that the loads of several sub-blocks are in flight at once
+#pragma unroll 4
     for (u64 s = lane; s < subs; s += width) {
         const u64 blk = s / Q::SUBS;
         QSub w;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark and its peers on this GPU; writes bench.json, bench.md and run.log
 # under $OUT (default .bench/results).
-# Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model]
+# Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model] [--skip-gguf]
+# The GGUF step needs the SmolLM2 GGUF halves (.gpu-gguf-1, .gpu-gguf-2) carried beforehand.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # torch loads the CUDA libraries it bundles: python runs with the caller's library path
@@ -11,10 +12,10 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 out=${OUT:-$here/results}; mkdir -p "$out"
 work=$(mktemp -d)
-quick=""; crates=1; ops=1; model=1
+quick=""; crates=1; ops=1; model=1; gguf=1
 for a in "$@"; do
   case $a in
-    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;;
+    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;;
   esac
 done
 [ -d "$here/bin" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
@@ -69,6 +70,43 @@ if [ $model = 1 ]; then
   echo "== model on torch, f32"
   "${python[@]}" "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
     "$work/model-torch-f32.json" "$work/logits-torch-f32.f32" --f32 || echo "FAILED: f32 on torch"
+fi
+# 4. GGUF llama models of 1B and 8B shapes (random blocks, SmolLM2's tokenizer) in Q4_0, Q4_K
+# and Q8_0: candle-rocm, Candle CUDA and llama.cpp (built here for this GPU from the packed
+# source) on the same files; device memory sampled by nvidia-smi every 0.5 s for all three.
+if [ $gguf = 1 ]; then
+  tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; }
+fi
+if [ $gguf = 1 ]; then
+  bench=""
+  echo "== building llama.cpp's llama-bench ($(cat "$here/LLAMA_CPP"))"
+  tar -C "$work" -xJf "$here/llama.cpp.tar.xz" &&
+    cmake -S "$work/llama.cpp" -B "$work/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$work/llama-cmake.log" 2>&1 &&
+    cmake --build "$work/llama-build" --target llama-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 &&
+    bench="$work/llama-build/bin/llama-bench" || { echo "FAILED: building llama.cpp"; tail -20 "$work"/llama-*.log; }
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$work/mem-gguf.csv" &
+  smi=$!
+  for shape in 1b 8b; do
+    for ty in q4_0 q4k q8_0; do
+      f="$work/llama-$shape-$ty.gguf"
+      "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
+        { echo "FAILED: writing $f"; continue; }
+      for dev in rocm cuda; do
+        echo "== GGUF $shape $ty on $dev"
+        "$here/bin/candle-rocm-bench" gguf --device $dev --file "$f" > "$work/gguf-$shape-$ty-$dev.json" &
+        pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on $dev"; echo $pid > "$work/pid-gguf-$shape-$ty-$dev"
+      done
+      if [ -n "$bench" ]; then
+        echo "== GGUF $shape $ty on llama.cpp"
+        "$bench" -m "$f" -p 512 -n 128 -r 3 -ngl 99 -o json > "$work/gguf-$shape-$ty-llamacpp.json" 2> "$work/gguf-$shape-$ty-llamacpp.log" &
+        pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on llama.cpp"; echo $pid > "$work/pid-gguf-$shape-$ty-llamacpp"
+      fi
+      rm -f "$f"
+    done
+  done
+  kill $smi
 fi
 # the raw figures travel back too, so the report can be redone anywhere
 tar -C "$work" -cJf "$out/raw.tar.xz" --exclude=llama.safetensors .

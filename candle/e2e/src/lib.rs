@@ -2,6 +2,7 @@
 //! checks that run on any machine are in tests/.
 
 pub mod embeddings;
+pub mod gguf_chat;
 pub mod llama;
 
 /// A splitmix64 stream: reproducible draws for seeded weights and random test workloads.

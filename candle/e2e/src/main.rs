@@ -1,5 +1,6 @@
-//! `candle-rocm-demo --model <all-MiniLM-L6-v2 folder> [--device N]`: real models through
-//! Candle on `Device::Rocm`, each checked against the CPU. Exits non-zero when a check fails.
+//! `candle-rocm-demo --model <all-MiniLM-L6-v2 folder> [--gguf <SmolLM2 GGUF>] [--device N]`:
+//! real models through Candle on `Device::Rocm`, each checked against the CPU. Exits non-zero
+//! when a check fails.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use candle_rocm_e2e::embeddings::{encode, load_tokenizer, Embedder};
+use candle_rocm_e2e::gguf_chat::GgufChat;
 use candle_rocm_e2e::llama::{prompt, small_config, throughput_config, Generator};
 use candle_rocm_e2e::{peak_memory, sync, DemoResult};
 
@@ -182,6 +184,65 @@ fn throughput(gpu: &Device) -> DemoResult<Check> {
     })
 }
 
+/// The chat turn SmolLM2 answers.
+const CHAT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+const CHAT_USER: &str = "What is a GPU, in two sentences?";
+/// Tokens shown as the answer, and decoded for the throughput figure.
+const CHAT_TOKENS: usize = 96;
+
+fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
+    println!(
+        "\n== text generation: {} (GGUF, quantized_llama) ==",
+        path.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned())
+    );
+    let t = Instant::now();
+    let mut on_gpu = GgufChat::load(path, gpu)?;
+    println!(
+        "weights loaded onto the GPU in {:.0} ms (blocks stay quantized on the device)",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let prompt = on_gpu.chat_prompt(CHAT_SYSTEM, CHAT_USER)?;
+    println!("user: {CHAT_USER}  ({} prompt tokens)", prompt.len());
+    // warm-up: the kernels compile
+    on_gpu.greedy(&prompt, 2, false)?;
+    let answer = on_gpu.greedy(&prompt, CHAT_TOKENS, true)?;
+    println!("assistant: {}", on_gpu.decode(&answer.tokens)?.trim());
+    // throughput: a fixed number of tokens, eos or not
+    let timed = on_gpu.greedy(&prompt, CHAT_TOKENS, false)?;
+    let prefill_rate = prompt.len() as f64 / timed.prefill_s;
+    let decode_rate = (CHAT_TOKENS - 1) as f64 / timed.decode_s;
+    // the CPU's greedy tokens, same file
+    let mut on_cpu = GgufChat::load(path, &Device::Cpu)?;
+    let gpu_steps = on_gpu.greedy(&prompt, GREEDY_STEPS, false)?;
+    let cpu_steps = on_cpu.greedy(&prompt, GREEDY_STEPS, false)?;
+    let equal = gpu_steps
+        .tokens
+        .iter()
+        .zip(&cpu_steps.tokens)
+        .take_while(|(a, b)| a == b)
+        .count();
+    println!("  GPU: {:?}", gpu_steps.tokens);
+    println!("  CPU: {:?}", cpu_steps.tokens);
+    Ok(vec![
+        Check {
+            name: "GGUF LLM: greedy tokens equal the CPU's",
+            passed: equal == GREEDY_STEPS && !answer.tokens.is_empty(),
+            detail: format!(
+                "{equal} of {GREEDY_STEPS} tokens equal; smallest top-2 logit margin {:.3} (GPU), {:.3} (CPU)",
+                gpu_steps.min_margin, cpu_steps.min_margin
+            ),
+        },
+        Check {
+            name: "GGUF LLM: throughput",
+            passed: prefill_rate.is_finite() && decode_rate.is_finite(),
+            detail: format!(
+                "prefill {} tokens at {prefill_rate:.0} tokens/s; decode {decode_rate:.1} tokens/s (batch 1, {CHAT_TOKENS} tokens)",
+                prompt.len()
+            ),
+        },
+    ])
+}
+
 /// An f16 copy of the model (weights halved in size, for the GPU pack): safetensors in f16,
 /// config and tokenizer as they are. The demo loads it back in f32.
 fn export_f16(from: &Path, to: &Path) -> DemoResult<()> {
@@ -207,10 +268,11 @@ fn run() -> DemoResult<bool> {
         export_f16(Path::new(&from), Path::new(&to))?;
         return Ok(true);
     }
-    let (mut model_dir, mut ordinal) = (None, 0usize);
+    let (mut model_dir, mut gguf, mut ordinal) = (None, None, 0usize);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--model" => model_dir = args.next().map(PathBuf::from),
+            "--gguf" => gguf = args.next().map(PathBuf::from),
             "--device" => ordinal = args.next().ok_or("--device needs a number")?.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -228,11 +290,20 @@ fn run() -> DemoResult<bool> {
         passed: false,
         detail: format!("error: {e}"),
     };
-    let checks = vec![
+    let mut checks = vec![
         embeddings(&model_dir, &gpu).unwrap_or_else(|e| failed("embeddings match the CPU", e)),
+    ];
+    match &gguf {
+        Some(path) => match gguf_llm(path, &gpu) {
+            Ok(c) => checks.extend(c),
+            Err(e) => checks.push(failed("GGUF LLM: greedy tokens equal the CPU's", e)),
+        },
+        None => println!("\n(no --gguf file: the quantized LLM is left out)"),
+    }
+    checks.extend([
         greedy_vs_cpu(&gpu).unwrap_or_else(|e| failed("greedy tokens equal the CPU's", e)),
         throughput(&gpu).unwrap_or_else(|e| failed("bf16 generation runs", e)),
-    ];
+    ]);
     println!("\n== summary ==");
     println!(
         "device: {} ({}), {:.1} GiB",

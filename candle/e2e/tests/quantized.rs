@@ -32,7 +32,11 @@ fn indexed_moe_forward_is_each_tokens_expert_matmul() {
     for ty in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q2K] {
         let qw = QTensor::quantize(&w, ty).unwrap();
         let per_expert: Vec<QMatMul> = (0..experts)
-            .map(|e| QMatMul::from_qtensor(QTensor::quantize(&w.i(e).unwrap(), ty).unwrap()).unwrap())
+            .map(|e| {
+                // a copy: quantize reads the whole storage of a view (as on every backend)
+                let expert = w.i(e).unwrap().copy().unwrap();
+                QMatMul::from_qtensor(QTensor::quantize(&expert, ty).unwrap()).unwrap()
+            })
             .collect();
         for slots in [1, top] {
             let x = random(&mut rng, &[tokens, slots, k], &gpu);

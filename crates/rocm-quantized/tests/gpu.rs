@@ -225,61 +225,122 @@ fn embedding_picks_rows_as_the_cpu_does() {
     }
 }
 
+/// f64 values of a CPU tensor.
+fn f64s(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(C::F64)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap()
+}
+
 #[test]
 fn matmul_matches_the_cpu_qmatmul() {
+    // Every type x activation dtype x batch (mat-vec up to 8 rows, dequantize + gemm above) x
+    // k, 33 weight rows. Two references: the exact one (the activations the kernels see times
+    // the CPU's dequantized weights, in f64) to f32 rounding, and Candle's CPU QMatMul (its own
+    // activation quantization) to 2% of the output's scale.
     let d = device();
     let blas = Blas::new(&d).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let n = 33;
     let mut checked = 0;
-    for ty in GgmlType::ALL {
-        for (m, n, k) in [(1, 33, 256), (3, 64, 512), (9, 17, 4096)] {
+    for k in [256, 4096, 11008] {
+        for ty in GgmlType::ALL {
             let q = quantized(ty, n, k, (n + k) as u64);
             let blocks = d.htod(&q.data().unwrap()).unwrap();
-            let xs: Vec<f32> = (0..m * k)
-                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
-                .collect();
-            let x = Tensor::from_vec(xs.clone(), (m, k), &Cpu::Cpu).unwrap();
-            // the reference: the CPU's dequantized weights times the activations the kernel
-            // sees (q8 for the block types' mat-vec), in f64
-            let wd = q.dequantize(&Cpu::Cpu).unwrap();
+            let wd = q.dequantize(&Cpu::Cpu).unwrap().to_dtype(C::F64).unwrap();
+            let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
             let w = QWeights {
                 buffer: blocks.as_buffer(),
                 ty,
                 rows: n,
                 k,
             };
-            for dtype in [DType::F32, DType::F16, DType::BF16] {
-                let seen = if m <= rq::MATVEC_MAX_ROWS {
-                    activations_seen(ty, &x, dtype)
-                } else {
-                    x.clone()
-                };
-                let want = seen
-                    .to_dtype(C::F64)
-                    .unwrap()
-                    .matmul(&wd.to_dtype(C::F64).unwrap().t().unwrap())
-                    .unwrap();
-                let want: Vec<f64> = want.flatten_all().unwrap().to_vec1().unwrap();
-                let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
-                let xl = Layout::contiguous(&[m, k]);
-                let got = rq::matmul(&blas, w, Operand::new(&xb, dtype, &xl)).unwrap();
-                let got = values(&download(&d, &got), dtype);
-                let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
-                let tol = match dtype {
-                    DType::F32 => 1e-5,
-                    _ => 2e-2,
-                };
-                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                    assert!(
-                        (g - w).abs() <= tol * scale,
-                        "{ty} {dtype} ({m}, {n}, {k}) at {i}: {g} vs {w}"
+            for m in [1, 2, 3, 8, 9, 17, 512] {
+                let xs: Vec<f32> = (0..m * k)
+                    .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                    .collect();
+                let x = Tensor::from_vec(xs, (m, k), &Cpu::Cpu).unwrap();
+                let loose = f64s(&candle_core::Module::forward(&cpu_qmm, &x).unwrap());
+                for dtype in [DType::F32, DType::F16, DType::BF16] {
+                    let seen = if m <= rq::MATVEC_MAX_ROWS {
+                        activations_seen(ty, &x, dtype)
+                    } else {
+                        x.clone()
+                    };
+                    let want = f64s(
+                        &seen
+                            .to_dtype(C::F64)
+                            .unwrap()
+                            .matmul(&wd.t().unwrap())
+                            .unwrap(),
                     );
+                    let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
+                    let xl = Layout::contiguous(&[m, k]);
+                    let got = rq::matmul(&blas, w, Operand::new(&xb, dtype, &xl)).unwrap();
+                    let got = values(&download(&d, &got), dtype);
+                    let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                    let tol = match dtype {
+                        DType::F32 => 1e-5,
+                        _ => 2e-2,
+                    };
+                    for (i, ((g, w), l)) in got.iter().zip(&want).zip(&loose).enumerate() {
+                        assert!(
+                            (g - w).abs() <= tol * scale,
+                            "{ty} {dtype} ({m}, {n}, {k}) at {i}: {g} vs {w}"
+                        );
+                        assert!(
+                            (g - l).abs() <= 2e-2 * scale,
+                            "{ty} {dtype} ({m}, {n}, {k}) at {i}: {g} vs the CPU QMatMul's {l}"
+                        );
+                    }
+                    checked += 1;
                 }
-                checked += 1;
             }
         }
     }
-    println!("quantized matmul: {checked} type x shape x dtype cases");
+    println!("quantized matmul: {checked} k x type x batch x dtype cases");
+}
+
+#[test]
+fn matmul_of_a_strided_input_is_the_contiguous_ones() {
+    let d = device();
+    let blas = Blas::new(&d).unwrap();
+    let (n, k) = (40, 512);
+    for ty in [GgmlType::Q4_0, GgmlType::Q6K, GgmlType::F16] {
+        let q = quantized(ty, n, k, 9);
+        let blocks = d.htod(&q.data().unwrap()).unwrap();
+        let w = QWeights {
+            buffer: blocks.as_buffer(),
+            ty,
+            rows: n,
+            k,
+        };
+        for m in [3, 20] {
+            // x^T stored (k, m): the (m, k) operand is a transposed view
+            let xt = Tensor::from_vec(
+                (0..m * k)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+                    .collect::<Vec<f32>>(),
+                (k, m),
+                &Cpu::Cpu,
+            )
+            .unwrap();
+            let xb = upload(&d, &xt);
+            let strided = Layout::new(&[m, k], &[1, m], 0);
+            let got = rq::matmul(&blas, w, Operand::new(&xb, DType::F32, &strided)).unwrap();
+            let xc = upload(&d, &xt.t().unwrap().contiguous().unwrap());
+            let want = rq::matmul(
+                &blas,
+                w,
+                Operand::new(&xc, DType::F32, &Layout::contiguous(&[m, k])),
+            )
+            .unwrap();
+            assert!(download(&d, &got) == download(&d, &want), "{ty} batch {m}");
+        }
+    }
 }
 
 #[test]

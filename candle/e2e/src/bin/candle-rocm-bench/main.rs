@@ -6,9 +6,12 @@
 //! candle-rocm-bench ops [--quick] [--devices rocm,cuda] [--only OP]
 //! candle-rocm-bench model --device rocm|cuda|none [--dtype bf16|f32] [--repeats N] [--logits F]
 //!                         [--save-weights F] [--save-config F]
+//! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q8_0 --tokenizer-from F --out F
+//! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128]
 //! ```
 //! Results are JSON lines on stdout; progress goes to stderr.
 
+mod gguf;
 mod model;
 mod ops;
 mod timing;
@@ -94,9 +97,27 @@ fn run(args: &[String]) -> DemoResult<()> {
                 println!("{}", model::report(device, dtype, &config, &result));
             }
         }
+        Some("gguf-write") => {
+            let need = |flag: &str| flag_value(args, flag).ok_or(format!("gguf-write needs {flag}"));
+            gguf::write(
+                gguf::shape(need("--shape")?)?,
+                gguf::block_type(need("--type")?)?,
+                std::path::Path::new(need("--tokenizer-from")?),
+                std::path::Path::new(need("--out")?),
+            )?;
+        }
+        Some("gguf") => {
+            let device = flag_value(args, "--device").unwrap_or("rocm");
+            let file = flag_value(args, "--file").ok_or("gguf needs --file")?;
+            let prompt = flag_value(args, "--prompt").map_or(Ok(512), str::parse)?;
+            let decode = flag_value(args, "--decode").map_or(Ok(128), str::parse)?;
+            let mut result = gguf::run(std::path::Path::new(file), &open(device)?, prompt, decode)?;
+            result["device"] = device.into();
+            println!("{result}");
+        }
         _ => {
             return Err(
-                "usage: candle-rocm-bench ops [--quick] [--devices rocm,cuda] [--only OP] | model --device rocm|cuda|none \
+                "usage: candle-rocm-bench gguf-write ... | gguf ... | ops [--quick] [--devices rocm,cuda] [--only OP] | model --device rocm|cuda|none \
                         [--dtype bf16|f32] [--repeats N] [--logits FILE] [--save-weights FILE] [--save-config FILE]"
                     .into(),
             )

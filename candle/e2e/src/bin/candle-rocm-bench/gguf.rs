@@ -1,0 +1,218 @@
+//! GGUF llama models of a given shape and block type with seeded random blocks, written once
+//! and loaded by every peer (Candle on Device::Rocm, Candle's CUDA backend, llama.cpp):
+//! prefill and decode throughput through candle-transformers' `quantized_llama`.
+//!
+//! The blocks hold random quants and small fixed scales (weights of a few hundredths), so the
+//! activations stay finite through every layer; what is measured is the weight traffic and the
+//! op count of a real model of that shape. The tokenizer metadata is copied from a real GGUF
+//! (SmolLM2's), so llama.cpp loads the file as it loads any llama.
+
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::quantized::{gguf_file, GgmlDType, QStorage, QTensor};
+use candle_core::{Device, Tensor};
+use candle_rocm_e2e::{peak_memory, SplitMix64};
+use candle_transformers::models::quantized_llama::ModelWeights;
+
+use crate::DemoResult;
+
+/// A llama shape: hidden size, layers, heads, kv heads, feed-forward size.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub name: &'static str,
+    pub hidden: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub ffn: usize,
+}
+
+/// Llama 3.2 1B's and Llama 3.1 8B's shapes (the vocabulary is the tokenizer's).
+pub const SHAPES: [Shape; 2] = [
+    Shape {
+        name: "1b",
+        hidden: 2048,
+        layers: 16,
+        heads: 32,
+        kv_heads: 8,
+        ffn: 8192,
+    },
+    Shape {
+        name: "8b",
+        hidden: 4096,
+        layers: 32,
+        heads: 32,
+        kv_heads: 8,
+        ffn: 14336,
+    },
+];
+
+pub fn shape(name: &str) -> DemoResult<Shape> {
+    SHAPES
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| format!("unknown shape {name:?} (1b, 8b)").into())
+}
+
+pub fn block_type(name: &str) -> DemoResult<GgmlDType> {
+    match name {
+        "q4_0" => Ok(GgmlDType::Q4_0),
+        "q4k" => Ok(GgmlDType::Q4K),
+        "q8_0" => Ok(GgmlDType::Q8_0),
+        other => Err(format!("unknown type {other:?} (q4_0, q4k, q8_0)").into()),
+    }
+}
+
+/// `n` blocks of `ty` with random quants and the scale fields set so weights are ~0.02.
+fn random_blocks(ty: GgmlDType, n: usize, rng: &mut SplitMix64) -> Vec<u8> {
+    let size = ty.type_size();
+    let mut out = vec![0u8; n * size];
+    for chunk in out.chunks_mut(8) {
+        let r = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&r[..chunk.len()]);
+    }
+    // f16 bit patterns, little-endian: 0.004 = 0x1c19, 0.0003 = 0x0cea, 0.0002 = 0x0a8e
+    const F16_0_004: [u8; 2] = [0x19, 0x1c];
+    const F16_0_0003: [u8; 2] = [0xea, 0x0c];
+    const F16_0_0002: [u8; 2] = [0x8e, 0x0a];
+    for block in out.chunks_mut(size) {
+        match ty {
+            // d: (q - 8) spans -8..7
+            GgmlDType::Q4_0 => block[..2].copy_from_slice(&F16_0_004),
+            // d: q spans -128..127
+            GgmlDType::Q8_0 => block[..2].copy_from_slice(&F16_0_0003),
+            // d and dmin; the 6-bit scales and mins stay random
+            GgmlDType::Q4K => {
+                block[..2].copy_from_slice(&F16_0_0002);
+                block[2..4].copy_from_slice(&F16_0_0002);
+            }
+            // block_type() admits these three only
+            _ => {}
+        }
+    }
+    out
+}
+
+fn random_tensor(ty: GgmlDType, dims: &[usize], rng: &mut SplitMix64) -> DemoResult<QTensor> {
+    let n: usize = dims.iter().product();
+    let blocks = random_blocks(ty, n / ty.block_size(), rng);
+    let storage = QStorage::from_data(std::borrow::Cow::Owned(blocks), &Device::Cpu, ty)?;
+    Ok(QTensor::new(storage, dims)?)
+}
+
+fn ones(n: usize) -> DemoResult<QTensor> {
+    let t = Tensor::ones(n, candle_core::DType::F32, &Device::Cpu)?;
+    Ok(QTensor::quantize(&t, GgmlDType::F32)?)
+}
+
+/// Writes the model `shape` in `ty` to `out`, with the tokenizer metadata of `tokenizer_from`.
+pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> DemoResult<()> {
+    let mut src = std::fs::File::open(tokenizer_from)
+        .map_err(|e| format!("{}: {e}", tokenizer_from.display()))?;
+    let source = gguf_file::Content::read(&mut src)?;
+    let vocab = match source.metadata.get("tokenizer.ggml.tokens") {
+        Some(gguf_file::Value::Array(tokens)) => tokens.len(),
+        _ => return Err("the tokenizer GGUF has no tokenizer.ggml.tokens".into()),
+    };
+    let head_dim = shape.hidden / shape.heads;
+    let u32v = |v: usize| gguf_file::Value::U32(v as u32);
+    let mut metadata: Vec<(String, gguf_file::Value)> = vec![
+        ("general.architecture".into(), gguf_file::Value::String("llama".into())),
+        ("general.name".into(), gguf_file::Value::String(format!("random llama {}", shape.name))),
+        ("llama.context_length".into(), u32v(4096)),
+        ("llama.embedding_length".into(), u32v(shape.hidden)),
+        ("llama.block_count".into(), u32v(shape.layers)),
+        ("llama.feed_forward_length".into(), u32v(shape.ffn)),
+        ("llama.attention.head_count".into(), u32v(shape.heads)),
+        ("llama.attention.head_count_kv".into(), u32v(shape.kv_heads)),
+        ("llama.rope.dimension_count".into(), u32v(head_dim)),
+        ("llama.rope.freq_base".into(), gguf_file::Value::F32(500_000.0)),
+        ("llama.attention.layer_norm_rms_epsilon".into(), gguf_file::Value::F32(1e-5)),
+        ("llama.vocab_size".into(), u32v(vocab)),
+    ];
+    for (k, v) in &source.metadata {
+        if k.starts_with("tokenizer.") {
+            metadata.push((k.clone(), v.clone()));
+        }
+    }
+    let mut rng = SplitMix64(0x5eed ^ shape.hidden as u64);
+    let (h, kv) = (shape.hidden, shape.kv_heads * head_dim);
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        ("token_embd.weight".into(), random_tensor(ty, &[vocab, h], &mut rng)?),
+        ("output_norm.weight".into(), ones(h)?),
+        ("output.weight".into(), random_tensor(ty, &[vocab, h], &mut rng)?),
+    ];
+    for l in 0..shape.layers {
+        let p = format!("blk.{l}");
+        for (name, dims) in [
+            ("attn_q", [h, h]),
+            ("attn_k", [kv, h]),
+            ("attn_v", [kv, h]),
+            ("attn_output", [h, h]),
+            ("ffn_gate", [shape.ffn, h]),
+            ("ffn_up", [shape.ffn, h]),
+            ("ffn_down", [h, shape.ffn]),
+        ] {
+            tensors.push((format!("{p}.{name}.weight"), random_tensor(ty, &dims, &mut rng)?));
+        }
+        tensors.push((format!("{p}.attn_norm.weight"), ones(h)?));
+        tensors.push((format!("{p}.ffn_norm.weight"), ones(h)?));
+    }
+    let md: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
+    gguf_file::write(&mut file, &md, &ts)?;
+    Ok(())
+}
+
+/// Prefill of `prompt` tokens and `decode` greedy tokens after it, on `device`.
+pub fn run(path: &Path, device: &Device, prompt: usize, decode: usize) -> DemoResult<serde_json::Value> {
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let content = gguf_file::Content::read(&mut file)?;
+    let vocab = content.metadata.get("llama.vocab_size").map(|v| v.to_u32()).transpose()?.unwrap_or(32000) as usize;
+    let t = Instant::now();
+    let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
+    device.synchronize()?;
+    let load_s = t.elapsed().as_secs_f64();
+    let mut rng = SplitMix64(7);
+    let tokens: Vec<u32> = (0..prompt).map(|_| rng.below(vocab) as u32).collect();
+    let timed = |model: &mut ModelWeights| -> DemoResult<(f64, f64, bool)> {
+        model.clear_kv_cache();
+        device.synchronize()?;
+        let t = Instant::now();
+        let logits = model.forward(&Tensor::new(tokens.as_slice(), device)?.unsqueeze(0)?, 0)?;
+        let mut next = logits.argmax(candle_core::D::Minus1)?;
+        let first: Vec<f32> = logits.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+        let prefill = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for i in 0..decode {
+            let logits = model.forward(&next.reshape((1, 1))?, prompt + i)?;
+            next = logits.argmax(candle_core::D::Minus1)?;
+        }
+        next.to_device(&Device::Cpu)?;
+        Ok((prefill, t.elapsed().as_secs_f64(), first.iter().all(|v| v.is_finite())))
+    };
+    timed(&mut model)?; // warm-up: kernels compile, the pool fills
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(timed(&mut model)?);
+    }
+    let median = |f: &dyn Fn(&(f64, f64, bool)) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (prefill, dec) = (median(&|r| r.0), median(&|r| r.1));
+    Ok(serde_json::json!({
+        "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "bytes": std::fs::metadata(path)?.len(),
+        "load_s": load_s,
+        "prompt": prompt,
+        "decode": decode,
+        "prefill_tokens_per_s": prompt as f64 / prefill,
+        "decode_tokens_per_s": decode as f64 / dec,
+        "finite_logits": runs.iter().all(|r| r.2),
+        "peak_bytes": peak_memory(device),
+    }))
+}

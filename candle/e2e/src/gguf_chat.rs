@@ -1,0 +1,112 @@
+//! A quantized LLM from one GGUF file: candle-transformers' `quantized_llama` weights, the
+//! tokenizer built from the file's own metadata (`TokenizerFromGguf`), greedy decoding.
+
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::quantized::gguf_file;
+use candle_core::quantized::tokenizer::TokenizerFromGguf;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use tokenizers::Tokenizer;
+
+use crate::{sync, DemoResult};
+
+/// The model and its tokenizer on one device.
+pub struct GgufChat {
+    model: ModelWeights,
+    device: Device,
+    pub tokenizer: Tokenizer,
+    /// The end-of-turn token (`tokenizer.ggml.eos_token_id`).
+    pub eos: u32,
+}
+
+/// What a greedy run produced, with its timings (device synchronised at each end).
+pub struct Greedy {
+    /// The generated tokens (the prompt excluded).
+    pub tokens: Vec<u32>,
+    /// The smallest gap between the best and the second-best logit over the steps.
+    pub min_margin: f32,
+    pub prefill_s: f64,
+    pub decode_s: f64,
+}
+
+impl GgufChat {
+    pub fn load(path: &Path, device: &Device) -> DemoResult<Self> {
+        let mut file = std::fs::File::open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let content = gguf_file::Content::read(&mut file)?;
+        let tokenizer = Tokenizer::from_gguf(&content)?;
+        let eos = match content.metadata.get("tokenizer.ggml.eos_token_id") {
+            Some(v) => v.to_u32()?,
+            None => return Err("the GGUF names no eos token".into()),
+        };
+        let model = ModelWeights::from_gguf(content, &mut file, device)?;
+        Ok(Self {
+            model,
+            device: device.clone(),
+            tokenizer,
+            eos,
+        })
+    }
+
+    /// The prompt of a one-turn chat in the ChatML form the file's chat template writes.
+    pub fn chat_prompt(&self, system: &str, user: &str) -> DemoResult<Vec<u32>> {
+        let text = format!(
+            "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+        );
+        Ok(self.tokenizer.encode(text, false)?.get_ids().to_vec())
+    }
+
+    pub fn decode(&self, tokens: &[u32]) -> DemoResult<String> {
+        Ok(self.tokenizer.decode(tokens, true)?)
+    }
+
+    /// `steps` greedy tokens after `prompt` (the whole prompt in one forward, then one token per
+    /// forward); stops early at the eos token only when `stop_at_eos`.
+    pub fn greedy(&mut self, prompt: &[u32], steps: usize, stop_at_eos: bool) -> DemoResult<Greedy> {
+        self.model.clear_kv_cache();
+        let device = self.device.clone();
+        let mut out = Greedy {
+            tokens: Vec::new(),
+            min_margin: f32::INFINITY,
+            prefill_s: 0.0,
+            decode_s: 0.0,
+        };
+        sync(&device)?;
+        let t = Instant::now();
+        let mut input = Tensor::new(prompt, &device)?.unsqueeze(0)?;
+        let mut pos = 0;
+        for step in 0..steps {
+            let logits = self.model.forward(&input, pos)?;
+            let logits: Vec<f32> = logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+            if step == 0 {
+                out.prefill_s = t.elapsed().as_secs_f64();
+            }
+            let (best, margin) = top2(&logits).ok_or("no logits")?;
+            out.min_margin = out.min_margin.min(margin);
+            out.tokens.push(best);
+            pos += input.dim(1)?;
+            if stop_at_eos && best == self.eos {
+                break;
+            }
+            input = Tensor::new(&[best], &device)?.unsqueeze(0)?;
+        }
+        sync(&device)?;
+        out.decode_s = t.elapsed().as_secs_f64() - out.prefill_s;
+        Ok(out)
+    }
+}
+
+/// The index of the largest logit and its lead over the second largest.
+fn top2(logits: &[f32]) -> Option<(u32, f32)> {
+    let (mut best, mut first, mut second) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for (i, &v) in logits.iter().enumerate() {
+        if v > first {
+            (second, first, best) = (first, v, i);
+        } else if v > second {
+            second = v;
+        }
+    }
+    first.is_finite().then_some((best as u32, first - second))
+}
