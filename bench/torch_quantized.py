@@ -42,12 +42,15 @@ def main():
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     cache = {}
-    prefill = []
+    prefill, crossover = [], []
     for r in ours:
         if r is ceiling:
             continue
         if r["op"].startswith("prefill"):
             prefill.append(r)
+            continue
+        if r["op"].startswith("rows"):
+            crossover.append(r)
             continue
         n, k, m = map(int, re.match(r"matvec (\d+)x(\d+) batch (\d+)", r["op"]).groups())
         t = cache.setdefault((n, k, m), bf16_ms(n, k, m))
@@ -70,6 +73,19 @@ def main():
         rows.append(
             f"| {r['op']} | {r['dtype']} | {r['ours_tflops']:.0f} | {r['bf16_gemm_tflops']:.0f} "
             f"| {torch_tflops:.0f} | {r['ours_tflops'] / r['bf16_gemm_tflops']:.2f} |"
+        )
+    rows += [
+        "",
+        "16 to 64 rows of f32 activations: the integer kernel (each weight row read once, the rows in "
+        "groups of 8) against dequantize + gemm; `INTEGER_MAX_ROWS` is set from this table.",
+        "",
+        "| op | type | integer ms | dequantize + gemm ms | faster |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in crossover:
+        faster = "integer" if r["integer_ms"] < r["dequantize_gemm_ms"] else "dequantize + gemm"
+        rows.append(
+            f"| {r['op']} | {r['dtype']} | {r['integer_ms']:.4f} | {r['dequantize_gemm_ms']:.4f} | {faster} |"
         )
     write("\n".join(rows), sys.argv[2])
 

@@ -453,6 +453,7 @@ CANDLE_ROCM_MATH(m_sqrt, sqrtf, sqrt)
 DEVICE float m_pow(float x, float e) { return powf(x, e); }
 DEVICE double m_pow(double x, double e) { return pow(x, e); }
 DEVICE float m_max(float a, float b) { return fmaxf(a, b); }  // NaN-ignoring, as Rust's max
+DEVICE float m_min(float a, float b) { return fminf(a, b); }
 DEVICE double m_max(double a, double b) { return fmax(a, b); }
 // Products rounded on their own (never fused into a following add), where a result must match
 // a CPU computation that rounds each step.

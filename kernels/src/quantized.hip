@@ -19,6 +19,11 @@ DEVICE float q_f16(const u8* p) {
 }
 DEVICE u32 q_u32(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24); }
 
+// The activation schemes of the integer dot products (see quantize_q8).
+#define Q8_SCHEME_0 0
+#define Q8_SCHEME_1 1
+#define Q8_SCHEME_K 2
+
 // Four bytes as one int, from an address aligned to A (2 or 4) bytes.
 template <int A> DEVICE u32 q_ld32(const u8* p) {
     if (A == 4) return *(const u32*)p;
@@ -44,6 +49,7 @@ struct Q4_0 {
         return m_mul_rn((float)(q - 8), q_f16(b));
     }
     static constexpr int SUBS = 1;
+    static constexpr int XSCHEME = Q8_SCHEME_0;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int, QSub& o) {
         for (int i = 0; i < 4; ++i) {
             const u32 v = q_ld32<2>(b + 2 + 4 * i);
@@ -62,6 +68,7 @@ struct Q4_1 {
         return m_add_rn(m_mul_rn((float)q, q_f16(b)), q_f16(b + 2));
     }
     static constexpr int SUBS = 1;
+    static constexpr int XSCHEME = Q8_SCHEME_1;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int, QSub& o) {
         for (int i = 0; i < 4; ++i) {
             const u32 v = q_ld32<4>(b + 4 + 4 * i);
@@ -97,6 +104,7 @@ struct Q5_0 {
         return m_mul_rn((float)(q5_value(b + 2, b + 6, i) - 16), q_f16(b));
     }
     static constexpr int SUBS = 1;
+    static constexpr int XSCHEME = Q8_SCHEME_0;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int, QSub& o) {
         q5_sub<2>(b + 2, b + 6, o);
         const float d = q_f16(b);
@@ -109,6 +117,7 @@ struct Q5_1 {
         return m_add_rn(m_mul_rn((float)q5_value(b + 4, b + 8, i), q_f16(b)), q_f16(b + 2));
     }
     static constexpr int SUBS = 1;
+    static constexpr int XSCHEME = Q8_SCHEME_1;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int, QSub& o) {
         q5_sub<4>(b + 4, b + 8, o);
         o.same(q_f16(b), q_f16(b + 2));
@@ -118,6 +127,7 @@ struct Q8_0 {
     static constexpr int BLOCK = 32, BYTES = 34;
     DEVICE static float value(const u8* b, int i) { return m_mul_rn((float)(i8)b[2 + i], q_f16(b)); }
     static constexpr int SUBS = 1;
+    static constexpr int XSCHEME = Q8_SCHEME_0;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int, QSub& o) {
         for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<2>(b + 2 + 4 * i);
         o.same(q_f16(b), 0.0f);
@@ -127,6 +137,7 @@ struct Q8_1 {
     static constexpr int BLOCK = 32, BYTES = 36;
     DEVICE static float value(const u8* b, int i) { return m_mul_rn((float)(i8)b[4 + i], q_f16(b)); }
     static constexpr int SUBS = 1;
+    static constexpr int XSCHEME = Q8_SCHEME_1;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int, QSub& o) {
         for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<4>(b + 4 + 4 * i);
         o.same(q_f16(b), 0.0f);
@@ -146,6 +157,7 @@ struct Q2K {  // scales[16], qs[64], d, dmin
         return m_sub_rn(m_mul_rn(dl, (float)q), ml);
     }
     static constexpr int SUBS = 8;
+    static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int s, QSub& o) {
         const int chunk = s >> 2, j = s & 3;
         for (int i = 0; i < 8; ++i) o.q[i] = (int)((q_ld32<4>(b + 16 + chunk * 32 + 4 * i) >> (2 * j)) & 0x03030303u);
@@ -183,6 +195,7 @@ struct Q3K {  // hmask[32], qs[64], scales[12], d
         return m_mul_rn(dl, (float)(q - h));
     }
     static constexpr int SUBS = 8;
+    static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     // Quants as q + 4 * hbit (0..7); the offset 4 goes into b.
     DEVICE static void sub(const u8* b, int s, QSub& o) {
         const int chunk = s >> 2, j = s & 3, hb = chunk * 4 + j;
@@ -221,6 +234,7 @@ struct Q4K {  // d, dmin, scales[12], qs[128]
         return m_sub_rn(m_mul_rn(d1, (float)(hi ? q >> 4 : q & 15)), m1);
     }
     static constexpr int SUBS = 8;
+    static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int s, QSub& o) {
         const int j64 = s >> 1, hi = s & 1;
         for (int i = 0; i < 8; ++i) o.q[i] = (int)((q_ld32<4>(b + 16 + j64 * 32 + 4 * i) >> (4 * hi)) & 0x0f0f0f0fu);
@@ -243,6 +257,7 @@ struct Q5K {  // d, dmin, scales[12], qh[32], qs[128]
         return m_sub_rn(m_mul_rn(d1, m_add_rn((float)(hi ? ql >> 4 : ql & 15), high)), m1);
     }
     static constexpr int SUBS = 8;
+    static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int s, QSub& o) {
         const int j64 = s >> 1, hi = s & 1;
         for (int i = 0; i < 8; ++i) {
@@ -268,6 +283,7 @@ struct Q6K {  // ql[128], qh[64], scales[16] (i8), d
         return m_mul_rn(m_mul_rn(q_f16(b + 208), (float)sc), (float)q);
     }
     static constexpr int SUBS = 8;
+    static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     // Quants as 0..63; the offset 32 goes into b.
     DEVICE static void sub(const u8* b, int s, QSub& o) {
         const int idx = s >> 2, part = s & 3;
@@ -292,6 +308,7 @@ struct Q8K {  // d (f32), qs[256], bsums[16]
         return m_mul_rn(f32_from_bits(q_u32(b)), (float)(i8)b[4 + i]);
     }
     static constexpr int SUBS = 8;
+    static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     DEVICE static void sub(const u8* b, int s, QSub& o) {
         for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<4>(b + 4 + 32 * s + 4 * i);
         o.same(f32_from_bits(q_ld32<4>(b)), 0.0f);
@@ -392,31 +409,56 @@ DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
 
 // ---- q8 activations and the integer mat-vec ---------------------------------------------------
 //
-// `quantize_q8_<x>` turns m contiguous rows of k activations (k a multiple of 32) into the form
-// the integer dot products read: m * k signed bytes (value = d * byte), then at byte m * k one
-// 8-byte record per 32 values: the scale d (f32 bits) and the sums of the first and the last 16
-// bytes (two i16). Scale per 32 values: amax / 127, values rounded half away from zero.
+// `quantize_q8_<x>` turns m contiguous rows of k activations (k a multiple of 32; of 256 for the
+// K scheme) into the form the integer dot products read: m * k signed bytes, then at byte m * k
+// one 8-byte record per 32 values: the scale d (f32 bits) and the sums of the first and the last
+// 16 bytes (two i16). The scheme is the activation type Candle's CPU pairs with the weights'
+// type (its `VecDotType`), computed as the CPU computes it, so the integer sums are the CPU's:
+// - Q8_0 (for Q4_0, Q5_0, Q8_0) and Q8_1 (for Q4_1, Q5_1, Q8_1): per 32 values d = amax / 127,
+//   bytes round(x * (1 / d)), d kept as an f16 (Q8_1's sum term is rebuilt from the bytes in
+//   the dot, as the CPU stores it);
+// - Q8K (for the k-quants): per 256 values iscale = -127 / (the value of largest magnitude),
+//   bytes round(x * iscale) clamped to i8, d = 1 / iscale in f32 (in each of the 8 records).
 
 struct alignas(16) QBytes16 { u32 w[4]; };
 
+DEVICE float f16_round(float v) { return f16_to_f32(f32_to_f16(v)); }
+
 template <typename X>
-DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k) {
+DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k, u32 scheme) {
     const u64 subs = m * k / 32;
     u8* meta = out + m * k;
     for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < subs; s += (u64)gridDim.x * blockDim.x) {
         float v[32];
-        float amax = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            v[i] = q_load(x, s * 32 + i);
-            amax = m_max(amax, m_abs(v[i]));
+        for (int i = 0; i < 32; ++i) v[i] = q_load(x, s * 32 + i);
+        float d, id;
+        if (scheme == Q8_SCHEME_K) {
+            // the 256-value block's value of largest magnitude (its first, as the CPU scans)
+            const u64 first = s / 8 * 256;
+            float amax = 0.0f, max = 0.0f;
+            for (int i = 0; i < 256; ++i) {
+                const float xi = q_load(x, first + i);
+                if (amax < m_abs(xi)) {
+                    amax = m_abs(xi);
+                    max = xi;
+                }
+            }
+            id = amax == 0.0f ? 0.0f : -127.0f / max;
+            d = amax == 0.0f ? 0.0f : 1.0f / id;
+        } else {
+            float amax = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) amax = m_max(amax, m_abs(v[i]));
+            const float d32 = amax / 127.0f;
+            id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
+            d = f16_round(d32);
         }
-        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
         QBytes16 q[2];
         int sums[2] = {0, 0};
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
-            const int b = (int)m_round(v[i] * id);
+            const int b = (int)m_max(-128.0f, m_min(127.0f, m_round(m_mul_rn(v[i], id))));
             sums[i >> 4] += b;
             if ((i & 3) == 0) q[i >> 4].w[(i >> 2) & 3] = 0;
             q[i >> 4].w[(i >> 2) & 3] |= (u32)(u8)(i8)b << (8 * (i & 3));
@@ -456,7 +498,13 @@ DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 ro
             const u32* rec = (const u32*)(meta + (r * subs + s) * 8);
             const float d = f32_from_bits(rec[0]);
             const int s0 = (i16)(u16)(rec[1] & 0xffffu), s1 = (i16)(u16)(rec[1] >> 16);
-            acc[r] += d * (w.a[0] * (float)i0 + w.b[0] * (float)s0 + w.a[1] * (float)i1 + w.b[1] * (float)s1);
+            const float dots = d * (w.a[0] * (float)i0 + w.a[1] * (float)i1);
+            if (Q::XSCHEME == Q8_SCHEME_1) {
+                // the CPU's Q8_1 sum: f16(f16(sum) * d), in f16 arithmetic
+                acc[r] += dots + w.b[0] * f16_round(f16_round((float)(s0 + s1)) * d);
+            } else {
+                acc[r] += dots + d * (w.b[0] * (float)s0 + w.b[1] * (float)s1);
+            }
         }
     }
 }
@@ -470,15 +518,20 @@ DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) {
     const u8* meta = xq + rows * k;
     for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
         float acc[MATVEC_MAX_ROWS];
+        // rows in groups of MATVEC_MAX_ROWS: the weight row comes from memory once, then from
+        // the cache for the next group
+        for (u32 r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
+            const u32 group = rows - r0 < MATVEC_MAX_ROWS ? rows - r0 : MATVEC_MAX_ROWS;
 #pragma unroll
-        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
-        q8_row_dot<Q>(w + j * row_bytes, xq, meta, k, rows, lane, warpSize, acc);
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
+            q8_row_dot<Q>(w + j * row_bytes, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group, lane, warpSize, acc);
 #pragma unroll
-        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
-            if (r >= (int)rows) break;
-            float v = acc[r];
-            for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
-            if (lane == 0) q_store(y, r * n + j, v);
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+                if (r >= (int)group) break;
+                float v = acc[r];
+                for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+                if (lane == 0) q_store(y, (r0 + r) * n + j, v);
+            }
         }
     }
 }
@@ -543,7 +596,7 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
     KERNEL void matvec_bf16_##NAME(const u8* w, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
         matvec<Q>(w, x, y, n, k, rows);                                                          \
     }                                                                                            \
-    KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k) { quantize_q8(x, out, m, k); }
+    KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k, u32 scheme) { quantize_q8(x, out, m, k, scheme); }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \

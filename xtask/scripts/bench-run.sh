@@ -3,6 +3,7 @@
 # under $OUT (default .bench/results).
 # Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model] [--skip-gguf]
 # The GGUF step needs the SmolLM2 GGUF halves (.gpu-gguf-1, .gpu-gguf-2) carried beforehand.
+# BENCH_CRATES (a glob, e.g. 'quantized') picks the op crates' benches.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # torch loads the CUDA libraries it bundles: python runs with the caller's library path
@@ -26,7 +27,7 @@ py=$here/py
 python=("${py_env[@]}" python3)
 # 1. the op crates' own benches (no Candle in between), each with its torch peer
 if [ $crates = 1 ]; then
-  for b in "$here"/bin/*_bench; do
+  for b in "$here"/bin/${BENCH_CRATES:-*}_bench; do
     name=$(basename "$b"); echo "== $name"
     "$b" > "$work/crate-$name.jsonl" &&
       "${python[@]}" "$py/torch_${name%_bench}.py" "$work/crate-$name.jsonl" "$work/crate-$name.md" ||

@@ -6,7 +6,9 @@
 //! already in bf16 (the BLAS ceiling).
 
 use rocm_blas::{Blas, MatmulShape};
-use rocm_quantized::{self as rq, Buffer, DType, Device, GgmlType, Layout, Operand, QWeights};
+use rocm_quantized::{
+    self as rq, Buffer, DType, Device, GgmlType, Layout, MatmulPath, Operand, QWeights,
+};
 use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
@@ -56,8 +58,47 @@ fn main() -> rocm_quantized::Result<()> {
                 })?;
                 report_bandwidth(&format!("matvec {n}x{k} batch {m}"), ty.key(), w_bytes, ms);
             }
+            crossover(&d, &blas, (&ws, ty), (n, k))?;
             prefill(&d, &blas, (&ws, ty), (n, k))?;
         }
+    }
+    Ok(())
+}
+
+/// 16 to 64 rows of f32 activations through the integer kernel and through dequantize + gemm:
+/// where `INTEGER_MAX_ROWS` comes from.
+fn crossover(
+    d: &Device,
+    blas: &Blas,
+    (ws, ty): (&[Buffer], GgmlType),
+    (n, k): (usize, usize),
+) -> rocm_quantized::Result<()> {
+    for m in [16usize, 32, 64] {
+        let x = filled(d, m * k * 4, 0x3c)?;
+        let xl = Layout::contiguous(&[m, k]);
+        let mut ms = [0.0; 2];
+        for (i, path) in [MatmulPath::Integer, MatmulPath::DequantizeGemm]
+            .into_iter()
+            .enumerate()
+        {
+            let mut next = 0;
+            ms[i] = time_ms(d, ITERS, || {
+                let w = QWeights {
+                    buffer: &ws[next % ws.len()],
+                    ty,
+                    rows: n,
+                    k,
+                };
+                next += 1;
+                rq::matmul_via(blas, w, Operand::new(&x, DType::F32, &xl), path).map(drop)
+            })?;
+        }
+        println!(
+            "{{\"op\": \"rows {n}x{k} batch {m}\", \"dtype\": \"{}\", \"integer_ms\": {:.4}, \"dequantize_gemm_ms\": {:.4}}}",
+            ty.key(),
+            ms[0],
+            ms[1]
+        );
     }
     Ok(())
 }

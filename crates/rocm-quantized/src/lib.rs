@@ -7,8 +7,10 @@
 //! - [`embedding`]: rows of a (rows, k) table picked by u32 ids; only those rows are
 //!   dequantized.
 //! - [`matmul`]: `x . w^T` for activations x (.., k) of f32, f16 or bf16, as `QMatMul` does:
-//!   for 1 to 8 rows (decode) a mat-vec kernel reads the blocks in place (f32 accumulation),
-//!   for more rows the weights are dequantized to x's dtype and one gemm runs (rocm-blas).
+//!   for few rows (decode, short prompts) x is quantized to q8 as Candle's CPU quantizes it
+//!   and a kernel reads the blocks in place with integer dot products (dp4a / dot4); for more
+//!   rows the weights are dequantized to x's dtype and one gemm runs (rocm-blas).
+//! - [`moe_matvec`]: Candle's `indexed_moe_forward` (one expert matrix per token and slot).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -81,6 +83,17 @@ impl GgmlType {
         !matches!(self, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
     }
 
+    /// The activation form the integer dot products pair with this block type: Candle's CPU
+    /// `VecDotType` (None for the float types).
+    pub const fn q8_scheme(self) -> Option<Q8Scheme> {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => None,
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => Some(Q8Scheme::Q8_0),
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q8_1 => Some(Q8Scheme::Q8_1),
+            _ => Some(Q8Scheme::Q8K),
+        }
+    }
+
     /// Values per block.
     pub const fn block_size(self) -> usize {
         match self {
@@ -112,6 +125,38 @@ impl GgmlType {
             GgmlType::Q5K => 176,
             GgmlType::Q6K => 210,
             GgmlType::Q8K => 292,
+        }
+    }
+}
+
+/// How activations are quantized for the integer dot products, as Candle's CPU quantizes them
+/// for each weight type (so the integer sums are the CPU's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Q8Scheme {
+    /// Per 32 values d = amax / 127 (kept as f16), bytes round(x / d).
+    Q8_0,
+    /// Q8_0's bytes and scale; the dot rebuilds the CPU's f16 sum term.
+    Q8_1,
+    /// Per 256 values d = max / -127 for the value of largest magnitude (f32), bytes
+    /// round(x / d) clamped to i8.
+    Q8K,
+}
+
+impl Q8Scheme {
+    /// The kernels' scheme number (Q8_SCHEME_* in quantized.hip).
+    const fn code(self) -> u32 {
+        match self {
+            Q8Scheme::Q8_0 => 0,
+            Q8Scheme::Q8_1 => 1,
+            Q8Scheme::Q8K => 2,
+        }
+    }
+
+    /// Values per scale.
+    pub const fn block(self) -> usize {
+        match self {
+            Q8Scheme::Q8K => 256,
+            _ => 32,
         }
     }
 }
@@ -266,11 +311,39 @@ pub fn embedding(
     Ok(y)
 }
 
+/// How [`matmul_via`] computes `x . w^T`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatmulPath {
+    /// The mat-vec kernel for up to [`MATVEC_MAX_ROWS`] rows of a block type, else the integer
+    /// kernel for up to [`INTEGER_MAX_ROWS`] rows of a block type, else dequantize + gemm.
+    Auto,
+    /// Block types: q8 activations and integer dot products, any number of rows (each weight
+    /// row read from memory once; the rows in groups of 8). Float types: the float mat-vec.
+    Integer,
+    /// The weights dequantized to x's dtype on the device, then one gemm.
+    DequantizeGemm,
+}
+
 /// `x . w^T`: x is (.., k) of f32, f16 or bf16, w is (n, k); the result is a new contiguous
-/// (.., n) buffer of x's dtype. Up to 8 rows of x: block types quantize x to q8 and run the
-/// integer mat-vec, float types the float mat-vec; more rows: the weights are dequantized to
-/// x's dtype on the device, then one gemm runs.
+/// (.., n) buffer of x's dtype. Block types with up to [`INTEGER_MAX_ROWS`] rows of x: x is
+/// quantized to q8 as Candle's CPU quantizes it for that type and integer dot products run
+/// (the CPU's integer sums; f32 accumulation); float types up to 8 rows: the float mat-vec;
+/// otherwise the weights are dequantized to x's dtype on the device and one gemm runs.
 pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
+    matmul_via(blas, w, x, MatmulPath::Auto)
+}
+
+/// Most activation rows of a block type for which [`matmul`] takes the integer kernel: above,
+/// dequantize + gemm is faster (measured on the H100, `quantized_bench`).
+pub const INTEGER_MAX_ROWS: usize = 32;
+
+/// [`matmul`] through a chosen path (for benchmarks and tests).
+pub fn matmul_via(
+    blas: &Blas,
+    w: QWeights<'_>,
+    x: Operand<'_>,
+    path: MatmulPath,
+) -> Result<Buffer> {
     const OP: &str = "quantized matmul";
     w.check(OP)?;
     let (m, k) = activation_rows(OP, &x)?;
@@ -289,7 +362,19 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     }
     let device = blas.device();
     let xc = x.contiguous(OP)?;
-    if (1..=MATVEC_MAX_ROWS).contains(&m) {
+    let integer = match path {
+        MatmulPath::Auto => {
+            let most = if w.ty.is_block() {
+                INTEGER_MAX_ROWS
+            } else {
+                MATVEC_MAX_ROWS
+            };
+            (1..=most).contains(&m)
+        }
+        MatmulPath::Integer => m > 0 && (w.ty.is_block() || m <= MATVEC_MAX_ROWS),
+        MatmulPath::DequantizeGemm => false,
+    };
+    if integer {
         return matvec(device, w, (&xc, dtype), m);
     }
     let wd = dequantize(device, w, dtype)?;
@@ -315,8 +400,8 @@ fn activation_rows(op: &'static str, x: &Operand<'_>) -> Result<(usize, usize)> 
     Ok((x.elem_count().checked_div(k).unwrap_or(0), k))
 }
 
-/// Most activation rows the mat-vec kernels take (MATVEC_MAX_ROWS in quantized.hip); more
-/// rows go through a dequantize and the BLAS.
+/// Rows of activations the mat-vec kernels hold at once (MATVEC_MAX_ROWS in quantized.hip);
+/// the float mat-vec takes at most this many, the integer one takes more in groups of it.
 pub const MATVEC_MAX_ROWS: usize = 8;
 
 /// Bytes of the q8 form of m rows of k activations: m * k signed bytes, then one 8-byte record
@@ -325,30 +410,30 @@ pub fn q8_bytes(m: usize, k: usize) -> usize {
     m * k + m * k / 32 * 8
 }
 
-/// The contiguous (m, k) activations `x` (f32, f16 or bf16; k a multiple of 32) in q8 form
-/// (see [`q8_bytes`]): per 32 values a scale d = amax / 127 and the values rounded to
-/// multiples of d, as the integer dot products read them.
-pub fn quantize_q8(device: &Device, x: Operand<'_>) -> Result<Buffer> {
+/// The contiguous (m, k) activations `x` (f32, f16 or bf16; k a multiple of the scheme's
+/// block) in q8 form (see [`q8_bytes`]), quantized as `scheme` says.
+pub fn quantize_q8(device: &Device, x: Operand<'_>, scheme: Q8Scheme) -> Result<Buffer> {
     const OP: &str = "quantize_q8";
     let (m, k) = activation_rows(OP, &x)?;
-    if k % 32 != 0 {
+    if k % scheme.block() != 0 {
         return Err(Error::ShapeMismatch {
             op: OP,
             detail: format!(
-                "input dims {:?}: {k} is not a multiple of 32",
-                x.layout.dims
+                "input dims {:?}: {k} is not a multiple of {} ({scheme:?})",
+                x.layout.dims,
+                scheme.block()
             ),
         });
     }
     let xc = x.contiguous(OP)?;
-    quantize_rows(device, (&xc, x.dtype), m, k)
+    quantize_rows(device, (&xc, x.dtype), (m, k), scheme)
 }
 
 fn quantize_rows(
     device: &Device,
     (x, dtype): (&Contiguous<'_>, DType),
-    m: usize,
-    k: usize,
+    (m, k): (usize, usize),
+    scheme: Q8Scheme,
 ) -> Result<Buffer> {
     const OP: &str = "quantize_q8";
     let key = out_key(OP, dtype)?;
@@ -359,7 +444,10 @@ fn quantize_rows(
     }
     let mut args = LaunchArgs::new();
     x.push(&mut args)?;
-    args.push_buffer(&out).push(m as u64).push(k as u64);
+    args.push_buffer(&out)
+        .push(m as u64)
+        .push(k as u64)
+        .push(scheme.code());
     device.launch_elements((&kernels::QUANTIZED, OP, key), subs, &mut args)?;
     Ok(out)
 }
@@ -381,8 +469,8 @@ fn matvec_config(device: &Device, n: usize, pairs: u32) -> LaunchConfig {
     }
 }
 
-/// `m` (1 to 8) contiguous rows of activations times the weights read in place: one warp per
-/// weight row; block types through q8 activations and integer dot products.
+/// `m` contiguous rows of activations (at most 8 for float types) times the weights read in
+/// place: one warp per weight row; block types through q8 activations and integer dot products.
 fn matvec(
     device: &Device,
     w: QWeights<'_>,
@@ -402,8 +490,8 @@ fn matvec(
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer);
     let xq;
-    let f = if w.ty.is_block() {
-        xq = quantize_rows(device, (x, dtype), m, w.k)?;
+    let f = if let Some(scheme) = w.ty.q8_scheme() {
+        xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
         args.push_buffer(&xq);
         device.kernel(
             &kernels::QUANTIZED,
@@ -499,7 +587,9 @@ pub fn moe_matvec(
     let _span =
         tracing::debug_span!("op", op = OP, ty = %weights.ty, %dtype, pairs, n, k).entered();
     let xc = x.contiguous(OP)?;
-    let xq = quantize_rows(device, (&xc, dtype), tokens * slots, k)?;
+    // block types only (checked above)
+    let scheme = weights.ty.q8_scheme().unwrap_or(Q8Scheme::Q8_0);
+    let xq = quantize_rows(device, (&xc, dtype), (tokens * slots, k), scheme)?;
     let ids_data = ids.contiguous(OP)?;
     let bad = if check_ids {
         Some(device.alloc_zeroed(4)?)
