@@ -2,6 +2,7 @@
 # Runs every benchmark and its peers on this GPU; writes bench.json, bench.md and run.log
 # under $OUT (default .bench/results).
 # Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model] [--skip-gguf]
+#        bash .bench/run.sh --build-llama-only   (llama.cpp's build alone: it can take minutes)
 # The GGUF step needs the SmolLM2 GGUF halves (.gpu-gguf-1, .gpu-gguf-2) carried beforehand.
 # BENCH_CRATES (a glob, e.g. 'quantized') picks the op crates' benches.
 set -u
@@ -13,10 +14,10 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 out=${OUT:-$here/results}; mkdir -p "$out"
 work=$(mktemp -d)
-quick=""; crates=1; ops=1; model=1; gguf=1
+quick=""; crates=1; ops=1; model=1; gguf=1; build_llama_only=0
 for a in "$@"; do
   case $a in
-    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;;
+    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;; --build-llama-only) build_llama_only=1; crates=0; ops=0; model=0;;
   esac
 done
 [ -d "$here/bin" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
@@ -79,14 +80,23 @@ if [ $gguf = 1 ]; then
   tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; }
 fi
 if [ $gguf = 1 ]; then
-  bench=""
-  echo "== building llama.cpp's llama-bench ($(cat "$here/LLAMA_CPP"))"
-  tar -C "$work" -xJf "$here/llama.cpp.tar.xz" &&
-    cmake -S "$work/llama.cpp" -B "$work/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF > "$work/llama-cmake.log" 2>&1 &&
-    cmake --build "$work/llama-build" --target llama-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 &&
-    bench="$work/llama-build/bin/llama-bench" || { echo "FAILED: building llama.cpp"; tail -20 "$work"/llama-*.log; }
+  # built once beside the pack (kept between runs on the same machine)
+  build="$here/../.llama-build"
+  bench="$build/bin/llama-bench"
+  if [ ! -x "$bench" ]; then
+    echo "== building llama.cpp's llama-bench ($(cat "$here/LLAMA_CPP"))"
+    # the sdist leaves out the generated flash-attention instances: llama.cpp's own generator
+    # writes them
+    rm -rf "$work/llama.cpp" "$build" && tar -C "$work" -xJf "$here/llama.cpp.tar.xz" &&
+      (cd "$work/llama.cpp/ggml/src/ggml-cuda/template-instances" && python3 generate_cu_files.py) &&
+      cmake -S "$work/llama.cpp" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF > "$work/llama-cmake.log" 2>&1 &&
+      cmake --build "$build" --target llama-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 ||
+      { echo "FAILED: building llama.cpp"; tail -20 "$work"/llama-*.log; }
+  fi
+  [ -x "$bench" ] || bench=""
+  [ "$build_llama_only" = 1 ] && exit 0
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$work/mem-gguf.csv" &
   smi=$!
   for shape in 1b 8b; do

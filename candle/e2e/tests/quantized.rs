@@ -33,8 +33,10 @@ fn indexed_moe_forward_is_each_tokens_expert_matmul() {
         let qw = QTensor::quantize(&w, ty).unwrap();
         let per_expert: Vec<QMatMul> = (0..experts)
             .map(|e| {
-                // a copy: quantize reads the whole storage of a view (as on every backend)
-                let expert = w.i(e).unwrap().copy().unwrap();
+                // a tensor of its own: quantize reads the whole storage of a view (as on every
+                // backend), and `copy` keeps the storage whole
+                let values: Vec<f32> = w.i(e).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+                let expert = Tensor::from_vec(values, (n, k), &gpu).unwrap();
                 QMatMul::from_qtensor(QTensor::quantize(&expert, ty).unwrap()).unwrap()
             })
             .collect();

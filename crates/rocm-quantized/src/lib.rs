@@ -334,8 +334,10 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
 }
 
 /// Most activation rows of a block type for which [`matmul`] takes the integer kernel: above,
-/// dequantize + gemm is faster (measured on the H100, `quantized_bench`).
-pub const INTEGER_MAX_ROWS: usize = 32;
+/// dequantize + gemm is faster. On the H100 (`quantized_bench`, llama shapes, Q4_0/Q4_K/Q8_0)
+/// the integer kernel wins at 32 rows (0.62-0.80x the time) and loses at 64 (1.10-1.58x); 48
+/// sits between.
+pub const INTEGER_MAX_ROWS: usize = 48;
 
 /// [`matmul`] through a chosen path (for benchmarks and tests).
 pub fn matmul_via(
