@@ -27,14 +27,15 @@ pub struct Greedy {
     pub tokens: Vec<u32>,
     /// The smallest gap between the best and the second-best logit over the steps.
     pub min_margin: f32,
+    /// The logits after the prompt.
+    pub first_logits: Vec<f32>,
     pub prefill_s: f64,
     pub decode_s: f64,
 }
 
 impl GgufChat {
     pub fn load(path: &Path, device: &Device) -> DemoResult<Self> {
-        let mut file = std::fs::File::open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let content = gguf_file::Content::read(&mut file)?;
         let tokenizer = Tokenizer::from_gguf(&content)?;
         let eos = match content.metadata.get("tokenizer.ggml.eos_token_id") {
@@ -59,17 +60,23 @@ impl GgufChat {
     }
 
     pub fn decode(&self, tokens: &[u32]) -> DemoResult<String> {
-        Ok(self.tokenizer.decode(tokens, true)?)
+        self.tokenizer.decode(tokens, true)
     }
 
     /// `steps` greedy tokens after `prompt` (the whole prompt in one forward, then one token per
     /// forward); stops early at the eos token only when `stop_at_eos`.
-    pub fn greedy(&mut self, prompt: &[u32], steps: usize, stop_at_eos: bool) -> DemoResult<Greedy> {
+    pub fn greedy(
+        &mut self,
+        prompt: &[u32],
+        steps: usize,
+        stop_at_eos: bool,
+    ) -> DemoResult<Greedy> {
         self.model.clear_kv_cache();
         let device = self.device.clone();
         let mut out = Greedy {
             tokens: Vec::new(),
             min_margin: f32::INFINITY,
+            first_logits: Vec::new(),
             prefill_s: 0.0,
             decode_s: 0.0,
         };
@@ -79,9 +86,13 @@ impl GgufChat {
         let mut pos = 0;
         for step in 0..steps {
             let logits = self.model.forward(&input, pos)?;
-            let logits: Vec<f32> = logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+            let logits: Vec<f32> = logits
+                .squeeze(0)?
+                .to_dtype(candle_core::DType::F32)?
+                .to_vec1()?;
             if step == 0 {
                 out.prefill_s = t.elapsed().as_secs_f64();
+                out.first_logits = logits.clone();
             }
             let (best, margin) = top2(&logits).ok_or("no logits")?;
             out.min_margin = out.min_margin.min(margin);

@@ -193,7 +193,8 @@ const CHAT_TOKENS: usize = 96;
 fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
     println!(
         "\n== text generation: {} (GGUF, quantized_llama) ==",
-        path.file_name().map_or_else(String::new, |f| f.to_string_lossy().into_owned())
+        path.file_name()
+            .map_or_else(String::new, |f| f.to_string_lossy().into_owned())
     );
     let t = Instant::now();
     let mut on_gpu = GgufChat::load(path, gpu)?;
@@ -223,12 +224,18 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
         .count();
     println!("  GPU: {:?}", gpu_steps.tokens);
     println!("  CPU: {:?}", cpu_steps.tokens);
+    let logit_diff = gpu_steps
+        .first_logits
+        .iter()
+        .zip(&cpu_steps.first_logits)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
     Ok(vec![
         Check {
             name: "GGUF LLM: greedy tokens equal the CPU's",
             passed: equal == GREEDY_STEPS && !answer.tokens.is_empty(),
             detail: format!(
-                "{equal} of {GREEDY_STEPS} tokens equal; smallest top-2 logit margin {:.3} (GPU), {:.3} (CPU)",
+                "{equal} of {GREEDY_STEPS} tokens equal; logits after the prompt differ by at most \
+                 {logit_diff:.2e}; smallest top-2 logit margin {:.3} (GPU), {:.3} (CPU)",
                 gpu_steps.min_margin, cpu_steps.min_margin
             ),
         },
@@ -291,7 +298,7 @@ fn run() -> DemoResult<bool> {
         detail: format!("error: {e}"),
     };
     let mut checks = vec![
-        embeddings(&model_dir, &gpu).unwrap_or_else(|e| failed("embeddings match the CPU", e)),
+        embeddings(&model_dir, &gpu).unwrap_or_else(|e| failed("embeddings match the CPU", e))
     ];
     match &gguf {
         Some(path) => match gguf_llm(path, &gpu) {

@@ -8,15 +8,24 @@ use candle_rocm_e2e::SplitMix64;
 
 fn random(rng: &mut SplitMix64, dims: &[usize], device: &Device) -> Tensor {
     let n = dims.iter().product();
-    let v: Vec<f32> = (0..n).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0).collect();
+    let v: Vec<f32> = (0..n)
+        .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+        .collect();
     Tensor::from_vec(v, dims, device).unwrap()
 }
 
+fn f32s(t: &Tensor) -> Vec<f32> {
+    let t = t.to_dtype(DType::F32).unwrap();
+    t.flatten_all().unwrap().to_vec1().unwrap()
+}
+
 fn max_diff(a: &Tensor, b: &Tensor) -> (f32, f32) {
-    let a: Vec<f32> = a.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-    let b: Vec<f32> = b.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+    let (a, b) = (f32s(a), f32s(b));
     assert_eq!(a.len(), b.len());
-    let diff = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+    let diff = a
+        .iter()
+        .zip(&b)
+        .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
     let scale = a.iter().fold(1e-3f32, |m, x| m.max(x.abs()));
     (diff, scale)
 }
@@ -26,10 +35,18 @@ fn indexed_moe_forward_is_each_tokens_expert_matmul() {
     let gpu = Device::new_rocm(0).unwrap();
     let mut rng = SplitMix64(17);
     let (experts, n, k, tokens, top) = (6, 96, 512, 5, 2);
-    let ids_host: Vec<u32> = (0..tokens * top).map(|i| ((i * 7 + 3) % experts) as u32).collect();
+    let ids_host: Vec<u32> = (0..tokens * top)
+        .map(|i| ((i * 7 + 3) % experts) as u32)
+        .collect();
     let ids = Tensor::from_vec(ids_host.clone(), (tokens, top), &gpu).unwrap();
     let w = random(&mut rng, &[experts, n, k], &gpu);
-    for ty in [GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q2K] {
+    for ty in [
+        GgmlDType::Q8_0,
+        GgmlDType::Q4_0,
+        GgmlDType::Q4K,
+        GgmlDType::Q6K,
+        GgmlDType::Q2K,
+    ] {
         let qw = QTensor::quantize(&w, ty).unwrap();
         let per_expert: Vec<QMatMul> = (0..experts)
             .map(|e| {
@@ -50,11 +67,18 @@ fn indexed_moe_forward_is_each_tokens_expert_matmul() {
                 for t in 0..tokens {
                     for s in 0..top {
                         let e = ids_host[t * top + s] as usize;
-                        let xr = x.i((t, if slots == 1 { 0 } else { s })).unwrap().unsqueeze(0).unwrap();
+                        let xr = x
+                            .i((t, if slots == 1 { 0 } else { s }))
+                            .unwrap()
+                            .unsqueeze(0)
+                            .unwrap();
                         let want = per_expert[e].forward(&xr).unwrap().squeeze(0).unwrap();
                         let (diff, scale) = max_diff(&want, &got.i((t, s)).unwrap());
                         let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
-                        assert!(diff <= tol * scale, "{ty:?} {dtype:?} slots {slots} token {t} slot {s}: {diff} of {scale}");
+                        assert!(
+                            diff <= tol * scale,
+                            "{ty:?} {dtype:?} slots {slots} token {t} slot {s}: {diff} of {scale}"
+                        );
                     }
                 }
             }

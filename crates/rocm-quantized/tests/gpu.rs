@@ -104,6 +104,15 @@ impl Q8Model {
         }
     }
 
+    /// The values the form stands for: scale * byte.
+    fn values(&self) -> Vec<f32> {
+        self.bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| self.scales[i / 32] * f32::from(b))
+            .collect()
+    }
+
     /// The form's bytes as the device lays them out.
     fn layout(&self) -> Vec<u8> {
         let mut out: Vec<u8> = self.bytes.iter().map(|&b| b as u8).collect();
@@ -373,7 +382,14 @@ fn moe_matvec_picks_each_tokens_experts() {
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
         let q = quantized(ty, experts * n, k, 21);
         let blocks = d.htod(&q.data().unwrap()).unwrap();
-        let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
+        let wd: Vec<f32> = q
+            .dequantize(&Cpu::Cpu)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let scheme = ty.q8_scheme().unwrap();
         let w = rq::QExperts {
             weights: QWeights {
                 buffer: blocks.as_buffer(),
@@ -405,21 +421,27 @@ fn moe_matvec_picks_each_tokens_experts() {
                 let got = values(&download(&d, &got), dtype);
                 assert_eq!(got.len(), tokens * top * n);
                 for (p, &e) in ids_host.iter().enumerate() {
-                    // every expert's rows for this token and slot on the CPU, then expert e's
-                    // a tensor of its own: the CPU's QMatMul reads a view's storage from 0
-                    let row: Vec<f32> = xr
-                        .i((p / top, if slots == 1 { 0 } else { p % top }))
-                        .unwrap()
-                        .to_vec1()
-                        .unwrap();
-                    let row = Tensor::from_vec(row, k, &Cpu::Cpu).unwrap();
-                    let all = f64s(
-                        &candle_core::Module::forward(&cpu_qmm, &row.unsqueeze(0).unwrap())
-                            .unwrap(),
-                    );
-                    let want = &all[e as usize * n..][..n];
+                    // the activations in the CPU's q8 form times expert e's dequantized rows,
+                    // in f64; Q8_1's f16 sum term (Q4_1, Q5_1) leaves a difference of ~2^-11
+                    // of the min term, hence its looser bound
+                    let slot = if slots == 1 { 0 } else { p % top };
+                    let row: Vec<f32> = xr.i((p / top, slot)).unwrap().to_vec1().unwrap();
+                    let xq = Q8Model::of(&row, scheme).values();
+                    let want: Vec<f64> = (0..n)
+                        .map(|j| {
+                            let wrow = &wd[(e as usize * n + j) * k..][..k];
+                            wrow.iter()
+                                .zip(&xq)
+                                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                                .sum()
+                        })
+                        .collect();
                     let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
-                    let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
+                    let tol = match (dtype, scheme) {
+                        (DType::F32, Q8Scheme::Q8_1) => 1e-3,
+                        (DType::F32, _) => 1e-5,
+                        _ => 1e-2,
+                    };
                     for (j, w) in want.iter().enumerate() {
                         let g = got[p * n + j];
                         assert!(

@@ -118,8 +118,14 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
     let head_dim = shape.hidden / shape.heads;
     let u32v = |v: usize| gguf_file::Value::U32(v as u32);
     let mut metadata: Vec<(String, gguf_file::Value)> = vec![
-        ("general.architecture".into(), gguf_file::Value::String("llama".into())),
-        ("general.name".into(), gguf_file::Value::String(format!("random llama {}", shape.name))),
+        (
+            "general.architecture".into(),
+            gguf_file::Value::String("llama".into()),
+        ),
+        (
+            "general.name".into(),
+            gguf_file::Value::String(format!("random llama {}", shape.name)),
+        ),
         ("llama.context_length".into(), u32v(4096)),
         ("llama.embedding_length".into(), u32v(shape.hidden)),
         ("llama.block_count".into(), u32v(shape.layers)),
@@ -127,8 +133,14 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
         ("llama.attention.head_count".into(), u32v(shape.heads)),
         ("llama.attention.head_count_kv".into(), u32v(shape.kv_heads)),
         ("llama.rope.dimension_count".into(), u32v(head_dim)),
-        ("llama.rope.freq_base".into(), gguf_file::Value::F32(500_000.0)),
-        ("llama.attention.layer_norm_rms_epsilon".into(), gguf_file::Value::F32(1e-5)),
+        (
+            "llama.rope.freq_base".into(),
+            gguf_file::Value::F32(500_000.0),
+        ),
+        (
+            "llama.attention.layer_norm_rms_epsilon".into(),
+            gguf_file::Value::F32(1e-5),
+        ),
         ("llama.vocab_size".into(), u32v(vocab)),
     ];
     for (k, v) in &source.metadata {
@@ -139,9 +151,15 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
     let mut rng = SplitMix64(0x5eed ^ shape.hidden as u64);
     let (h, kv) = (shape.hidden, shape.kv_heads * head_dim);
     let mut tensors: Vec<(String, QTensor)> = vec![
-        ("token_embd.weight".into(), random_tensor(ty, &[vocab, h], &mut rng)?),
+        (
+            "token_embd.weight".into(),
+            random_tensor(ty, &[vocab, h], &mut rng)?,
+        ),
         ("output_norm.weight".into(), ones(h)?),
-        ("output.weight".into(), random_tensor(ty, &[vocab, h], &mut rng)?),
+        (
+            "output.weight".into(),
+            random_tensor(ty, &[vocab, h], &mut rng)?,
+        ),
     ];
     for l in 0..shape.layers {
         let p = format!("blk.{l}");
@@ -154,12 +172,16 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
             ("ffn_up", [shape.ffn, h]),
             ("ffn_down", [h, shape.ffn]),
         ] {
-            tensors.push((format!("{p}.{name}.weight"), random_tensor(ty, &dims, &mut rng)?));
+            tensors.push((
+                format!("{p}.{name}.weight"),
+                random_tensor(ty, &dims, &mut rng)?,
+            ));
         }
         tensors.push((format!("{p}.attn_norm.weight"), ones(h)?));
         tensors.push((format!("{p}.ffn_norm.weight"), ones(h)?));
     }
-    let md: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let md: Vec<(&str, &gguf_file::Value)> =
+        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
     gguf_file::write(&mut file, &md, &ts)?;
@@ -167,10 +189,20 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
 }
 
 /// Prefill of `prompt` tokens and `decode` greedy tokens after it, on `device`.
-pub fn run(path: &Path, device: &Device, prompt: usize, decode: usize) -> DemoResult<serde_json::Value> {
+pub fn run(
+    path: &Path,
+    device: &Device,
+    prompt: usize,
+    decode: usize,
+) -> DemoResult<serde_json::Value> {
     let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let content = gguf_file::Content::read(&mut file)?;
-    let vocab = content.metadata.get("llama.vocab_size").map(|v| v.to_u32()).transpose()?.unwrap_or(32000) as usize;
+    let vocab = content
+        .metadata
+        .get("llama.vocab_size")
+        .map(|v| v.to_u32())
+        .transpose()?
+        .unwrap_or(32000) as usize;
     let t = Instant::now();
     let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
     device.synchronize()?;
@@ -183,7 +215,10 @@ pub fn run(path: &Path, device: &Device, prompt: usize, decode: usize) -> DemoRe
         let t = Instant::now();
         let logits = model.forward(&Tensor::new(tokens.as_slice(), device)?.unsqueeze(0)?, 0)?;
         let mut next = logits.argmax(candle_core::D::Minus1)?;
-        let first: Vec<f32> = logits.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+        let first: Vec<f32> = logits
+            .flatten_all()?
+            .to_dtype(candle_core::DType::F32)?
+            .to_vec1()?;
         let prefill = t.elapsed().as_secs_f64();
         let t = Instant::now();
         for i in 0..decode {
@@ -191,7 +226,11 @@ pub fn run(path: &Path, device: &Device, prompt: usize, decode: usize) -> DemoRe
             next = logits.argmax(candle_core::D::Minus1)?;
         }
         next.to_device(&Device::Cpu)?;
-        Ok((prefill, t.elapsed().as_secs_f64(), first.iter().all(|v| v.is_finite())))
+        Ok((
+            prefill,
+            t.elapsed().as_secs_f64(),
+            first.iter().all(|v| v.is_finite()),
+        ))
     };
     timed(&mut model)?; // warm-up: kernels compile, the pool fills
     let mut runs = Vec::new();
