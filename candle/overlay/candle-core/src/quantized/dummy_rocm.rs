@@ -60,6 +60,15 @@ impl QRocmStorage {
     ) -> Result<RocmStorage> {
         match *self {}
     }
+
+    pub fn indexed_moe_forward(
+        &self,
+        _: &Shape,
+        _: (&RocmStorage, &Layout),
+        _: (&RocmStorage, &Layout),
+    ) -> Result<(RocmStorage, Shape)> {
+        match *self {}
+    }
 }
 
 pub fn load_quantized<T: GgmlType + Send + Sync + 'static>(
