@@ -58,27 +58,7 @@ const LLAMA_CPP_GGML_BACKENDS: [&str; 2] = ["ggml-cpu", "ggml-cuda"];
 /// `.bench/llama.cpp.tar.xz`: llama.cpp's sources from the pinned sdist, trimmed; the sdist is
 /// downloaded once into target/tools/wheels.
 fn pack_llama_cpp(out: &Path) -> Result<(), String> {
-    let wheels = tools_dir().join("wheels");
-    std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-        ])
-        .args(["--no-binary", "llama-cpp-python", "-d"])
-        .arg(&wheels)
-        .arg(LLAMA_CPP_SDIST)
-        .status()
-        .map_err(|e| format!("python3 -m pip: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "pip could not download the sdist {LLAMA_CPP_SDIST}"
-        ));
-    }
+    let wheels = crate::tiers::pip_download(LLAMA_CPP_SDIST, &["--no-binary", "llama-cpp-python"])?;
     let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
     // Python's tarfile reads the sdist and writes the trimmed tree (every tool but the server
     // and its web UI, which are built only with LLAMA_BUILD_SERVER: CMake adds each tool).

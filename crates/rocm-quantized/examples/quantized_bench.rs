@@ -45,17 +45,8 @@ fn main() -> rocm_quantized::Result<()> {
             for m in [1usize, 2, 4, 8] {
                 let x = filled(&d, m * k * 4, 0x3c)?;
                 let xl = Layout::contiguous(&[m, k]);
-                let mut next = 0;
-                let ms = time_ms(&d, ITERS, || {
-                    let w = QWeights {
-                        buffer: &ws[next % copies],
-                        ty,
-                        rows: n,
-                        k,
-                    };
-                    next += 1;
-                    rq::matmul(&blas, w, Operand::new(&x, DType::F32, &xl)).map(drop)
-                })?;
+                let x = Operand::new(&x, DType::F32, &xl);
+                let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, MatmulPath::Auto))?;
                 report_bandwidth(&format!("matvec {n}x{k} batch {m}"), ty.key(), w_bytes, ms);
             }
             crossover(&d, &blas, (&ws, ty), (n, k))?;
@@ -63,6 +54,27 @@ fn main() -> rocm_quantized::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Milliseconds per `matmul_via(.., path)` of `x` times the (n, k) weights of `ty`, each call
+/// on the next copy of `ws` (so the weights come from memory).
+fn time_rotated(
+    blas: &Blas,
+    (ws, ty): (&[Buffer], GgmlType),
+    (n, k): (usize, usize),
+    (x, path): (Operand<'_>, MatmulPath),
+) -> rocm_quantized::Result<f64> {
+    let mut next = 0;
+    time_ms(blas.device(), ITERS, || {
+        let w = QWeights {
+            buffer: &ws[next % ws.len()],
+            ty,
+            rows: n,
+            k,
+        };
+        next += 1;
+        rq::matmul_via(blas, w, x, path).map(drop)
+    })
 }
 
 /// 16 to 64 rows of f32 activations through the integer kernel and through dequantize + gemm:
@@ -81,17 +93,8 @@ fn crossover(
             .into_iter()
             .enumerate()
         {
-            let mut next = 0;
-            ms[i] = time_ms(d, ITERS, || {
-                let w = QWeights {
-                    buffer: &ws[next % ws.len()],
-                    ty,
-                    rows: n,
-                    k,
-                };
-                next += 1;
-                rq::matmul_via(blas, w, Operand::new(&x, DType::F32, &xl), path).map(drop)
-            })?;
+            let xo = Operand::new(&x, DType::F32, &xl);
+            ms[i] = time_rotated(blas, (ws, ty), (n, k), (xo, path))?;
         }
         println!(
             "{{\"op\": \"rows {n}x{k} batch {m}\", \"dtype\": \"{}\", \"integer_ms\": {:.4}, \"dequantize_gemm_ms\": {:.4}}}",
@@ -113,17 +116,8 @@ fn prefill(
     const M: usize = 512;
     let x = filled(d, M * k * 2, 0x3c)?;
     let xl = Layout::contiguous(&[M, k]);
-    let mut next = 0;
-    let ours = time_ms(d, ITERS, || {
-        let w = QWeights {
-            buffer: &ws[next % ws.len()],
-            ty,
-            rows: n,
-            k,
-        };
-        next += 1;
-        rq::matmul(blas, w, Operand::new(&x, DType::BF16, &xl)).map(drop)
-    })?;
+    let xo = Operand::new(&x, DType::BF16, &xl);
+    let ours = time_rotated(blas, (ws, ty), (n, k), (xo, MatmulPath::Auto))?;
     let wb = filled(d, n * k * 2, 0x3c)?;
     let x3 = Layout::contiguous(&[1, M, k]);
     let w3 = Layout::new(&[1, k, n], &[n * k, 1, k], 0);
