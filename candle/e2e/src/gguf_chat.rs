@@ -25,10 +25,8 @@ pub struct GgufChat {
 pub struct Greedy {
     /// The generated tokens (the prompt excluded).
     pub tokens: Vec<u32>,
-    /// The smallest gap between the best and the second-best logit over the steps.
-    pub min_margin: f32,
-    /// The logits after the prompt.
-    pub first_logits: Vec<f32>,
+    /// The gap between the best and the second-best logit at each step.
+    pub margins: Vec<f32>,
     pub prefill_s: f64,
     pub decode_s: f64,
 }
@@ -75,8 +73,7 @@ impl GgufChat {
         let device = self.device.clone();
         let mut out = Greedy {
             tokens: Vec::new(),
-            min_margin: f32::INFINITY,
-            first_logits: Vec::new(),
+            margins: Vec::new(),
             prefill_s: 0.0,
             decode_s: 0.0,
         };
@@ -92,10 +89,9 @@ impl GgufChat {
                 .to_vec1()?;
             if step == 0 {
                 out.prefill_s = t.elapsed().as_secs_f64();
-                out.first_logits = logits.clone();
             }
             let (best, margin) = top2(&logits).ok_or("no logits")?;
-            out.min_margin = out.min_margin.min(margin);
+            out.margins.push(margin);
             out.tokens.push(best);
             pos += input.dim(1)?;
             if stop_at_eos && best == self.eos {
@@ -105,6 +101,27 @@ impl GgufChat {
         }
         sync(&device)?;
         out.decode_s = t.elapsed().as_secs_f64() - out.prefill_s;
+        Ok(out)
+    }
+
+    /// The logits after `prompt` and after each of `tokens` but the last, fed in turn whatever
+    /// the model would pick (teacher forcing): one vector per token of `tokens`.
+    pub fn forced_logits(&mut self, prompt: &[u32], tokens: &[u32]) -> DemoResult<Vec<Vec<f32>>> {
+        self.model.clear_kv_cache();
+        let mut input = Tensor::new(prompt, &self.device)?.unsqueeze(0)?;
+        let mut pos = 0;
+        let mut out = Vec::with_capacity(tokens.len());
+        for &next in tokens {
+            let logits = self.model.forward(&input, pos)?;
+            out.push(
+                logits
+                    .squeeze(0)?
+                    .to_dtype(candle_core::DType::F32)?
+                    .to_vec1()?,
+            );
+            pos += input.dim(1)?;
+            input = Tensor::new(&[next], &self.device)?.unsqueeze(0)?;
+        }
         Ok(out)
     }
 }

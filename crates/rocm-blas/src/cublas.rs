@@ -47,8 +47,8 @@ impl CuBlasHandle {
         Ok(h)
     }
 
-    /// One strided-batched gemm through `cublasGemmStridedBatchedEx` with the call's data
-    /// type and compute type.
+    /// One strided-batched gemm through `cublasGemmStridedBatchedEx` with the call's (A and B,
+    /// C) data types and compute type.
     ///
     /// # Safety
     /// The device pointers must address buffers large enough for the sizes, strides and
@@ -58,7 +58,7 @@ impl CuBlasHandle {
         &self,
         device: &Device,
         call: &GemmCall,
-        (dtype, compute): (sys::cudaDataType, Compute),
+        (dtype, out_dtype, compute): (sys::cudaDataType, sys::cudaDataType, Compute),
     ) -> Result<()> {
         device.bind_to_thread()?;
         let op = |t: bool| {
@@ -103,7 +103,7 @@ impl CuBlasHandle {
                 b.stride,
                 call.beta,
                 c.ptr as *mut c_void,
-                dtype,
+                out_dtype,
                 c.ld,
                 c.stride,
                 call.batch,

@@ -137,7 +137,20 @@ impl Blas {
         lhs: Operand<'_>,
         rhs: Operand<'_>,
         shape: MatmulShape,
+        out: (&Buffer, OutputLayout),
+    ) -> Result<()> {
+        self.matmul_into_as(lhs, rhs, shape, out, lhs.dtype)
+    }
+
+    /// [`Blas::matmul_into`] with an output dtype of its own: the inputs' dtype, or f32 for
+    /// f16 and bf16 inputs (their f32 accumulators written without rounding to 16 bits).
+    pub fn matmul_into_as(
+        &self,
+        lhs: Operand<'_>,
+        rhs: Operand<'_>,
+        shape: MatmulShape,
         (out, out_l): (&Buffer, OutputLayout),
+        out_dtype: DType,
     ) -> Result<()> {
         let dtype = lhs.dtype;
         Self::check_dtype(dtype)?;
@@ -147,19 +160,27 @@ impl Blas {
                 detail: format!("lhs {dtype}, rhs {}", rhs.dtype),
             });
         }
+        let widened = out_dtype == DType::F32 && matches!(dtype, DType::F16 | DType::BF16);
+        if out_dtype != dtype && !widened {
+            return Err(Error::DTypeMismatch {
+                op: "matmul",
+                detail: format!("{dtype} inputs, {out_dtype} output"),
+            });
+        }
         let MatmulShape { batch, m, n, k } = shape;
         plan::check_operand("lhs", lhs.layout, batch, m, k)?;
         plan::check_operand("rhs", rhs.layout, batch, k, n)?;
         lhs.check("matmul")?;
         rhs.check("matmul")?;
         let size = dtype.size_in_bytes();
+        let out_size = out_dtype.size_in_bytes();
         let needed = out_l.required_len(shape)?;
-        if needed * size > out.len() {
+        if needed * out_size > out.len() {
             return Err(Error::ShapeMismatch {
                 op: "matmul",
                 detail: format!(
                     "output {out_l:?} of {shape:?} needs {needed} elements, the buffer holds {}",
-                    out.len() / size
+                    out.len() / out_size
                 ),
             });
         }
@@ -167,7 +188,7 @@ impl Blas {
             return Ok(());
         }
         if k == 0 {
-            return self.zero_output(dtype, out, out_l, shape);
+            return self.zero_output(out_dtype, out, out_l, shape);
         }
         let _span = tracing::debug_span!("matmul", %dtype, batch, m, n, k).entered();
         let (lhs_op, lhs_data) = Self::readable(lhs, m, k)?;
@@ -190,8 +211,15 @@ impl Blas {
             p.b.ld,
             p.b.batch_stride,
         );
-        let c = matrix(out.device_ptr(), p.offset_c, p.ldc, p.stride_c);
-        let reduced_f16 = dtype == DType::F16 && self.reduced_f16.load(Ordering::Relaxed);
+        let c = GemmMatrix {
+            ptr: out.device_ptr() + (p.offset_c * out_size) as u64,
+            ld: p.ldc as i32,
+            stride: p.stride_c as i64,
+        };
+        // f16 accumulation only where the output is f16 too.
+        let reduced_f16 = dtype == DType::F16
+            && out_dtype == DType::F16
+            && self.reduced_f16.load(Ordering::Relaxed);
         // alpha = 1, beta = 0 in the compute type's scalar type.
         let (one32, zero32) = (1f32, 0f32);
         let (one64, zero64) = (1f64, 0f64);
@@ -239,10 +267,22 @@ impl Blas {
                     DType::F16 => (abi::ROCBLAS_DATATYPE_F16_R, abi::ROCBLAS_DATATYPE_F32_R),
                     _ => (abi::ROCBLAS_DATATYPE_BF16_R, abi::ROCBLAS_DATATYPE_F32_R),
                 };
+                let out_dt = if widened {
+                    abi::ROCBLAS_DATATYPE_F32_R
+                } else {
+                    dt
+                };
                 // SAFETY: check_fits bounded both inputs (or they are fresh contiguous copies),
-                // the output holds batch * m * n elements, and all three stay alive until the
-                // stream has run the call (pool memory is reused in stream order).
-                unsafe { h.gemm(&self.device, &call, (op(p.a.op), op(p.b.op)), (dt, compute)) }?;
+                // the output holds the layout's elements of out_dtype, and all three stay alive
+                // until the stream has run the call (pool memory is reused in stream order).
+                unsafe {
+                    h.gemm(
+                        &self.device,
+                        &call,
+                        (op(p.a.op), op(p.b.op)),
+                        (dt, out_dt, compute),
+                    )
+                }?;
             }
             #[cfg(feature = "nvidia")]
             Backend::CuBlas(h) => {
@@ -261,8 +301,9 @@ impl Blas {
                     }
                     _ => (T::CUDA_R_16BF, Compute::F32),
                 };
+                let out_dt = if widened { T::CUDA_R_32F } else { dt };
                 // SAFETY: as for rocBLAS above.
-                unsafe { h.gemm(&self.device, &call, (dt, compute)) }?;
+                unsafe { h.gemm(&self.device, &call, (dt, out_dt, compute)) }?;
             }
         }
         drop(backend);

@@ -182,7 +182,7 @@ impl RocBlasHandle {
     }
 
     /// One strided-batched gemm through `rocblas_gemm_strided_batched_ex` (C is also D), with
-    /// the rocBLAS operations and (data, compute) types of the call.
+    /// the rocBLAS operations and the (A and B, C and D, compute) types of the call.
     ///
     /// # Safety
     /// The device pointers must address buffers large enough for the sizes, strides and
@@ -193,7 +193,7 @@ impl RocBlasHandle {
         device: &Device,
         call: &GemmCall,
         (trans_a, trans_b): (i32, i32),
-        (dtype, compute): (i32, i32),
+        (dtype, out_dtype, compute): (i32, i32, i32),
     ) -> Result<()> {
         device.bind_to_thread()?;
         let GemmCall {
@@ -223,11 +223,11 @@ impl RocBlasHandle {
                 b.stride,
                 call.beta,
                 c.ptr as *const c_void,
-                dtype,
+                out_dtype,
                 c.ld,
                 c.stride,
                 c.ptr as *mut c_void,
-                dtype,
+                out_dtype,
                 c.ld,
                 c.stride,
                 call.batch,

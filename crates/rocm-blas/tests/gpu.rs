@@ -382,3 +382,94 @@ fn reduced_precision_is_opt_in_and_close() {
     run(DType::F16);
     run(DType::BF16);
 }
+
+#[test]
+fn half_inputs_write_an_f32_output_slice() {
+    // f16/bf16 operands, f32 accumulators written unrounded into columns [3, 3 + n) of a wider
+    // f32 matrix: within f32 accumulation error (far below 16-bit output rounding), and the
+    // columns around the slice untouched.
+    let b = blas();
+    let d = b.device();
+    let (m, n, k, width) = (37, 50, 300, 61);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for dtype in [DType::F16, DType::BF16] {
+        let lv: Vec<f64> = (0..m * k)
+            .map(|_| rng.random::<f64>() * 2.0 - 1.0)
+            .collect();
+        let rv: Vec<f64> = (0..k * n)
+            .map(|_| rng.random::<f64>() * 2.0 - 1.0)
+            .collect();
+        let (lx, lb) = encode(dtype, &lv);
+        let (rx, rb) = encode(dtype, &rv);
+        let out = upload(d, &vec![0xffu8; m * width * 4]);
+        let shape = MatmulShape { batch: 1, m, n, k };
+        b.matmul_into_as(
+            View::new(&upload(d, &lb), dtype, &Layout::contiguous(&[1, m, k])),
+            View::new(&upload(d, &rb), dtype, &Layout::contiguous(&[1, k, n])),
+            shape,
+            (
+                &out,
+                rocm_blas::OutputLayout {
+                    offset: 3,
+                    ld: width,
+                    batch_stride: m * width,
+                },
+            ),
+            DType::F32,
+        )
+        .unwrap();
+        let mut bytes = vec![0u8; out.len()];
+        d.copy_dtoh(&out, 0, &mut bytes).unwrap();
+        let got = decode(DType::F32, &bytes);
+        for i in 0..m {
+            for j in 0..width {
+                let g = got[i * width + j];
+                if !(3..3 + n).contains(&j) {
+                    assert!(
+                        g.is_nan(),
+                        "{dtype}: ({i}, {j}) outside the slice written: {g}"
+                    );
+                    continue;
+                }
+                let (mut want, mut scale) = (0f64, 0f64);
+                for l in 0..k {
+                    let p = lx[i * k + l] * rx[l * n + j - 3];
+                    want += p;
+                    scale += p.abs();
+                }
+                assert!(
+                    (g - want).abs() <= 1e-5 * scale,
+                    "{dtype} at ({i}, {j}): got {g}, want {want}"
+                );
+            }
+        }
+    }
+    // Any other pair of dtypes is refused.
+    let buf = d.alloc(1 << 12).unwrap();
+    let l = Layout::contiguous(&[1, 4, 4]);
+    let shape = MatmulShape {
+        batch: 1,
+        m: 4,
+        n: 4,
+        k: 4,
+    };
+    for (input, output) in [
+        (DType::F32, DType::F16),
+        (DType::F16, DType::BF16),
+        (DType::F64, DType::F32),
+    ] {
+        let e = b
+            .matmul_into_as(
+                View::new(&buf, input, &l),
+                View::new(&buf, input, &l),
+                shape,
+                (&buf, rocm_blas::OutputLayout::contiguous(shape)),
+                output,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::DTypeMismatch { .. }),
+            "{input} -> {output}: {e}"
+        );
+    }
+}

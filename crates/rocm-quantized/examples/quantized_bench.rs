@@ -3,7 +3,8 @@
 //! activations are a rounding error beside them). Weights rotate over copies that together
 //! pass 200 MB, so every call reads them from memory, as in a model. Then the prefill path at
 //! 512 rows of bf16 activations, in TFLOP/s beside one bf16 gemm of the same shape on weights
-//! already in bf16 (the BLAS ceiling).
+//! already in bf16 (the BLAS ceiling), and with f32 activations (Candle's quantized models).
+//! Beside each mat-vec line, the host time to queue one call.
 
 use rocm_blas::{Blas, MatmulShape};
 use rocm_quantized::{
@@ -48,6 +49,11 @@ fn main() -> rocm_quantized::Result<()> {
                 let x = Operand::new(&x, DType::F32, &xl);
                 let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, MatmulPath::Auto))?;
                 report_bandwidth(&format!("matvec {n}x{k} batch {m}"), ty.key(), w_bytes, ms);
+                let host = host_ms(&blas, (&ws, ty), (n, k), x)?;
+                println!(
+                    "{{\"op\": \"host matvec {n}x{k} batch {m}\", \"dtype\": \"{}\", \"host_ms\": {host:.4}}}",
+                    ty.key()
+                );
             }
             crossover(&d, &blas, (&ws, ty), (n, k))?;
             prefill(&d, &blas, (&ws, ty), (n, k))?;
@@ -75,6 +81,31 @@ fn time_rotated(
         next += 1;
         rq::matmul_via(blas, w, x, path).map(drop)
     })
+}
+
+/// Host milliseconds to queue one `matmul` (device work left to run behind): where this is
+/// near the event time above, the host, not the kernels, sets the pace.
+fn host_ms(
+    blas: &Blas,
+    (ws, ty): (&[Buffer], GgmlType),
+    (n, k): (usize, usize),
+    x: Operand<'_>,
+) -> rocm_quantized::Result<f64> {
+    let d = blas.device();
+    d.synchronize()?;
+    let t = std::time::Instant::now();
+    for i in 0..ITERS {
+        let w = QWeights {
+            buffer: &ws[i % ws.len()],
+            ty,
+            rows: n,
+            k,
+        };
+        drop(rq::matmul(blas, w, x)?);
+    }
+    let ms = t.elapsed().as_secs_f64() * 1e3 / ITERS as f64;
+    d.synchronize()?;
+    Ok(ms)
 }
 
 /// 16 to 64 rows of f32 activations through the integer kernel and through dequantize + gemm:
@@ -118,6 +149,10 @@ fn prefill(
     let xl = Layout::contiguous(&[M, k]);
     let xo = Operand::new(&x, DType::BF16, &xl);
     let ours = time_rotated(blas, (ws, ty), (n, k), (xo, MatmulPath::Auto))?;
+    // f32 activations, as Candle's quantized models run (0x3c3c3c3c: about 0.0115)
+    let x32 = filled(d, M * k * 4, 0x3c)?;
+    let x32o = Operand::new(&x32, DType::F32, &xl);
+    let ours_f32 = time_rotated(blas, (ws, ty), (n, k), (x32o, MatmulPath::Auto))?;
     let wb = filled(d, n * k * 2, 0x3c)?;
     let x3 = Layout::contiguous(&[1, M, k]);
     let w3 = Layout::new(&[1, k, n], &[n * k, 1, k], 0);
@@ -136,9 +171,10 @@ fn prefill(
     })?;
     let tflops = |ms: f64| 2.0 * (M * n * k) as f64 / (ms * 1e-3) / 1e12;
     println!(
-        "{{\"op\": \"prefill {n}x{k} batch {M}\", \"dtype\": \"{}\", \"ours_ms\": {ours:.4}, \"bf16_gemm_ms\": {gemm:.4}, \"ours_tflops\": {:.1}, \"bf16_gemm_tflops\": {:.1}}}",
+        "{{\"op\": \"prefill {n}x{k} batch {M}\", \"dtype\": \"{}\", \"ours_ms\": {ours:.4}, \"ours_f32_ms\": {ours_f32:.4}, \"bf16_gemm_ms\": {gemm:.4}, \"ours_tflops\": {:.1}, \"ours_f32_tflops\": {:.1}, \"bf16_gemm_tflops\": {:.1}}}",
         ty.key(),
         tflops(ours),
+        tflops(ours_f32),
         tflops(gemm)
     );
     Ok(())

@@ -9,12 +9,13 @@
 //! - [`matmul`]: `x . w^T` for activations x (.., k) of f32, f16 or bf16, as `QMatMul` does:
 //!   for few rows (decode, short prompts) x is quantized to q8 as Candle's CPU quantizes it
 //!   and a kernel reads the blocks in place with integer dot products (dp4a / dot4); for more
-//!   rows the weights are dequantized to x's dtype and one gemm runs (rocm-blas).
+//!   rows the weights are dequantized to 16-bit floats a slice of rows at a time and gemms on
+//!   the matrix units run (rocm-blas).
 //! - [`moe_matvec`]: Candle's `indexed_moe_forward` (one expert matrix per token and slot).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-use rocm_blas::{Blas, MatmulShape};
+use rocm_blas::{Blas, MatmulShape, OutputLayout};
 use rocm_device::{kernels, Contiguous, LaunchArgs, LaunchConfig};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 
@@ -244,17 +245,30 @@ fn kernel_op(op: &'static str, out: DType) -> Result<&'static str> {
 
 /// Every value of `w` as a new contiguous (rows, k) buffer of `out` (f32, f16 or bf16).
 pub fn dequantize(device: &Device, w: QWeights<'_>, out: DType) -> Result<Buffer> {
+    w.check("dequantize")?;
+    dequantize_rows(device, w, 0..w.rows, out)
+}
+
+/// The rows `rows` of a checked `w` as a new contiguous (rows.len(), k) buffer of `out`.
+fn dequantize_rows(
+    device: &Device,
+    w: QWeights<'_>,
+    rows: std::ops::Range<usize>,
+    out: DType,
+) -> Result<Buffer> {
     const OP: &str = "dequantize";
-    w.check(OP)?;
     let kernel = kernel_op(OP, out)?;
-    let n = w.rows * w.k;
+    let n = rows.len() * w.k;
     let y = device.alloc(n * out.size_in_bytes())?;
     if n == 0 {
         return Ok(y);
     }
     let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %out, n).entered();
     let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer).push_buffer(&y).push(n as u64);
+    // Rows are whole blocks, so a row range starts on a block.
+    args.push_buffer_at(w.buffer, rows.start * w.row_bytes())?
+        .push_buffer(&y)
+        .push(n as u64);
     device.launch_elements(
         (&kernels::QUANTIZED, kernel, w.ty.key()),
         n as u64,
@@ -379,16 +393,79 @@ pub fn matmul_via(
     if integer {
         return matvec(device, w, (&xc, dtype), m);
     }
-    let wd = dequantize(device, w, dtype)?;
-    let n = w.rows;
-    let x_l = Layout::contiguous_at(&[1, m, k], xc.start());
-    // w^T as a (k, n) view of the (n, k) rows.
-    let w_l = Layout::new(&[1, k, n], &[n * k, 1, k], 0);
-    blas.matmul(
-        Operand::new(xc.buffer(), dtype, &x_l),
-        Operand::new(&wd, dtype, &w_l),
-        MatmulShape { batch: 1, m, n, k },
-    )
+    dequantize_gemm(blas, w, (&xc, dtype), m)
+}
+
+/// Bytes of 16-bit weights [`matmul`] dequantizes at a time: the gemm runs over a slice of
+/// weight rows at once, so a large matrix (an output head of 128K rows) never exists in
+/// floating point whole.
+pub const DEQUANTIZE_SLICE_BYTES: usize = 64 << 20;
+
+/// The dtype in which [`matmul`]'s gemm path multiplies `ty` weights by `x` activations: bf16
+/// for f32 activations of a block type (f32's range, rounding finer than the 8-bit activations
+/// of the integer path; the gemm accumulates and writes f32), else x's own dtype.
+pub fn gemm_dtype(ty: GgmlType, x: DType) -> DType {
+    if ty.is_block() && x == DType::F32 {
+        DType::BF16
+    } else {
+        x
+    }
+}
+
+/// `x . w^T` for many rows: each slice of weight rows is dequantized to the [`gemm_dtype`] and
+/// one gemm writes its columns of the output.
+fn dequantize_gemm(
+    blas: &Blas,
+    w: QWeights<'_>,
+    (x, dtype): (&Contiguous<'_>, DType),
+    m: usize,
+) -> Result<Buffer> {
+    let device = blas.device();
+    let (n, k) = (w.rows, w.k);
+    let half = gemm_dtype(w.ty, dtype);
+    let y = device.alloc(m * n * dtype.size_in_bytes())?;
+    if m * n == 0 {
+        return Ok(y);
+    }
+    let x_l = Layout::contiguous_at(&[1, m, k], x.start());
+    // A cast writes a fresh contiguous buffer from element 0.
+    let half_l = Layout::contiguous(&[1, m, k]);
+    let x_half;
+    let xh = if dtype == half {
+        Operand::new(x.buffer(), dtype, &x_l)
+    } else {
+        x_half = rocm_elementwise::cast(device, Operand::new(x.buffer(), dtype, &x_l), half)?;
+        Operand::new(&x_half, half, &half_l)
+    };
+    let slice_rows = (DEQUANTIZE_SLICE_BYTES / (k * half.size_in_bytes()).max(1)).max(1);
+    let mut r0 = 0;
+    while r0 < n {
+        let rows = slice_rows.min(n - r0);
+        let wd = dequantize_rows(device, w, r0..r0 + rows, half)?;
+        // w^T as a (k, rows) view of the (rows, k) slice.
+        let w_l = Layout::new(&[1, k, rows], &[rows * k, 1, k], 0);
+        blas.matmul_into_as(
+            xh,
+            Operand::new(&wd, half, &w_l),
+            MatmulShape {
+                batch: 1,
+                m,
+                n: rows,
+                k,
+            },
+            (
+                &y,
+                OutputLayout {
+                    offset: r0,
+                    ld: n,
+                    batch_stride: m * n,
+                },
+            ),
+            dtype,
+        )?;
+        r0 += rows;
+    }
+    Ok(y)
 }
 
 /// (rows, k) of activations x (.., k), or a typed error for a scalar.

@@ -263,8 +263,9 @@ fn matmul_matches_the_cpu_qmatmul() {
     // Every type x activation dtype x batch (integer kernel up to INTEGER_MAX_ROWS, dequantize
     // + gemm above) x k, 33 weight rows. Two references: Candle's CPU QMatMul (which quantizes
     // the activations as the integer path does) and the activations times the CPU's
-    // dequantized weights in f64 (what the gemm path computes): the path's own reference to f32
-    // rounding, the other to 2% of the output's scale.
+    // dequantized weights, both rounded to the gemm's dtype, in f64 (what the gemm path
+    // computes): the path's own reference to f32 rounding, the other to 2% of the output's
+    // scale.
     let d = device();
     let blas = Blas::new(&d).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
@@ -293,12 +294,10 @@ fn matmul_matches_the_cpu_qmatmul() {
                     // the activations as the kernels load them
                     let xr = x.to_dtype(cdtype(dtype)).unwrap().to_dtype(C::F32).unwrap();
                     let cpu = f64s(&candle_core::Module::forward(&cpu_qmm, &xr).unwrap());
-                    let exact = f64s(
-                        &xr.to_dtype(C::F64)
-                            .unwrap()
-                            .matmul(&wd.t().unwrap())
-                            .unwrap(),
-                    );
+                    // the gemm path's operands: both in its dtype
+                    let g = cdtype(rq::gemm_dtype(ty, dtype));
+                    let rounded = |t: &Tensor| t.to_dtype(g).unwrap().to_dtype(C::F64).unwrap();
+                    let exact = f64s(&rounded(&xr).matmul(&rounded(&wd).t().unwrap()).unwrap());
                     // integer path: Candle's CPU quantization, so the CPU's QMatMul is exact
                     let integer = ty.is_block() && m <= rq::INTEGER_MAX_ROWS;
                     let (want, loose) = if integer {
