@@ -435,8 +435,9 @@ pub const GGML_BLOCK_TYPES: [&str; 12] = [
 ];
 
 /// GGUF blocks: dequantize to f32 / f16 / bf16 and embedding rows for every type; the float
-/// mat-vec and the q8 activations keyed by the float types; the integer mat-vec and the
-/// mixture of experts on q8 activations for the block types.
+/// mat-vec and the q8 activations keyed by the float types; the integer mat-vec (on q8
+/// activations, or quantizing them itself into shared memory: `matvec_q8f`) and the mixture of
+/// experts on q8 activations for the block types.
 pub const QUANTIZED: KernelModule = KernelModule {
     name: "quantized",
     source: include_str!("quantized.hip"),
@@ -461,6 +462,9 @@ pub const QUANTIZED: KernelModule = KernelModule {
                 "matvec_q8_f32",
                 "matvec_q8_f16",
                 "matvec_q8_bf16",
+                "matvec_q8f_f32",
+                "matvec_q8f_f16",
+                "matvec_q8f_bf16",
                 "moe_q8_f32",
                 "moe_q8_f16",
                 "moe_q8_bf16",

@@ -377,6 +377,37 @@ DEVICE float q_load(const float* x, u64 i) { return x[i]; }
 DEVICE float q_load(const f16_t* x, u64 i) { return f16_to_f32(x[i]); }
 DEVICE float q_load(const bf16_t* x, u64 i) { return bf16_to_f32(x[i]); }
 
+// The 32 values x[at..at + 32) as f32: 16-byte loads where the address allows (a view may start
+// anywhere), else one value at a time.
+struct alignas(16) QBytes16 { u32 w[4]; };
+DEVICE float q_unpack(u32 w, int half, const float*) { return half == 0 ? f32_from_bits(w) : 0.0f; }
+DEVICE float q_unpack(u32 w, int half, const f16_t*) {
+    f16_t h;
+    h.bits = (u16)(w >> (16 * half));
+    return f16_to_f32(h);
+}
+DEVICE float q_unpack(u32 w, int half, const bf16_t*) { return f32_from_bits((w >> (16 * half)) << 16); }
+template <typename X>
+DEVICE void q_load32(const X* x, u64 at, float* v) {
+    const X* p = x + at;
+    if (((usize)p & 15) != 0) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) v[i] = q_load(p, i);
+        return;
+    }
+    constexpr int per_word = 4 / sizeof(X) > 0 ? 4 / sizeof(X) : 1;  // values in a u32
+    constexpr int vectors = 32 * sizeof(X) / 16;
+    const QBytes16* q = (const QBytes16*)p;
+#pragma unroll
+    for (int c = 0; c < vectors; ++c) {
+        const QBytes16 b = q[c];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int h = 0; h < per_word; ++h) v[(c * 4 + i) * per_word + h] = q_unpack(b.w[i], h, p);
+    }
+}
+
 // One warp (of whatever width the device has) per row j of the (n, k) weights: the lanes walk
 // the row's values in step, each multiplies its value into every activation row, and a
 // butterfly over the warp sums each row's products. The weights are read in place, once.
@@ -420,55 +451,82 @@ DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
 // - Q8K (for the k-quants): per 256 values iscale = -127 / (the value of largest magnitude),
 //   bytes round(x * iscale) clamped to i8, d = 1 / iscale in f32 (in each of the 8 records).
 
-struct alignas(16) QBytes16 { u32 w[4]; };
-
 DEVICE float f16_round(float v) { return f16_to_f32(f32_to_f16(v)); }
 
+// The largest magnitude of a run of values and its signed value, the first of equal magnitudes
+// winning (the CPU's scan); `at` orders runs when two are combined.
+struct QMax { float amax, max; u32 at; };
+
+DEVICE QMax qmax_combine(QMax a, QMax b) {
+    return (b.amax > a.amax || (b.amax == a.amax && b.at < a.at)) ? b : a;
+}
+
+// Sub-block s (32 values) of the activations x in q8 form: its bytes at q + s * 32, its record at
+// meta + s * 8. Every lane of the warp calls it (`live` false past the end) because the K
+// scheme's 256-value maximum is combined over the 8 lanes that hold one 256-value block
+// (consecutive s on consecutive lanes, the first on a lane that is a multiple of 8).
+template <typename X>
+DEVICE void quantize_q8_sub(const X* x, u64 s, bool live, u8* q, u8* meta, u32 scheme) {
+    float v[32];
+    if (live) {
+        q_load32(x, s * 32, v);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+    }
+    float d, id;
+    if (scheme == Q8_SCHEME_K) {
+        QMax m = {0.0f, 0.0f, (u32)(s & 7)};
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+            if (m.amax < m_abs(v[i])) {
+                m.amax = m_abs(v[i]);
+                m.max = v[i];
+            }
+        }
+        for (int o = 1; o < 8; o <<= 1) {
+            QMax other = {warp_shfl_xor(m.amax, o), warp_shfl_xor(m.max, o), warp_shfl_xor(m.at, o)};
+            m = qmax_combine(m, other);
+        }
+        id = m.amax == 0.0f ? 0.0f : -127.0f / m.max;
+        d = m.amax == 0.0f ? 0.0f : 1.0f / id;
+    } else {
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) amax = m_max(amax, m_abs(v[i]));
+        const float d32 = amax / 127.0f;
+        id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
+        d = f16_round(d32);
+    }
+    if (!live) return;
+    QBytes16 b16[2];
+    int sums[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+        const int b = (int)m_max(-128.0f, m_min(127.0f, m_round(m_mul_rn(v[i], id))));
+        sums[i >> 4] += b;
+        if ((i & 3) == 0) b16[i >> 4].w[(i >> 2) & 3] = 0;
+        b16[i >> 4].w[(i >> 2) & 3] |= (u32)(u8)(i8)b << (8 * (i & 3));
+    }
+    QBytes16* dst = (QBytes16*)(q + s * 32);
+    dst[0] = b16[0];
+    dst[1] = b16[1];
+    u32* rec = (u32*)(meta + s * 8);
+    rec[0] = f32_bits(d);
+    rec[1] = (u32)(u16)(i16)sums[0] | ((u32)(u16)(i16)sums[1] << 16);
+}
+
+// The m x k activations in q8 form, one sub-block per thread. The loop runs whole warps (all
+// lanes reach the K scheme's shuffles); the grid is a whole number of warps.
 template <typename X>
 DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k, u32 scheme) {
     const u64 subs = m * k / 32;
-    u8* meta = out + m * k;
-    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < subs; s += (u64)gridDim.x * blockDim.x) {
-        float v[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = q_load(x, s * 32 + i);
-        float d, id;
-        if (scheme == Q8_SCHEME_K) {
-            // the 256-value block's value of largest magnitude (its first, as the CPU scans)
-            const u64 first = s / 8 * 256;
-            float amax = 0.0f, max = 0.0f;
-            for (int i = 0; i < 256; ++i) {
-                const float xi = q_load(x, first + i);
-                if (amax < m_abs(xi)) {
-                    amax = m_abs(xi);
-                    max = xi;
-                }
-            }
-            id = amax == 0.0f ? 0.0f : -127.0f / max;
-            d = amax == 0.0f ? 0.0f : 1.0f / id;
-        } else {
-            float amax = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) amax = m_max(amax, m_abs(v[i]));
-            const float d32 = amax / 127.0f;
-            id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
-            d = f16_round(d32);
-        }
-        QBytes16 q[2];
-        int sums[2] = {0, 0};
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-            const int b = (int)m_max(-128.0f, m_min(127.0f, m_round(m_mul_rn(v[i], id))));
-            sums[i >> 4] += b;
-            if ((i & 3) == 0) q[i >> 4].w[(i >> 2) & 3] = 0;
-            q[i >> 4].w[(i >> 2) & 3] |= (u32)(u8)(i8)b << (8 * (i & 3));
-        }
-        QBytes16* dst = (QBytes16*)(out + s * 32);
-        dst[0] = q[0];
-        dst[1] = q[1];
-        u32* rec = (u32*)(meta + s * 8);
-        rec[0] = f32_bits(d);
-        rec[1] = (u32)(u16)(i16)sums[0] | ((u32)(u16)(i16)sums[1] << 16);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    const u64 lane0 = first - threadIdx.x % warpSize;
+    for (u64 base = lane0; base < subs; base += stride) {
+        const u64 s = base + threadIdx.x % warpSize;
+        quantize_q8_sub(x, s, s < subs, out, out + m * k, scheme);
     }
 }
 
@@ -534,6 +592,22 @@ DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) {
             }
         }
     }
+}
+
+// matvec_q8 for activations not yet quantized: each block first writes the q8 form of all
+// `rows` rows of x into its shared memory (rows * k * 5 / 4 bytes, the launch's dynamic shared
+// memory), then reads it from there: one launch instead of two.
+template <typename Q, typename X>
+DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
+    extern __shared__ QBytes16 q8_shared[];
+    u8* xq = (u8*)q8_shared;
+    const u64 subs = rows * k / 32;
+    for (u64 base = threadIdx.x - threadIdx.x % warpSize; base < subs; base += blockDim.x) {
+        const u64 s = base + threadIdx.x % warpSize;
+        quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
+    }
+    __syncthreads();
+    matvec_q8<Q>(w, xq, y, n, k, rows);
 }
 
 // Mixture of experts: w holds `experts` (n, k) matrices; for token t and slot e of ids
@@ -602,6 +676,9 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
     KERNEL void matvec_q8_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) { \
         matvec_q8<Q>(w, xq, y, n, k, rows);                                                      \
+    }                                                                                            \
+    KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) { \
+        matvec_q8_fused<Q>(w, x, y, n, k, rows);                                                 \
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \

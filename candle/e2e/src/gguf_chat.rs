@@ -105,11 +105,30 @@ impl GgufChat {
     }
 
     /// The logits after `prompt` and after each of `tokens` but the last, fed in turn whatever
-    /// the model would pick (teacher forcing): one vector per token of `tokens`.
-    pub fn forced_logits(&mut self, prompt: &[u32], tokens: &[u32]) -> DemoResult<Vec<Vec<f32>>> {
+    /// the model would pick (teacher forcing): one vector per token of `tokens`. The prompt goes
+    /// in as one forward, or with `one_by_one` a token per forward: the same function of the
+    /// weights with the floating-point work in another order.
+    pub fn forced_logits(
+        &mut self,
+        prompt: &[u32],
+        tokens: &[u32],
+        one_by_one: bool,
+    ) -> DemoResult<Vec<Vec<f32>>> {
         self.model.clear_kv_cache();
-        let mut input = Tensor::new(prompt, &self.device)?.unsqueeze(0)?;
+        let device = self.device.clone();
+        let feed: Vec<&[u32]> = if one_by_one {
+            prompt.chunks(1).collect()
+        } else {
+            vec![prompt]
+        };
+        let (last, first) = feed.split_last().ok_or("an empty prompt")?;
         let mut pos = 0;
+        for part in first {
+            self.model
+                .forward(&Tensor::new(*part, &device)?.unsqueeze(0)?, pos)?;
+            pos += part.len();
+        }
+        let mut input = Tensor::new(*last, &device)?.unsqueeze(0)?;
         let mut out = Vec::with_capacity(tokens.len());
         for &next in tokens {
             let logits = self.model.forward(&input, pos)?;
@@ -120,7 +139,7 @@ impl GgufChat {
                     .to_vec1()?,
             );
             pos += input.dim(1)?;
-            input = Tensor::new(&[next], &self.device)?.unsqueeze(0)?;
+            input = Tensor::new(&[next], &device)?.unsqueeze(0)?;
         }
         Ok(out)
     }

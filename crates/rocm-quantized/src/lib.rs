@@ -348,10 +348,10 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
 }
 
 /// Most activation rows of a block type for which [`matmul`] takes the integer kernel: above,
-/// dequantize + gemm is faster. On the H100 (`quantized_bench`, llama shapes, Q4_0/Q4_K/Q8_0)
-/// the integer kernel wins at 32 rows (0.62-0.80x the time) and loses at 64 (1.10-1.58x); 48
-/// sits between.
-pub const INTEGER_MAX_ROWS: usize = 48;
+/// dequantize + gemm is faster. On the H100 (`quantized_bench`, llama shapes, Q4_0/Q4_K/Q8_0,
+/// 2026-11-23) the integer kernel's time grows with the rows while the bf16 gemm path's stays
+/// flat; they cross between 21 and 31 rows.
+pub const INTEGER_MAX_ROWS: usize = 24;
 
 /// [`matmul`] through a chosen path (for benchmarks and tests).
 pub fn matmul_via(
@@ -566,27 +566,48 @@ fn matvec(
         return Ok(y);
     }
     let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
+    let mut config = matvec_config(device, n, 1);
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer);
     let xq;
-    let f = if let Some(scheme) = w.ty.q8_scheme() {
-        xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
-        args.push_buffer(&xq);
-        device.kernel(
-            &kernels::QUANTIZED,
-            kernel_op("matvec_q8", dtype)?,
-            w.ty.key(),
-        )?
-    } else {
-        x.push(&mut args)?;
-        device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
+    let f = match w.ty.q8_scheme() {
+        // Small enough: the kernel quantizes x into its shared memory (one launch).
+        Some(_) if q8_bytes(m, w.k) <= fused_shared_limit(device) => {
+            config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
+            x.push(&mut args)?;
+            device.kernel(
+                &kernels::QUANTIZED,
+                kernel_op("matvec_q8f", dtype)?,
+                w.ty.key(),
+            )?
+        }
+        Some(scheme) => {
+            xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
+            args.push_buffer(&xq);
+            device.kernel(
+                &kernels::QUANTIZED,
+                kernel_op("matvec_q8", dtype)?,
+                w.ty.key(),
+            )?
+        }
+        None => {
+            x.push(&mut args)?;
+            device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
+        }
     };
     args.push_buffer(&y)
         .push(n as u64)
         .push(w.k as u64)
         .push(m as u32);
-    device.launch(&f, matvec_config(device, n, 1), &mut args)?;
+    device.launch(&f, config, &mut args)?;
     Ok(y)
+}
+
+/// Most shared memory the fused mat-vec takes for the q8 form of x: 48 KiB (the most a
+/// launch gets on NVIDIA without opting in; AMD's workgroups have 64 KiB), or less where the
+/// device has less. Decode (one row) fits for k up to 39K.
+fn fused_shared_limit(device: &Device) -> usize {
+    device.info().shared_mem_per_block.min(48 << 10)
 }
 
 /// `experts` weight matrices of (n, k) one after the other (`weights.rows` = experts * n), as
