@@ -347,11 +347,15 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     matmul_via(blas, w, x, MatmulPath::Auto)
 }
 
-/// Most activation rows of a block type for which [`matmul`] takes the integer kernel: above,
-/// dequantize + gemm is faster. On the H100 (`quantized_bench`, llama shapes, Q4_0/Q4_K/Q8_0,
-/// 2026-11-23) the integer kernel's time grows with the rows while the bf16 gemm path's stays
-/// flat; they cross between 21 and 31 rows.
-pub const INTEGER_MAX_ROWS: usize = 24;
+/// Most activation rows of a block type for which [`matmul`] takes the integer kernel. It is
+/// Candle's CPU arithmetic (the CPU's q8 activations and integer sums), so up to here results
+/// equal the CPU's `QMatMul` to f32 rounding; the bf16 gemm path above it moves a model's
+/// logits by more than the CPU's own rounding does (SmolLM2: a 37-token prompt through it gave
+/// 24 of 32 greedy tokens equal to the CPU's, through this path 32 of 32). On speed alone the
+/// paths cross between 21 and 31 rows (H100, `quantized_bench`, llama shapes, Q4_0/Q4_K/Q8_0:
+/// at 32 rows the integer kernel takes 0.85-1.3x the gemm path's time, at 48 about 1.5x), so
+/// prompts of 25 to 48 tokens pay that for the CPU's results.
+pub const INTEGER_MAX_ROWS: usize = 48;
 
 /// [`matmul`] through a chosen path (for benchmarks and tests).
 pub fn matmul_via(
@@ -571,8 +575,10 @@ fn matvec(
     args.push_buffer(w.buffer);
     let xq;
     let f = match w.ty.q8_scheme() {
-        // Small enough: the kernel quantizes x into its shared memory (one launch).
-        Some(_) if q8_bytes(m, w.k) <= fused_shared_limit(device) => {
+        // One row (decode) that fits: the kernel quantizes x into its shared memory (one
+        // launch). Every block quantizes all of x, so with more rows the repeated work costs
+        // more than the launch it saves (H100: 1.4-1.8x the two launches' time at 4 and 8 rows).
+        Some(_) if m == 1 && q8_bytes(m, w.k) <= fused_shared_limit(device) => {
             config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
             x.push(&mut args)?;
             device.kernel(
@@ -605,7 +611,7 @@ fn matvec(
 
 /// Most shared memory the fused mat-vec takes for the q8 form of x: 48 KiB (the most a
 /// launch gets on NVIDIA without opting in; AMD's workgroups have 64 KiB), or less where the
-/// device has less. Decode (one row) fits for k up to 39K.
+/// device has less: one row fits for k up to 39K.
 fn fused_shared_limit(device: &Device) -> usize {
     device.info().shared_mem_per_block.min(48 << 10)
 }
