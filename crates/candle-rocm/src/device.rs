@@ -246,4 +246,13 @@ impl RocmDevice {
     pub fn empty_cache(&self) -> Result<usize> {
         self.inner.device.empty_cache()
     }
+
+    /// Compiles and loads every kernel module a model of these dtypes can use, in parallel
+    /// (`CANDLE_ROCM_COMPILE_THREADS`, default the machine's cores), before the first forward
+    /// pass: a model's first call then compiles nothing. Quantized models can name GGUF
+    /// types too through [`Device::prepare_keys`] on [`RocmDevice::raw`].
+    pub fn prepare(&self, dtypes: &[DType]) -> Result<()> {
+        let keys: Vec<&'static str> = dtypes.iter().map(|d| d.as_str()).collect();
+        self.inner.device.prepare_keys(&keys)
+    }
 }

@@ -82,6 +82,68 @@ pub struct Compiled {
     pub elapsed: Duration,
 }
 
+/// Modules asked for and done in the current burst of compiles; a burst that has taken over a
+/// second reports "compiling kernels for <arch>: done/total" (at most once a second, and at
+/// its end) through `tracing` at info when a subscriber is set, else on stderr.
+#[derive(Debug, Default)]
+pub struct CompileProgress {
+    state: std::sync::Mutex<ProgressState>,
+}
+
+#[derive(Debug, Default)]
+struct ProgressState {
+    total: usize,
+    done: usize,
+    since: Option<Instant>,
+    reported: Option<Instant>,
+}
+
+impl CompileProgress {
+    /// `n` more modules to compile (a new burst when the last one had ended).
+    pub fn add(&self, n: usize) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.done >= s.total {
+            *s = ProgressState {
+                since: Some(Instant::now()),
+                ..ProgressState::default()
+            };
+        }
+        s.total += n;
+    }
+
+    /// One module done; reports when the burst is slow.
+    pub fn finish(&self, arch: &str) {
+        let line = {
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            s.done += 1;
+            let now = Instant::now();
+            let slow = s.since.is_some_and(|t| now - t >= Duration::from_secs(1));
+            let due = s.reported.is_none_or(|t| now - t >= Duration::from_secs(1));
+            if !(slow && (due || s.done >= s.total)) {
+                return;
+            }
+            s.reported = Some(now);
+            let secs = s.since.map_or(0.0, |t| (now - t).as_secs_f64());
+            format!(
+                "compiling kernels for {arch}: {}/{} ({secs:.1} s)",
+                s.done.min(s.total),
+                s.total
+            )
+        };
+        if tracing::dispatcher::has_been_set() {
+            tracing::info!("{line}");
+        } else {
+            eprintln!("candle-rocm: {line}");
+        }
+    }
+
+    /// (done, total) of the current burst.
+    pub fn counts(&self) -> (usize, usize) {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (s.done, s.total)
+    }
+}
+
 /// Reads a cache entry; `None` if absent, truncated or corrupt.
 pub fn read_entry(path: &Path) -> Option<Vec<u8>> {
     let data = std::fs::read(path).ok()?;
@@ -287,6 +349,22 @@ mod tests {
         assert_eq!(read_entry(&path).as_deref(), Some(&image[..]));
         let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn compile_progress_counts_bursts() {
+        let p = CompileProgress::default();
+        p.add(3);
+        p.finish("sm_90");
+        assert_eq!(p.counts(), (1, 3));
+        p.add(1); // joins the running burst
+        assert_eq!(p.counts(), (1, 4));
+        for _ in 0..3 {
+            p.finish("sm_90");
+        }
+        assert_eq!(p.counts(), (4, 4));
+        p.add(2); // the burst had ended: a new one
+        assert_eq!(p.counts(), (0, 2));
     }
 
     #[test]

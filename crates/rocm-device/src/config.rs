@@ -27,9 +27,12 @@ pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
 pub const MIOPEN_FIND_ENV: &str = "CANDLE_ROCM_MIOPEN_FIND";
 /// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
 pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
+/// Threads that compile kernel modules (`0`: none in the background, only what a launch needs,
+/// on its own thread); default: the machine's cores.
+pub const COMPILE_THREADS_ENV: &str = "CANDLE_ROCM_COMPILE_THREADS";
 
 /// Every variable [`Config::from_env`] reads, for documentation and tests.
-pub const ENV_VARS: [&str; 9] = [
+pub const ENV_VARS: [&str; 10] = [
     PLATFORM_ENV,
     CACHE_DIR_ENV,
     DISABLE_KERNEL_CACHE_ENV,
@@ -39,6 +42,7 @@ pub const ENV_VARS: [&str; 9] = [
     DISABLE_MIOPEN_ENV,
     MIOPEN_FIND_ENV,
     REDUCED_PRECISION_ENV,
+    COMPILE_THREADS_ENV,
 ];
 
 /// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
@@ -62,6 +66,14 @@ pub struct Config {
     pub use_miopen: bool,
     pub miopen_find: bool,
     pub reduced_precision: ReducedPrecision,
+    /// Kernel compiles at once ([`crate::Device::prepare`], and the background compiles when a
+    /// dtype is first used; 0 turns the latter off).
+    pub compile_threads: usize,
+}
+
+/// The machine's cores, the default of `Config::compile_threads`.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Default for Config {
@@ -75,6 +87,7 @@ impl Default for Config {
             use_miopen: true,
             miopen_find: false,
             reduced_precision: ReducedPrecision::default(),
+            compile_threads: cores(),
         }
     }
 }
@@ -149,6 +162,9 @@ impl Config {
                 bf16: has("bf16"),
                 f32: has("f32"),
             },
+            compile_threads: lookup(COMPILE_THREADS_ENV)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(cores),
         }
     }
 }
@@ -188,8 +204,10 @@ mod tests {
             (DISABLE_MIOPEN_ENV, "1"),
             (MIOPEN_FIND_ENV, "1"),
             (REDUCED_PRECISION_ENV, "bf16, f32"),
+            (COMPILE_THREADS_ENV, " 3 "),
         ])
         .unwrap();
+        assert_eq!(c.compile_threads, 3);
         assert_eq!(c.platform, Some(Platform::Nvidia));
         assert_eq!(
             c.kernel_cache_dir.as_deref(),
@@ -226,6 +244,7 @@ mod tests {
                 CACHE_DIR_ENV => "/c",
                 POOL_MAX_CACHED_ENV => "4096",
                 REDUCED_PRECISION_ENV => "f16",
+                COMPILE_THREADS_ENV => "0",
                 _ => "1",
             };
             assert_ne!(from(&[base[0], (var, value)]).unwrap(), plain, "{var}");

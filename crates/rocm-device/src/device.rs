@@ -1,14 +1,14 @@
 //! Device handles, buffers, the default stream, events, modules and launches.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::compile::{self, CompileRequest, Origin};
+use crate::compile::{self, CompileProgress, CompileRequest, Origin};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::launch::{LaunchArgs, LaunchConfig};
@@ -64,7 +64,23 @@ struct DeviceInner {
     memory_hits: AtomicU64,
     cache_dir: Option<PathBuf>,
     compiler_version: OnceLock<String>,
+    /// Compiled images by module name, each compiled once however many threads want it.
+    compiles: Mutex<HashMap<String, CompileSlot>>,
+    /// Keys whose common modules went to the background compilers.
+    prefetched: Mutex<HashSet<&'static str>>,
+    progress: CompileProgress,
 }
+
+/// One module's image: the first thread to want it compiles (or reads the disk cache) under
+/// the slot's lock; the others wait there and take the image. A failed compile leaves the
+/// slot empty for the next caller to retry and report.
+type CompileSlot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
+
+/// Modules nearly every model of a dtype uses: when a kernel of a key is first needed, the
+/// variants of these for that key compile in the background ([`Device::kernel`]).
+pub const PREFETCH_MODULES: [&str; 9] = [
+    "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope",
+];
 
 impl Drop for DeviceInner {
     fn drop(&mut self) {
@@ -173,6 +189,9 @@ impl Device {
                 memory_hits: AtomicU64::new(0),
                 cache_dir: config.kernel_cache_dir.clone(),
                 compiler_version: OnceLock::new(),
+                compiles: Mutex::default(),
+                prefetched: Mutex::default(),
+                progress: CompileProgress::default(),
                 config,
             }),
         })
@@ -422,31 +441,72 @@ impl Device {
         if let Some(m) = self.cached_module(name) {
             return Ok(m);
         }
-        let info = &self.inner.info;
-        let req = CompileRequest {
-            platform: info.platform,
-            module: name,
-            source,
-            arch: &info.arch,
-            options: info.platform.base_compile_options(&info.arch),
-            compiler_version: self.compiler_version()?,
-        };
-        let compiled = compile::compile_cached(&req, self.inner.cache_dir.as_deref())?;
+        let image = self.compiled_image(name, source, false)?;
+        self.load_image(name, &image)
+    }
+
+    /// Loads a compiled image under `name` (the first of two racing loads wins).
+    fn load_image(&self, name: &str, image: &[u8]) -> Result<Arc<Module>> {
         let started = std::time::Instant::now();
-        let handle = self.inner.raw.module_load(&compiled.image)?;
+        let handle = self.inner.raw.module_load(image)?;
         let module = Arc::new(Module {
             name: name.to_string(),
             handle,
             raw: self.inner.raw.clone(),
             functions: Mutex::default(),
         });
+        self.inner
+            .compile_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .module_load_time += started.elapsed();
+        let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
+        // Two threads may have loaded the same module; keep the first, drop ours.
+        Ok(modules.entry(name.to_string()).or_insert(module).clone())
+    }
+
+    /// The image of the translation unit `source` named `name`: compiled (or read from the
+    /// disk cache) once per handle, whichever thread asks first; the others wait for it.
+    /// `counted`: the caller already counted this module in the compile progress.
+    fn compiled_image(&self, name: &str, source: &str, counted: bool) -> Result<Arc<Vec<u8>>> {
+        let slot = self
+            .inner
+            .compiles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        let mut image = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(done) = &*image {
+            if counted {
+                self.inner.progress.finish(&self.inner.info.arch);
+            }
+            return Ok(done.clone());
+        }
+        if !counted {
+            self.inner.progress.add(1);
+        }
+        let info = &self.inner.info;
+        let compiled = self.compiler_version().and_then(|compiler_version| {
+            let req = CompileRequest {
+                platform: info.platform,
+                module: name,
+                source,
+                arch: &info.arch,
+                options: info.platform.base_compile_options(&info.arch),
+                compiler_version,
+            };
+            compile::compile_cached(&req, self.inner.cache_dir.as_deref())
+        });
+        self.inner.progress.finish(&info.arch);
+        let compiled = compiled?;
         {
             let mut st = self
                 .inner
                 .compile_stats
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            st.module_load_time += started.elapsed();
             match compiled.origin {
                 Origin::Compiled => {
                     st.compiled += 1;
@@ -458,9 +518,125 @@ impl Device {
                 }
             }
         }
-        let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
-        // Two threads may have compiled the same module; keep the first, drop ours.
-        Ok(modules.entry(name.to_string()).or_insert(module).clone())
+        let done = Arc::new(compiled.image);
+        *image = Some(done.clone());
+        Ok(done)
+    }
+
+    /// Compiles and loads the one-key variants `wanted` ((module, dtype or width key) pairs,
+    /// as [`Device::kernel`] names them) at once, on up to `Config::compile_threads` threads:
+    /// a warm-up before the first forward pass. Returns the first error.
+    pub fn prepare(
+        &self,
+        wanted: &[(&'static rocm_kernels::KernelModule, &'static str)],
+    ) -> Result<()> {
+        let todo: Vec<(String, &'static rocm_kernels::KernelModule, &'static str)> = wanted
+            .iter()
+            .filter(|(m, k)| m.filter_keys().contains(k))
+            .map(|&(m, k)| (m.name_for_dtype(k), m, k))
+            .filter(|(name, _, _)| self.cached_module(name).is_none())
+            .collect();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        self.inner.progress.add(todo.len());
+        let next = AtomicUsize::new(0);
+        let threads = self.inner.config.compile_threads.clamp(1, todo.len());
+        let images: Vec<Result<Arc<Vec<u8>>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((name, m, k)) = todo.get(i) else {
+                                break mine;
+                            };
+                            mine.push((i, self.compiled_image(name, &m.source_for_dtype(k), true)));
+                        }
+                    })
+                })
+                .collect();
+            let mut all: Vec<(usize, Result<Arc<Vec<u8>>>)> = workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect();
+            all.sort_by_key(|(i, _)| *i);
+            all.into_iter().map(|(_, r)| r).collect()
+        });
+        if images.len() != todo.len() {
+            return Err(Error::InvalidLaunch {
+                function: "prepare".into(),
+                reason: "a compile thread panicked".into(),
+            });
+        }
+        for ((name, _, _), image) in todo.iter().zip(images) {
+            self.load_image(name, &image?)?;
+        }
+        Ok(())
+    }
+
+    /// Every module variant of the keys `keys` (dtype names such as `f32`, or GGUF type keys
+    /// such as `q4k`) compiled and loaded at once: [`Device::prepare`] over the whole table.
+    pub fn prepare_keys(&self, keys: &[&'static str]) -> Result<()> {
+        let wanted: Vec<_> = rocm_kernels::ALL_MODULES
+            .iter()
+            .flat_map(|&m| keys.iter().map(move |&k| (m, k)))
+            .collect();
+        self.prepare(&wanted)
+    }
+
+    /// Queues the [`PREFETCH_MODULES`] variants of `key` on background threads, once per key
+    /// and handle (none with `Config::compile_threads` 0). A background compile that fails is
+    /// left for the thread that needs the module to retry and report.
+    fn prefetch(&self, key: &'static str, asked: &'static rocm_kernels::KernelModule) {
+        let threads = self.inner.config.compile_threads;
+        if threads == 0
+            || !self
+                .inner
+                .prefetched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key)
+        {
+            return;
+        }
+        let todo: Vec<&'static rocm_kernels::KernelModule> = rocm_kernels::ALL_MODULES
+            .iter()
+            .copied()
+            .filter(|m| PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&key))
+            .filter(|m| m.name != asked.name)
+            .filter(|m| self.cached_module(&m.name_for_dtype(key)).is_none())
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        self.inner.progress.add(todo.len());
+        let queue = Arc::new(Mutex::new(todo));
+        // The asking thread compiles what it needs meanwhile: leave it a core.
+        let workers = threads
+            .saturating_sub(1)
+            .max(1)
+            .min(queue.lock().map_or(1, |q| q.len()));
+        for _ in 0..workers {
+            let (device, queue) = (self.clone(), queue.clone());
+            let spawned = std::thread::Builder::new()
+                .name("candle-rocm-compile".into())
+                .spawn(move || {
+                    // the queue's lock is held for the pop only, not the compile
+                    let next = || queue.lock().ok().and_then(|mut q| q.pop());
+                    while let Some(m) = next() {
+                        let name = m.name_for_dtype(key);
+                        let source = m.source_for_dtype(key);
+                        if let Err(e) = device.compiled_image(&name, &source, true) {
+                            tracing::warn!(module = %name, "background compile failed: {e}");
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("no background compile thread: {e}");
+            }
+        }
     }
 
     /// The kernel `op` of `module` for `key` (a dtype name or a width key, as the table lists
@@ -492,7 +668,11 @@ impl Device {
         let name = module.name_for_dtype(key);
         let loaded = match self.cached_module(&name) {
             Some(m) => m,
-            None => self.load_source(&name, &module.source_for_dtype(key))?,
+            None => {
+                // The first module of this key: its usual companions start compiling too.
+                self.prefetch(key, module);
+                self.load_source(&name, &module.source_for_dtype(key))?
+            }
         };
         let function = loaded.function(&entry)?;
         self.inner

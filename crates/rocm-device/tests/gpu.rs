@@ -6,7 +6,9 @@ use std::sync::OnceLock;
 
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng};
-use rocm_device::{kernels, Device, DeviceRepr, Error, KernelLayout, LaunchArgs, LaunchConfig};
+use rocm_device::{
+    kernels, Config, Device, DeviceRepr, Error, KernelLayout, LaunchArgs, LaunchConfig,
+};
 
 fn device() -> Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
@@ -552,6 +554,8 @@ fn module_cache_misses_then_hits_in_a_second_process() {
                 "--nocapture",
             ])
             .env("CANDLE_ROCM_CACHE_DIR", dir.path())
+            // no background compiles: the child compiles exactly one module
+            .env("CANDLE_ROCM_COMPILE_THREADS", "0")
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -594,4 +598,83 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// A handle of its own with an empty kernel cache and `threads` compile threads.
+fn fresh_device(dir: &std::path::Path, threads: usize) -> Device {
+    let config = Config {
+        kernel_cache_dir: Some(dir.to_path_buf()),
+        compile_threads: threads,
+        ..Config::global().unwrap().clone()
+    };
+    Device::with_config(0, config).unwrap()
+}
+
+/// The modules that have a one-key variant for `key`.
+fn modules_of(key: &str) -> Vec<&'static rocm_device::kernels::KernelModule> {
+    kernels::ALL_MODULES
+        .iter()
+        .copied()
+        .filter(|m| m.filter_keys().contains(&key))
+        .collect()
+}
+
+#[test]
+fn prepare_compiles_and_loads_every_module_of_a_key_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = fresh_device(dir.path(), 4);
+    let t = std::time::Instant::now();
+    d.prepare_keys(&["f32"]).unwrap();
+    let wall = t.elapsed();
+    let s = d.compile_stats();
+    let want = modules_of("f32").len() as u64;
+    println!(
+        "prepare f32: {want} modules in {:.1} s wall, {:.1} s of compiling",
+        wall.as_secs_f64(),
+        s.compile_time.as_secs_f64()
+    );
+    assert_eq!(s.compiled, want);
+    // prepared means loaded: kernels resolve with no further compile, and run
+    d.kernel(&kernels::BINARY, "add", "f32").unwrap();
+    let f = d.kernel(&kernels::FILL, "fill", "f32").unwrap();
+    assert_eq!(d.compile_stats().compiled, want);
+    let n = 1000usize;
+    let out = d.alloc(n * 4).unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(&out).push(2.5f32).push(n as u64);
+    launch_1d(&d, &f, n as u64, &mut args);
+    let mut host = vec![0u8; n * 4];
+    d.copy_dtoh(&out, 0, &mut host).unwrap();
+    assert!(host
+        .chunks_exact(4)
+        .all(|c| f32::from_le_bytes(c.try_into().unwrap()) == 2.5));
+    // a second prepare has nothing to do; a key no module has is no error
+    d.prepare_keys(&["f32", "no-such-key"]).unwrap();
+    assert_eq!(d.compile_stats().compiled, want);
+}
+
+#[test]
+fn the_first_kernel_of_a_key_compiles_its_usual_companions_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = fresh_device(dir.path(), 4);
+    d.kernel(&kernels::FILL, "fill", "bf16").unwrap();
+    let companions = modules_of("bf16")
+        .iter()
+        .filter(|m| rocm_device::PREFETCH_MODULES.contains(&m.name))
+        .count() as u64;
+    let t = std::time::Instant::now();
+    while d.compile_stats().compiled < companions && t.elapsed().as_secs() < 300 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(d.compile_stats().compiled, companions);
+    // they were compiled, not yet loaded: the launch path loads them without compiling
+    d.kernel(&kernels::BINARY, "mul", "bf16").unwrap();
+    d.kernel(&kernels::UNARY, "exp", "bf16").unwrap();
+    assert_eq!(d.compile_stats().compiled, companions);
+    // with no compile threads nothing starts behind the caller's back
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = fresh_device(dir.path(), 0);
+    quiet.kernel(&kernels::FILL, "fill", "f16").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(quiet.compile_stats().compiled, 1);
 }

@@ -191,3 +191,75 @@ fn kernel_cache_faults_recompile_warn_and_go_on() {
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(compile_fill(&shared), Origin::DiskCache);
 }
+
+#[test]
+fn one_dtype_variants_compile_in_parallel_threads_as_alone() {
+    // What `Device::prepare` and the background compiles do: the f32 variants of the usual
+    // modules on two threads at once. The compiler is thread-safe: each image equals the one
+    // compiled alone. The times are this machine's (2 cores in CI).
+    let wanted: Vec<_> = common::tier_modules()
+        .into_iter()
+        .filter(|m| {
+            rocm_device::PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&"f32")
+        })
+        .collect();
+    let compile = |m: &rocm_device::kernels::KernelModule| {
+        let defines = vec![
+            "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
+            "-DCANDLE_ROCM_ONLY_f32=1".to_string(),
+        ];
+        compile_for_arch(Platform::Nvidia, m, "sm_90", &defines, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", m.name))
+            .image
+    };
+    let t = std::time::Instant::now();
+    let alone: Vec<Vec<u8>> = wanted
+        .iter()
+        .map(|m| {
+            let t = std::time::Instant::now();
+            let image = compile(m);
+            println!(
+                "NVRTC tier: {:>8}.f32 alone {:6.0} ms",
+                m.name,
+                t.elapsed().as_secs_f64() * 1e3
+            );
+            image
+        })
+        .collect();
+    let serial = t.elapsed();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let t = std::time::Instant::now();
+    let mut together: Vec<(usize, Vec<u8>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(m) = wanted.get(i) else {
+                            break mine;
+                        };
+                        mine.push((i, compile(m)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    let parallel = t.elapsed();
+    together.sort_by_key(|(i, _)| *i);
+    assert_eq!(together.len(), alone.len());
+    for ((i, image), single) in together.iter().zip(&alone) {
+        assert!(image == single, "{}: the image differs", wanted[*i].name);
+    }
+    println!(
+        "NVRTC tier: {} f32 module variants, one thread {:.1} s, two threads {:.1} s ({:.2}x)",
+        wanted.len(),
+        serial.as_secs_f64(),
+        parallel.as_secs_f64(),
+        serial.as_secs_f64() / parallel.as_secs_f64()
+    );
+}
