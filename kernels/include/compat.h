@@ -1,6 +1,7 @@
 // compat.h: the one place where the AMD (hiprtc) and NVIDIA (NVRTC) builds of a kernel differ.
 // Prepended to every module by the runtime; the host defines exactly one of CANDLE_ROCM_AMD or
-// CANDLE_ROCM_NVIDIA. The warp size is never assumed: kernels use warpSize.
+// CANDLE_ROCM_NVIDIA (with CANDLE_ROCM_WAVE64_EMULATION for emulated 64-lane wavefronts). The
+// warp size is never assumed: kernels use warpSize.
 //
 // No vendor header is included: NVRTC ships no cuda_fp16.h, and hiprtc's half headers differ
 // between ROCm releases. The 16- and 8-bit float types are plain storage structs with
@@ -254,6 +255,64 @@ template <typename T> DEVICE T warp_shfl_xor(T v, int lane_mask) { return __shfl
 template <typename T> DEVICE T warp_shfl_down(T v, unsigned int delta) { return __shfl_down(v, delta); }
 template <typename T> DEVICE T warp_shfl(T v, int src_lane) { return __shfl(v, src_lane); }
 DEVICE lane_mask_t warp_ballot(int pred) { return (lane_mask_t)__ballot(pred); }
+#elif defined(CANDLE_ROCM_WAVE64_EMULATION)
+// NVIDIA with emulated 64-lane wavefronts (the verification mode of CDNA's wave64): two
+// hardware warps form one wavefront. warpSize is 64 and lane ids run 0..63 over the block's
+// linear thread index; every cross-lane step goes through a 64-slot exchange in shared memory
+// between two named barriers over the wavefront's threads (barrier 1 + its index; barrier 0
+// stays __syncthreads'). AMD's semantics: a shuffle source past the wavefront reads the
+// caller's own value, ballots are 64-bit. Every thread of a wavefront must reach each
+// primitive (as the kernels' uniform control flow already ensures); blocks hold at most
+// CANDLE_ROCM_WAVE64_MAX_WAVES wavefronts (the device reports the block limit).
+#define CANDLE_ROCM_FULL_MASK 0xffffffffu
+#define warpSize 64
+#define CANDLE_ROCM_WAVE64_MAX_WAVES 8
+__shared__ u64 candle_rocm_wave_slots[CANDLE_ROCM_WAVE64_MAX_WAVES][64];
+DEVICE u32 wave_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+DEVICE u32 wave_lane() { return wave_tid() & 63u; }
+DEVICE u32 wave_index() { return wave_tid() >> 6; }
+// The wavefront's threads: 64, or what the block has left for its last one (whole warps).
+DEVICE void wave_sync() {
+    const u32 threads = blockDim.x * blockDim.y * blockDim.z;
+    const u32 left = threads - wave_index() * 64u;
+    const u32 count = left >= 64u ? 64u : (left + 31u) & ~31u;
+    asm volatile("bar.sync %0, %1;" ::"r"(wave_index() + 1u), "r"(count) : "memory");
+}
+// Lane `src` (0..63) of the wavefront's values `v`.
+template <typename T> DEVICE T wave_read(T v, u32 src) {
+    static_assert(sizeof(T) <= 8, "a lane exchanges at most 8 bytes");
+    union Bits { T t; u64 u; };  // plain-data lane values, bit-copied
+    Bits mine;
+    mine.u = 0;
+    mine.t = v;
+    u64* slots = candle_rocm_wave_slots[wave_index()];
+    slots[wave_lane()] = mine.u;
+    wave_sync();
+    Bits got;
+    got.u = slots[src & 63u];
+    wave_sync();
+    return got.t;
+}
+template <typename T> DEVICE T warp_shfl_xor(T v, int lane_mask) {
+    const u32 self = wave_lane(), src = self ^ (u32)lane_mask;
+    return wave_read(v, src < 64u ? src : self);
+}
+template <typename T> DEVICE T warp_shfl_down(T v, unsigned int delta) {
+    const u32 self = wave_lane();
+    return wave_read(v, self + delta < 64u ? self + delta : self);
+}
+template <typename T> DEVICE T warp_shfl(T v, int src_lane) { return wave_read(v, (u32)src_lane & 63u); }
+DEVICE lane_mask_t warp_ballot(int pred) {
+    const u32 half = __ballot_sync(CANDLE_ROCM_FULL_MASK, pred);
+    u64* slots = candle_rocm_wave_slots[wave_index()];
+    if ((wave_lane() & 31u) == 0) slots[wave_lane() >> 5] = half;
+    wave_sync();
+    const u32 threads = blockDim.x * blockDim.y * blockDim.z;
+    const bool upper = threads - wave_index() * 64u > 32u;  // a last wavefront of one warp has no upper half
+    const lane_mask_t mask = slots[0] | (upper ? slots[1] << 32 : 0ull);
+    wave_sync();
+    return mask;
+}
 #else
 #define CANDLE_ROCM_FULL_MASK 0xffffffffu
 template <typename T> DEVICE T warp_shfl_xor(T v, int lane_mask) { return __shfl_xor_sync(CANDLE_ROCM_FULL_MASK, v, lane_mask); }

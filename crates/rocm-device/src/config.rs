@@ -27,12 +27,15 @@ pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
 pub const MIOPEN_FIND_ENV: &str = "CANDLE_ROCM_MIOPEN_FIND";
 /// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
 pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
+/// `1` (nvidia platform): emulated 64-lane wavefronts, two hardware warps each, with AMD's
+/// cross-lane semantics (the verification mode of the wave64 kernels).
+pub const WAVE64_EMULATION_ENV: &str = "CANDLE_ROCM_WAVE64_EMULATION";
 /// Threads that compile kernel modules (`0`: none in the background, only what a launch needs,
 /// on its own thread); default: the machine's cores.
 pub const COMPILE_THREADS_ENV: &str = "CANDLE_ROCM_COMPILE_THREADS";
 
 /// Every variable [`Config::from_env`] reads, for documentation and tests.
-pub const ENV_VARS: [&str; 10] = [
+pub const ENV_VARS: [&str; 11] = [
     PLATFORM_ENV,
     CACHE_DIR_ENV,
     DISABLE_KERNEL_CACHE_ENV,
@@ -43,6 +46,7 @@ pub const ENV_VARS: [&str; 10] = [
     MIOPEN_FIND_ENV,
     REDUCED_PRECISION_ENV,
     COMPILE_THREADS_ENV,
+    WAVE64_EMULATION_ENV,
 ];
 
 /// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
@@ -69,6 +73,9 @@ pub struct Config {
     /// Kernel compiles at once ([`crate::Device::prepare`], and the background compiles when a
     /// dtype is first used; 0 turns the latter off).
     pub compile_threads: usize,
+    /// Emulated 64-lane wavefronts on the nvidia platform (refused on amd, whose wavefronts
+    /// are real).
+    pub wave64_emulation: bool,
 }
 
 /// The machine's cores, the default of `Config::compile_threads`.
@@ -88,6 +95,7 @@ impl Default for Config {
             miopen_find: false,
             reduced_precision: ReducedPrecision::default(),
             compile_threads: cores(),
+            wave64_emulation: false,
         }
     }
 }
@@ -165,6 +173,7 @@ impl Config {
             compile_threads: lookup(COMPILE_THREADS_ENV)
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or_else(cores),
+            wave64_emulation: on(WAVE64_EMULATION_ENV),
         }
     }
 }
@@ -205,9 +214,11 @@ mod tests {
             (MIOPEN_FIND_ENV, "1"),
             (REDUCED_PRECISION_ENV, "bf16, f32"),
             (COMPILE_THREADS_ENV, " 3 "),
+            (WAVE64_EMULATION_ENV, "1"),
         ])
         .unwrap();
         assert_eq!(c.compile_threads, 3);
+        assert!(c.wave64_emulation);
         assert_eq!(c.platform, Some(Platform::Nvidia));
         assert_eq!(
             c.kernel_cache_dir.as_deref(),

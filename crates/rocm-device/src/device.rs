@@ -76,6 +76,9 @@ struct DeviceInner {
 /// slot empty for the next caller to retry and report.
 type CompileSlot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
 
+/// Wavefronts a block may hold with emulated wave64 (CANDLE_ROCM_WAVE64_MAX_WAVES in compat.h).
+const WAVE64_MAX_WAVES: u32 = 8;
+
 /// Modules nearly every model of a dtype uses: when a kernel of a key is first needed, the
 /// variants of these for that key compile in the background ([`Device::kernel`]).
 pub const PREFETCH_MODULES: [&str; 9] = [
@@ -159,9 +162,17 @@ impl Device {
     }
 
     fn open(platform: Platform, ordinal: usize, config: Config) -> Result<Self> {
+        if config.wave64_emulation && platform != Platform::Nvidia {
+            return Err(Error::NoDevice {
+                platform,
+                detail: "CANDLE_ROCM_WAVE64_EMULATION=1 emulates 64-lane wavefronts on the nvidia \
+                         platform only (amd wavefronts are real)"
+                    .into(),
+            });
+        }
         let raw: Arc<dyn RawDevice> = Arc::from(platform.open(ordinal)?);
         let p = raw.props();
-        let info = DeviceInfo {
+        let mut info = DeviceInfo {
             ordinal,
             platform,
             name: p.name.clone(),
@@ -172,6 +183,15 @@ impl Device {
             max_threads_per_block: p.max_threads_per_block,
             total_memory: p.total_memory,
         };
+        if config.wave64_emulation {
+            // compat.h's emulated wavefronts: 64 lanes, at most WAVE64_MAX_WAVES of them a
+            // block, and their exchange slots (8 bytes a lane) out of the shared memory.
+            info.warp_size = 64;
+            info.max_threads_per_block = info.max_threads_per_block.min(64 * WAVE64_MAX_WAVES);
+            info.shared_mem_per_block = info
+                .shared_mem_per_block
+                .saturating_sub(WAVE64_MAX_WAVES as usize * 64 * 8);
+        }
         let stream = Stream {
             handle: raw.stream_create()?,
             raw: raw.clone(),
@@ -445,6 +465,17 @@ impl Device {
         self.load_image(name, &image)
     }
 
+    /// The compiler options of this handle's modules: the platform's, and the emulated
+    /// wavefronts' define when they are on.
+    pub fn compile_options(&self) -> Vec<String> {
+        let info = &self.inner.info;
+        let mut options = info.platform.base_compile_options(&info.arch);
+        if self.inner.config.wave64_emulation {
+            options.push("-DCANDLE_ROCM_WAVE64_EMULATION".into());
+        }
+        options
+    }
+
     /// Loads a compiled image under `name` (the first of two racing loads wins).
     fn load_image(&self, name: &str, image: &[u8]) -> Result<Arc<Module>> {
         let started = std::time::Instant::now();
@@ -494,7 +525,7 @@ impl Device {
                 module: name,
                 source,
                 arch: &info.arch,
-                options: info.platform.base_compile_options(&info.arch),
+                options: self.compile_options(),
                 compiler_version,
             };
             compile::compile_cached(&req, self.inner.cache_dir.as_deref())

@@ -263,3 +263,38 @@ fn one_dtype_variants_compile_in_parallel_threads_as_alone() {
         serial.as_secs_f64() / parallel.as_secs_f64()
     );
 }
+
+#[test]
+fn every_module_compiles_with_emulated_wave64() {
+    // compat.h's third target (CANDLE_ROCM_WAVE64_EMULATION): every module's cross-lane code
+    // builds against the emulated 64-lane primitives (two variants per module: f32 where it
+    // has one, and its last key, such as a GGUF block type).
+    for module in common::tier_modules() {
+        let keys = module.filter_keys();
+        let first = if keys.contains(&"f32") {
+            "f32"
+        } else {
+            keys[0]
+        };
+        let last = keys[keys.len() - 1];
+        for key in if first == last {
+            vec![first]
+        } else {
+            vec![first, last]
+        } {
+            let defines = vec![
+                "-DCANDLE_ROCM_WAVE64_EMULATION".to_string(),
+                "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
+                format!("-DCANDLE_ROCM_ONLY_{key}=1"),
+            ];
+            let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &defines, None)
+                .unwrap_or_else(|e| panic!("{} for {key} with wave64 emulation: {e}", module.name));
+            assert!(common::is_elf(&compiled.image));
+            println!(
+                "NVRTC tier, wave64 emulation: {:>8}.{key:<5} {:6.0} ms",
+                module.name,
+                compiled.elapsed.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
