@@ -678,3 +678,152 @@ fn the_first_kernel_of_a_key_compiles_its_usual_companions_in_the_background() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(quiet.compile_stats().compiled, 1);
 }
+
+/// The cross-lane primitives and a planted bug, compiled for whichever wavefront the device
+/// has: each lane writes what every primitive gave it.
+const WAVE_SELFTEST: &str = r#"
+#define N_XOR 8
+#define N_DOWN 5
+#define N_SRC 5
+__constant__ int xor_masks[N_XOR] = {1, 2, 4, 8, 16, 32, 63, 100};
+__constant__ unsigned down_deltas[N_DOWN] = {1, 16, 33, 63, 64};
+__constant__ int src_lanes[N_SRC] = {0, 5, 40, 63, 70};
+// out: per thread N_XOR + N_DOWN + N_SRC values (u32), then 2 words of its ballot
+KERNEL void wave_primitives(u32* out) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    // 1000 x (the block's wavefront, numbered from blockIdx.x * 64) + the lane
+    const u32 v = 1000u * (blockIdx.x * 64u + threadIdx.x / warpSize) + threadIdx.x % warpSize;
+    u32* o = out + t * (N_XOR + N_DOWN + N_SRC + 2);
+    for (int i = 0; i < N_XOR; ++i) o[i] = warp_shfl_xor(v, xor_masks[i]);
+    for (int i = 0; i < N_DOWN; ++i) o[N_XOR + i] = warp_shfl_down(v, down_deltas[i]);
+    for (int i = 0; i < N_SRC; ++i) o[N_XOR + N_DOWN + i] = warp_shfl(v, src_lanes[i]);
+    const lane_mask_t b = warp_ballot((threadIdx.x % warpSize) % 3 == 0);
+    o[N_XOR + N_DOWN + N_SRC] = (u32)b;
+    o[N_XOR + N_DOWN + N_SRC + 1] = (u32)(b >> 32);
+}
+// The planted bug: a wavefront sum whose butterfly starts at 16 (right for 32 lanes only).
+KERNEL void sum_from_16(const float* x, float* out) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[t];
+    for (int m = 16; m > 0; m /= 2) v += warp_shfl_xor(v, m);
+    if (threadIdx.x % warpSize == 0) out[t / warpSize] = v;
+}
+"#;
+
+/// What AMD's semantics give lane `lane` of a `width`-lane wavefront whose lanes hold
+/// `base + lane` (`live` lanes in it): the `wave_primitives` layout.
+fn wave_model(base: u32, lane: u32, width: u32, live: u32) -> Vec<u32> {
+    let own = base + lane;
+    let at = |src: u32| if src < width { base + src } else { own };
+    let mut out = Vec::new();
+    for m in [1u32, 2, 4, 8, 16, 32, 63, 100] {
+        out.push(at(lane ^ m));
+    }
+    for d in [1u32, 16, 33, 63, 64] {
+        out.push(if lane + d < width {
+            base + lane + d
+        } else {
+            own
+        });
+    }
+    for s in [0u32, 5, 40, 63, 70] {
+        out.push(base + (s & (width - 1)));
+    }
+    let ballot: u64 = (0..live.min(width))
+        .filter(|l| l % 3 == 0)
+        .fold(0, |b, l| b | 1u64 << l);
+    out.push(ballot as u32);
+    out.push((ballot >> 32) as u32);
+    out
+}
+
+fn wave_device(emulated: bool) -> Device {
+    let config = Config {
+        wave64_emulation: emulated,
+        compile_threads: 0,
+        ..Config::global().unwrap().clone()
+    };
+    Device::with_config(0, config).unwrap()
+}
+
+#[test]
+fn emulated_wave64_primitives_follow_amds_semantics() {
+    let d = wave_device(true);
+    assert_eq!(d.info().warp_size, 64);
+    let src = format!("{}\n{WAVE_SELFTEST}", kernels::prelude());
+    let m = d.load_source("wave_selftest", &src).unwrap();
+    let f = m.function("wave_primitives").unwrap();
+    let per = 8 + 5 + 5 + 2;
+    // 2 blocks of 160 threads: wavefronts of 64, 64 and a last one of 32 (one warp)
+    let (blocks, threads) = (2u32, 160u32);
+    let n = (blocks * threads) as usize;
+    let out = d.alloc_zeroed(n * per * 4).unwrap();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(&out);
+    let config = LaunchConfig {
+        grid: [blocks, 1, 1],
+        block: [threads, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    d.launch(&f, config, &mut args).unwrap();
+    let mut host = vec![0u8; n * per * 4];
+    d.copy_dtoh(&out, 0, &mut host).unwrap();
+    let got: Vec<u32> = host
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    for t in 0..n as u32 {
+        let (block, block_t) = (t / threads, t % threads);
+        let lane = block_t % 64;
+        let live = threads - block_t / 64 * 64; // lanes the wavefront has
+        let want = wave_model(1000 * (block * 64 + block_t / 64), lane, 64, live);
+        let row = &got[t as usize * per..(t as usize + 1) * per];
+        if lane >= live.min(64) {
+            continue;
+        }
+        // in a last wavefront of 32 lanes, sources 32..63 are not there: AMD reads garbage
+        // from them; only the sources inside it and the ballot are compared
+        for (i, (g, w)) in row.iter().zip(&want).enumerate() {
+            let src_missing = live < 64 && *w % 1000 >= live && i < per - 2;
+            if !src_missing {
+                assert_eq!(
+                    g, w,
+                    "thread {t} (lane {lane}) primitive #{i}: {row:?} vs {want:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_reduction_that_stops_at_32_lanes_is_caught_by_wave64() {
+    // The planted bug passes with 32-lane warps and fails with emulated 64-lane wavefronts.
+    let x: Vec<f32> = (0..256).map(|i| (i % 7) as f32).collect();
+    let mut wrong = Vec::new();
+    for emulated in [false, true] {
+        let d = wave_device(emulated);
+        let ws = d.info().warp_size as usize;
+        let src = format!("{}\n{WAVE_SELFTEST}", kernels::prelude());
+        let m = d.load_source("wave_selftest", &src).unwrap();
+        let f = m.function("sum_from_16").unwrap();
+        let xb = d.htod(&x).unwrap();
+        let out = d.alloc_zeroed(x.len() / ws * 4).unwrap();
+        let mut args = LaunchArgs::new();
+        args.push_buffer(xb.as_buffer()).push_buffer(&out);
+        let config = LaunchConfig {
+            grid: [1, 1, 1],
+            block: [x.len() as u32, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        d.launch(&f, config, &mut args).unwrap();
+        let mut host = vec![0u8; out.len()];
+        d.copy_dtoh(&out, 0, &mut host).unwrap();
+        let sums: Vec<f32> = host
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let want: Vec<f32> = x.chunks(ws).map(|c| c.iter().sum()).collect();
+        wrong.push(sums != want);
+    }
+    assert_eq!(wrong, [false, true], "(32 lanes wrong, 64 lanes wrong)");
+}
