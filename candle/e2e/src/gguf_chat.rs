@@ -82,11 +82,7 @@ impl GgufChat {
         let mut input = Tensor::new(prompt, &device)?.unsqueeze(0)?;
         let mut pos = 0;
         for step in 0..steps {
-            let logits = self.model.forward(&input, pos)?;
-            let logits: Vec<f32> = logits
-                .squeeze(0)?
-                .to_dtype(candle_core::DType::F32)?
-                .to_vec1()?;
+            let logits = self.logits(&input, pos)?;
             if step == 0 {
                 out.prefill_s = t.elapsed().as_secs_f64();
             }
@@ -102,6 +98,15 @@ impl GgufChat {
         sync(&device)?;
         out.decode_s = t.elapsed().as_secs_f64() - out.prefill_s;
         Ok(out)
+    }
+
+    /// The next token's logits after `input` at position `pos`, on the host as f32.
+    fn logits(&mut self, input: &Tensor, pos: usize) -> DemoResult<Vec<f32>> {
+        let logits = self.model.forward(input, pos)?;
+        Ok(logits
+            .squeeze(0)?
+            .to_dtype(candle_core::DType::F32)?
+            .to_vec1()?)
     }
 
     /// The logits after `prompt` and after each of `tokens` but the last, fed in turn whatever
@@ -131,13 +136,7 @@ impl GgufChat {
         let mut input = Tensor::new(*last, &device)?.unsqueeze(0)?;
         let mut out = Vec::with_capacity(tokens.len());
         for &next in tokens {
-            let logits = self.model.forward(&input, pos)?;
-            out.push(
-                logits
-                    .squeeze(0)?
-                    .to_dtype(candle_core::DType::F32)?
-                    .to_vec1()?,
-            );
+            out.push(self.logits(&input, pos)?);
             pos += input.dim(1)?;
             input = Tensor::new(&[next], &device)?.unsqueeze(0)?;
         }

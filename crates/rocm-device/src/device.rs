@@ -64,7 +64,8 @@ struct DeviceInner {
     memory_hits: AtomicU64,
     cache_dir: Option<PathBuf>,
     compiler_version: OnceLock<String>,
-    /// Compiled images by module name, each compiled once however many threads want it.
+    /// Images compiled and not yet loaded, by module name, each compiled once however many
+    /// threads want it.
     compiles: Mutex<HashMap<String, CompileSlot>>,
     /// Keys whose common modules went to the background compilers.
     prefetched: Mutex<HashSet<&'static str>>,
@@ -476,7 +477,8 @@ impl Device {
         options
     }
 
-    /// Loads a compiled image under `name` (the first of two racing loads wins).
+    /// Loads a compiled image under `name` (the first of two racing loads wins); the image
+    /// itself is not kept once the module is loaded.
     fn load_image(&self, name: &str, image: &[u8]) -> Result<Arc<Module>> {
         let started = std::time::Instant::now();
         let handle = self.inner.raw.module_load(image)?;
@@ -491,9 +493,17 @@ impl Device {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .module_load_time += started.elapsed();
-        let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
-        // Two threads may have loaded the same module; keep the first, drop ours.
-        Ok(modules.entry(name.to_string()).or_insert(module).clone())
+        let loaded = {
+            let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
+            // Two threads may have loaded the same module; keep the first, drop ours.
+            modules.entry(name.to_string()).or_insert(module).clone()
+        };
+        self.inner
+            .compiles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        Ok(loaded)
     }
 
     /// The image of the translation unit `source` named `name`: compiled (or read from the
@@ -658,6 +668,11 @@ impl Device {
                     let next = || queue.lock().ok().and_then(|mut q| q.pop());
                     while let Some(m) = next() {
                         let name = m.name_for_dtype(key);
+                        if device.cached_module(&name).is_some() {
+                            // loaded meanwhile by a thread that needed it
+                            device.inner.progress.finish(&device.inner.info.arch);
+                            continue;
+                        }
                         let source = m.source_for_dtype(key);
                         if let Err(e) = device.compiled_image(&name, &source, true) {
                             tracing::warn!(module = %name, "background compile failed: {e}");

@@ -38,14 +38,19 @@ fn every_module_compiles_through_nvrtc_for_sm_90() {
     }
 }
 
+/// The defines that restrict a module to its entries of one key (`source_for_dtype`'s).
+fn one_key(key: &str) -> Vec<String> {
+    vec![
+        "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
+        format!("-DCANDLE_ROCM_ONLY_{key}=1"),
+    ]
+}
+
 #[test]
 fn one_dtype_variants_compile_through_nvrtc() {
     for module in common::tier_modules() {
         for dtype in module.filter_keys() {
-            let defines = vec![
-                "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
-                format!("-DCANDLE_ROCM_ONLY_{dtype}=1"),
-            ];
+            let defines = one_key(dtype);
             let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &defines, None)
                 .unwrap_or_else(|e| panic!("{} for {dtype}: {e}", module.name));
             assert!(common::is_elf(&compiled.image));
@@ -204,10 +209,7 @@ fn one_dtype_variants_compile_in_parallel_threads_as_alone() {
         })
         .collect();
     let compile = |m: &rocm_device::kernels::KernelModule| {
-        let defines = vec![
-            "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
-            "-DCANDLE_ROCM_ONLY_f32=1".to_string(),
-        ];
+        let defines = one_key("f32");
         compile_for_arch(Platform::Nvidia, m, "sm_90", &defines, None)
             .unwrap_or_else(|e| panic!("{}: {e}", m.name))
             .image
@@ -282,11 +284,8 @@ fn every_module_compiles_with_emulated_wave64() {
         } else {
             vec![first, last]
         } {
-            let defines = vec![
-                "-DCANDLE_ROCM_WAVE64_EMULATION".to_string(),
-                "-DCANDLE_ROCM_DTYPE_FILTER=1".to_string(),
-                format!("-DCANDLE_ROCM_ONLY_{key}=1"),
-            ];
+            let mut defines = one_key(key);
+            defines.push("-DCANDLE_ROCM_WAVE64_EMULATION".to_string());
             let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &defines, None)
                 .unwrap_or_else(|e| panic!("{} for {key} with wave64 emulation: {e}", module.name));
             assert!(common::is_elf(&compiled.image));

@@ -72,15 +72,19 @@ fn time_rotated(
 ) -> rocm_quantized::Result<f64> {
     let mut next = 0;
     time_ms(blas.device(), ITERS, || {
-        let w = QWeights {
-            buffer: &ws[next % ws.len()],
-            ty,
-            rows: n,
-            k,
-        };
         next += 1;
-        rq::matmul_via(blas, w, x, path).map(drop)
+        rq::matmul_via(blas, rotated((ws, ty), (n, k), next), x, path).map(drop)
     })
+}
+
+/// Call `i`'s copy of the (n, k) weights of `ty`.
+fn rotated((ws, ty): (&[Buffer], GgmlType), (n, k): (usize, usize), i: usize) -> QWeights<'_> {
+    QWeights {
+        buffer: &ws[i % ws.len()],
+        ty,
+        rows: n,
+        k,
+    }
 }
 
 /// Host milliseconds to queue one `matmul` (device work left to run behind): where this is
@@ -95,13 +99,7 @@ fn host_ms(
     d.synchronize()?;
     let t = std::time::Instant::now();
     for i in 0..ITERS {
-        let w = QWeights {
-            buffer: &ws[i % ws.len()],
-            ty,
-            rows: n,
-            k,
-        };
-        drop(rq::matmul(blas, w, x)?);
+        drop(rq::matmul(blas, rotated((ws, ty), (n, k), i), x)?);
     }
     let ms = t.elapsed().as_secs_f64() * 1e3 / ITERS as f64;
     d.synchronize()?;

@@ -426,48 +426,39 @@ fn dequantize_gemm(
 ) -> Result<Buffer> {
     let device = blas.device();
     let (n, k) = (w.rows, w.k);
-    let half = gemm_dtype(w.ty, dtype);
+    let g = gemm_dtype(w.ty, dtype);
     let y = device.alloc(m * n * dtype.size_in_bytes())?;
     if m * n == 0 {
         return Ok(y);
     }
     let x_l = Layout::contiguous_at(&[1, m, k], x.start());
     // A cast writes a fresh contiguous buffer from element 0.
-    let half_l = Layout::contiguous(&[1, m, k]);
-    let x_half;
-    let xh = if dtype == half {
+    let cast_l = Layout::contiguous(&[1, m, k]);
+    let x_cast;
+    let xg = if dtype == g {
         Operand::new(x.buffer(), dtype, &x_l)
     } else {
-        x_half = rocm_elementwise::cast(device, Operand::new(x.buffer(), dtype, &x_l), half)?;
-        Operand::new(&x_half, half, &half_l)
+        x_cast = rocm_elementwise::cast(device, Operand::new(x.buffer(), dtype, &x_l), g)?;
+        Operand::new(&x_cast, g, &cast_l)
     };
-    let slice_rows = (DEQUANTIZE_SLICE_BYTES / (k * half.size_in_bytes()).max(1)).max(1);
-    let mut r0 = 0;
-    while r0 < n {
+    let slice_rows = (DEQUANTIZE_SLICE_BYTES / (k * g.size_in_bytes()).max(1)).max(1);
+    for r0 in (0..n).step_by(slice_rows) {
         let rows = slice_rows.min(n - r0);
-        let wd = dequantize_rows(device, w, r0..r0 + rows, half)?;
+        let wd = dequantize_rows(device, w, r0..r0 + rows, g)?;
         // w^T as a (k, rows) view of the (rows, k) slice.
         let w_l = Layout::new(&[1, k, rows], &[rows * k, 1, k], 0);
-        blas.matmul_into_as(
-            xh,
-            Operand::new(&wd, half, &w_l),
-            MatmulShape {
-                batch: 1,
-                m,
-                n: rows,
-                k,
-            },
-            (
-                &y,
-                OutputLayout {
-                    offset: r0,
-                    ld: n,
-                    batch_stride: m * n,
-                },
-            ),
-            dtype,
-        )?;
-        r0 += rows;
+        let shape = MatmulShape {
+            batch: 1,
+            m,
+            n: rows,
+            k,
+        };
+        let columns = OutputLayout {
+            offset: r0,
+            ld: n,
+            batch_stride: m * n,
+        };
+        blas.matmul_into_as(xg, Operand::new(&wd, g, &w_l), shape, (&y, columns), dtype)?;
     }
     Ok(y)
 }
