@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Runs the packed GPU suite: every GPU test binary (built with the gpu-tests features), then
 # the demo.
-# Usage: bash .gpu/run.sh [--sanitize memcheck|racecheck|synccheck]
+# Usage: bash .gpu/run.sh [--wave64] [--sanitize memcheck|racecheck|synccheck]
+#   --wave64: every kernel with emulated 64-lane wavefronts (compat.h's third target: CDNA's
+#             wave64 semantics on two 32-lane warps; slow, for correctness only).
 # GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
-# with it set the demo is left out.
+# with it set the demo is left out. GPU_TEST_TIMEOUT (seconds, default 900) bounds each binary,
+# so a kernel that hangs fails its binary instead of the run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -11,11 +14,17 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 # The binaries (tests, model demo) travel compressed; unpacked once, here.
 [ -d "$here/tests" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
-wrap=()
-if [ "${1:-}" = "--sanitize" ]; then
-  # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
-  wrap=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
-fi
+wrap=(timeout "${GPU_TEST_TIMEOUT:-900}")
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wave64) export CANDLE_ROCM_WAVE64_EMULATION=1; shift ;;
+    --sanitize)
+      # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
+      wrap+=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)
+      shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
 passed=0; failed=0
 for t in "$here"/tests/${GPU_TESTS:-*}; do
   echo "== $(basename "$t")"
@@ -24,6 +33,7 @@ for t in "$here"/tests/${GPU_TESTS:-*}; do
   p=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' | awk '{s+=$1} END {print s+0}')
   f=$(echo "$out" | sed -n 's/^test result: .*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' | awk '{s+=$1} END {print s+0}')
   # Under a sanitizer, a binary that never touches the GPU makes the tool exit non-zero.
+  if [ "$rc" -eq 124 ]; then echo "TIMED OUT after ${GPU_TEST_TIMEOUT:-900} s"; fi
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && ! echo "$out" | grep -q "terminated before first instrumented API call"; then f=1; fi
   passed=$((passed + p)); failed=$((failed + f))
 done

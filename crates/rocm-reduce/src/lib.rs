@@ -237,7 +237,8 @@ fn rows_of(op: &'static str, l: &Layout) -> Result<(u64, u64)> {
 /// Units (16-byte packs or single elements) each thread of a register-row kernel holds
 /// (ROW_UNITS in norm.hip).
 const ROW_UNITS: u64 = 8;
-/// The widest block the register-row kernels use, holding one row.
+/// The widest block the register-row kernels use, holding one row (less where the device
+/// allows fewer threads a block).
 const MAX_ROW_GROUP: u64 = 1024;
 
 /// How a softmax or norm kernel covers its rows.
@@ -257,17 +258,19 @@ pub enum RowPlan {
 
 impl RowPlan {
     /// The plan for rows of `len` elements of `elem_bytes`; `aligned`: every buffer the
-    /// kernel touches starts on a 16-byte boundary.
-    pub fn new(len: u64, elem_bytes: u64, aligned: bool) -> Self {
+    /// kernel touches starts on a 16-byte boundary; `max_block`: the device's threads a block.
+    pub fn new(len: u64, elem_bytes: u64, aligned: bool, max_block: u32) -> Self {
         let pack = (16 / elem_bytes.max(1)).max(1);
         let unit_elems = if aligned && len % pack == 0 { pack } else { 1 };
         let units = len / unit_elems;
-        if units <= ROW_UNITS * MAX_ROW_GROUP {
+        // a power of two, so groups tile the block
+        let max_group = 1u64 << MAX_ROW_GROUP.min(u64::from(max_block.max(1))).ilog2();
+        if units <= ROW_UNITS * max_group {
             let group = units.div_ceil(ROW_UNITS).max(1).next_power_of_two();
             return RowPlan::Registers {
                 unit_elems,
                 group: group as u32,
-                block: group.max(256) as u32,
+                block: group.max(256.min(max_group)) as u32,
             };
         }
         // Small blocks with several 16-byte loads per thread keep many rows in flight per SM.
@@ -291,7 +294,12 @@ fn row_launch(
         return Ok(());
     }
     let aligned = addresses.iter().all(|a| a % 16 == 0);
-    let plan = RowPlan::new(len, dtype.size_in_bytes() as u64, aligned);
+    let plan = RowPlan::new(
+        len,
+        dtype.size_in_bytes() as u64,
+        aligned,
+        device.info().max_threads_per_block,
+    );
     let (kernel, block, rows_per_block) = match plan {
         RowPlan::Registers {
             unit_elems,
@@ -456,21 +464,34 @@ mod tests {
             block,
         };
         // f32 rows of 1024: 256 packs, 8 per thread, 8 rows per block of 256
-        assert_eq!(RowPlan::new(1024, 4, true), regs(4, 32, 256));
-        assert_eq!(RowPlan::new(4096, 2, true), regs(8, 64, 256));
-        assert_eq!(RowPlan::new(32768, 4, true), regs(4, 1024, 1024));
-        assert_eq!(RowPlan::new(65536, 2, true), regs(8, 1024, 1024));
+        assert_eq!(RowPlan::new(1024, 4, true, 1024), regs(4, 32, 256));
+        assert_eq!(RowPlan::new(4096, 2, true, 1024), regs(8, 64, 256));
+        assert_eq!(RowPlan::new(32768, 4, true, 1024), regs(4, 1024, 1024));
+        assert_eq!(RowPlan::new(65536, 2, true, 1024), regs(8, 1024, 1024));
         // tiny rows: one thread per row
-        assert_eq!(RowPlan::new(1, 4, true), regs(1, 1, 256));
-        assert_eq!(RowPlan::new(8, 8, true), regs(2, 1, 256));
+        assert_eq!(RowPlan::new(1, 4, true, 1024), regs(1, 1, 256));
+        assert_eq!(RowPlan::new(8, 8, true, 1024), regs(2, 1, 256));
         // a length that is not a whole number of packs, or an unaligned buffer: elements
-        assert_eq!(RowPlan::new(4097, 4, true), regs(1, 1024, 1024));
-        assert_eq!(RowPlan::new(1024, 4, false), regs(1, 128, 256));
+        assert_eq!(RowPlan::new(4097, 4, true, 1024), regs(1, 1024, 1024));
+        assert_eq!(RowPlan::new(1024, 4, false, 1024), regs(1, 128, 256));
         // longer rows: a block each
-        assert_eq!(RowPlan::new(32772, 4, true), RowPlan::Block { block: 256 });
-        assert_eq!(RowPlan::new(65537, 2, true), RowPlan::Block { block: 256 });
         assert_eq!(
-            RowPlan::new(1 << 20, 8, true),
+            RowPlan::new(32772, 4, true, 1024),
+            RowPlan::Block { block: 256 }
+        );
+        assert_eq!(
+            RowPlan::new(65537, 2, true, 1024),
+            RowPlan::Block { block: 256 }
+        );
+        // a device of 512 threads a block (the emulated wavefronts) holds half as much
+        assert_eq!(RowPlan::new(16384, 4, true, 512), regs(4, 512, 512));
+        assert_eq!(
+            RowPlan::new(16388, 4, true, 512),
+            RowPlan::Block { block: 256 }
+        );
+        assert_eq!(RowPlan::new(1024, 4, true, 512), regs(4, 32, 256));
+        assert_eq!(
+            RowPlan::new(1 << 20, 8, true, 1024),
             RowPlan::Block { block: 256 }
         );
     }
