@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs the packed GPU suite: every GPU test binary (built with the gpu-tests features), then
 # the demo.
-# Usage: bash .gpu/run.sh [--wave64] [--sanitize memcheck|racecheck|synccheck]
-#   --wave64: every kernel with emulated 64-lane wavefronts (compat.h's third target: CDNA's
-#             wave64 semantics on two 32-lane warps; slow, for correctness only).
+# Usage: bash .gpu/run.sh [--wave64 | --amd-shim] [--sanitize memcheck|racecheck|synccheck]
+#   --wave64:   every kernel with emulated 64-lane wavefronts (compat.h's third target: CDNA's
+#               wave64 semantics on two 32-lane warps; slow, for correctness only).
+#   --amd-shim: the amd platform's host code, on the HIP shim (shim/: libamdhip64 and libhiprtc
+#               over the CUDA driver and NVRTC). It presents an MI300X (gfx942, 64-lane
+#               wavefronts, emulated); CANDLE_ROCM_SHIM_ARCH=gfx1100 presents a wave32 RDNA3.
+#               cuBLAS stands in for rocBLAS, MIOpen is off.
 # GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
 # with it set the demo is left out. GPU_TEST_TIMEOUT (seconds, default 900) bounds each binary,
 # so a kernel that hangs fails its binary instead of the run.
@@ -18,6 +22,10 @@ wrap=(timeout "${GPU_TEST_TIMEOUT:-900}")
 while [ $# -gt 0 ]; do
   case "$1" in
     --wave64) export CANDLE_ROCM_WAVE64_EMULATION=1; shift ;;
+    --amd-shim)
+      [ -f "$here/shim/lib/libamdhip64.so" ] || { echo "no HIP shim in $here/shim/lib" >&2; exit 2; }
+      export ROCM_PATH="$here/shim" CANDLE_ROCM_PLATFORM=amd CANDLE_ROCM_HIP_ON_CUDA=1
+      shift ;;
     --sanitize)
       # API errors are left out: the suite provokes some on purpose (missing kernel, out of memory).
       wrap+=(compute-sanitizer --tool "${2:-memcheck}" --report-api-errors no --error-exitcode 99)

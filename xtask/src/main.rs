@@ -9,6 +9,7 @@
 mod bench;
 mod candle;
 mod demo;
+mod shim;
 mod tiers;
 
 use std::path::PathBuf;

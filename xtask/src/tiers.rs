@@ -379,15 +379,49 @@ fn amd_tier() -> TierOutcome {
                     Ok(b) => b,
                     Err(e) => return TierOutcome::Broken(e),
                 };
-            run_all(binaries.into_iter().map(|binary| {
+            let outcome = run_all(binaries.into_iter().map(|binary| {
                 let mut c = Command::new(binary);
                 c.env("CANDLE_ROCM_ABI_PROBE", &probe)
                     .env("CANDLE_ROCM_AMD_TIER_EXPECT", "device")
                     .args(["--nocapture", "--test-threads=1"]);
                 c
-            }))
+            }));
+            with_shim_check(outcome, &include, &work)
         }
-        AmdTierHost::Chroot => chroot_amd_tier(&work),
+        AmdTierHost::Chroot => {
+            let outcome = chroot_amd_tier(&work);
+            with_shim_check(
+                outcome,
+                &PathBuf::from(CHROOT_DIR).join("usr/include"),
+                &work,
+            )
+        }
+    }
+}
+
+/// Adds the HIP shim's check (built against `include`, entry points equal to the amd
+/// platform's calls and README's list) to a tier's outcome as one more test.
+fn with_shim_check(outcome: TierOutcome, include: &Path, work: &Path) -> TierOutcome {
+    let shim_ok = match crate::shim::check(include, work) {
+        Ok(line) => {
+            println!("{line}");
+            true
+        }
+        Err(why) => {
+            println!("HIP shim check FAILED: {why}");
+            false
+        }
+    };
+    match outcome {
+        TierOutcome::Ran { passed, failed } if shim_ok => TierOutcome::Ran {
+            passed: passed + 1,
+            failed,
+        },
+        TierOutcome::Ran { passed, failed } => TierOutcome::Ran {
+            passed,
+            failed: failed + 1,
+        },
+        other => other,
     }
 }
 
@@ -693,6 +727,19 @@ pub fn gpu_pack() -> Result<bool, String> {
         return Err("exporting the f16 model failed".into());
     }
     pack_gguf_halves(&out)?;
+    // The HIP shim of `run.sh --amd-shim`, built against the chroot's ROCm headers.
+    let (ok, _) = run_echo(
+        Command::new("bash")
+            .arg(root().join("xtask").join("scripts").join("amd-chroot.sh"))
+            .arg(CHROOT_DIR),
+    )?;
+    if !ok {
+        return Err("building the ROCm chroot (for the HIP shim's headers) failed".into());
+    }
+    crate::shim::build(
+        &PathBuf::from(CHROOT_DIR).join("usr/include"),
+        &out.join("shim").join("lib"),
+    )?;
     // Compressed: the machine takes at most 64 MiB, and binaries shrink about fourfold.
     let ok = compress_binaries(&out, &["tests", "bin"])?;
     if !ok {

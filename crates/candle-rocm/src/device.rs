@@ -255,4 +255,11 @@ impl RocmDevice {
         let keys: Vec<&'static str> = dtypes.iter().map(|d| d.as_str()).collect();
         self.inner.device.prepare_keys(&keys)
     }
+
+    /// Starts compiling, in the background, the quantized kernels that matrices of GGUF type
+    /// `ty` will need (their block type's, and the f32 activations' quantizer): called as a
+    /// GGUF file's tensors reach the device, so the compiles overlap the rest of the load.
+    pub fn prefetch_quantized(&self, ty: crate::quantized::GgmlType) {
+        rocm_quantized::compile_in_background(&self.inner.device, ty);
+    }
 }

@@ -70,9 +70,18 @@ impl std::fmt::Debug for Blas {
 }
 
 impl Blas {
-    /// rocBLAS on an amd device, cuBLAS on an nvidia one.
+    /// rocBLAS on an amd device, cuBLAS on an nvidia one, and on an amd device whose HIP
+    /// runtime is the project's shim over CUDA (`Config::hip_on_cuda`, a verification mode).
     pub fn new(device: &Device) -> Result<Self> {
         let backend = match device.info().platform {
+            #[cfg(feature = "nvidia")]
+            Platform::Amd if device.config().hip_on_cuda => {
+                Backend::CuBlas(cublas::CuBlasHandle::new(device)?)
+            }
+            #[cfg(not(feature = "nvidia"))]
+            Platform::Amd if device.config().hip_on_cuda => {
+                return Err(Error::PlatformNotBuilt(Platform::Nvidia))
+            }
             Platform::Amd => Backend::RocBlas(rocblas::RocBlasHandle::new(device)?),
             #[cfg(feature = "nvidia")]
             Platform::Nvidia => Backend::CuBlas(cublas::CuBlasHandle::new(device)?),

@@ -111,8 +111,8 @@ impl CompileProgress {
         s.total += n;
     }
 
-    /// One module done; reports when the burst is slow.
-    pub fn finish(&self, arch: &str) {
+    /// One module (`module`, named in the report) done; reports when the burst is slow.
+    pub fn finish(&self, arch: &str, module: &str) {
         let line = {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
             s.done += 1;
@@ -125,7 +125,7 @@ impl CompileProgress {
             s.reported = Some(now);
             let secs = s.since.map_or(0.0, |t| (now - t).as_secs_f64());
             format!(
-                "compiling kernels for {arch}: {}/{} ({secs:.1} s)",
+                "compiling kernels for {arch}: {}/{} ({secs:.1} s; {module})",
                 s.done.min(s.total),
                 s.total
             )
@@ -355,12 +355,12 @@ mod tests {
     fn compile_progress_counts_bursts() {
         let p = CompileProgress::default();
         p.add(3);
-        p.finish("sm_90");
+        p.finish("sm_90", "fill_f32");
         assert_eq!(p.counts(), (1, 3));
         p.add(1); // joins the running burst
         assert_eq!(p.counts(), (1, 4));
         for _ in 0..3 {
-            p.finish("sm_90");
+            p.finish("sm_90", "fill_f32");
         }
         assert_eq!(p.counts(), (4, 4));
         p.add(2); // the burst had ended: a new one

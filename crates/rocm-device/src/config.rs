@@ -30,12 +30,15 @@ pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
 /// `1` (nvidia platform): emulated 64-lane wavefronts, two hardware warps each, with AMD's
 /// cross-lane semantics (the verification mode of the wave64 kernels).
 pub const WAVE64_EMULATION_ENV: &str = "CANDLE_ROCM_WAVE64_EMULATION";
+/// `1` (amd platform): the HIP runtime underneath is the project's shim over CUDA (shim/, the
+/// `--amd-shim` verification mode): the BLAS is cuBLAS on the same streams and MIOpen is off.
+pub const HIP_ON_CUDA_ENV: &str = "CANDLE_ROCM_HIP_ON_CUDA";
 /// Threads that compile kernel modules (`0`: none in the background, only what a launch needs,
 /// on its own thread); default: the machine's cores.
 pub const COMPILE_THREADS_ENV: &str = "CANDLE_ROCM_COMPILE_THREADS";
 
 /// Every variable [`Config::from_env`] reads, for documentation and tests.
-pub const ENV_VARS: [&str; 11] = [
+pub const ENV_VARS: [&str; 12] = [
     PLATFORM_ENV,
     CACHE_DIR_ENV,
     DISABLE_KERNEL_CACHE_ENV,
@@ -47,6 +50,7 @@ pub const ENV_VARS: [&str; 11] = [
     REDUCED_PRECISION_ENV,
     COMPILE_THREADS_ENV,
     WAVE64_EMULATION_ENV,
+    HIP_ON_CUDA_ENV,
 ];
 
 /// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
@@ -76,6 +80,9 @@ pub struct Config {
     /// Emulated 64-lane wavefronts on the nvidia platform (refused on amd, whose wavefronts
     /// are real).
     pub wave64_emulation: bool,
+    /// The amd platform runs on the HIP shim over CUDA: cuBLAS serves the BLAS, and MIOpen is
+    /// off (`use_miopen` false), as neither vendor library exists there.
+    pub hip_on_cuda: bool,
 }
 
 /// The machine's cores, the default of `Config::compile_threads`.
@@ -96,6 +103,7 @@ impl Default for Config {
             reduced_precision: ReducedPrecision::default(),
             compile_threads: cores(),
             wave64_emulation: false,
+            hip_on_cuda: false,
         }
     }
 }
@@ -163,7 +171,7 @@ impl Config {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(usize::MAX),
             check_indices: on(CHECK_INDICES_ENV),
-            use_miopen: !on(DISABLE_MIOPEN_ENV),
+            use_miopen: !on(DISABLE_MIOPEN_ENV) && !on(HIP_ON_CUDA_ENV),
             miopen_find: on(MIOPEN_FIND_ENV),
             reduced_precision: ReducedPrecision {
                 f16: has("f16"),
@@ -174,6 +182,7 @@ impl Config {
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or_else(cores),
             wave64_emulation: on(WAVE64_EMULATION_ENV),
+            hip_on_cuda: on(HIP_ON_CUDA_ENV),
         }
     }
 }
@@ -215,10 +224,11 @@ mod tests {
             (REDUCED_PRECISION_ENV, "bf16, f32"),
             (COMPILE_THREADS_ENV, " 3 "),
             (WAVE64_EMULATION_ENV, "1"),
+            (HIP_ON_CUDA_ENV, "1"),
         ])
         .unwrap();
         assert_eq!(c.compile_threads, 3);
-        assert!(c.wave64_emulation);
+        assert!(c.wave64_emulation && c.hip_on_cuda);
         assert_eq!(c.platform, Some(Platform::Nvidia));
         assert_eq!(
             c.kernel_cache_dir.as_deref(),

@@ -521,7 +521,7 @@ impl Device {
         let mut image = slot.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(done) = &*image {
             if counted {
-                self.inner.progress.finish(&self.inner.info.arch);
+                self.inner.progress.finish(&self.inner.info.arch, name);
             }
             return Ok(done.clone());
         }
@@ -540,7 +540,7 @@ impl Device {
             };
             compile::compile_cached(&req, self.inner.cache_dir.as_deref())
         });
-        self.inner.progress.finish(&info.arch);
+        self.inner.progress.finish(&info.arch, name);
         let compiled = compiled?;
         {
             let mut st = self
@@ -628,11 +628,9 @@ impl Device {
     }
 
     /// Queues the [`PREFETCH_MODULES`] variants of `key` on background threads, once per key
-    /// and handle (none with `Config::compile_threads` 0). A background compile that fails is
-    /// left for the thread that needs the module to retry and report.
+    /// and handle (none with `Config::compile_threads` 0).
     fn prefetch(&self, key: &'static str, asked: &'static rocm_kernels::KernelModule) {
-        let threads = self.inner.config.compile_threads;
-        if threads == 0
+        if self.inner.config.compile_threads == 0
             || !self
                 .inner
                 .prefetched
@@ -642,14 +640,44 @@ impl Device {
         {
             return;
         }
-        let todo: Vec<&'static rocm_kernels::KernelModule> = rocm_kernels::ALL_MODULES
+        let todo: Vec<(&'static rocm_kernels::KernelModule, &'static str)> =
+            rocm_kernels::ALL_MODULES
+                .iter()
+                .copied()
+                .filter(|m| PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&key))
+                .filter(|m| m.name != asked.name)
+                .map(|m| (m, key))
+                .collect();
+        self.compile_in_background(&todo);
+    }
+
+    /// Starts compiling the module variants `wanted` ((module, key) pairs) on background
+    /// threads and returns at once; the first launch that needs one waits for its compile
+    /// instead of starting another. For callers that know what comes next (a GGUF file's block
+    /// types once its tensors load). Nothing starts with `Config::compile_threads` 0; a
+    /// background compile that fails is left for the thread that needs the module to retry
+    /// and report.
+    pub fn compile_in_background(
+        &self,
+        wanted: &[(&'static rocm_kernels::KernelModule, &'static str)],
+    ) {
+        let threads = self.inner.config.compile_threads;
+        let todo: Vec<_> = wanted
             .iter()
             .copied()
-            .filter(|m| PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&key))
-            .filter(|m| m.name != asked.name)
-            .filter(|m| self.cached_module(&m.name_for_dtype(key)).is_none())
+            .filter(|(m, key)| m.filter_keys().contains(key))
+            .filter(|(m, key)| {
+                let name = m.name_for_dtype(key);
+                self.cached_module(&name).is_none()
+                    && !self
+                        .inner
+                        .compiles
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&name)
+            })
             .collect();
-        if todo.is_empty() {
+        if threads == 0 || todo.is_empty() {
             return;
         }
         self.inner.progress.add(todo.len());
@@ -666,11 +694,11 @@ impl Device {
                 .spawn(move || {
                     // the queue's lock is held for the pop only, not the compile
                     let next = || queue.lock().ok().and_then(|mut q| q.pop());
-                    while let Some(m) = next() {
+                    while let Some((m, key)) = next() {
                         let name = m.name_for_dtype(key);
                         if device.cached_module(&name).is_some() {
                             // loaded meanwhile by a thread that needed it
-                            device.inner.progress.finish(&device.inner.info.arch);
+                            device.inner.progress.finish(&device.inner.info.arch, &name);
                             continue;
                         }
                         let source = m.source_for_dtype(key);

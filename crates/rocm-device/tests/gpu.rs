@@ -528,7 +528,12 @@ fn events_time_a_kernel() {
 /// Run as a child process by `module_cache_misses_then_hits_in_a_second_process`.
 #[test]
 fn child_loads_the_fill_module() {
-    let d = Device::new(0).unwrap();
+    // no background compiles (also when the suite runs this test itself)
+    let config = Config {
+        compile_threads: 0,
+        ..Config::global().unwrap().clone()
+    };
+    let d = Device::with_config(0, config).unwrap();
     d.kernel(&kernels::FILL, "fill", "f32").unwrap();
     let s = d.compile_stats();
     println!(
@@ -738,7 +743,9 @@ fn wave_model(base: u32, lane: u32, width: u32, live: u32) -> Vec<u32> {
 }
 
 fn wave_device(emulated: bool) -> Device {
+    // The emulation is the nvidia platform's (also under the amd shim, which runs on CUDA).
     let config = Config {
+        platform: Some(rocm_device::Platform::Nvidia),
         wave64_emulation: emulated,
         compile_threads: 0,
         ..Config::global().unwrap().clone()

@@ -243,6 +243,13 @@ fn kernel_op(op: &'static str, out: DType) -> Result<&'static str> {
         .ok_or(Error::UnsupportedDType { op, dtype: out })
 }
 
+/// Starts compiling, on background threads, the kernel variants matrices of `ty` need: their
+/// block type's, and the quantizer of f32 activations (`Device::compile_in_background`).
+pub fn compile_in_background(device: &Device, ty: GgmlType) {
+    let quantized = &kernels::QUANTIZED;
+    device.compile_in_background(&[(quantized, ty.key()), (quantized, DType::F32.as_str())]);
+}
+
 /// Every value of `w` as a new contiguous (rows, k) buffer of `out` (f32, f16 or bf16).
 pub fn dequantize(device: &Device, w: QWeights<'_>, out: DType) -> Result<Buffer> {
     w.check("dequantize")?;
