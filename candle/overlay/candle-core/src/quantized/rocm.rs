@@ -37,7 +37,7 @@ impl QRocmStorage {
 
     fn from_bytes(device: &RocmDevice, bytes: &[u8], dtype: GgmlDType) -> Result<Self> {
         // the first tensor of a type starts its kernels' compile behind the rest of the load
-        device.prefetch_quantized(ggml_type(dtype));
+        device.inner().prefetch_quantized(ggml_type(dtype));
         Ok(Self {
             data: device.storage_from_cpu_storage_owned(CpuStorage::U8(bytes.to_vec()))?,
             len: bytes.len(),
