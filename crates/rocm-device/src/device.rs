@@ -640,13 +640,28 @@ impl Device {
         {
             return;
         }
+        // Byte-moving modules (indexing) are keyed by width: a dtype's elements and the
+        // 16-byte units its contiguous runs travel in.
+        let widths: Vec<&'static str> = crate::DType::ALL
+            .iter()
+            .find(|d| d.as_str() == key)
+            .and_then(|d| rocm_kernels::width_key(d.size_in_bytes()))
+            .into_iter()
+            .chain(rocm_kernels::width_key(16))
+            .collect();
         let todo: Vec<(&'static rocm_kernels::KernelModule, &'static str)> =
             rocm_kernels::ALL_MODULES
                 .iter()
                 .copied()
-                .filter(|m| PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&key))
-                .filter(|m| m.name != asked.name)
-                .map(|m| (m, key))
+                .filter(|m| PREFETCH_MODULES.contains(&m.name))
+                .flat_map(|m| {
+                    let keys = m.filter_keys();
+                    std::iter::once(key)
+                        .chain(widths.iter().copied())
+                        .filter(move |k| keys.contains(k))
+                        .map(move |k| (m, k))
+                })
+                .filter(|&(m, k)| !(m.name == asked.name && k == key))
                 .collect();
         self.compile_in_background(&todo);
     }
