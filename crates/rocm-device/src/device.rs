@@ -86,6 +86,58 @@ pub const PREFETCH_MODULES: [&str; 9] = [
     "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope",
 ];
 
+/// Background compiles and process exit. A compile thread still inside NVRTC or hiprtc while
+/// the process tears down its libraries can crash the exit of a program that has finished:
+/// once the first background compile is queued, an `atexit` handler stops the threads from
+/// taking more work and waits (at most `EXIT_WAIT`) for the compiles already running.
+struct BackgroundCompile;
+
+static RUNNING_COMPILES: Mutex<usize> = Mutex::new(0);
+static COMPILE_DONE: std::sync::Condvar = std::sync::Condvar::new();
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Longer than any one module's compile.
+const EXIT_WAIT: Duration = Duration::from_secs(60);
+
+impl BackgroundCompile {
+    /// Counts one running compile until dropped; `None` once the process is exiting.
+    fn start() -> Option<Self> {
+        let mut running = RUNNING_COMPILES.lock().unwrap_or_else(|p| p.into_inner());
+        if EXITING.load(Ordering::SeqCst) {
+            return None;
+        }
+        *running += 1;
+        Some(BackgroundCompile)
+    }
+
+    /// Registers the exit handler, once per process.
+    fn wait_at_exit() {
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        extern "C" fn on_exit() {
+            EXITING.store(true, Ordering::SeqCst);
+            let running = RUNNING_COMPILES.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = COMPILE_DONE.wait_timeout_while(running, EXIT_WAIT, |n| *n > 0);
+        }
+        extern "C" {
+            fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+        }
+        REGISTERED.call_once(|| {
+            // SAFETY: C's atexit with a function that never unwinds (no panicking call) and
+            // touches only statics; it runs on the exiting thread before libraries unload.
+            if unsafe { atexit(on_exit) } != 0 {
+                tracing::warn!("no exit handler for background compiles");
+            }
+        });
+    }
+}
+
+impl Drop for BackgroundCompile {
+    fn drop(&mut self) {
+        let mut running = RUNNING_COMPILES.lock().unwrap_or_else(|p| p.into_inner());
+        *running = running.saturating_sub(1);
+        COMPILE_DONE.notify_all();
+    }
+}
+
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         // No buffer is alive (each holds the device); hand the cache back to the driver.
@@ -695,6 +747,7 @@ impl Device {
         if threads == 0 || todo.is_empty() {
             return;
         }
+        BackgroundCompile::wait_at_exit();
         self.inner.progress.add(todo.len());
         let queue = Arc::new(Mutex::new(todo));
         // The asking thread compiles what it needs meanwhile: leave it a core.
@@ -709,7 +762,8 @@ impl Device {
                 .spawn(move || {
                     // the queue's lock is held for the pop only, not the compile
                     let next = || queue.lock().ok().and_then(|mut q| q.pop());
-                    while let Some((m, key)) = next() {
+                    while let Some(_running) = BackgroundCompile::start() {
+                        let Some((m, key)) = next() else { break };
                         let name = m.name_for_dtype(key);
                         if device.cached_module(&name).is_some() {
                             // loaded meanwhile by a thread that needed it
