@@ -18,6 +18,8 @@ typedef void* CUstream;
 typedef void* CUevent;
 typedef void* CUmodule;
 typedef void* CUfunction;
+typedef void* CUgraph;
+typedef void* CUgraphExec;
 typedef int nvrtcResult;
 typedef void* nvrtcProgram;
 
@@ -62,6 +64,10 @@ enum {
     SHIM_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
     SHIM_CUDA_ERROR_LAUNCH_TIMEOUT = 702,
     SHIM_CUDA_ERROR_LAUNCH_FAILED = 719,
+    SHIM_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    SHIM_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    SHIM_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+    SHIM_CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
 };
 
 // One X-macro list: the table's fields and the symbols loaded into them.
@@ -97,6 +103,12 @@ enum {
     F(cuModuleGetFunction, CUresult, (CUfunction*, CUmodule, const char*))                     \
     F(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, \
                                    unsigned, unsigned, CUstream, void**, void**))                \
+    F(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                      \
+    F(cuStreamEndCapture, CUresult, (CUstream, CUgraph*))                                      \
+    F(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec*, CUgraph, unsigned long long))      \
+    F(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                        \
+    F(cuGraphExecDestroy, CUresult, (CUgraphExec))                                             \
+    F(cuGraphDestroy, CUresult, (CUgraph))                                                     \
     F(cuGetErrorName, CUresult, (CUresult, const char**))                                      \
     F(cuGetErrorString, CUresult, (CUresult, const char**))
 

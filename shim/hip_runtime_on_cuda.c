@@ -50,6 +50,10 @@ static hipError_t translate(CUresult r) {
     case SHIM_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return hipErrorLaunchOutOfResources;
     case SHIM_CUDA_ERROR_LAUNCH_TIMEOUT: return hipErrorLaunchTimeOut;
     case SHIM_CUDA_ERROR_LAUNCH_FAILED: return hipErrorLaunchFailure;
+    case SHIM_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return hipErrorStreamCaptureUnsupported;
+    case SHIM_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return hipErrorStreamCaptureInvalidated;
+    case SHIM_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return hipErrorStreamCaptureImplicit;
+    case SHIM_CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return hipErrorStreamCaptureWrongThread;
     default: return hipErrorUnknown;
     }
 }
@@ -61,7 +65,9 @@ static hipError_t translate(CUresult r) {
     E(hipErrorInvalidContext) E(hipErrorNoBinaryForGpu) E(hipErrorInvalidHandle)               \
     E(hipErrorNotFound) E(hipErrorNotReady) E(hipErrorIllegalAddress)                          \
     E(hipErrorLaunchOutOfResources) E(hipErrorLaunchTimeOut) E(hipErrorLaunchFailure)          \
-    E(hipErrorInvalidConfiguration) E(hipErrorUnknown)
+    E(hipErrorInvalidConfiguration) E(hipErrorStreamCaptureUnsupported)                       \
+    E(hipErrorStreamCaptureInvalidated) E(hipErrorStreamCaptureImplicit)                       \
+    E(hipErrorStreamCaptureWrongThread) E(hipErrorUnknown)
 
 const char* hipGetErrorName(hipError_t e) {
 #define SHIM_NAME(code) \
@@ -338,4 +344,47 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int grid_x, unsigned 
         return hipErrorInvalidConfiguration;
     return translate(cu.cuLaunchKernel((CUfunction)f, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                                        shared_bytes, (CUstream)stream, params, extra));
+}
+
+// Stream capture and graphs: hipStreamCaptureMode and CUstreamCaptureMode share their values
+// (global 0, thread-local 1, relaxed 2), as do the capture error codes (900-908).
+hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode) {
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuStreamBeginCapture_v2((CUstream)stream, (int)mode));
+}
+
+hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* graph) {
+    if (!graph) return hipErrorInvalidValue;
+    SHIM_TRY(ensure_context());
+    CUgraph g = NULL;
+    SHIM_TRY(cu.cuStreamEndCapture((CUstream)stream, &g));
+    *graph = (hipGraph_t)g;
+    return hipSuccess;
+}
+
+hipError_t hipGraphInstantiate(hipGraphExec_t* exec, hipGraph_t graph, hipGraphNode_t* error_node,
+                               char* log, size_t log_size) {
+    if (!exec) return hipErrorInvalidValue;
+    SHIM_TRY(ensure_context());
+    if (error_node) *error_node = NULL;
+    if (log && log_size) log[0] = 0;
+    CUgraphExec e = NULL;
+    SHIM_TRY(cu.cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0));
+    *exec = (hipGraphExec_t)e;
+    return hipSuccess;
+}
+
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuGraphLaunch((CUgraphExec)exec, (CUstream)stream));
+}
+
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuGraphExecDestroy((CUgraphExec)exec));
+}
+
+hipError_t hipGraphDestroy(hipGraph_t graph) {
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuGraphDestroy((CUgraph)graph));
 }

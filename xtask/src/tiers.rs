@@ -483,7 +483,7 @@ fn run_all(commands: impl Iterator<Item = Command>) -> TierOutcome {
 
 /// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
 /// the e2e GPU suites: packed for the GPU machine, where they run on `Device::Rocm`.
-const CANDLE_DEVICE_TESTS: [&str; 11] = [
+const CANDLE_DEVICE_TESTS: [&str; 12] = [
     "candle-core/bilinear_tests",
     "candle-core/conv_tests",
     "candle-core/grad_tests",
@@ -495,6 +495,7 @@ const CANDLE_DEVICE_TESTS: [&str; 11] = [
     "candle-nn/ops",
     "e2e/reliability",
     "e2e/quantized",
+    "e2e/graph",
 ];
 /// The packages of the materialised workspace whose tests run: in the CPU tier and, for
 /// their device tests, in the GPU pack.

@@ -4,6 +4,7 @@
 pub mod embeddings;
 pub mod gguf_chat;
 pub mod llama;
+pub mod static_llama;
 
 /// A splitmix64 stream: reproducible draws for seeded weights and random test workloads.
 pub struct SplitMix64(pub u64);

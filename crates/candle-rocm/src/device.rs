@@ -256,6 +256,17 @@ impl RocmDevice {
         self.inner.device.prepare_keys(&keys)
     }
 
+    /// Records the work `f` queues on this device into a graph that `Graph::replay` runs
+    /// with one launch ([`Device::capture`] gives the rules: no host copies inside `f`,
+    /// buffers outlive the graph, values that change between replays live in device buffers
+    /// rewritten in place, random draws repeat their capture's numbers).
+    pub fn capture<T, E: From<rocm_device::Error>>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<T, E>,
+    ) -> std::result::Result<(rocm_device::Graph, T), E> {
+        self.inner.device.capture(f)
+    }
+
     /// Starts compiling, in the background, the quantized kernels that matrices of GGUF type
     /// `ty` will need (their block type's, and the f32 activations' quantizer): called as a
     /// GGUF file's tensors reach the device, so the compiles overlap the rest of the load.

@@ -18,7 +18,8 @@ mod storage;
 
 pub use device::{RocmDevice, DEFAULT_SEED};
 pub use rocm_device::{
-    Config, DType, Error, Layout, MemoryStats, Operand, Platform, ReducedPrecision, Result, Scalar,
+    Config, DType, Error, Graph, Layout, MemoryStats, Operand, Platform, ReducedPrecision, Result,
+    Scalar,
 };
 pub use rocm_dnn::{
     Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams, DnnPath,

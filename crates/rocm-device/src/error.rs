@@ -112,6 +112,9 @@ pub enum Error {
         count: u64,
     },
     /// A layout the kernels cannot take.
+    #[error("graph capture: {0}")]
+    Capture(String),
+
     #[error("invalid layout: {0}")]
     InvalidLayout(String),
     /// Two buffers of different devices (or device handles) in one call.

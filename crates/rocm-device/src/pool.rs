@@ -5,8 +5,15 @@
 //! is safe because every op of a device handle runs on its one stream, in order: whatever
 //! reads the block next is queued after whatever used it last. On out-of-memory the pool
 //! returns its whole cache to the driver and retries once.
+//!
+//! Graph capture: while a capture runs, every block the captured work allocates or frees
+//! joins the graph's arena. A replay writes to the addresses the capture saw, so those
+//! blocks must not serve anyone else while the graph lives: a block of the arena freed
+//! (during the capture or later) waits in the arena's own free list, where later
+//! allocations of the same capture may take it again (stream order makes that safe). When
+//! the graph is dropped, its free blocks go to the cache and its live ones become ordinary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
@@ -47,6 +54,8 @@ pub struct MemoryStats {
     pub driver_frees: u64,
     /// Out-of-memory failures recovered by releasing the cache.
     pub oom_recoveries: u64,
+    /// Bytes (by class) free but kept for a captured graph's replays.
+    pub graph_reserved_bytes: usize,
 }
 
 impl MemoryStats {
@@ -77,6 +86,13 @@ pub(crate) trait RawAllocator {
 struct PoolState {
     free_lists: BTreeMap<usize, Vec<DevicePtr>>,
     stats: MemoryStats,
+    /// The graph whose capture is running, if any.
+    capturing: Option<u64>,
+    next_graph: u64,
+    /// Blocks of a graph's arena, free or live, by address.
+    graph_owned: HashMap<DevicePtr, u64>,
+    /// The free blocks of each graph's arena.
+    graph_free: HashMap<u64, Vec<Block>>,
 }
 
 /// The caching allocator.
@@ -116,16 +132,39 @@ impl Pool {
         let Some(class) = size_class(bytes) else {
             return Err(self.oom(raw, bytes, 0));
         };
-        {
+        let capturing = {
             let mut st = self.lock();
+            if let Some(id) = st.capturing {
+                if let Some(block) = st.take_from_arena(id, class) {
+                    return Ok(block);
+                }
+            }
             if let Some(ptr) = st.free_lists.get_mut(&class).and_then(Vec::pop) {
                 st.stats.hits += 1;
                 st.stats.cached_bytes -= class;
                 st.stats.in_use_bytes += class;
                 st.stats.peak_in_use_bytes = st.stats.peak_in_use_bytes.max(st.stats.in_use_bytes);
+                if let Some(id) = st.capturing {
+                    st.graph_owned.insert(ptr, id);
+                }
                 return Ok(Block { ptr, class });
             }
             st.stats.misses += 1;
+            st.capturing
+        };
+        if let Some(id) = capturing {
+            // No cache release under capture: returning blocks to the driver synchronizes.
+            let ptr = match raw.raw_alloc(class) {
+                Ok(ptr) => ptr,
+                Err(AllocFailure::Other(e)) => return Err(e),
+                Err(AllocFailure::OutOfMemory) => return Err(self.oom(raw, class, 0)),
+            };
+            let mut st = self.lock();
+            st.stats.driver_allocs += 1;
+            st.stats.in_use_bytes += class;
+            st.stats.peak_in_use_bytes = st.stats.peak_in_use_bytes.max(st.stats.in_use_bytes);
+            st.graph_owned.insert(ptr, id);
+            return Ok(Block { ptr, class });
         }
         let ptr = match raw.raw_alloc(class) {
             Ok(ptr) => ptr,
@@ -167,6 +206,9 @@ impl Pool {
         let over_limit = {
             let mut st = self.lock();
             st.stats.in_use_bytes -= block.class;
+            if st.keep_for_graph(block) {
+                return;
+            }
             if st.stats.cached_bytes + block.class > self.max_cached_bytes {
                 true
             } else {
@@ -186,6 +228,42 @@ impl Pool {
                 Err(e) => tracing::warn!("returning a device block to the driver failed: {e}"),
             }
         }
+    }
+
+    /// Starts routing allocations and frees into a new graph arena; its id.
+    pub(crate) fn begin_capture(&self) -> Option<u64> {
+        let mut st = self.lock();
+        if st.capturing.is_some() {
+            return None;
+        }
+        let id = st.next_graph;
+        st.next_graph += 1;
+        st.capturing = Some(id);
+        Some(id)
+    }
+
+    /// Ends the routing of [`Pool::begin_capture`]; the arena stays with its graph.
+    pub(crate) fn end_capture(&self) {
+        self.lock().capturing = None;
+    }
+
+    /// Whether a capture is running.
+    pub(crate) fn is_capturing(&self) -> bool {
+        self.lock().capturing.is_some()
+    }
+
+    /// The graph `id` is gone: its free blocks join the cache, its live ones become ordinary.
+    pub(crate) fn release_graph(&self, id: u64) {
+        let mut st = self.lock();
+        for block in st.graph_free.remove(&id).unwrap_or_default() {
+            st.stats.graph_reserved_bytes -= block.class;
+            st.stats.cached_bytes += block.class;
+            st.free_lists
+                .entry(block.class)
+                .or_default()
+                .push(block.ptr);
+        }
+        st.graph_owned.retain(|_, owner| *owner != id);
     }
 
     /// Returns every cached block to the driver; the bytes released.
@@ -218,6 +296,39 @@ impl Pool {
             Some(e) => Err(e),
             None => Ok(released),
         }
+    }
+}
+
+impl PoolState {
+    /// A free block of `class` from graph `id`'s arena, now in use.
+    fn take_from_arena(&mut self, id: u64, class: usize) -> Option<Block> {
+        let free = self.graph_free.get_mut(&id)?;
+        let at = free.iter().position(|b| b.class == class)?;
+        let block = free.swap_remove(at);
+        self.stats.hits += 1;
+        self.stats.graph_reserved_bytes -= class;
+        self.stats.in_use_bytes += class;
+        self.stats.peak_in_use_bytes = self.stats.peak_in_use_bytes.max(self.stats.in_use_bytes);
+        Some(block)
+    }
+
+    /// Keeps a freed block in its graph's arena (a block freed under capture joins the
+    /// capturing graph's); false when no graph holds it.
+    fn keep_for_graph(&mut self, block: Block) -> bool {
+        if self.capturing.is_none() && self.graph_owned.is_empty() {
+            return false;
+        }
+        let owner = match (self.graph_owned.get(&block.ptr), self.capturing) {
+            (Some(&id), _) => id,
+            (None, Some(id)) => {
+                self.graph_owned.insert(block.ptr, id);
+                id
+            }
+            (None, None) => return false,
+        };
+        self.stats.graph_reserved_bytes += block.class;
+        self.graph_free.entry(owner).or_default().push(block);
+        true
     }
 }
 
@@ -311,6 +422,80 @@ mod tests {
             (1024, 0, 1024)
         );
         assert!((s.hit_rate() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_graph_arena_keeps_its_blocks_from_everyone_else_until_released() {
+        let dev = FakeDevice::new(1 << 24);
+        let pool = Pool::new(usize::MAX);
+        let before = pool.alloc(&dev, 4096).unwrap(); // allocated before the capture
+        let cached = pool.alloc(&dev, 2048).unwrap();
+        pool.free(&dev, cached);
+
+        let id = pool.begin_capture().unwrap();
+        assert!(pool.begin_capture().is_none(), "one capture at a time");
+        assert!(pool.is_capturing());
+        let from_cache = pool.alloc(&dev, 2048).unwrap();
+        assert_eq!(from_cache, cached, "the cache still serves the capture");
+        let temp = pool.alloc(&dev, 8192).unwrap();
+        pool.free(&dev, temp);
+        let again = pool.alloc(&dev, 8192).unwrap();
+        assert_eq!(again, temp, "the capture reuses its own freed blocks");
+        pool.free(&dev, again);
+        pool.free(&dev, before); // an older block the captured work used last
+        let output = pool.alloc(&dev, 100).unwrap(); // lives past the capture
+        pool.end_capture();
+        assert!(!pool.is_capturing());
+
+        let reserved = 8192 + 4096;
+        assert_eq!(pool.stats().graph_reserved_bytes, reserved);
+        // None of the arena's blocks serves work after the capture.
+        let later: Vec<Block> = [8192, 4096, 100]
+            .iter()
+            .map(|&b| pool.alloc(&dev, b).unwrap())
+            .collect();
+        for b in &later {
+            assert!(
+                ![temp.ptr, before.ptr, output.ptr].contains(&b.ptr),
+                "{b:?}"
+            );
+        }
+        // The live output freed later goes back to its arena, not to the cache.
+        pool.free(&dev, output);
+        assert_eq!(pool.stats().graph_reserved_bytes, reserved + 512);
+        let small = pool.alloc(&dev, 100).unwrap();
+        assert_ne!(small.ptr, output.ptr);
+
+        pool.release_graph(id);
+        let s = pool.stats();
+        assert_eq!(s.graph_reserved_bytes, 0);
+        assert_eq!(s.cached_bytes, reserved + 512);
+        let reused = pool.alloc(&dev, 8192).unwrap();
+        assert_eq!(reused.ptr, temp.ptr, "released blocks serve everyone again");
+        // A block of the capture still alive at release is ordinary afterwards.
+        pool.free(&dev, from_cache);
+        assert_eq!(pool.stats().graph_reserved_bytes, 0);
+        for b in later.into_iter().chain([small, reused]) {
+            pool.free(&dev, b);
+        }
+        assert_eq!(pool.stats().in_use_bytes, 0);
+    }
+
+    #[test]
+    fn out_of_memory_under_capture_is_an_error_without_releasing_the_cache() {
+        let dev = FakeDevice::new(4096);
+        let pool = Pool::new(usize::MAX);
+        let a = pool.alloc(&dev, 2048).unwrap();
+        pool.free(&dev, a);
+        pool.begin_capture().unwrap();
+        let err = pool.alloc(&dev, 4096).unwrap_err();
+        assert!(
+            matches!(err, Error::OutOfMemory { released: 0, .. }),
+            "{err}"
+        );
+        pool.end_capture();
+        assert_eq!(dev.quiesced.get(), 0, "no synchronizing call under capture");
+        assert_eq!(pool.stats().cached_bytes, 2048);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod abi {
         HIP_ERROR_NO_DEVICE: u32 = 100 => "hipErrorNoDevice";
         HIP_ERROR_NOT_FOUND: u32 = 500 => "hipErrorNotFound";
         HIP_STREAM_NON_BLOCKING: u32 = 1 => "hipStreamNonBlocking";
+        HIP_STREAM_CAPTURE_MODE_RELAXED: u32 = 2 => "hipStreamCaptureModeRelaxed";
         HIPRTC_SUCCESS: u32 = 0 => "HIPRTC_SUCCESS";
     );
 
@@ -502,6 +503,59 @@ impl RawDevice for HipDevice {
                 params.as_mut_ptr(),
                 ptr::null_mut(),
             )
+        })
+    }
+
+    fn begin_capture(&self, s: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live stream of this device; relaxed mode lets the pool allocate.
+        check("hipStreamBeginCapture", unsafe {
+            hip::hipStreamBeginCapture(stream(s), abi::HIP_STREAM_CAPTURE_MODE_RELAXED)
+        })
+    }
+    fn end_capture(&self, s: Handle) -> Result<Handle> {
+        self.bind()?;
+        let mut g: hip::hipGraph_t = ptr::null_mut();
+        // SAFETY: a stream under capture, valid out-pointer.
+        check("hipStreamEndCapture", unsafe {
+            hip::hipStreamEndCapture(stream(s), &mut g)
+        })?;
+        Ok(g as Handle)
+    }
+    fn graph_instantiate(&self, g: Handle) -> Result<Handle> {
+        self.bind()?;
+        let mut exec: hip::hipGraphExec_t = ptr::null_mut();
+        // SAFETY: a graph from end_capture; no error node or log buffer is asked for.
+        check("hipGraphInstantiate", unsafe {
+            hip::hipGraphInstantiate(
+                &mut exec,
+                g as hip::hipGraph_t,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                0,
+            )
+        })?;
+        Ok(exec as Handle)
+    }
+    fn graph_launch(&self, exec: Handle, s: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live executable graph and stream of this device.
+        check("hipGraphLaunch", unsafe {
+            hip::hipGraphLaunch(exec as hip::hipGraphExec_t, stream(s))
+        })
+    }
+    fn graph_exec_destroy(&self, exec: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: instantiated here, destroyed once.
+        check("hipGraphExecDestroy", unsafe {
+            hip::hipGraphExecDestroy(exec as hip::hipGraphExec_t)
+        })
+    }
+    fn graph_destroy(&self, g: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: captured here, destroyed once.
+        check("hipGraphDestroy", unsafe {
+            hip::hipGraphDestroy(g as hip::hipGraph_t)
         })
     }
 }

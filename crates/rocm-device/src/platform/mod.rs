@@ -349,6 +349,19 @@ pub(crate) trait RawDevice: Send + Sync {
         stream: Handle,
         params: &mut [*mut c_void],
     ) -> Result<()>;
+
+    /// Starts recording `stream`'s work into a graph instead of running it (relaxed mode:
+    /// allocations may still reach the driver; a synchronizing call ends the capture with
+    /// an error).
+    fn begin_capture(&self, stream: Handle) -> Result<()>;
+    /// Ends the recording; the graph holds what was queued since `begin_capture`.
+    fn end_capture(&self, stream: Handle) -> Result<Handle>;
+    /// An executable instance of `graph`.
+    fn graph_instantiate(&self, graph: Handle) -> Result<Handle>;
+    /// Queues one replay of an executable graph on `stream`.
+    fn graph_launch(&self, exec: Handle, stream: Handle) -> Result<()>;
+    fn graph_exec_destroy(&self, exec: Handle) -> Result<()>;
+    fn graph_destroy(&self, graph: Handle) -> Result<()>;
 }
 
 #[cfg(test)]

@@ -494,4 +494,54 @@ impl RawDevice for CudaDevice {
             )
         })
     }
+
+    fn begin_capture(&self, s: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live stream of this context; relaxed mode lets the pool allocate.
+        check("cuStreamBeginCapture", unsafe {
+            cu::cuStreamBeginCapture_v2(
+                stream(s),
+                cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )
+        })
+    }
+    fn end_capture(&self, s: Handle) -> Result<Handle> {
+        self.bind()?;
+        let mut g: cu::CUgraph = ptr::null_mut();
+        // SAFETY: a stream under capture, valid out-pointer.
+        check("cuStreamEndCapture", unsafe {
+            cu::cuStreamEndCapture(stream(s), &mut g)
+        })?;
+        Ok(g as Handle)
+    }
+    fn graph_instantiate(&self, g: Handle) -> Result<Handle> {
+        self.bind()?;
+        let mut exec: cu::CUgraphExec = ptr::null_mut();
+        // SAFETY: a graph from end_capture, valid out-pointer, no flags.
+        check("cuGraphInstantiateWithFlags", unsafe {
+            cu::cuGraphInstantiateWithFlags(&mut exec, g as cu::CUgraph, 0)
+        })?;
+        Ok(exec as Handle)
+    }
+    fn graph_launch(&self, exec: Handle, s: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: a live executable graph and stream of this context.
+        check("cuGraphLaunch", unsafe {
+            cu::cuGraphLaunch(exec as cu::CUgraphExec, stream(s))
+        })
+    }
+    fn graph_exec_destroy(&self, exec: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: instantiated here, destroyed once.
+        check("cuGraphExecDestroy", unsafe {
+            cu::cuGraphExecDestroy(exec as cu::CUgraphExec)
+        })
+    }
+    fn graph_destroy(&self, g: Handle) -> Result<()> {
+        self.bind()?;
+        // SAFETY: captured here, destroyed once.
+        check("cuGraphDestroy", unsafe {
+            cu::cuGraphDestroy(g as cu::CUgraph)
+        })
+    }
 }

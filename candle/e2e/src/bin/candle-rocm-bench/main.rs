@@ -6,12 +6,15 @@
 //! candle-rocm-bench ops [--quick] [--devices rocm,cuda] [--only OP]
 //! candle-rocm-bench model --device rocm|cuda|none [--dtype bf16|f32] [--repeats N] [--logits F]
 //!                         [--save-weights F] [--save-config F]
+//! candle-rocm-bench launch
+//! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N]
 //! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q8_0 --tokenizer-from F --out F
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128]
 //! ```
 //! Results are JSON lines on stdout; progress goes to stderr.
 
 mod gguf;
+mod launch;
 mod model;
 mod ops;
 mod timing;
@@ -95,6 +98,46 @@ fn run(args: &[String]) -> DemoResult<()> {
                     std::fs::write(path, bytes)?;
                 }
                 println!("{}", model::report(device, dtype, &config, &result));
+            }
+        }
+        Some("launch") => {
+            #[cfg(feature = "cuda")]
+            let cuda = Some(open("cuda")?);
+            #[cfg(not(feature = "cuda"))]
+            let cuda: Option<Device> = None;
+            launch::run(cuda.as_ref())?;
+        }
+        Some("decode") => {
+            // decode throughput of candle-transformers' llama, and on rocm of the static-shape
+            // llama eagerly and replaying a captured step; tokens against the first run's
+            let device = flag_value(args, "--device").unwrap_or("rocm");
+            let passes = flag_value(args, "--passes").map_or(Ok(2), str::parse)?;
+            let dtype = match flag_value(args, "--dtype").unwrap_or("bf16") {
+                "bf16" => DType::BF16,
+                "f32" => DType::F32,
+                other => return Err(format!("--dtype {other}: bf16 or f32").into()),
+            };
+            let config = model::config();
+            let weights = model::weights(&config, MODEL_SEED)?;
+            let dev = open(device)?;
+            for pass in 1..=passes {
+                let llama = model::run_on(&config, &weights, dtype, &dev, 1)?;
+                let mut line = model::report(device, dtype, &config, &llama);
+                line["bench"] = "decode".into();
+                line["variant"] = "candle-transformers llama".into();
+                line["pass"] = pass.into();
+                println!("{line}");
+                if device == "rocm" {
+                    let eager = model::run_static(&config, &weights, dtype, &dev, false)?;
+                    let mut line = model::static_report(device, "static llama, eager", dtype, &eager, &llama.tokens);
+                    line["pass"] = pass.into();
+                    println!("{line}");
+                    let captured = model::run_static(&config, &weights, dtype, &dev, true)?;
+                    let mut line = model::static_report(device, "static llama, captured step replayed", dtype, &captured, &eager.tokens);
+                    line["pass"] = pass.into();
+                    line["first_logits_equal_to_eager"] = (captured.first_logits == eager.first_logits).into();
+                    println!("{line}");
+                }
             }
         }
         Some("gguf-write") => {

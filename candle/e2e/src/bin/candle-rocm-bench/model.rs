@@ -178,3 +178,73 @@ pub fn report(device: &str, dtype: DType, config: &Config, run: &ModelRun) -> se
         "pool_peak_bytes": run.pool_peak_bytes,
     })
 }
+
+/// The decode comparison of issue "launch in microseconds / graphs": the same weights and
+/// prompt through candle-transformers' llama (`run_on`) and through the static-shape llama
+/// (`candle_rocm_e2e::static_llama`), eagerly and replaying one captured step. The static
+/// model runs its prompt a token a step (not timed); DECODE greedy tokens are timed, each
+/// read back as in `run_on`.
+pub struct StaticRun {
+    pub decode_seconds: f64,
+    pub tokens: Vec<u32>,
+    pub first_logits: Vec<f32>,
+}
+
+pub fn run_static(
+    config: &Config,
+    weights: &HashMap<String, Tensor>,
+    dtype: DType,
+    dev: &Device,
+    captured: bool,
+) -> Result<StaticRun> {
+    use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
+    let vb = VarBuilder::from_tensors(weights.clone(), dtype, dev);
+    let model = StaticLlama::load(vb, config, PREFILL + DECODE + 2)?;
+    let input = prompt(PREFILL, config.vocab_size);
+    // a short warm-up sequence: every kernel loaded, the pool sized, before the timed one
+    let mut warm = Decoder::new(&model, input[0], captured)?;
+    warm.prefill(&input[..4])?;
+    for _ in 0..2 {
+        warm.next_token()?;
+    }
+    drop(warm);
+    let mut decoder = Decoder::new(&model, input[0], captured)?;
+    let mut tokens = vec![decoder.prefill(&input)?];
+    dev.synchronize()?;
+    let start = Instant::now();
+    while tokens.len() < DECODE {
+        tokens.push(decoder.next_token()?);
+    }
+    let decode_seconds = start.elapsed().as_secs_f64();
+    Ok(StaticRun {
+        decode_seconds,
+        tokens,
+        first_logits: decoder.first_logits().to_vec(),
+    })
+}
+
+/// The static run as one JSON line, with its tokens against a reference run's.
+pub fn static_report(
+    device: &str,
+    variant: &str,
+    dtype: DType,
+    run: &StaticRun,
+    reference: &[u32],
+) -> serde_json::Value {
+    let equal = run
+        .tokens
+        .iter()
+        .zip(reference)
+        .take_while(|(a, b)| a == b)
+        .count();
+    json!({
+        "bench": "decode",
+        "device": device,
+        "variant": variant,
+        "dtype": dtype.as_str(),
+        "decode_tokens": DECODE,
+        "decode_tokens_per_s": (DECODE - 1) as f64 / run.decode_seconds,
+        "tokens": run.tokens,
+        "tokens_equal_to_reference_from_first": equal,
+    })
+}

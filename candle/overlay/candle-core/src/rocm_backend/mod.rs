@@ -130,11 +130,47 @@ impl RocmDevice {
         rocm::RocmDevice::count().map_err(wrap)
     }
 
+    /// Records the device work of the Candle ops `f` runs into a [`RocmGraph`], whose
+    /// `replay` runs all of it again with one launch, on the same buffers: a decode step whose
+    /// shapes repeat (a KV cache preallocated to its maximum length, positions in device
+    /// tensors) then costs one launch instead of hundreds. Tensors `f` returns are the
+    /// graph's outputs: they hold values after a replay. Inside `f`, nothing may read back to
+    /// the host; inputs that change between replays are tensors created before the capture
+    /// and rewritten in place (`slice_set`) before each replay. Run `f` once uncaptured first.
+    /// The rules in full: `candle_rocm::RocmDevice::capture`.
+    pub fn capture<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<(RocmGraph, T)> {
+        let (graph, value) = self
+            .0
+            .capture(|| f().map_err(CaptureError))
+            .map_err(|e| e.0)?;
+        Ok((RocmGraph(graph), value))
+    }
+
     pub(crate) fn wrap_storage(&self, s: rocm::RocmStorage) -> RocmStorage {
         RocmStorage {
             inner: s,
             device: self.clone(),
         }
+    }
+}
+
+/// A candle error through a capture, with device errors wrapped as candle's.
+struct CaptureError(crate::Error);
+
+impl From<rocm::Error> for CaptureError {
+    fn from(e: rocm::Error) -> Self {
+        CaptureError(wrap(e))
+    }
+}
+
+/// Device work recorded by [`RocmDevice::capture`].
+#[derive(Debug)]
+pub struct RocmGraph(rocm::Graph);
+
+impl RocmGraph {
+    /// Queues one run of the recorded work (ordered with every other op of the device).
+    pub fn replay(&self) -> Result<()> {
+        self.0.replay().map_err(wrap)
     }
 }
 
