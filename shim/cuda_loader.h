@@ -97,6 +97,7 @@ enum {
     F(cuEventDestroy_v2, CUresult, (CUevent))                                                  \
     F(cuEventRecord, CUresult, (CUevent, CUstream))                                            \
     F(cuEventSynchronize, CUresult, (CUevent))                                                 \
+    F(cuEventQuery, CUresult, (CUevent))                                                       \
     F(cuEventElapsedTime, CUresult, (float*, CUevent, CUevent))                                \
     F(cuModuleLoadData, CUresult, (CUmodule*, const void*))                                    \
     F(cuModuleUnload, CUresult, (CUmodule))                                                    \

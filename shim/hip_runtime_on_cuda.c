@@ -306,6 +306,11 @@ hipError_t hipEventSynchronize(hipEvent_t event) {
     return translate(cu.cuEventSynchronize((CUevent)event));
 }
 
+hipError_t hipEventQuery(hipEvent_t event) {
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuEventQuery((CUevent)event));
+}
+
 hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
     if (!ms) return hipErrorInvalidValue;
     SHIM_TRY(ensure_context());

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Builds (once) a Debian sid chroot holding ROCm 6.4's HIP runtime, hiprtc, rocBLAS and MIOpen,
-# the AMD tier's compiler and libraries. Idempotent: a finished chroot is marked and reused.
+# the AMD tier's compiler and libraries, and RCCL's library and header. Idempotent: a finished
+# chroot is marked and reused.
 # Usage: amd-chroot.sh <dir>
 set -euo pipefail
 root=${1:?usage: amd-chroot.sh <dir>}
 marker="$root/.candle-rocm-ready"
 packages="libamdhip64-6 libamdhip64-dev libhiprtc6 libhiprtc-builtins6 libmiopen1 libmiopen-dev librocblas-dev"
-if [ -f "$marker" ] && [ "$(cat "$marker")" = "$packages" ]; then
+# Debian sid's RCCL (5.4.3) depends on a HIP 5 runtime sid can no longer install: its files are
+# unpacked, not installed. The AMD tier reads its header and its exported symbols; it is not
+# loaded there.
+unpacked="librccl1 librccl-dev"
+ready="$packages; unpacked: $unpacked"
+if [ -f "$marker" ] && [ "$(cat "$marker")" = "$ready" ]; then
   exit 0
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
@@ -24,4 +30,6 @@ fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -c \
   "apt-get -o Acquire::Check-Valid-Until=false update -qq && apt-get install -y -qq --no-install-recommends $packages >/dev/null && apt-get clean"
-echo "$packages" > "$marker"
+chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -c \
+  "cd /tmp && rm -f ./*.deb && apt-get download -qq $unpacked && for d in ./*.deb; do dpkg -x \"\$d\" /; done && rm -f ./*.deb"
+echo "$ready" > "$marker"

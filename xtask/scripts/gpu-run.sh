@@ -8,6 +8,9 @@
 #               over the CUDA driver and NVRTC). It presents an MI300X (gfx942, 64-lane
 #               wavefronts, emulated); CANDLE_ROCM_SHIM_ARCH=gfx1100 presents a wave32 RDNA3.
 #               cuBLAS stands in for rocBLAS, MIOpen is off.
+#        bash .gpu/run.sh --multi-gpu   (a machine with two or more GPUs: the collectives' suite, the
+#               tensor-parallel llama's check, the all-reduce benchmark against torch.distributed and
+#               the tensor-parallel llama's throughput; results under $OUT)
 # GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
 # with it set the demo is left out. GPU_TEST_TIMEOUT (seconds, default 900) bounds each binary,
 # so a kernel that hangs fails its binary instead of the run.
@@ -19,8 +22,15 @@ export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 # The binaries (tests, model demo) travel compressed; unpacked once, here.
 [ -d "$here/tests" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
 wrap=(timeout "${GPU_TEST_TIMEOUT:-900}")
+# NCCL for the collectives: the nvidia-nccl-cu13 wheel's library, where python has it.
+nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl_lib
+# NVLink multicast stays off (a shared machine's requirement), also for every child process.
+export NCCL_NVLS_ENABLE=0
+multi_gpu=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --multi-gpu) multi_gpu=1; shift ;;
     --wave64) export CANDLE_ROCM_WAVE64_EMULATION=1; shift ;;
     --amd-shim)
       [ -f "$here/shim/lib/libamdhip64.so" ] || { echo "no HIP shim in $here/shim/lib" >&2; exit 2; }
@@ -34,6 +44,22 @@ while [ $# -gt 0 ]; do
   esac
 done
 passed=0; failed=0
+if [ $multi_gpu = 1 ]; then
+  out=${OUT:-$here/results}; mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpus.txt"
+  echo "== rocm-ccl multi_gpu"
+  if "${wrap[@]}" "$here/multi/rocm-ccl-multi_gpu" --test-threads=1 --nocapture 2>&1 | tee "$out/multi_gpu.log" | tail -40 && grep -q "test result: ok" "$out/multi_gpu.log"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  echo "== tensor-parallel llama check"
+  if "${wrap[@]}" "$here/bin/candle-rocm-tp" check 2>&1 | tee "$out/tp-check.log" | tail -8 && grep -q '"passed":true' "$out/tp-check.log"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  echo "== all-reduce bandwidth"
+  "${wrap[@]}" "$here/multi/ccl_bench" > "$out/ccl_bench.jsonl" && python3 "$here/multi/torch_ccl.py" "$out/ccl_bench.jsonl" "$out/ccl.md" || echo "FAILED: ccl bench"
+  echo "== tensor-parallel llama throughput"
+  "${wrap[@]}" "$here/bin/candle-rocm-tp" bench --shape "${TP_SHAPE:-8b}" > "$out/tp-bench.jsonl" || echo "FAILED: tp bench"
+  cut -c1-600 "$out/tp-bench.jsonl"
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+fi
 for t in "$here"/tests/${GPU_TESTS:-*}; do
   echo "== $(basename "$t")"
   out=$("${wrap[@]}" "$t" --test-threads=1 --nocapture 2>&1); rc=$?

@@ -9,12 +9,12 @@ use crate::root;
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 const NVIDIA_FEATURES: &str =
-    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,rocm-quantized/nvidia,candle-rocm/nvidia";
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,rocm-quantized/nvidia,rocm-ccl/nvidia,candle-rocm/nvidia";
 /// The features that build every crate's GPU test target.
 const GPU_TEST_FEATURES: &str =
-    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,rocm-quantized/gpu-tests,candle-rocm/gpu-tests";
+    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,rocm-quantized/gpu-tests,rocm-ccl/gpu-tests,candle-rocm/gpu-tests";
 /// Packages with an `amd_tier` test target (feature `amd-tier`).
-const AMD_TIER_PACKAGES: [&str; 3] = ["rocm-device", "rocm-blas", "rocm-dnn"];
+const AMD_TIER_PACKAGES: [&str; 4] = ["rocm-device", "rocm-blas", "rocm-dnn", "rocm-ccl"];
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
 const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
 
@@ -288,12 +288,14 @@ fn abi_probe_source() -> String {
         rocm_device::amd_abi::HEADERS,
         rocm_blas::rocblas::abi::HEADERS,
         rocm_dnn::miopen::abi::HEADERS,
+        rocm_ccl::library::abi::HEADERS,
     ]
     .concat();
     let tables: Vec<&[rocm_device::abi::AbiValue]> = [
         rocm_device::amd_abi::TABLES,
         &[rocm_blas::rocblas::abi::TABLE],
         rocm_dnn::miopen::abi::TABLES,
+        &[rocm_ccl::library::abi::TABLE],
     ]
     .concat();
     rocm_device::abi::probe_source(&headers, &tables)
@@ -703,6 +705,45 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::copy(exe, &dest).map_err(|e| e.to_string())?;
         strip(&dest)?;
     }
+    // The multi-GPU suite and collective benchmark, run by `run.sh --multi-gpu` only.
+    let multi_dir = out.join("multi");
+    std::fs::create_dir_all(&multi_dir).map_err(|e| e.to_string())?;
+    let multi = test_executables(&[
+        "--release",
+        "-p",
+        "rocm-ccl",
+        "--features",
+        "rocm-ccl/multi-gpu-tests,rocm-ccl/nvidia",
+        "--test",
+        "multi_gpu",
+    ])?;
+    for (_, exe) in multi.iter().filter(|(n, _)| n.ends_with("/multi_gpu")) {
+        let dest = multi_dir.join("rocm-ccl-multi_gpu");
+        std::fs::copy(exe, &dest).map_err(|e| e.to_string())?;
+        strip(&dest)?;
+    }
+    let (ok, _) = run_echo(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "rocm-ccl",
+        "--features",
+        "nvidia",
+        "--example",
+        "ccl_bench",
+    ]))?;
+    if !ok {
+        return Err("building ccl_bench failed".into());
+    }
+    let dest = multi_dir.join("ccl_bench");
+    std::fs::copy(root().join("target/release/examples/ccl_bench"), &dest)
+        .map_err(|e| e.to_string())?;
+    strip(&dest)?;
+    std::fs::copy(
+        root().join("bench/torch_ccl.py"),
+        multi_dir.join("torch_ccl.py"),
+    )
+    .map_err(|e| e.to_string())?;
     let (ok, _) = run_echo(cargo().args(["build", "--release", "-p", "xtask"]))?;
     if !ok {
         return Err("building the demo failed".into());
@@ -718,6 +759,10 @@ pub fn gpu_pack() -> Result<bool, String> {
     let packed_demo = out.join("bin").join("candle-rocm-demo");
     std::fs::copy(&demo_bin, &packed_demo).map_err(|e| e.to_string())?;
     strip(&packed_demo)?;
+    let packed_tp = out.join("bin").join("candle-rocm-tp");
+    std::fs::copy(demo_bin.with_file_name("candle-rocm-tp"), &packed_tp)
+        .map_err(|e| e.to_string())?;
+    strip(&packed_tp)?;
     let (ok, _) = run_echo(
         Command::new(&demo_bin)
             .arg("--export-f16")
@@ -742,12 +787,13 @@ pub fn gpu_pack() -> Result<bool, String> {
         &out.join("shim").join("lib"),
     )?;
     // Compressed: the machine takes at most 64 MiB, and binaries shrink about fourfold.
-    let ok = compress_binaries(&out, &["tests", "bin"])?;
+    let ok = compress_binaries(&out, &["tests", "bin", "multi"])?;
     if !ok {
         return Err("compressing the binaries failed".into());
     }
     std::fs::remove_dir_all(&tests_dir).map_err(|e| e.to_string())?;
     std::fs::remove_dir_all(out.join("bin")).map_err(|e| e.to_string())?;
+    std::fs::remove_dir_all(&multi_dir).map_err(|e| e.to_string())?;
     let size = checked_pack_size(&out)?;
     println!(
         "packed {} test binaries and the demos into {} ({:.1} MiB); the GGUF halves into \

@@ -115,6 +115,34 @@ impl<D: Fn(&str, usize) -> Vec<f32> + Send + Sync> SimpleBackend for &DrawnWeigh
     }
 }
 
+const CHUNK: usize = 1 << 20;
+
+/// `n` values uniform with standard deviation `std`, from streams seeded by `seed` and each
+/// 1 M-value chunk's index, drawn on all cores (the large models' seeded weights).
+pub fn uniform_values(seed: u64, n: usize, std: f32) -> Vec<f32> {
+    let half_width = std * 3f32.sqrt();
+    let mut values = vec![0f32; n];
+    let threads = std::thread::available_parallelism().map_or(4, |t| t.get());
+    let mut chunks: Vec<(usize, &mut [f32])> = values.chunks_mut(CHUNK).enumerate().collect();
+    let per_thread = chunks.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        while !chunks.is_empty() {
+            let take = per_thread.min(chunks.len());
+            let mine: Vec<(usize, &mut [f32])> = chunks.drain(..take).collect();
+            scope.spawn(move || {
+                for (index, chunk) in mine {
+                    let mut stream = SplitMix64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9));
+                    for v in chunk.iter_mut() {
+                        let unit = (stream.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+                        *v = (2.0 * unit - 1.0) * half_width;
+                    }
+                }
+            });
+        }
+    });
+    values
+}
+
 /// FNV-1a of a tensor name: the seed offset of its weights.
 pub fn fnv1a(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -122,7 +150,8 @@ pub fn fnv1a(name: &str) -> u64 {
     })
 }
 
-fn normal_values(seed: u64, n: usize, std: f64) -> Vec<f32> {
+/// `n` values of N(0, std^2) from a stream seeded by `seed` (the test models' weights).
+pub fn normal_values(seed: u64, n: usize, std: f64) -> Vec<f32> {
     let mut stream = SplitMix64(seed);
     // (0, 1]: never 0, so the logarithm below is finite
     let mut next_unit = move || ((stream.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;

@@ -12,9 +12,19 @@
 //!   so replays advance by themselves.
 //!
 //! Every kernel argument is then the same at every position: a captured step replays as is.
+//! The prompt runs in one pass of the same form (its positions and causal mask on the device).
+//!
+//! With a communicator ([`StaticLlama::load_sharded`]) the model is tensor-parallel over the
+//! ranks, as Candle's `llama_multiprocess` splits it: q/k/v and gate/up by output rows (each
+//! rank its heads and its slice of the MLP), o and down by input columns, followed by an
+//! all-reduce; embeddings, norms and the head replicated. The all-reduces are part of a
+//! captured step too.
 
+use std::sync::Arc;
+
+use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
-use candle_nn::{embedding, linear_no_bias, rms_norm, Embedding, Linear, RmsNorm, VarBuilder};
+use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
 use candle_transformers::models::llama::Config;
 
 struct Layer {
@@ -38,11 +48,37 @@ pub struct StaticLlama {
     /// `[max_len, head_dim / 2]` in the model's dtype.
     cos: Tensor,
     sin: Tensor,
+    /// This rank's query and key-value heads.
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
     max_len: usize,
     device: Device,
+    comm: Option<Arc<Comm>>,
+}
+
+/// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
+/// along `dim` (0: output rows, 1: input columns), cut on the host before it reaches the
+/// device.
+fn linear_part(
+    vb: &VarBuilder<'_>,
+    (out_dim, in_dim): (usize, usize),
+    dim: usize,
+    (part, parts): (usize, usize),
+    device: &Device,
+) -> Result<Linear> {
+    // the hint candle-nn's linear layers give (a backend drawing weights draws them)
+    let w = vb.get_with_hints(
+        (out_dim, in_dim),
+        "weight",
+        candle_nn::init::DEFAULT_KAIMING_NORMAL,
+    )?;
+    let len = w.dim(dim)? / parts;
+    let w = w
+        .narrow(dim, part * len, len)?
+        .contiguous()?
+        .to_device(device)?;
+    Ok(Linear::new(w, None))
 }
 
 /// One sequence: its KV cache (f32, `[1, kv_heads, max_len, head_dim]` a layer) and the
@@ -75,6 +111,20 @@ impl StaticLlama {
     /// cache of `max_len` positions (at most the config's `max_position_embeddings`).
     pub fn load(vb: VarBuilder<'_>, config: &Config, max_len: usize) -> Result<Self> {
         let device = vb.device().clone();
+        Self::load_sharded(vb, config, max_len, &device, None)
+    }
+
+    /// This rank's part of the tensor-parallel model on `device` (`vb` may hold the weights
+    /// on the host: each rank cuts its part there). Heads, key-value heads and the MLP width
+    /// must divide by the number of ranks.
+    pub fn load_sharded(
+        vb: VarBuilder<'_>,
+        config: &Config,
+        max_len: usize,
+        device: &Device,
+        comm: Option<Arc<Comm>>,
+    ) -> Result<Self> {
+        let device = device.clone();
         let dtype = vb.dtype();
         if max_len == 0 || max_len > config.max_position_embeddings {
             candle_core::bail!(
@@ -82,33 +132,58 @@ impl StaticLlama {
                 config.max_position_embeddings
             );
         }
+        let (rank, ranks) = comm.as_ref().map_or((0, 1), |c| (c.rank(), c.size()));
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let heads = config.num_attention_heads;
         let kv_heads = config.num_key_value_heads;
+        if heads % ranks != 0 || kv_heads % ranks != 0 || i % ranks != 0 {
+            candle_core::bail!(
+                "static llama: {heads} heads, {kv_heads} kv heads and width {i} do not split over {ranks} ranks"
+            );
+        }
         let head_dim = h / heads;
         let kv_dim = kv_heads * head_dim;
         let eps = config.rms_norm_eps;
+        let part = (rank, ranks);
+        let rows = |vb: &VarBuilder<'_>, shape| linear_part(vb, shape, 0, part, &device);
+        let cols = |vb: &VarBuilder<'_>, shape| linear_part(vb, shape, 1, part, &device);
+        let norm = |n: usize, vb: VarBuilder<'_>| -> Result<RmsNorm> {
+            let w = vb
+                .get_with_hints(n, "weight", Init::Const(1.))?
+                .to_device(&device)?;
+            Ok(RmsNorm::new(w, eps))
+        };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for n in 0..config.num_hidden_layers {
             let vb = vb.pp(format!("model.layers.{n}"));
             let (att, mlp) = (vb.pp("self_attn"), vb.pp("mlp"));
             layers.push(Layer {
-                input_norm: rms_norm(h, eps, vb.pp("input_layernorm"))?,
-                q: linear_no_bias(h, h, att.pp("q_proj"))?,
-                k: linear_no_bias(h, kv_dim, att.pp("k_proj"))?,
-                v: linear_no_bias(h, kv_dim, att.pp("v_proj"))?,
-                o: linear_no_bias(h, h, att.pp("o_proj"))?,
-                post_norm: rms_norm(h, eps, vb.pp("post_attention_layernorm"))?,
-                gate: linear_no_bias(h, i, mlp.pp("gate_proj"))?,
-                up: linear_no_bias(h, i, mlp.pp("up_proj"))?,
-                down: linear_no_bias(i, h, mlp.pp("down_proj"))?,
+                input_norm: norm(h, vb.pp("input_layernorm"))?,
+                q: rows(&att.pp("q_proj"), (h, h))?,
+                k: rows(&att.pp("k_proj"), (kv_dim, h))?,
+                v: rows(&att.pp("v_proj"), (kv_dim, h))?,
+                o: cols(&att.pp("o_proj"), (h, h))?,
+                post_norm: norm(h, vb.pp("post_attention_layernorm"))?,
+                gate: rows(&mlp.pp("gate_proj"), (i, h))?,
+                up: rows(&mlp.pp("up_proj"), (i, h))?,
+                down: cols(&mlp.pp("down_proj"), (h, i))?,
             });
         }
-        let embed = embedding(config.vocab_size, h, vb.pp("model.embed_tokens"))?;
+        let embedding_init = Init::Randn {
+            mean: 0.,
+            stdev: 1.,
+        };
+        let embed = Embedding::new(
+            vb.pp("model.embed_tokens")
+                .get_with_hints((config.vocab_size, h), "weight", embedding_init)?
+                .to_device(&device)?,
+            h,
+        );
+        let whole = (0, 1);
         let lm_head = if config.tie_word_embeddings {
             Linear::new(embed.embeddings().clone(), None)
         } else {
-            linear_no_bias(h, config.vocab_size, vb.pp("lm_head"))?
+            linear_part(&vb.pp("lm_head"), (config.vocab_size, h), 0, whole, &device)?
         };
         // The llama's rotary tables: theta_i = base^(-2i/d), angles position * theta_i.
         let inv_freq: Vec<f32> = (0..head_dim)
@@ -123,15 +198,16 @@ impl StaticLlama {
         Ok(Self {
             embed,
             layers,
-            norm: rms_norm(h, eps, vb.pp("model.norm"))?,
+            norm: norm(h, vb.pp("model.norm"))?,
             lm_head,
             cos: angles.cos()?.to_dtype(dtype)?,
             sin: angles.sin()?.to_dtype(dtype)?,
-            heads,
-            kv_heads,
+            heads: heads / ranks,
+            kv_heads: kv_heads / ranks,
             head_dim,
             max_len,
             device,
+            comm,
         })
     }
 
@@ -166,55 +242,116 @@ impl StaticLlama {
     /// (`RocmDevice::capture`) and replayed. Does not check the position: see
     /// [`DecodeState::advance`].
     pub fn step(&self, state: &DecodeState) -> Result<StepOutput> {
-        let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let logits = self.forward(state, &state.token, &state.position)?;
+        let next = logits.argmax(D::Minus1)?.reshape(1)?;
+        state.token.slice_set(&next.reshape((1, 1))?, 0, 0)?;
+        state
+            .position
+            .slice_set(&(&state.position + &state.one)?, 0, 0)?;
+        Ok(StepOutput { logits, next })
+    }
+
+    /// The prompt in one pass (positions 0..): fills the cache, and leaves the greedy token
+    /// after it and the next position in `state`'s inputs.
+    pub fn prefill(&self, state: &mut DecodeState, prompt: &[u32]) -> Result<StepOutput> {
+        let t = prompt.len();
+        if t == 0 || state.filled + t > self.max_len {
+            candle_core::bail!(
+                "static llama: a prompt of {t} tokens after {} of {} positions",
+                state.filled,
+                self.max_len
+            );
+        }
+        let start = state.filled as u32;
+        let positions = Tensor::arange(start, start + t as u32, &self.device)?;
+        let tokens = Tensor::new(prompt, &self.device)?.unsqueeze(0)?;
+        let logits = self.forward(state, &tokens, &positions)?;
+        let next = logits.argmax(D::Minus1)?.reshape(1)?;
+        state.token.slice_set(&next.reshape((1, 1))?, 0, 0)?;
+        state
+            .position
+            .slice_set(&Tensor::new(&[start + t as u32], &self.device)?, 0, 0)?;
+        state.filled += t;
+        Ok(StepOutput { logits, next })
+    }
+
+    /// `tokens` (u32 `[1, T]`) at `positions` (u32 `[T]`) through the model: their keys and
+    /// values written into the cache, attention over the whole cache under a causal mask
+    /// built from the positions; the last token's logits (f32 `[vocab]`).
+    fn forward(&self, state: &DecodeState, tokens: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        let (heads, kv_heads, hd, max) = (self.heads, self.kv_heads, self.head_dim, self.max_len);
         let group = heads / kv_heads;
-        let position = &state.position;
-        let cos = self.cos.index_select(position, 0)?;
-        let sin = self.sin.index_select(position, 0)?;
-        // The scatter's index: the position at every element of a `[1, kv, 1, hd]` update.
-        let slot = position
-            .reshape((1, 1, 1, 1))?
-            .broadcast_as((1, kv_heads, 1, hd))?
+        let t = positions.dim(0)?;
+        let cos = self.cos.index_select(positions, 0)?;
+        let sin = self.sin.index_select(positions, 0)?;
+        // The scatter's index: each token's position at every element of its `[1, kv, 1, hd]`.
+        let slot = positions
+            .reshape((1, 1, t, 1))?
+            .broadcast_as((1, kv_heads, t, hd))?
             .contiguous()?;
-        let visible = state.positions.le(&position.broadcast_as(self.max_len)?)?;
-        let mask = visible.where_cond(&state.zeros, &state.minus_inf)?;
+        // Cached position j is visible from the token at position p when j <= p.
+        let visible = state
+            .positions
+            .reshape((1, max))?
+            .broadcast_as((t, max))?
+            .le(&positions.reshape((t, 1))?.broadcast_as((t, max))?)?;
+        let mask = visible.where_cond(
+            &state.zeros.broadcast_as((t, max))?,
+            &state.minus_inf.broadcast_as((t, max))?,
+        )?;
         let scale = 1.0 / (hd as f64).sqrt();
 
-        let mut x = self.embed.forward(&state.token)?; // [1, 1, hidden]
+        let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
         for (n, layer) in self.layers.iter().enumerate() {
             let residual = &x;
             let h = layer.input_norm.forward(&x)?;
-            let q = layer.q.forward(&h)?.reshape((1, heads, 1, hd))?;
-            let k = layer.k.forward(&h)?.reshape((1, kv_heads, 1, hd))?;
-            let v = layer.v.forward(&h)?.reshape((1, kv_heads, 1, hd))?;
+            let split = |y: Tensor, heads: usize| -> Result<Tensor> {
+                y.reshape((1, t, heads, hd))?.transpose(1, 2)?.contiguous()
+            };
+            let q = split(layer.q.forward(&h)?, heads)?;
+            let k = split(layer.k.forward(&h)?, kv_heads)?;
+            let v = split(layer.v.forward(&h)?, kv_heads)?;
             let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
             state.k[n].scatter_set(&slot, &k.to_dtype(DType::F32)?, 2)?;
             state.v[n].scatter_set(&slot, &v.to_dtype(DType::F32)?, 2)?;
             // Query heads kv * group + j share kv head kv, as the llama's repeat_kv has it.
-            let q = q.to_dtype(DType::F32)?.reshape((1, kv_heads, group, hd))?;
-            let scores = (q.matmul(&state.k[n].t()?)? * scale)?;
-            let weights = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&mask)?)?;
-            let y =
-                weights
-                    .matmul(&state.v[n])?
-                    .to_dtype(x.dtype())?
-                    .reshape((1, 1, heads * hd))?;
-            x = (layer.o.forward(&y)? + residual)?;
+            let q = q
+                .to_dtype(DType::F32)?
+                .reshape((1, kv_heads, group * t, hd))?;
+            let scores = (q.matmul(&state.k[n].t()?)? * scale)?
+                .reshape((1, kv_heads, group, t, max))?
+                .broadcast_add(&mask)?;
+            let weights = candle_nn::ops::softmax_last_dim(&scores)?.reshape((
+                1,
+                kv_heads,
+                group * t,
+                max,
+            ))?;
+            let y = weights
+                .matmul(&state.v[n])?
+                .to_dtype(x.dtype())?
+                .reshape((1, heads, t, hd))?
+                .transpose(1, 2)?
+                .reshape((1, t, heads * hd))?;
+            x = (self.all_reduce(layer.o.forward(&y)?)? + residual)?;
             let residual = &x;
             let h = layer.post_norm.forward(&x)?;
             let mlp = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
-            x = (layer.down.forward(&mlp)? + residual)?;
+            x = (self.all_reduce(layer.down.forward(&mlp)?)? + residual)?;
         }
-        let logits = self
-            .lm_head
-            .forward(&self.norm.forward(&x)?)?
+        self.lm_head
+            .forward(&self.norm.forward(&x.narrow(1, t - 1, 1)?)?)?
             .flatten_all()?
-            .to_dtype(DType::F32)?;
-        let next = logits.argmax(D::Minus1)?.reshape(1)?;
-        state.token.slice_set(&next.reshape((1, 1))?, 0, 0)?;
-        state.position.slice_set(&(position + &state.one)?, 0, 0)?;
-        Ok(StepOutput { logits, next })
+            .to_dtype(DType::F32)
+    }
+
+    /// The sum of the ranks' partial outputs of a row-parallel layer, in place.
+    fn all_reduce(&self, y: Tensor) -> Result<Tensor> {
+        if let Some(comm) = &self.comm {
+            comm.all_reduce_(&y, ReduceOp::Sum)?;
+        }
+        Ok(y)
     }
 
     /// Positions the cache holds.
@@ -232,27 +369,22 @@ impl DecodeState {
         self.filled += 1;
         Ok(())
     }
-
-    /// Replaces the token the next step reads (a prompt token), in place.
-    pub fn set_token(&self, token: u32) -> Result<()> {
-        let dev = self.token.device();
-        self.token.slice_set(&Tensor::new(&[[token]], dev)?, 0, 0)
-    }
 }
 
-/// Greedy decoding of one sequence, a token a step (the prompt too), each token read back:
-/// eagerly, or (`captured`) by replaying a decode step captured once after the prompt (whose
-/// eager steps load every kernel and fill the pool with the step's block sizes).
+/// Greedy decoding of one sequence, the prompt in one pass, then a token a step, each token
+/// read back: eagerly, or (`captured`) by replaying a decode step captured once (after one
+/// eager step, which loads its kernels and fills the pool with the step's block sizes).
 pub struct Decoder<'a> {
     model: &'a StaticLlama,
     state: DecodeState,
     captured: bool,
     graph: Option<(candle_core::rocm_backend::RocmGraph, StepOutput)>,
     first_logits: Vec<f32>,
+    warm: bool,
 }
 
 impl<'a> Decoder<'a> {
-    /// A sequence starting with `first` (nothing runs yet).
+    /// A sequence (nothing runs yet; `first` is a placeholder token the prompt replaces).
     pub fn new(model: &'a StaticLlama, first: u32, captured: bool) -> Result<Self> {
         Ok(Self {
             model,
@@ -260,22 +392,14 @@ impl<'a> Decoder<'a> {
             captured,
             graph: None,
             first_logits: Vec::new(),
+            warm: false,
         })
     }
 
-    /// Runs `prompt` (whose first token the decoder started with); the first generated token.
+    /// Runs `prompt` (whose first token the decoder started with) in one pass; the first
+    /// generated token.
     pub fn prefill(&mut self, prompt: &[u32]) -> Result<u32> {
-        let mut last = None;
-        for (i, _) in prompt.iter().enumerate() {
-            self.state.advance()?;
-            let out = self.model.step(&self.state)?;
-            if let Some(&t) = prompt.get(i + 1) {
-                self.state.set_token(t)?;
-            }
-            last = Some(out);
-        }
-        let out =
-            last.ok_or_else(|| candle_core::Error::Msg("static llama: empty prompt".into()))?;
+        let out = self.model.prefill(&mut self.state, prompt)?;
         self.first_logits = out.logits.to_vec1::<f32>()?;
         Ok(out.next.to_vec1::<u32>()?[0])
     }
@@ -284,6 +408,10 @@ impl<'a> Decoder<'a> {
     pub fn next_token(&mut self) -> Result<u32> {
         self.state.advance()?;
         if !self.captured {
+            return Ok(self.model.step(&self.state)?.next.to_vec1::<u32>()?[0]);
+        }
+        if !self.warm {
+            self.warm = true;
             return Ok(self.model.step(&self.state)?.next.to_vec1::<u32>()?[0]);
         }
         if self.graph.is_none() {

@@ -7,24 +7,11 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_rocm_e2e::llama::{self, fnv1a, prompt, DrawnWeights, Generator};
 use candle_rocm_e2e::static_llama::{self, StaticLlama};
-use candle_rocm_e2e::SplitMix64;
 
 const SEED: u64 = 7;
 
-fn normal(seed: u64, n: usize) -> Vec<f32> {
-    // the generator's weights: N(0, 0.15^2) from a stream seeded by the tensor's name
-    let mut s = SplitMix64(seed);
-    let mut unit = move || ((s.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-    (0..n)
-        .map(|_| {
-            let (u1, u2) = (unit(), unit());
-            ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos() * 0.15) as f32
-        })
-        .collect()
-}
-
 fn static_model(config: &candle_transformers::models::llama::Config, dev: &Device) -> StaticLlama {
-    let weights = DrawnWeights::new(|name, n| normal(SEED ^ fnv1a(name), n));
+    let weights = DrawnWeights::new(|name, n| llama::normal_values(SEED ^ fnv1a(name), n, 0.15));
     let vb = VarBuilder::from_backend(Box::new(&weights), DType::F32, dev.clone());
     StaticLlama::load(vb, config, 256).unwrap()
 }

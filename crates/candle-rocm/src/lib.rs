@@ -12,6 +12,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod collective;
 mod device;
 pub mod quantized;
 mod storage;

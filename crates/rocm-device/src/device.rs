@@ -51,6 +51,40 @@ pub struct CompileStats {
 /// A kernel as launchers name it: (module, op, dtype or width key), all from the table.
 type KernelKey = (&'static str, &'static str, &'static str);
 
+/// The kernel map's hasher: the keys are a few short table strings looked up on every
+/// launch, where SipHash's flood resistance buys nothing (multiply-rotate, as rustc's Fx).
+#[derive(Default, Clone, Copy)]
+struct KeyHasher;
+
+impl std::hash::BuildHasher for KeyHasher {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher(0)
+    }
+}
+
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 struct DeviceInner {
     raw: Arc<dyn RawDevice>,
     info: DeviceInfo,
@@ -59,7 +93,7 @@ struct DeviceInner {
     pool: Pool,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     /// Resolved kernels: the one lock a launch of a known kernel takes.
-    kernels: Mutex<HashMap<KernelKey, Function>>,
+    kernels: Mutex<HashMap<KernelKey, Function, KeyHasher>>,
     compile_stats: Mutex<CompileStats>,
     memory_hits: AtomicU64,
     cache_dir: Option<PathBuf>,
@@ -1231,6 +1265,11 @@ impl Event {
     /// Waits until the recorded point is reached.
     pub fn synchronize(&self) -> Result<()> {
         self.raw.event_synchronize(self.handle)
+    }
+    /// Whether the recorded point has been reached, without waiting (a fault of the work
+    /// before it is an error).
+    pub fn query(&self) -> Result<bool> {
+        self.raw.event_query(self.handle)
     }
     /// Milliseconds from `self` to `end` (both recorded and reached).
     pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {

@@ -34,25 +34,42 @@ impl KernelLayout {
                 strides.len()
             )));
         }
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(dims.len());
+        // Merged (dim, stride) pairs, innermost last; held inline (no allocation per launch).
+        let mut merged = [(0u64, 0u64); MAX_DIMS];
+        let mut count = 0usize;
+        let mut push = |pair: (u64, u64)| {
+            if count < MAX_DIMS {
+                merged[count] = pair;
+            }
+            count += 1;
+        };
+        let mut open: Option<(u64, u64)> = None;
         for (&d, &s) in dims.iter().zip(strides) {
             if d == 1 {
                 continue;
             }
-            match merged.last_mut() {
-                Some((pd, ps)) if *ps == (s as u64) * (d as u64) => {
-                    *pd *= d as u64;
-                    *ps = s as u64;
+            let (d, s) = (d as u64, s as u64);
+            match open.as_mut() {
+                Some((pd, ps)) if *ps == s * d => {
+                    *pd *= d;
+                    *ps = s;
                 }
-                _ => merged.push((d as u64, s as u64)),
+                _ => {
+                    if let Some(pair) = open.replace((d, s)) {
+                        push(pair);
+                    }
+                }
             }
         }
-        if merged.len() > MAX_DIMS {
+        if let Some(pair) = open {
+            push(pair);
+        }
+        if count > MAX_DIMS {
             return Err(Error::InvalidLayout(format!(
-                "{} strided dims after merging (dims {dims:?}, strides {strides:?}); at most {MAX_DIMS}",
-                merged.len()
+                "{count} strided dims after merging (dims {dims:?}, strides {strides:?}); at most {MAX_DIMS}"
             )));
         }
+        let merged = &merged[..count];
         let numel: u128 = dims.iter().map(|&d| d as u128).product();
         let span: u128 = merged
             .iter()
@@ -62,7 +79,7 @@ impl KernelLayout {
         l.ndim = merged.len() as u32;
         l.fits_u32 = u32::from(numel <= u32::MAX as u128 && span <= u32::MAX as u128);
         l.start = start as u64;
-        for (i, (d, s)) in merged.into_iter().enumerate() {
+        for (i, &(d, s)) in merged.iter().enumerate() {
             l.dims[i] = d;
             l.strides[i] = s;
         }

@@ -25,6 +25,7 @@ pub mod abi {
         HIP_ERROR_OUT_OF_MEMORY: u32 = 2 => "hipErrorOutOfMemory";
         HIP_ERROR_NO_DEVICE: u32 = 100 => "hipErrorNoDevice";
         HIP_ERROR_NOT_FOUND: u32 = 500 => "hipErrorNotFound";
+        HIP_ERROR_NOT_READY: u32 = 600 => "hipErrorNotReady";
         HIP_STREAM_NON_BLOCKING: u32 = 1 => "hipStreamNonBlocking";
         HIP_STREAM_CAPTURE_MODE_RELAXED: u32 = 2 => "hipStreamCaptureModeRelaxed";
         HIPRTC_SUCCESS: u32 = 0 => "HIPRTC_SUCCESS";
@@ -432,6 +433,15 @@ impl RawDevice for HipDevice {
         check("hipEventSynchronize", unsafe {
             hip::hipEventSynchronize(event(e))
         })
+    }
+    fn event_query(&self, e: Handle) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: a live event.
+        let code = unsafe { hip::hipEventQuery(event(e)) };
+        if code == abi::HIP_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check("hipEventQuery", code).map(|()| true)
     }
     fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32> {
         let mut ms = 0f32;

@@ -332,6 +332,8 @@ pub(crate) trait RawDevice: Send + Sync {
     fn event_create(&self) -> Result<Handle>;
     fn event_record(&self, event: Handle, stream: Handle) -> Result<()>;
     fn event_synchronize(&self, event: Handle) -> Result<()>;
+    /// `Ok(true)` once the event is reached, `Ok(false)` while work before it runs.
+    fn event_query(&self, event: Handle) -> Result<bool>;
     fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32>;
     fn event_destroy(&self, event: Handle) -> Result<()>;
 

@@ -421,6 +421,15 @@ impl RawDevice for CudaDevice {
             cu::cuEventSynchronize(event(e))
         })
     }
+    fn event_query(&self, e: Handle) -> Result<bool> {
+        self.bind()?;
+        // SAFETY: a live event.
+        let code = unsafe { cu::cuEventQuery(event(e)) };
+        if code == cu::CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check("cuEventQuery", code).map(|()| true)
+    }
     fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32> {
         self.bind()?;
         let mut ms = 0f32;

@@ -9,8 +9,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Result, Tensor, D};
 use candle_nn::VarBuilder;
-use candle_rocm_e2e::llama::{self, fnv1a, prompt, DrawnWeights};
-use candle_rocm_e2e::SplitMix64;
+use candle_rocm_e2e::llama::{self, fnv1a, prompt, uniform_values, DrawnWeights};
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use serde_json::json;
 
@@ -23,32 +22,6 @@ pub fn config() -> Config {
         max_position_embeddings: 4096,
         ..llama::config(2048, 8192, 32000, 16, 32, 8)
     }
-}
-
-const CHUNK: usize = 1 << 20;
-
-fn uniform_values(seed: u64, n: usize, std: f32) -> Vec<f32> {
-    let half_width = std * 3f32.sqrt();
-    let mut values = vec![0f32; n];
-    let threads = std::thread::available_parallelism().map_or(4, |t| t.get());
-    let mut chunks: Vec<(usize, &mut [f32])> = values.chunks_mut(CHUNK).enumerate().collect();
-    let per_thread = chunks.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        while !chunks.is_empty() {
-            let take = per_thread.min(chunks.len());
-            let mine: Vec<(usize, &mut [f32])> = chunks.drain(..take).collect();
-            scope.spawn(move || {
-                for (index, chunk) in mine {
-                    let mut stream = SplitMix64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9));
-                    for v in chunk.iter_mut() {
-                        let unit = (stream.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-                        *v = (2.0 * unit - 1.0) * half_width;
-                    }
-                }
-            });
-        }
-    });
-    values
 }
 
 /// The model's weights on the host (bf16), by the names candle-transformers and HF

@@ -3,6 +3,8 @@
 
 use candle_rocm as rocm;
 
+pub mod collective;
+
 pub use candle_rocm::RopeVariant;
 
 use crate::backend::{BackendDevice, BackendStorage};
@@ -117,7 +119,9 @@ impl RocmDevice {
     /// The device of `ordinal` with `config` instead of the process's environment (every
     /// option of `candle_rocm::Config`); use it as `Device::Rocm(RocmDevice::with_config(..)?)`.
     pub fn with_config(ordinal: usize, config: rocm::Config) -> Result<Self> {
-        Ok(RocmDevice(rocm::RocmDevice::with_config(ordinal, config).map_err(wrap)?))
+        Ok(RocmDevice(
+            rocm::RocmDevice::with_config(ordinal, config).map_err(wrap)?,
+        ))
     }
 
     /// The configuration the device was opened with.
