@@ -429,6 +429,19 @@ impl<'a> Decoder<'a> {
         Ok(out.next.to_vec1::<u32>()?[0])
     }
 
+    /// `steps` more replays of the captured step without reading the tokens back (to time
+    /// the device's work alone); an error before the step was captured.
+    pub fn replay(&mut self, steps: usize) -> Result<()> {
+        for _ in 0..steps {
+            self.state.advance()?;
+            let (graph, _) = self.graph.as_ref().ok_or_else(|| {
+                candle_core::Error::Msg("static llama: no captured step to replay".into())
+            })?;
+            graph.replay()?;
+        }
+        Ok(())
+    }
+
     /// The logits after the prompt.
     pub fn first_logits(&self) -> &[f32] {
         &self.first_logits

@@ -246,15 +246,10 @@ impl Shared {
     }
 }
 
-/// How long a collective may make no progress before the communicator is aborted, unless
-/// set: `CANDLE_ROCM_CCL_TIMEOUT` seconds (default 300, as a first compile or a slow peer
-/// can take long).
+/// How long a collective may make no progress before the communicator is aborted: the
+/// process's configuration (`CANDLE_ROCM_CCL_TIMEOUT` seconds, default 300).
 pub fn default_timeout() -> Duration {
-    std::env::var("CANDLE_ROCM_CCL_TIMEOUT")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| *s > 0.0)
-        .map_or(Duration::from_secs(300), Duration::from_secs_f64)
+    rocm_device::Config::global().map_or(Duration::from_secs(300), |c| c.ccl_timeout)
 }
 
 /// One rank of a communicator on one device.

@@ -37,8 +37,11 @@ pub const HIP_ON_CUDA_ENV: &str = "CANDLE_ROCM_HIP_ON_CUDA";
 /// on its own thread); default: the machine's cores.
 pub const COMPILE_THREADS_ENV: &str = "CANDLE_ROCM_COMPILE_THREADS";
 
+/// Seconds a collective (rocm-ccl) may make no progress before its communicator is aborted.
+pub const CCL_TIMEOUT_ENV: &str = "CANDLE_ROCM_CCL_TIMEOUT";
+
 /// Every variable [`Config::from_env`] reads, for documentation and tests.
-pub const ENV_VARS: [&str; 12] = [
+pub const ENV_VARS: [&str; 13] = [
     PLATFORM_ENV,
     CACHE_DIR_ENV,
     DISABLE_KERNEL_CACHE_ENV,
@@ -51,6 +54,7 @@ pub const ENV_VARS: [&str; 12] = [
     COMPILE_THREADS_ENV,
     WAVE64_EMULATION_ENV,
     HIP_ON_CUDA_ENV,
+    CCL_TIMEOUT_ENV,
 ];
 
 /// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
@@ -83,7 +87,13 @@ pub struct Config {
     /// The amd platform runs on the HIP shim over CUDA: cuBLAS serves the BLAS, and MIOpen is
     /// off (`use_miopen` false), as neither vendor library exists there.
     pub hip_on_cuda: bool,
+    /// How long a collective may make no progress (a peer died or stopped calling) before
+    /// its communicator is aborted and every rank's call returns an error.
+    pub ccl_timeout: std::time::Duration,
 }
+
+/// The default of `Config::ccl_timeout`: long enough for a first kernel compile or a slow peer.
+const DEFAULT_CCL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The machine's cores, the default of `Config::compile_threads`.
 fn cores() -> usize {
@@ -104,6 +114,7 @@ impl Default for Config {
             compile_threads: cores(),
             wave64_emulation: false,
             hip_on_cuda: false,
+            ccl_timeout: DEFAULT_CCL_TIMEOUT,
         }
     }
 }
@@ -183,6 +194,10 @@ impl Config {
                 .unwrap_or_else(cores),
             wave64_emulation: on(WAVE64_EMULATION_ENV),
             hip_on_cuda: on(HIP_ON_CUDA_ENV),
+            ccl_timeout: lookup(CCL_TIMEOUT_ENV)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map_or(DEFAULT_CCL_TIMEOUT, std::time::Duration::from_secs_f64),
         }
     }
 }
@@ -225,9 +240,12 @@ mod tests {
             (COMPILE_THREADS_ENV, " 3 "),
             (WAVE64_EMULATION_ENV, "1"),
             (HIP_ON_CUDA_ENV, "1"),
+            (CCL_TIMEOUT_ENV, " 2.5 "),
         ])
         .unwrap();
         assert_eq!(c.compile_threads, 3);
+        assert_eq!(c.ccl_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(from(&[(CCL_TIMEOUT_ENV, "-1")]).unwrap().ccl_timeout, DEFAULT_CCL_TIMEOUT);
         assert!(c.wave64_emulation && c.hip_on_cuda);
         assert_eq!(c.platform, Some(Platform::Nvidia));
         assert_eq!(
@@ -266,6 +284,7 @@ mod tests {
                 POOL_MAX_CACHED_ENV => "4096",
                 REDUCED_PRECISION_ENV => "f16",
                 COMPILE_THREADS_ENV => "0",
+                CCL_TIMEOUT_ENV => "30",
                 _ => "1",
             };
             assert_ne!(from(&[base[0], (var, value)]).unwrap(), plain, "{var}");

@@ -7,7 +7,7 @@
 //! candle-rocm-bench model --device rocm|cuda|none [--dtype bf16|f32] [--repeats N] [--logits F]
 //!                         [--save-weights F] [--save-config F]
 //! candle-rocm-bench launch
-//! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N]
+//! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
 //! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q8_0 --tokenizer-from F --out F
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128]
 //! ```
@@ -120,6 +120,10 @@ fn run(args: &[String]) -> DemoResult<()> {
             let config = model::config();
             let weights = model::weights(&config, MODEL_SEED)?;
             let dev = open(device)?;
+            if args.iter().any(|a| a == "--profile") {
+                model::profile_static(&config, &weights, dtype, &dev)?;
+                return Ok(());
+            }
             for pass in 1..=passes {
                 let llama = model::run_on(&config, &weights, dtype, &dev, 1)?;
                 let mut line = model::report(device, dtype, &config, &llama);

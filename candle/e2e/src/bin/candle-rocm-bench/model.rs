@@ -159,8 +159,33 @@ pub fn report(device: &str, dtype: DType, config: &Config, run: &ModelRun) -> se
 /// read back as in `run_on`.
 pub struct StaticRun {
     pub decode_seconds: f64,
+    /// Captured only: device time of one replayed step, without reading its token back.
+    pub replay_ms: Option<f64>,
     pub tokens: Vec<u32>,
     pub first_logits: Vec<f32>,
+}
+
+/// Replays timed back to back after the decode (device time per step).
+const REPLAYS: usize = 20;
+
+/// A short run for a kernel profiler (`ncu`): a 16-token prompt, one eager decode step, then
+/// the step captured and replayed twice.
+pub fn profile_static(
+    config: &Config,
+    weights: &HashMap<String, Tensor>,
+    dtype: DType,
+    dev: &Device,
+) -> Result<()> {
+    use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
+    let vb = VarBuilder::from_tensors(weights.clone(), dtype, dev);
+    let model = StaticLlama::load(vb, config, 64)?;
+    let input = prompt(16, config.vocab_size);
+    let mut decoder = Decoder::new(&model, input[0], true)?;
+    decoder.prefill(&input)?;
+    for _ in 0..3 {
+        decoder.next_token()?;
+    }
+    dev.synchronize()
 }
 
 pub fn run_static(
@@ -172,7 +197,7 @@ pub fn run_static(
 ) -> Result<StaticRun> {
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
     let vb = VarBuilder::from_tensors(weights.clone(), dtype, dev);
-    let model = StaticLlama::load(vb, config, PREFILL + DECODE + 2)?;
+    let model = StaticLlama::load(vb, config, PREFILL + DECODE + REPLAYS + 2)?;
     let input = prompt(PREFILL, config.vocab_size);
     // a short warm-up sequence: every kernel loaded, the pool sized, before the timed one
     let mut warm = Decoder::new(&model, input[0], captured)?;
@@ -189,8 +214,18 @@ pub fn run_static(
         tokens.push(decoder.next_token()?);
     }
     let decode_seconds = start.elapsed().as_secs_f64();
+    let replay_ms = if captured {
+        dev.synchronize()?;
+        let start = Instant::now();
+        decoder.replay(REPLAYS)?;
+        dev.synchronize()?;
+        Some(start.elapsed().as_secs_f64() * 1e3 / REPLAYS as f64)
+    } else {
+        None
+    };
     Ok(StaticRun {
         decode_seconds,
+        replay_ms,
         tokens,
         first_logits: decoder.first_logits().to_vec(),
     })
@@ -219,5 +254,6 @@ pub fn static_report(
         "decode_tokens_per_s": (DECODE - 1) as f64 / run.decode_seconds,
         "tokens": run.tokens,
         "tokens_equal_to_reference_from_first": equal,
+        "replay_ms_per_step": run.replay_ms,
     })
 }
