@@ -29,14 +29,19 @@ use candle_transformers::models::llama::Config;
 
 struct Layer {
     input_norm: RmsNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    /// q, k and v stacked by rows: one gemm for the three.
+    qkv: Linear,
     o: Linear,
     post_norm: RmsNorm,
-    gate: Linear,
-    up: Linear,
+    /// gate and up stacked by rows.
+    gate_up: Linear,
     down: Linear,
+}
+
+/// Linear layers of the same input stacked by output rows (one gemm computes them all).
+fn stacked(parts: &[Linear]) -> Result<Linear> {
+    let weights: Vec<&Tensor> = parts.iter().map(|l| l.weight()).collect();
+    Ok(Linear::new(Tensor::cat(&weights, 0)?, None))
 }
 
 /// The model; [`DecodeState`] holds what one sequence owns.
@@ -159,13 +164,17 @@ impl StaticLlama {
             let (att, mlp) = (vb.pp("self_attn"), vb.pp("mlp"));
             layers.push(Layer {
                 input_norm: norm(h, vb.pp("input_layernorm"))?,
-                q: rows(&att.pp("q_proj"), (h, h))?,
-                k: rows(&att.pp("k_proj"), (kv_dim, h))?,
-                v: rows(&att.pp("v_proj"), (kv_dim, h))?,
+                qkv: stacked(&[
+                    rows(&att.pp("q_proj"), (h, h))?,
+                    rows(&att.pp("k_proj"), (kv_dim, h))?,
+                    rows(&att.pp("v_proj"), (kv_dim, h))?,
+                ])?,
                 o: cols(&att.pp("o_proj"), (h, h))?,
                 post_norm: norm(h, vb.pp("post_attention_layernorm"))?,
-                gate: rows(&mlp.pp("gate_proj"), (i, h))?,
-                up: rows(&mlp.pp("up_proj"), (i, h))?,
+                gate_up: stacked(&[
+                    rows(&mlp.pp("gate_proj"), (i, h))?,
+                    rows(&mlp.pp("up_proj"), (i, h))?,
+                ])?,
                 down: cols(&mlp.pp("down_proj"), (h, i))?,
             });
         }
@@ -305,12 +314,18 @@ impl StaticLlama {
         for (n, layer) in self.layers.iter().enumerate() {
             let residual = &x;
             let h = layer.input_norm.forward(&x)?;
-            let split = |y: Tensor, heads: usize| -> Result<Tensor> {
-                y.reshape((1, t, heads, hd))?.transpose(1, 2)?.contiguous()
+            // q, k, v as `[1, heads, T, hd]`: views of the stacked output for one token, copies
+            // for a prompt
+            let qkv = layer.qkv.forward(&h)?;
+            let split = |from: usize, heads: usize| -> Result<Tensor> {
+                qkv.narrow(2, from * hd, heads * hd)?
+                    .reshape((1, t, heads, hd))?
+                    .transpose(1, 2)?
+                    .contiguous()
             };
-            let q = split(layer.q.forward(&h)?, heads)?;
-            let k = split(layer.k.forward(&h)?, kv_heads)?;
-            let v = split(layer.v.forward(&h)?, kv_heads)?;
+            let q = split(0, heads)?;
+            let k = split(heads, kv_heads)?;
+            let v = split(heads + kv_heads, kv_heads)?;
             let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
             state.k[n].scatter_set(&slot, &k.to_dtype(DType::F32)?, 2)?;
@@ -337,7 +352,10 @@ impl StaticLlama {
             x = (self.all_reduce(layer.o.forward(&y)?)? + residual)?;
             let residual = &x;
             let h = layer.post_norm.forward(&x)?;
-            let mlp = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
+            let gate_up = layer.gate_up.forward(&h)?;
+            let width = gate_up.dim(2)? / 2;
+            let mlp = (candle_nn::ops::silu(&gate_up.narrow(2, 0, width)?)?
+                * gate_up.narrow(2, width, width)?)?;
             x = (self.all_reduce(layer.down.forward(&mlp)?)? + residual)?;
         }
         self.lm_head

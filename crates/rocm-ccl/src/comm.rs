@@ -520,6 +520,24 @@ impl Comm {
         Ok(())
     }
 
+    /// A reduction over one rank is its input: copied (nothing in place). The libraries'
+    /// one-rank reduction kernel left the tail of non-block-multiple counts unwritten for
+    /// Avg before NCCL 2.29.7 (NVIDIA/nccl#1950; RCCL took the fix later), so one rank never
+    /// calls it.
+    fn one_rank_copy(&self, op: &'static str, src: &Operand<'_>, dst: &Operand<'_>) -> Result<()> {
+        let width = src.dtype.size_in_bytes();
+        let (from, to) = (src.layout.start * width, dst.layout.start * width);
+        let bytes = dst.elem_count() * width;
+        if src.buffer.device_ptr() + from as u64 == dst.buffer.device_ptr() + to as u64 {
+            return Ok(());
+        }
+        self.enter(op, |_, _| {
+            self.device
+                .copy_dtod(src.buffer, from, dst.buffer, to, bytes)
+                .map_err(Error::from)
+        })
+    }
+
     /// `dst = op(src over all ranks)`; `src` and `dst` may be the same (in place).
     pub fn all_reduce(&self, src: Operand<'_>, dst: Operand<'_>, op: ReduceOp) -> Result<()> {
         const OP: &str = "all_reduce";
@@ -536,6 +554,9 @@ impl Comm {
                 OP,
                 format!("send {n} elements, receive {}", dst.elem_count()),
             ));
+        }
+        if self.size() == 1 {
+            return self.one_rank_copy(OP, &src, &dst);
         }
         // SAFETY (in the closure): both ranges hold `n` elements of the type on this device.
         self.call(OP, |raw, stream| unsafe {
@@ -566,6 +587,9 @@ impl Comm {
                 OP,
                 format!("send {n} elements, receive {}", dst.elem_count()),
             ));
+        }
+        if self.size() == 1 {
+            return self.one_rank_copy(OP, &src, &dst);
         }
         // SAFETY (in the closure): both ranges hold `n` elements of the type.
         self.call(OP, |raw, stream| unsafe {
@@ -645,6 +669,9 @@ impl Comm {
                     self.size()
                 ),
             ));
+        }
+        if self.size() == 1 {
+            return self.one_rank_copy(OP, &src, &dst);
         }
         // SAFETY (in the closure): `dst` holds `n`, `src` size x `n` elements of the type.
         self.call(OP, |raw, stream| unsafe {

@@ -245,7 +245,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.compile_threads, 3);
         assert_eq!(c.ccl_timeout, std::time::Duration::from_millis(2500));
-        assert_eq!(from(&[(CCL_TIMEOUT_ENV, "-1")]).unwrap().ccl_timeout, DEFAULT_CCL_TIMEOUT);
+        assert_eq!(
+            from(&[(CCL_TIMEOUT_ENV, "-1")]).unwrap().ccl_timeout,
+            DEFAULT_CCL_TIMEOUT
+        );
         assert!(c.wave64_emulation && c.hip_on_cuda);
         assert_eq!(c.platform, Some(Platform::Nvidia));
         assert_eq!(

@@ -241,6 +241,11 @@ const ROW_UNITS: u64 = 8;
 /// allows fewer threads a block).
 const MAX_ROW_GROUP: u64 = 1024;
 
+/// Below this many threads in all (rows x group), a register-row launch gives each row more
+/// threads: a decode step's single row otherwise sits on one warp, its latency set by one
+/// thread's 8 sequential units.
+const FEW_ROW_THREADS: u64 = 4096;
+
 /// How a softmax or norm kernel covers its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowPlan {
@@ -278,6 +283,26 @@ impl RowPlan {
             block: (len / 32).next_power_of_two().clamp(64, 256) as u32,
         }
     }
+
+    /// [`RowPlan::new`] for a launch of `rows` rows: when they are too few to fill the
+    /// device, each row's units are spread over up to one thread each.
+    pub fn for_rows(len: u64, elem_bytes: u64, aligned: bool, max_block: u32, rows: u64) -> Self {
+        let plan = Self::new(len, elem_bytes, aligned, max_block);
+        match plan {
+            RowPlan::Registers {
+                unit_elems, group, ..
+            } if rows.saturating_mul(u64::from(group)) < FEW_ROW_THREADS => {
+                let max_group = 1u64 << MAX_ROW_GROUP.min(u64::from(max_block.max(1))).ilog2();
+                let wide = (len / unit_elems).next_power_of_two().min(max_group);
+                RowPlan::Registers {
+                    unit_elems,
+                    group: wide as u32,
+                    block: wide.max(256.min(max_group)) as u32,
+                }
+            }
+            other => other,
+        }
+    }
 }
 
 /// Launches the NORM kernel `op` (`<op>_<dtype>`, `<op>_regpack_<dtype>` or
@@ -294,11 +319,12 @@ fn row_launch(
         return Ok(());
     }
     let aligned = addresses.iter().all(|a| a % 16 == 0);
-    let plan = RowPlan::new(
+    let plan = RowPlan::for_rows(
         len,
         dtype.size_in_bytes() as u64,
         aligned,
         device.info().max_threads_per_block,
+        rows,
     );
     let (kernel, block, rows_per_block) = match plan {
         RowPlan::Registers {
@@ -490,6 +516,18 @@ mod tests {
             RowPlan::Block { block: 256 }
         );
         assert_eq!(RowPlan::new(1024, 4, true, 512), regs(4, 32, 256));
+        // few rows: a thread per unit (a decode step's one row of 2048 bf16: 256 threads)
+        assert_eq!(RowPlan::for_rows(2048, 2, true, 1024, 1), regs(8, 256, 256));
+        assert_eq!(
+            RowPlan::for_rows(2048, 2, true, 1024, 4096),
+            regs(8, 32, 256)
+        );
+        assert_eq!(RowPlan::for_rows(32768, 2, true, 512, 1), regs(8, 512, 512));
+        assert_eq!(
+            RowPlan::for_rows(642, 4, false, 1024, 1),
+            regs(1, 1024, 1024)
+        );
+        assert_eq!(RowPlan::for_rows(3, 4, false, 1024, 1), regs(1, 4, 256));
         assert_eq!(
             RowPlan::new(1 << 20, 8, true, 1024),
             RowPlan::Block { block: 256 }

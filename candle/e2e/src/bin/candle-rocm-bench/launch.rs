@@ -1,7 +1,8 @@
 //! Host time per launch, layer by layer: the same 4 K-element op (exp, f32) through each
-//! layer between Candle and the driver, so the time each layer adds can be read off. Every
-//! figure is wall time per call in a loop of calls (the kernels take less than the host
-//! work, so the loop is bound by the host), median of batches.
+//! layer between Candle and the driver, so the time each layer adds can be read off. Two
+//! figures each: wall time per call in long loops of calls (bound by the slower of the host
+//! and the device's launch throughput), and the host's time alone (short batches, the clock
+//! stopped before the synchronization).
 //!
 //! - `driver`: rocm-device's launch of a resolved kernel with prebuilt arguments (the floor:
 //!   checks, then the platform's launch call);
@@ -16,6 +17,26 @@ use candle_core::{Device, Result, Tensor};
 use serde_json::json;
 
 const N: usize = 4096;
+
+/// Host time alone: 256 calls queued between synchronizations (fewer than a stream queues
+/// without blocking), the clock stopped before the synchronization; median of 15 batches.
+fn enqueue_per_call(
+    sync: &dyn Fn() -> Result<()>,
+    f: &mut dyn FnMut() -> Result<()>,
+) -> Result<f64> {
+    let mut samples = Vec::new();
+    for _ in 0..15 {
+        sync()?;
+        let start = Instant::now();
+        for _ in 0..256 {
+            f()?;
+        }
+        samples.push(start.elapsed().as_secs_f64() / 256.0);
+    }
+    sync()?;
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
 
 fn per_call(sync: &dyn Fn() -> Result<()>, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
     for _ in 0..200 {
@@ -34,6 +55,11 @@ fn per_call(sync: &dyn Fn() -> Result<()>, f: &mut dyn FnMut() -> Result<()>) ->
     }
     samples.sort_by(f64::total_cmp);
     Ok(samples[samples.len() / 2])
+}
+
+/// (wall time per call in long loops, host time per call alone).
+fn both(sync: &dyn Fn() -> Result<()>, f: &mut dyn FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    Ok((per_call(sync, f)?, enqueue_per_call(sync, f)?))
 }
 
 fn rocm_err(e: rocm_device::Error) -> candle_core::Error {
@@ -61,7 +87,7 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
     args.push_buffer(out.as_buffer()).push(1f32).push(N as u64);
     rows.push((
         "driver: launch of a resolved kernel, arguments prebuilt",
-        per_call(&sync, &mut || {
+        both(&sync, &mut || {
             raw.launch(&fill, config, &mut args).map_err(rocm_err)
         })?,
     ));
@@ -69,7 +95,7 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
     args.push_buffer(out.as_buffer()).push(1f32).push(N as u64);
     rows.push((
         "resolve + launch: kernel looked up by (module, op, dtype)",
-        per_call(&sync, &mut || {
+        both(&sync, &mut || {
             raw.launch_elements(
                 (&rocm_device::kernels::FILL, "fill", "f32"),
                 N as u64,
@@ -89,7 +115,7 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
         candle_rocm::Layout::new(layout.dims(), layout.stride(), layout.start_offset());
     rows.push((
         "op crate: rocm_elementwise::unary (exp)",
-        per_call(&sync, &mut || {
+        both(&sync, &mut || {
             let operand = rocm_device::Operand::new(inner.buffer(), inner.dtype(), &rocm_layout);
             rocm_elementwise::unary(&raw, rocm_elementwise::UnaryOp::Exp, operand)
                 .map(drop)
@@ -98,7 +124,7 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
     ));
     rows.push((
         "candle-rocm: RocmStorage::unary (exp)",
-        per_call(&sync, &mut || {
+        both(&sync, &mut || {
             inner
                 .unary(candle_rocm::UnaryOp::Exp, &rocm_layout)
                 .map(drop)
@@ -109,36 +135,36 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
     let dev_sync = || dev.synchronize();
     rows.push((
         "Candle: Tensor::exp on Device::Rocm",
-        per_call(&dev_sync, &mut || x.exp().map(drop))?,
+        both(&dev_sync, &mut || x.exp().map(drop))?,
     ));
     let y = Tensor::rand(0f32, 1f32, N, &dev)?;
     rows.push((
         "Candle: Tensor::add on Device::Rocm",
-        per_call(&dev_sync, &mut || (&x + &y).map(drop))?,
+        both(&dev_sync, &mut || (&x + &y).map(drop))?,
     ));
-    for (layer, seconds) in rows {
+    for (layer, (seconds, host)) in rows {
         println!(
             "{}",
-            json!({"bench": "launch", "device": "rocm", "layer": layer, "us_per_call": seconds * 1e6})
+            json!({"bench": "launch", "device": "rocm", "layer": layer, "us_per_call": seconds * 1e6, "host_us_per_call": host * 1e6})
         );
     }
     if let Some(cuda) = cuda {
         let x = Tensor::rand(0f32, 1f32, N, cuda)?;
         let y = Tensor::rand(0f32, 1f32, N, cuda)?;
         let cuda_sync = || cuda.synchronize();
-        for (layer, seconds) in [
+        for (layer, (seconds, host)) in [
             (
                 "Candle: Tensor::exp on Device::Cuda",
-                per_call(&cuda_sync, &mut || x.exp().map(drop))?,
+                both(&cuda_sync, &mut || x.exp().map(drop))?,
             ),
             (
                 "Candle: Tensor::add on Device::Cuda",
-                per_call(&cuda_sync, &mut || (&x + &y).map(drop))?,
+                both(&cuda_sync, &mut || (&x + &y).map(drop))?,
             ),
         ] {
             println!(
                 "{}",
-                json!({"bench": "launch", "device": "cuda", "layer": layer, "us_per_call": seconds * 1e6})
+                json!({"bench": "launch", "device": "cuda", "layer": layer, "us_per_call": seconds * 1e6, "host_us_per_call": host * 1e6})
             );
         }
     }
