@@ -2,6 +2,7 @@
 # Runs every benchmark and its peers on this GPU; writes bench.json, bench.md and run.log
 # under $OUT (default .bench/results).
 # Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model] [--skip-gguf]
+#        [--skip-decode]
 #        bash .bench/run.sh --build-llama-only   (llama.cpp's build alone: it can take minutes)
 # The GGUF step needs the SmolLM2 GGUF halves (.gpu-gguf-1, .gpu-gguf-2) carried beforehand.
 # BENCH_CRATES (a glob, e.g. 'quantized') picks the op crates' benches.
@@ -14,10 +15,10 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 out=${OUT:-$here/results}; mkdir -p "$out"
 work=$(mktemp -d)
-quick=""; crates=1; ops=1; model=1; gguf=1; build_llama_only=0
+quick=""; crates=1; ops=1; model=1; gguf=1; decode=1; build_llama_only=0
 for a in "$@"; do
   case $a in
-    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;; --build-llama-only) build_llama_only=1; crates=0; ops=0; model=0;;
+    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;; --skip-decode) decode=0;; --build-llama-only) build_llama_only=1; crates=0; ops=0; model=0; decode=0;;
   esac
 done
 [ -d "$here/bin" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
@@ -72,6 +73,20 @@ if [ $model = 1 ]; then
   echo "== model on torch, f32"
   "${python[@]}" "$py/torch_llama.py" "$work/llama.safetensors" "$work/llama.json" \
     "$work/model-torch-f32.json" "$work/logits-torch-f32.f32" --f32 || echo "FAILED: f32 on torch"
+fi
+# 3b. the host path layer by layer, and decode with and without a captured step (twice each)
+if [ $decode = 1 ]; then
+  for pass in 1 2; do
+    echo "== launch path, pass $pass"
+    "$here/bin/candle-rocm-bench" launch > "$work/launch-$pass.jsonl" || echo "FAILED: launch"
+  done
+  for dev in rocm cuda; do
+    echo "== decode on $dev"
+    "$here/bin/candle-rocm-bench" decode --device $dev --passes 2 > "$work/decode-$dev.jsonl" ||
+      echo "FAILED: decode on $dev"
+  done
+  "${python[@]}" "$py/report_decode.py" "$out/decode.md" "$work"/launch-*.jsonl -- "$work"/decode-*.jsonl ||
+    echo "FAILED: the decode report"
 fi
 # 4. GGUF llama models of 1B and 8B shapes (random blocks, SmolLM2's tokenizer) in Q4_0, Q4_K
 # and Q8_0: candle-rocm, Candle CUDA and llama.cpp (built here for this GPU from the packed

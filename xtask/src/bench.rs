@@ -22,7 +22,7 @@ const CRATE_BENCHES: [(&str, &str); 6] = [
 ];
 
 /// The Python side: torch peers and the report.
-const SCRIPTS: [&str; 10] = [
+const SCRIPTS: [&str; 11] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -33,6 +33,7 @@ const SCRIPTS: [&str; 10] = [
     "torch_llama.py",
     "torch_quantized.py",
     "report.py",
+    "report_decode.py",
 ];
 
 /// llama.cpp, the GGUF peer: the source vendored in this sdist (pinned by version), built

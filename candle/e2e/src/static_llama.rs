@@ -50,7 +50,7 @@ pub struct StaticLlama {
     layers: Vec<Layer>,
     norm: RmsNorm,
     lm_head: Linear,
-    /// `[max_len, head_dim / 2]` in the model's dtype.
+    /// `[max_len, head_dim / 2]`, f32 (q and k are roped in f32).
     cos: Tensor,
     sin: Tensor,
     /// This rank's query and key-value heads.
@@ -60,6 +60,8 @@ pub struct StaticLlama {
     max_len: usize,
     device: Device,
     comm: Option<Arc<Comm>>,
+    /// q's weights carry the attention scale.
+    q_prescaled: bool,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -105,7 +107,8 @@ pub struct DecodeState {
     max_len: usize,
 }
 
-/// What one step left on the device: its logits (f32 `[vocab]`) and greedy token (u32 `[1]`).
+/// What one step left on the device: its logits (`[vocab]`, the model's dtype) and greedy
+/// token (u32 `[1]`).
 pub struct StepOutput {
     pub logits: Tensor,
     pub next: Tensor,
@@ -130,7 +133,6 @@ impl StaticLlama {
         comm: Option<Arc<Comm>>,
     ) -> Result<Self> {
         let device = device.clone();
-        let dtype = vb.dtype();
         if max_len == 0 || max_len > config.max_position_embeddings {
             candle_core::bail!(
                 "static llama: max_len {max_len} must be in 1..={}",
@@ -158,6 +160,17 @@ impl StaticLlama {
                 .to_device(&device)?;
             Ok(RmsNorm::new(w, eps))
         };
+        // Attention's 1/sqrt(head_dim) folded into q's weights where it is a power of two: the
+        // scaling is then exact (the same bits as scaling the scores) and costs no kernel.
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        let q_prescaled = scale.log2().fract() == 0.0;
+        let prescaled = |q: Linear| -> Result<Linear> {
+            if q_prescaled {
+                Ok(Linear::new((q.weight() * scale)?, None))
+            } else {
+                Ok(q)
+            }
+        };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for n in 0..config.num_hidden_layers {
             let vb = vb.pp(format!("model.layers.{n}"));
@@ -165,7 +178,7 @@ impl StaticLlama {
             layers.push(Layer {
                 input_norm: norm(h, vb.pp("input_layernorm"))?,
                 qkv: stacked(&[
-                    rows(&att.pp("q_proj"), (h, h))?,
+                    prescaled(rows(&att.pp("q_proj"), (h, h))?)?,
                     rows(&att.pp("k_proj"), (kv_dim, h))?,
                     rows(&att.pp("v_proj"), (kv_dim, h))?,
                 ])?,
@@ -209,14 +222,15 @@ impl StaticLlama {
             layers,
             norm: norm(h, vb.pp("model.norm"))?,
             lm_head,
-            cos: angles.cos()?.to_dtype(dtype)?,
-            sin: angles.sin()?.to_dtype(dtype)?,
+            cos: angles.cos()?,
+            sin: angles.sin()?,
             heads: heads / ranks,
             kv_heads: kv_heads / ranks,
             head_dim,
             max_len,
             device,
             comm,
+            q_prescaled,
         })
     }
 
@@ -286,7 +300,7 @@ impl StaticLlama {
 
     /// `tokens` (u32 `[1, T]`) at `positions` (u32 `[T]`) through the model: their keys and
     /// values written into the cache, attention over the whole cache under a causal mask
-    /// built from the positions; the last token's logits (f32 `[vocab]`).
+    /// built from the positions; the last token's logits (`[vocab]`, the model's dtype).
     fn forward(&self, state: &DecodeState, tokens: &Tensor, positions: &Tensor) -> Result<Tensor> {
         let (heads, kv_heads, hd, max) = (self.heads, self.kv_heads, self.head_dim, self.max_len);
         let group = heads / kv_heads;
@@ -314,27 +328,32 @@ impl StaticLlama {
         for (n, layer) in self.layers.iter().enumerate() {
             let residual = &x;
             let h = layer.input_norm.forward(&x)?;
-            // q, k, v as `[1, heads, T, hd]`: views of the stacked output for one token, copies
-            // for a prompt
-            let qkv = layer.qkv.forward(&h)?;
-            let split = |from: usize, heads: usize| -> Result<Tensor> {
-                qkv.narrow(2, from * hd, heads * hd)?
-                    .reshape((1, t, heads, hd))?
+            // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`:
+            // one cast of the stacked output, q and k roped together; views for one token,
+            // copies for a prompt
+            let qkv = layer.qkv.forward(&h)?.to_dtype(DType::F32)?;
+            let heads_of = |from: usize, n: usize| -> Result<Tensor> {
+                qkv.narrow(2, from * hd, n * hd)?
+                    .reshape((1, t, n, hd))?
                     .transpose(1, 2)?
                     .contiguous()
             };
-            let q = split(0, heads)?;
-            let k = split(heads, kv_heads)?;
-            let v = split(heads + kv_heads, kv_heads)?;
-            let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
-            state.k[n].scatter_set(&slot, &k.to_dtype(DType::F32)?, 2)?;
-            state.v[n].scatter_set(&slot, &v.to_dtype(DType::F32)?, 2)?;
+            let qk = candle_nn::rotary_emb::rope(&heads_of(0, heads + kv_heads)?, &cos, &sin)?;
+            let k = qk.narrow(1, heads, kv_heads)?;
+            let v = heads_of(heads + kv_heads, kv_heads)?;
+            state.k[n].scatter_set(&slot, &k, 2)?;
+            state.v[n].scatter_set(&slot, &v, 2)?;
             // Query heads kv * group + j share kv head kv, as the llama's repeat_kv has it.
-            let q = q
-                .to_dtype(DType::F32)?
+            let q = qk
+                .narrow(1, 0, heads)?
                 .reshape((1, kv_heads, group * t, hd))?;
-            let scores = (q.matmul(&state.k[n].t()?)? * scale)?
+            let scores = q.matmul(&state.k[n].t()?)?;
+            let scores = if self.q_prescaled {
+                scores
+            } else {
+                (scores * scale)?
+            };
+            let scores = scores
                 .reshape((1, kv_heads, group, t, max))?
                 .broadcast_add(&mask)?;
             let weights = candle_nn::ops::softmax_last_dim(&scores)?.reshape((
@@ -360,8 +379,7 @@ impl StaticLlama {
         }
         self.lm_head
             .forward(&self.norm.forward(&x.narrow(1, t - 1, 1)?)?)?
-            .flatten_all()?
-            .to_dtype(DType::F32)
+            .flatten_all()
     }
 
     /// The sum of the ranks' partial outputs of a row-parallel layer, in place.
@@ -418,7 +436,7 @@ impl<'a> Decoder<'a> {
     /// generated token.
     pub fn prefill(&mut self, prompt: &[u32]) -> Result<u32> {
         let out = self.model.prefill(&mut self.state, prompt)?;
-        self.first_logits = out.logits.to_vec1::<f32>()?;
+        self.first_logits = out.logits.to_dtype(DType::F32)?.to_vec1::<f32>()?;
         Ok(out.next.to_vec1::<u32>()?[0])
     }
 

@@ -120,27 +120,35 @@ pub const PREFETCH_MODULES: [&str; 9] = [
     "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope",
 ];
 
-/// Background compiles and process exit. A compile thread still inside NVRTC or hiprtc while
-/// the process tears down its libraries can crash the exit of a program that has finished:
-/// once the first background compile is queued, an `atexit` handler stops the threads from
-/// taking more work and waits (at most `EXIT_WAIT`) for the compiles already running.
-struct BackgroundCompile;
+/// Background compiles and process exit. A compile thread still inside NVRTC or hiprtc, or
+/// still dropping its device handle (module unloads, stream destroy, pool frees), while the
+/// process tears down its libraries crashes the exit of a program that has finished (glibc's
+/// heap checks caught it as `free(): invalid pointer`). Every worker is enlisted before it is
+/// spawned and leaves only after its device handle is gone; once the first background compile
+/// is queued, an `atexit` handler stops the workers from taking more work and waits (at most
+/// `EXIT_WAIT`) for every enlisted one to leave.
+struct BackgroundWorker;
 
-static RUNNING_COMPILES: Mutex<usize> = Mutex::new(0);
-static COMPILE_DONE: std::sync::Condvar = std::sync::Condvar::new();
+static LIVE_WORKERS: Mutex<usize> = Mutex::new(0);
+static WORKER_LEFT: std::sync::Condvar = std::sync::Condvar::new();
 static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// Longer than any one module's compile.
 const EXIT_WAIT: Duration = Duration::from_secs(60);
 
-impl BackgroundCompile {
-    /// Counts one running compile until dropped; `None` once the process is exiting.
-    fn start() -> Option<Self> {
-        let mut running = RUNNING_COMPILES.lock().unwrap_or_else(|p| p.into_inner());
+impl BackgroundWorker {
+    /// Counts one worker until dropped; `None` once the process is exiting.
+    fn enlist() -> Option<Self> {
+        let mut live = LIVE_WORKERS.lock().unwrap_or_else(|p| p.into_inner());
         if EXITING.load(Ordering::SeqCst) {
             return None;
         }
-        *running += 1;
-        Some(BackgroundCompile)
+        *live += 1;
+        Some(BackgroundWorker)
+    }
+
+    /// Whether workers should stop taking work.
+    fn exiting() -> bool {
+        EXITING.load(Ordering::SeqCst)
     }
 
     /// Registers the exit handler, once per process.
@@ -148,8 +156,8 @@ impl BackgroundCompile {
         static REGISTERED: std::sync::Once = std::sync::Once::new();
         extern "C" fn on_exit() {
             EXITING.store(true, Ordering::SeqCst);
-            let running = RUNNING_COMPILES.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = COMPILE_DONE.wait_timeout_while(running, EXIT_WAIT, |n| *n > 0);
+            let live = LIVE_WORKERS.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = WORKER_LEFT.wait_timeout_while(live, EXIT_WAIT, |n| *n > 0);
         }
         extern "C" {
             fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
@@ -164,11 +172,11 @@ impl BackgroundCompile {
     }
 }
 
-impl Drop for BackgroundCompile {
+impl Drop for BackgroundWorker {
     fn drop(&mut self) {
-        let mut running = RUNNING_COMPILES.lock().unwrap_or_else(|p| p.into_inner());
-        *running = running.saturating_sub(1);
-        COMPILE_DONE.notify_all();
+        let mut live = LIVE_WORKERS.lock().unwrap_or_else(|p| p.into_inner());
+        *live = live.saturating_sub(1);
+        WORKER_LEFT.notify_all();
     }
 }
 
@@ -878,7 +886,7 @@ impl Device {
         if threads == 0 || todo.is_empty() {
             return;
         }
-        BackgroundCompile::wait_at_exit();
+        BackgroundWorker::wait_at_exit();
         self.inner.progress.add(todo.len());
         let queue = Arc::new(Mutex::new(todo));
         // The asking thread compiles what it needs meanwhile: leave it a core.
@@ -887,25 +895,33 @@ impl Device {
             .max(1)
             .min(queue.lock().map_or(1, |q| q.len()));
         for _ in 0..workers {
+            let Some(worker) = BackgroundWorker::enlist() else {
+                return;
+            };
             let (device, queue) = (self.clone(), queue.clone());
             let spawned = std::thread::Builder::new()
                 .name("candle-rocm-compile".into())
                 .spawn(move || {
-                    // the queue's lock is held for the pop only, not the compile
-                    let next = || queue.lock().ok().and_then(|mut q| q.pop());
-                    while let Some(_running) = BackgroundCompile::start() {
-                        let Some((m, key)) = next() else { break };
-                        let name = m.name_for_dtype(key);
-                        if device.cached_module(&name).is_some() {
-                            // loaded meanwhile by a thread that needed it
-                            device.inner.progress.finish(&device.inner.info.arch, &name);
-                            continue;
-                        }
-                        let source = m.source_for_dtype(key);
-                        if let Err(e) = device.compiled_image(&name, &source, true) {
-                            tracing::warn!(module = %name, "background compile failed: {e}");
+                    {
+                        let (device, queue) = (device, queue);
+                        // the queue's lock is held for the pop only, not the compile
+                        let next = || queue.lock().ok().and_then(|mut q| q.pop());
+                        while !BackgroundWorker::exiting() {
+                            let Some((m, key)) = next() else { break };
+                            let name = m.name_for_dtype(key);
+                            if device.cached_module(&name).is_some() {
+                                // loaded meanwhile by a thread that needed it
+                                device.inner.progress.finish(&device.inner.info.arch, &name);
+                                continue;
+                            }
+                            let source = m.source_for_dtype(key);
+                            if let Err(e) = device.compiled_image(&name, &source, true) {
+                                tracing::warn!(module = %name, "background compile failed: {e}");
+                            }
                         }
                     }
+                    // the device handle is gone: the worker may leave
+                    drop(worker);
                 });
             if let Err(e) = spawned {
                 tracing::warn!("no background compile thread: {e}");
