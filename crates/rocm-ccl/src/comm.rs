@@ -540,26 +540,42 @@ impl Comm {
         })
     }
 
-    /// `dst = op(src over all ranks)`; `src` and `dst` may be the same (in place).
-    pub fn all_reduce(&self, src: Operand<'_>, dst: Operand<'_>, op: ReduceOp) -> Result<()> {
-        const OP: &str = "all_reduce";
-        Self::same_dtype(OP, &src, &dst)?;
-        let ty = reduce_type(OP, src.dtype)?;
-        op.check(OP, src.dtype)?;
+    /// The checks of a reduction whose send and receive hold the same count: the library's
+    /// type, both addresses and the count (`None` for one rank, where it is a copy, done).
+    fn equal_reduction(
+        &self,
+        op_name: &'static str,
+        src: &Operand<'_>,
+        dst: &Operand<'_>,
+        op: ReduceOp,
+    ) -> Result<Option<(u32, u64, u64, usize)>> {
+        Self::same_dtype(op_name, src, dst)?;
+        let ty = reduce_type(op_name, src.dtype)?;
+        op.check(op_name, src.dtype)?;
         let (s, d) = (
-            self.check_operand(OP, "send", &src)?,
-            self.check_operand(OP, "receive", &dst)?,
+            self.check_operand(op_name, "send", src)?,
+            self.check_operand(op_name, "receive", dst)?,
         );
         let n = src.elem_count();
         if dst.elem_count() != n {
             return Err(Self::counts(
-                OP,
+                op_name,
                 format!("send {n} elements, receive {}", dst.elem_count()),
             ));
         }
         if self.size() == 1 {
-            return self.one_rank_copy(OP, &src, &dst);
+            self.one_rank_copy(op_name, src, dst)?;
+            return Ok(None);
         }
+        Ok(Some((ty, s, d, n)))
+    }
+
+    /// `dst = op(src over all ranks)`; `src` and `dst` may be the same (in place).
+    pub fn all_reduce(&self, src: Operand<'_>, dst: Operand<'_>, op: ReduceOp) -> Result<()> {
+        const OP: &str = "all_reduce";
+        let Some((ty, s, d, n)) = self.equal_reduction(OP, &src, &dst, op)? else {
+            return Ok(());
+        };
         // SAFETY (in the closure): both ranges hold `n` elements of the type on this device.
         self.call(OP, |raw, stream| unsafe {
             (self.shared.lib.all_reduce)(s as _, d as _, n, ty, op.raw(), raw, stream)
@@ -575,24 +591,10 @@ impl Comm {
         root: usize,
     ) -> Result<()> {
         const OP: &str = "reduce";
-        Self::same_dtype(OP, &src, &dst)?;
         self.check_root(OP, root)?;
-        let ty = reduce_type(OP, src.dtype)?;
-        op.check(OP, src.dtype)?;
-        let (s, d) = (
-            self.check_operand(OP, "send", &src)?,
-            self.check_operand(OP, "receive", &dst)?,
-        );
-        let n = src.elem_count();
-        if dst.elem_count() != n {
-            return Err(Self::counts(
-                OP,
-                format!("send {n} elements, receive {}", dst.elem_count()),
-            ));
-        }
-        if self.size() == 1 {
-            return self.one_rank_copy(OP, &src, &dst);
-        }
+        let Some((ty, s, d, n)) = self.equal_reduction(OP, &src, &dst, op)? else {
+            return Ok(());
+        };
         // SAFETY (in the closure): both ranges hold `n` elements of the type.
         self.call(OP, |raw, stream| unsafe {
             (self.shared.lib.reduce)(s as _, d as _, n, ty, op.raw(), root as c_int, raw, stream)

@@ -49,6 +49,15 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// `--dtype bf16|f32` (default bf16).
+fn dtype_flag(args: &[String]) -> DemoResult<DType> {
+    match flag_value(args, "--dtype").unwrap_or("bf16") {
+        "bf16" => Ok(DType::BF16),
+        "f32" => Ok(DType::F32),
+        other => Err(format!("--dtype {other}: bf16 or f32").into()),
+    }
+}
+
 fn run(args: &[String]) -> DemoResult<()> {
     match args.first().map(String::as_str) {
         Some("ops") => {
@@ -72,11 +81,7 @@ fn run(args: &[String]) -> DemoResult<()> {
         Some("model") => {
             let device = flag_value(args, "--device").unwrap_or("rocm");
             let repeats = flag_value(args, "--repeats").map_or(Ok(3), str::parse)?;
-            let dtype = match flag_value(args, "--dtype").unwrap_or("bf16") {
-                "bf16" => DType::BF16,
-                "f32" => DType::F32,
-                other => return Err(format!("--dtype {other}: bf16 or f32").into()),
-            };
+            let dtype = dtype_flag(args)?;
             let config = model::config();
             let weights = model::weights(&config, MODEL_SEED)?;
             if let Some(path) = flag_value(args, "--save-weights") {
@@ -112,11 +117,7 @@ fn run(args: &[String]) -> DemoResult<()> {
             // llama eagerly and replaying a captured step; tokens against the first run's
             let device = flag_value(args, "--device").unwrap_or("rocm");
             let passes = flag_value(args, "--passes").map_or(Ok(2), str::parse)?;
-            let dtype = match flag_value(args, "--dtype").unwrap_or("bf16") {
-                "bf16" => DType::BF16,
-                "f32" => DType::F32,
-                other => return Err(format!("--dtype {other}: bf16 or f32").into()),
-            };
+            let dtype = dtype_flag(args)?;
             let config = model::config();
             let weights = model::weights(&config, MODEL_SEED)?;
             let dev = open(device)?;
