@@ -56,11 +56,22 @@ enum Backend {
 /// A BLAS handle for one device, bound to its stream. Cheap to share behind an `Arc`; calls
 /// are serialised on the handle.
 pub struct Blas {
-    device: Device,
+    /// Dropped before `device`: the library's handle goes while its device is alive.
     backend: Mutex<Backend>,
+    device: Device,
     reduced_f16: AtomicBool,
     reduced_bf16: AtomicBool,
     reduced_f32: AtomicBool,
+}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        // The handle is destroyed next (field order): on its own device, whatever thread
+        // drops it.
+        if let Err(e) = self.device.bind_to_thread() {
+            tracing::warn!("binding the device to destroy its BLAS handle: {e}");
+        }
+    }
 }
 
 impl std::fmt::Debug for Blas {

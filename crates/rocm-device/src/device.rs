@@ -130,6 +130,8 @@ pub const PREFETCH_MODULES: [&str; 9] = [
 struct BackgroundWorker;
 
 static LIVE_WORKERS: Mutex<usize> = Mutex::new(0);
+/// The workers' threads, joined at exit (finished ones are dropped as new ones start).
+static WORKER_THREADS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
 static WORKER_LEFT: std::sync::Condvar = std::sync::Condvar::new();
 static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// Longer than any one module's compile.
@@ -157,7 +159,21 @@ impl BackgroundWorker {
         extern "C" fn on_exit() {
             EXITING.store(true, Ordering::SeqCst);
             let live = LIVE_WORKERS.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = WORKER_LEFT.wait_timeout_while(live, EXIT_WAIT, |n| *n > 0);
+            let (live, waited) = WORKER_LEFT
+                .wait_timeout_while(live, EXIT_WAIT, |n| *n > 0)
+                .unwrap_or_else(|p| p.into_inner());
+            drop(live);
+            if waited.timed_out() {
+                return;
+            }
+            // Every worker has left its work; wait for the threads themselves to end: a
+            // thread's own teardown (the CUDA driver's and NVRTC's per-thread state) must not
+            // run while the process tears those libraries down.
+            let threads =
+                std::mem::take(&mut *WORKER_THREADS.lock().unwrap_or_else(|p| p.into_inner()));
+            for thread in threads {
+                let _ = thread.join();
+            }
         }
         extern "C" {
             fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
@@ -923,8 +939,13 @@ impl Device {
                     // the device handle is gone: the worker may leave
                     drop(worker);
                 });
-            if let Err(e) = spawned {
-                tracing::warn!("no background compile thread: {e}");
+            match spawned {
+                Ok(thread) => {
+                    let mut threads = WORKER_THREADS.lock().unwrap_or_else(|p| p.into_inner());
+                    threads.retain(|t| !t.is_finished());
+                    threads.push(thread);
+                }
+                Err(e) => tracing::warn!("no background compile thread: {e}"),
             }
         }
     }

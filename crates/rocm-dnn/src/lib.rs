@@ -65,9 +65,22 @@ impl DnnOptions {
 /// Convolutions and pooling on one device.
 #[derive(Debug)]
 pub struct Dnn {
-    blas: Arc<Blas>,
+    /// Dropped before `blas` (and the device it holds): MIOpen's handle goes while its
+    /// device is alive.
     miopen: Option<miopen::MiOpen>,
+    blas: Arc<Blas>,
     col_budget: usize,
+}
+
+impl Drop for Dnn {
+    fn drop(&mut self) {
+        // MIOpen's handle is destroyed next (field order), on its own device.
+        if self.miopen.is_some() {
+            if let Err(e) = self.blas.device().bind_to_thread() {
+                tracing::warn!("binding the device to destroy its MIOpen handle: {e}");
+            }
+        }
+    }
 }
 
 impl Dnn {

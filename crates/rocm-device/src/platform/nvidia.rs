@@ -206,7 +206,6 @@ pub(crate) fn compile(
 pub(crate) struct CudaDevice {
     ordinal: usize,
     context: cu::CUcontext,
-    device: cu::CUdevice,
     props: DeviceProps,
 }
 
@@ -266,15 +265,10 @@ impl CudaDevice {
             max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
             total_memory: total,
         };
-        let mut context: cu::CUcontext = ptr::null_mut();
-        // SAFETY: valid out-pointer and device; released in Drop.
-        check("cuDevicePrimaryCtxRetain", unsafe {
-            cu::cuDevicePrimaryCtxRetain(&mut context, device)
-        })?;
+        let context = primary_context(ordinal, device)?;
         Ok(Self {
             ordinal,
             context,
-            device,
             props,
         })
     }
@@ -287,11 +281,27 @@ impl CudaDevice {
     }
 }
 
-impl Drop for CudaDevice {
-    fn drop(&mut self) {
-        // SAFETY: releases the one retain taken in `open`.
-        unsafe { cu::cuDevicePrimaryCtxRelease_v2(self.device) };
+/// The device's primary context, retained once for the life of the process, as HIP keeps its
+/// devices' contexts. Releasing it with the last handle let the driver destroy and re-create
+/// it between handles, while other threads (a background compile finishing, a library
+/// handle's destructor) could still be working in the old one: the heap corruption seen when
+/// Candle's tests open and drop a device per test.
+fn primary_context(ordinal: usize, device: cu::CUdevice) -> Result<cu::CUcontext> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static RETAINED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+    let mut retained = RETAINED.lock().unwrap_or_else(|p| p.into_inner());
+    let contexts = retained.get_or_insert_with(HashMap::new);
+    if let Some(&context) = contexts.get(&ordinal) {
+        return Ok(context as cu::CUcontext);
     }
+    let mut context: cu::CUcontext = ptr::null_mut();
+    // SAFETY: valid out-pointer and device; never released (the driver frees it at exit).
+    check("cuDevicePrimaryCtxRetain", unsafe {
+        cu::cuDevicePrimaryCtxRetain(&mut context, device)
+    })?;
+    contexts.insert(ordinal, context as usize);
+    Ok(context)
 }
 
 fn stream(h: Handle) -> cu::CUstream {
