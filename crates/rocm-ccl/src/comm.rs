@@ -341,17 +341,11 @@ impl Comm {
         // The library's view must be ours.
         let (mut n, mut r): (c_int, c_int) = (0, 0);
         // SAFETY: a live communicator, valid out-pointers.
-        lib.check(
-            "ncclCommCount",
-            unsafe { (lib.comm_count)(raw, &mut n) },
-            Some(raw),
-        )?;
+        let code = unsafe { (lib.comm_count)(raw, &mut n) };
+        lib.check("ncclCommCount", code, Some(raw))?;
         // SAFETY: as above.
-        lib.check(
-            "ncclCommUserRank",
-            unsafe { (lib.comm_user_rank)(raw, &mut r) },
-            Some(raw),
-        )?;
+        let code = unsafe { (lib.comm_user_rank)(raw, &mut r) };
+        lib.check("ncclCommUserRank", code, Some(raw))?;
         if (n as usize, r as usize) != (size, rank) {
             return Err(Error::InvalidArgument {
                 op: "init",
@@ -576,9 +570,11 @@ impl Comm {
         let Some((ty, s, d, n)) = self.equal_reduction(OP, &src, &dst, op)? else {
             return Ok(());
         };
-        // SAFETY (in the closure): both ranges hold `n` elements of the type on this device.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.all_reduce)(s as _, d as _, n, ty, op.raw(), raw, stream)
+        // both ranges hold `n` elements of the type on this device.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe { (self.shared.lib.all_reduce)(s as _, d as _, n, ty, op.raw(), raw, stream) }
         })
     }
 
@@ -595,9 +591,22 @@ impl Comm {
         let Some((ty, s, d, n)) = self.equal_reduction(OP, &src, &dst, op)? else {
             return Ok(());
         };
-        // SAFETY (in the closure): both ranges hold `n` elements of the type.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.reduce)(s as _, d as _, n, ty, op.raw(), root as c_int, raw, stream)
+        // both ranges hold `n` elements of the type.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe {
+                (self.shared.lib.reduce)(
+                    s as _,
+                    d as _,
+                    n,
+                    ty,
+                    op.raw(),
+                    root as c_int,
+                    raw,
+                    stream,
+                )
+            }
         })
     }
 
@@ -621,9 +630,13 @@ impl Comm {
             ));
         }
         let (ty, n) = move_type(src.dtype, src.elem_count());
-        // SAFETY (in the closure): both ranges hold `n` elements of `ty`.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.broadcast)(s as _, d as _, n, ty, root as c_int, raw, stream)
+        // both ranges hold `n` elements of `ty`.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe {
+                (self.shared.lib.broadcast)(s as _, d as _, n, ty, root as c_int, raw, stream)
+            }
         })
     }
 
@@ -647,9 +660,11 @@ impl Comm {
             ));
         }
         let (ty, n) = move_type(src.dtype, src.elem_count());
-        // SAFETY (in the closure): `src` holds `n`, `dst` size x `n` elements of `ty`.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.all_gather)(s as _, d as _, n, ty, raw, stream)
+        // `src` holds `n`, `dst` size x `n` elements of `ty`.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe { (self.shared.lib.all_gather)(s as _, d as _, n, ty, raw, stream) }
         })
     }
 
@@ -677,9 +692,13 @@ impl Comm {
         if self.size() == 1 {
             return self.one_rank_copy(OP, &src, &dst);
         }
-        // SAFETY (in the closure): `dst` holds `n`, `src` size x `n` elements of the type.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.reduce_scatter)(s as _, d as _, n, ty, op.raw(), raw, stream)
+        // `dst` holds `n`, `src` size x `n` elements of the type.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe {
+                (self.shared.lib.reduce_scatter)(s as _, d as _, n, ty, op.raw(), raw, stream)
+            }
         })
     }
 
@@ -690,9 +709,11 @@ impl Comm {
         self.check_peer(OP, peer)?;
         let s = self.check_operand(OP, "send", &src)?;
         let (ty, n) = move_type(src.dtype, src.elem_count());
-        // SAFETY (in the closure): `src` holds `n` elements of `ty`.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.send)(s as _, n, ty, peer as c_int, raw, stream)
+        // `src` holds `n` elements of `ty`.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe { (self.shared.lib.send)(s as _, n, ty, peer as c_int, raw, stream) }
         })
     }
 
@@ -702,9 +723,11 @@ impl Comm {
         self.check_peer(OP, peer)?;
         let d = self.check_operand(OP, "receive", &dst)?;
         let (ty, n) = move_type(dst.dtype, dst.elem_count());
-        // SAFETY (in the closure): `dst` holds `n` elements of `ty`.
-        self.call(OP, |raw, stream| unsafe {
-            (self.shared.lib.recv)(d as _, n, ty, peer as c_int, raw, stream)
+        // `dst` holds `n` elements of `ty`.
+        self.call(OP, |raw, stream| {
+            // SAFETY: the addresses and counts were checked against their buffers on this
+            // device above; the handle and stream are live (`enter`).
+            unsafe { (self.shared.lib.recv)(d as _, n, ty, peer as c_int, raw, stream) }
         })
     }
 
@@ -734,12 +757,16 @@ impl Comm {
         self.group(|| {
             for peer in 0..self.size() {
                 let offset = peer as u64 * block_bytes;
-                // SAFETY (in the closures): each block lies inside its checked range.
-                self.call(OP, |raw, stream| unsafe {
-                    (lib.send)((s + offset) as _, block, ty, peer as c_int, raw, stream)
+                // each block lies inside its checked range.
+                self.call(OP, |raw, stream| {
+                    // SAFETY: the addresses and counts were checked against their buffers on this
+                    // device above; the handle and stream are live (`enter`).
+                    unsafe { (lib.send)((s + offset) as _, block, ty, peer as c_int, raw, stream) }
                 })?;
-                self.call(OP, |raw, stream| unsafe {
-                    (lib.recv)((d + offset) as _, block, ty, peer as c_int, raw, stream)
+                self.call(OP, |raw, stream| {
+                    // SAFETY: the addresses and counts were checked against their buffers on this
+                    // device above; the handle and stream are live (`enter`).
+                    unsafe { (lib.recv)((d + offset) as _, block, ty, peer as c_int, raw, stream) }
                 })?;
             }
             Ok(())
@@ -755,9 +782,11 @@ impl Comm {
         self.group_depth.fetch_add(1, Ordering::SeqCst);
         let out = f();
         let outer = self.group_depth.fetch_sub(1, Ordering::SeqCst) == 1;
-        // SAFETY: as above; the group must be closed whatever `f` returned.
+        // the group must be closed whatever `f` returned
         let end = self.enter("group", |raw, _| {
-            lib.check("ncclGroupEnd", unsafe { (lib.group_end)() }, Some(raw))
+            // SAFETY: closes the group opened above; takes no arguments.
+            let code = unsafe { (lib.group_end)() };
+            lib.check("ncclGroupEnd", code, Some(raw))
         });
         let value = out?;
         end?;

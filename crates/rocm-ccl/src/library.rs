@@ -255,11 +255,8 @@ impl CclLib {
     pub fn version(&self) -> Result<i32> {
         let mut v: c_int = 0;
         // SAFETY: valid out-pointer.
-        self.check(
-            "ncclGetVersion",
-            unsafe { (self.get_version)(&mut v) },
-            None,
-        )?;
+        let code = unsafe { (self.get_version)(&mut v) };
+        self.check("ncclGetVersion", code, None)?;
         Ok(v)
     }
 
@@ -267,11 +264,8 @@ impl CclLib {
     pub fn unique_id(&self) -> Result<UniqueId> {
         let mut id = UniqueId([0; abi::UNIQUE_ID_BYTES]);
         // SAFETY: valid out-pointer to 128 bytes.
-        self.check(
-            "ncclGetUniqueId",
-            unsafe { (self.get_unique_id)(&mut id) },
-            None,
-        )?;
+        let code = unsafe { (self.get_unique_id)(&mut id) };
+        self.check("ncclGetUniqueId", code, None)?;
         Ok(id)
     }
 

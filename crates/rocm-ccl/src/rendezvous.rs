@@ -114,7 +114,7 @@ impl Rendezvous {
                             Ok(b)
                                 if b.len() == FILE_LEN
                                     || !b.is_empty()
-                                        && &b[..b.len().min(8)] != &MAGIC[..b.len().min(8)] =>
+                                        && b[..b.len().min(8)] != MAGIC[..b.len().min(8)] =>
                             {
                                 return Err(self.error("the file is not a rendezvous file"));
                             }
