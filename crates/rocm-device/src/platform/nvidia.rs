@@ -282,10 +282,7 @@ impl CudaDevice {
 }
 
 /// The device's primary context, retained once for the life of the process, as HIP keeps its
-/// devices' contexts. Releasing it with the last handle let the driver destroy and re-create
-/// it between handles, while other threads (a background compile finishing, a library
-/// handle's destructor) could still be working in the old one: the heap corruption seen when
-/// Candle's tests open and drop a device per test.
+/// devices' contexts: the driver does not destroy and re-create it as handles come and go.
 fn primary_context(ordinal: usize, device: cu::CUdevice) -> Result<cu::CUcontext> {
     use std::collections::HashMap;
     use std::sync::Mutex;
