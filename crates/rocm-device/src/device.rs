@@ -125,8 +125,7 @@ pub const PREFETCH_MODULES: [&str; 9] = [
 /// libraries: every worker is enlisted before it is spawned and leaves only after its device
 /// handle is gone; once the first background compile is queued, an `atexit` handler stops the
 /// workers from taking more work, waits (at most `EXIT_WAIT`) for every enlisted one to leave,
-/// and joins their threads. (This does not cure the open exit crash of Candle's device-test
-/// binaries: notes/launch-and-graphs.md.)
+/// and joins their threads.
 struct BackgroundWorker;
 
 static LIVE_WORKERS: Mutex<usize> = Mutex::new(0);
@@ -134,6 +133,8 @@ static LIVE_WORKERS: Mutex<usize> = Mutex::new(0);
 static WORKER_THREADS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
 static WORKER_LEFT: std::sync::Condvar = std::sync::Condvar::new();
 static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether the exit handler has been registered (background compiles exist).
+static REGISTERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// Longer than any one module's compile.
 const EXIT_WAIT: Duration = Duration::from_secs(60);
 
@@ -153,9 +154,20 @@ impl BackgroundWorker {
         EXITING.load(Ordering::SeqCst)
     }
 
-    /// Registers the exit handler, once per process.
+    /// Registers the exit handler when the first background compile is queued.
     fn wait_at_exit() {
-        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        if !REGISTERED.load(Ordering::SeqCst) {
+            Self::register_exit_handler();
+        }
+    }
+
+    /// Registers the exit handler (again). C and C++ teardown runs in the reverse order of
+    /// registration, and NVRTC registers some of its own lazily, inside a compile: a handler
+    /// registered once, before those, ran after them, while a worker was still compiling
+    /// (the exit crashes of Candle's device-test binaries). So it is registered again after
+    /// every compile once background compiles exist, which keeps it ahead of all of the
+    /// compiler's teardown. Running it more than once is a no-op.
+    fn register_exit_handler() {
         extern "C" fn on_exit() {
             EXITING.store(true, Ordering::SeqCst);
             let live = LIVE_WORKERS.lock().unwrap_or_else(|p| p.into_inner());
@@ -178,13 +190,20 @@ impl BackgroundWorker {
         extern "C" {
             fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
         }
-        REGISTERED.call_once(|| {
-            // SAFETY: C's atexit with a function that never unwinds (no panicking call) and
-            // touches only statics; it runs on the exiting thread before libraries unload.
-            if unsafe { atexit(on_exit) } != 0 {
-                tracing::warn!("no exit handler for background compiles");
-            }
-        });
+        REGISTERED.store(true, Ordering::SeqCst);
+        // SAFETY: C's atexit with a function that never unwinds (no panicking call) and
+        // touches only statics; it runs on the exiting thread before libraries unload.
+        if unsafe { atexit(on_exit) } != 0 {
+            tracing::warn!("no exit handler for background compiles");
+        }
+    }
+
+    /// After a compile: the compiler may have registered teardown of its own; register the
+    /// exit handler after it (only once background compiles exist).
+    fn after_compile() {
+        if REGISTERED.load(Ordering::SeqCst) && !EXITING.load(Ordering::SeqCst) {
+            Self::register_exit_handler();
+        }
     }
 }
 
@@ -759,6 +778,7 @@ impl Device {
                 Origin::Compiled => {
                     st.compiled += 1;
                     st.compile_time += compiled.elapsed;
+                    BackgroundWorker::after_compile();
                 }
                 Origin::DiskCache => {
                     st.disk_hits += 1;
