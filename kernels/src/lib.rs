@@ -285,6 +285,31 @@ pub const NORM: KernelModule = KernelModule {
     }],
 };
 
+/// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`).
+pub const ATTENTION: KernelModule = KernelModule {
+    name: "attention",
+    source: include_str!("attention.hip"),
+    groups: &[EntryGroup {
+        ops: &["cached_attention"],
+        dtypes: &["bf16", "f16", "f32", "f64"],
+    }],
+};
+
+/// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
+/// defines; a test checks the two agree).
+pub mod attention {
+    /// Threads a block: the kernel is built for exactly this many.
+    pub const BLOCK: u32 = 256;
+    /// The longest head the kernel holds (one block of threads).
+    pub const MAX_HEAD_DIM: u32 = 256;
+    /// Every query sees the whole cache.
+    pub const MODE_ALL: u32 = 0;
+    /// The queries are the cache's last positions, each seeing those up to its own.
+    pub const MODE_CAUSAL: u32 = 1;
+    /// Query i sees positions `0..=positions[i]` (a u32 tensor on the device).
+    pub const MODE_POSITIONS: u32 = 2;
+}
+
 /// Element widths: the filter keys of kernels that only move bytes (one instantiation serves
 /// every dtype of that size; a run of elements may also travel as one wider unit).
 pub const WIDTHS: [&str; 5] = ["w1", "w2", "w4", "w8", "w16"];
@@ -477,7 +502,7 @@ pub const QUANTIZED: KernelModule = KernelModule {
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
-    &CONV, &RANDOM, &QUANTIZED,
+    &CONV, &RANDOM, &QUANTIZED, &ATTENTION,
 ];
 
 #[cfg(test)]
@@ -498,6 +523,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn attention_constants_match_the_kernel_source() {
+        let define = |name: &str| -> u32 {
+            let line = ATTENTION
+                .source
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("attention.hip defines no {name}"));
+            let value = line.split_whitespace().nth(2).unwrap_or_default();
+            value
+                .trim_end_matches('u')
+                .parse()
+                .unwrap_or_else(|_| panic!("{line}"))
+        };
+        assert_eq!(define("ATTN_BLOCK"), attention::BLOCK);
+        assert_eq!(define("ATTN_MAX_HEAD_DIM"), attention::MAX_HEAD_DIM);
+        assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
+        assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
+        assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //! - the KV cache is preallocated to `max_len` positions and written in place by a scatter
 //!   whose index is a device tensor (the position), not by a concatenation that grows;
 //! - the rotary tables are read at the position by `index_select`, not `narrow`;
-//! - attention runs over all `max_len` cached positions with an additive mask built on the
-//!   device from the position (0 up to it, -inf after), in f32 as the llama does;
+//! - attention runs in f32, as the llama's does, in one kernel over the cache
+//!   (`rocm_backend::attention::cached_attention`), each query seeing the positions up to its
+//!   own, read on the device; [`StaticLlama::with_unfused_attention`] runs the ops instead
+//!   (scores by a gemm over all `max_len` positions, an additive mask built on the device from
+//!   the position, softmax, a second gemm), for comparison;
 //! - the step ends by writing its greedy token and the next position into its own inputs,
 //!   so replays advance by themselves.
 //!
@@ -22,6 +25,7 @@
 
 use std::sync::Arc;
 
+use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
@@ -62,6 +66,8 @@ pub struct StaticLlama {
     comm: Option<Arc<Comm>>,
     /// q's weights carry the attention scale.
     q_prescaled: bool,
+    /// Attention in one kernel (else a gemm, a mask, a softmax and a gemm).
+    fused_attention: bool,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -231,7 +237,16 @@ impl StaticLlama {
             device,
             comm,
             q_prescaled,
+            fused_attention: true,
         })
+    }
+
+    /// Attention as separate ops (a gemm over every cached position, an additive mask, a
+    /// softmax and a second gemm) instead of one kernel: the form the fused kernel replaced,
+    /// kept for comparison.
+    pub fn with_unfused_attention(mut self) -> Self {
+        self.fused_attention = false;
+        self
     }
 
     /// A new sequence: an empty cache, position 0, token `first`.
@@ -312,16 +327,20 @@ impl StaticLlama {
             .reshape((1, 1, t, 1))?
             .broadcast_as((1, kv_heads, t, hd))?
             .contiguous()?;
-        // Cached position j is visible from the token at position p when j <= p.
-        let visible = state
-            .positions
-            .reshape((1, max))?
-            .broadcast_as((t, max))?
-            .le(&positions.reshape((t, 1))?.broadcast_as((t, max))?)?;
-        let mask = visible.where_cond(
-            &state.zeros.broadcast_as((t, max))?,
-            &state.minus_inf.broadcast_as((t, max))?,
-        )?;
+        let mask = if self.fused_attention {
+            None
+        } else {
+            // Cached position j is visible from the token at position p when j <= p.
+            let visible = state
+                .positions
+                .reshape((1, max))?
+                .broadcast_as((t, max))?
+                .le(&positions.reshape((t, 1))?.broadcast_as((t, max))?)?;
+            Some(visible.where_cond(
+                &state.zeros.broadcast_as((t, max))?,
+                &state.minus_inf.broadcast_as((t, max))?,
+            )?)
+        };
         let scale = 1.0 / (hd as f64).sqrt();
 
         let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
@@ -343,27 +362,33 @@ impl StaticLlama {
             let v = heads_of(heads + kv_heads, kv_heads)?;
             state.k[n].scatter_set(&slot, &k, 2)?;
             state.v[n].scatter_set(&slot, &v, 2)?;
-            // Query heads kv * group + j share kv head kv, as the llama's repeat_kv has it.
-            let q = qk
-                .narrow(1, 0, heads)?
-                .reshape((1, kv_heads, group * t, hd))?;
-            let scores = q.matmul(&state.k[n].t()?)?;
-            let scores = if self.q_prescaled {
-                scores
-            } else {
-                (scores * scale)?
+            let q = qk.narrow(1, 0, heads)?;
+            let y = match &mask {
+                // Query head h reads kv head h / group, as the llama's repeat_kv has it.
+                None => cached_attention(
+                    &q,
+                    &state.k[n],
+                    &state.v[n],
+                    CacheMask::Positions(positions),
+                    if self.q_prescaled { 1.0 } else { scale as f32 },
+                )?,
+                Some(mask) => {
+                    let q = q.reshape((1, kv_heads, group * t, hd))?;
+                    let scores = q.matmul(&state.k[n].t()?)?;
+                    let scores = if self.q_prescaled {
+                        scores
+                    } else {
+                        (scores * scale)?
+                    };
+                    let scores = scores
+                        .reshape((1, kv_heads, group, t, max))?
+                        .broadcast_add(mask)?;
+                    candle_nn::ops::softmax_last_dim(&scores)?
+                        .reshape((1, kv_heads, group * t, max))?
+                        .matmul(&state.v[n])?
+                }
             };
-            let scores = scores
-                .reshape((1, kv_heads, group, t, max))?
-                .broadcast_add(&mask)?;
-            let weights = candle_nn::ops::softmax_last_dim(&scores)?.reshape((
-                1,
-                kv_heads,
-                group * t,
-                max,
-            ))?;
-            let y = weights
-                .matmul(&state.v[n])?
+            let y = y
                 .to_dtype(x.dtype())?
                 .reshape((1, heads, t, hd))?
                 .transpose(1, 2)?

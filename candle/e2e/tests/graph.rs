@@ -1,6 +1,7 @@
 //! Device graphs through Candle's API (GPU tests): a llama decode step captured once and
 //! replayed gives the tokens and logits of the same step run eagerly, and the tokens of
-//! candle-transformers' llama on the same weights.
+//! candle-transformers' llama on the same weights, with the attention fused into one kernel or
+//! run as separate ops.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::{DType, Device, Tensor};
@@ -38,6 +39,19 @@ fn a_captured_decode_step_replays_the_eager_one() {
         .zip(&greedy.first_logits)
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
     assert!(diff < 1e-3, "first logits differ by {diff}");
+
+    // Attention as separate ops (gemm, mask, softmax, gemm) instead of the fused kernel.
+    let unfused = static_model(&config, &dev).with_unfused_attention();
+    let (tokens, logits) = static_llama::greedy(&unfused, &prompt, steps, true).unwrap();
+    assert_eq!(tokens, eager, "tokens with unfused attention");
+    let diff = logits
+        .iter()
+        .zip(&eager_logits)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        diff < 1e-4,
+        "first logits of the unfused attention differ by {diff}"
+    );
 }
 
 #[test]

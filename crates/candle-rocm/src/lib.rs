@@ -27,7 +27,7 @@ pub use rocm_dnn::{
 };
 pub use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
 pub use rocm_reduce::ReduceOp;
-pub use storage::{binary_op_from_name, unary_op_from_name, RocmStorage};
+pub use storage::{binary_op_from_name, unary_op_from_name, CacheMask, RocmStorage};
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,17 @@ use rocm_reduce::ReduceOp;
 
 use crate::RocmDevice;
 
+/// Which cache positions each query of [`RocmStorage::cached_attention`] sees.
+#[derive(Debug, Clone, Copy)]
+pub enum CacheMask<'a> {
+    /// Every position.
+    None,
+    /// The queries are the cache's last positions, each seeing those up to its own.
+    Causal,
+    /// Query i sees positions `0..=positions[i]` (u32, one per query, on the device).
+    Positions(&'a RocmStorage, &'a Layout),
+}
+
 /// A buffer of `dtype` elements on a [`RocmDevice`]. Views (layouts) are passed per call, as
 /// Candle does.
 pub struct RocmStorage {
@@ -452,6 +463,33 @@ impl RocmStorage {
     /// candle-nn's `softmax_last_dim`.
     pub fn softmax_last_dim(&self, layout: &Layout) -> Result<Self> {
         let out = rocm_reduce::softmax_last_dim(self.raw(), self.operand(layout))?;
+        Ok(self.wrap(out, self.dtype))
+    }
+
+    /// `softmax(q k^T * scale) v` of queries (`self`, `[batch, heads, queries, head_dim]`) over
+    /// a key/value cache (`[batch, kv_heads, cache_len, head_dim]`) in one launch
+    /// (`rocm_reduce::cached_attention`).
+    pub fn cached_attention(
+        &self,
+        q_l: &Layout,
+        (k, k_l): (&Self, &Layout),
+        (v, v_l): (&Self, &Layout),
+        mask: CacheMask<'_>,
+        scale: f32,
+    ) -> Result<Self> {
+        let mask = match mask {
+            CacheMask::None => rocm_reduce::AttentionMask::None,
+            CacheMask::Causal => rocm_reduce::AttentionMask::Causal,
+            CacheMask::Positions(p, l) => rocm_reduce::AttentionMask::Positions(p.operand(l)),
+        };
+        let out = rocm_reduce::cached_attention(
+            self.raw(),
+            self.operand(q_l),
+            k.operand(k_l),
+            v.operand(v_l),
+            mask,
+            scale,
+        )?;
         Ok(self.wrap(out, self.dtype))
     }
 

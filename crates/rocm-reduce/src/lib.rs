@@ -10,6 +10,8 @@
 //!   read once; longer rows get one block each. f32 statistics for the 16-bit floats,
 //!   max-subtracted softmax, variance from deviations (never E[x^2] - mean^2). Strided inputs
 //!   are copied to contiguous ones first (`Operand::contiguous`).
+//! - [`cached_attention`]: `softmax(q k^T * scale) v` of queries over a key/value cache in one
+//!   launch (grouped-query heads, no mask, causal, or a position per query read on the device).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -449,6 +451,135 @@ pub fn layer_norm(
     let addresses = [xc.address(), a.address(), b_ref.address(), out.device_ptr()];
     row_launch(device, (OP, dtype), (rows, len), &addresses, &mut args)?;
     Ok(out)
+}
+
+/// Which cache positions each query of [`cached_attention`] sees.
+#[derive(Debug, Clone, Copy)]
+pub enum AttentionMask<'a> {
+    /// Every position.
+    None,
+    /// The queries are the cache's last positions, each seeing those up to its own (the
+    /// causal mask of a prompt appended to the cache).
+    Causal,
+    /// Query i sees positions `0..=positions[i]` (u32, one per query, read on the device and
+    /// clamped to the cache): a cache preallocated to its maximum length and filled up to a
+    /// position only the device knows, as a captured decode step has it.
+    Positions(Operand<'a>),
+}
+
+/// `softmax(q k^T * scale) v` in one launch, for queries over a key/value cache: `q` is
+/// `[batch, heads, queries, head_dim]`, `k` and `v` are `[batch, kv_heads, cache_len,
+/// head_dim]` with `heads` a multiple of `kv_heads` (query head h reads kv head
+/// `h / (heads / kv_heads)`, as grouped-query attention's repeated kv heads have it). `mask`
+/// picks the positions each query sees. The output is `[batch, heads, queries, head_dim]` in
+/// q's dtype; scores, softmax and sums are f32 for bf16/f16 (f64 for f64). Heads of up to
+/// 256 elements.
+pub fn cached_attention(
+    device: &Device,
+    q: Operand<'_>,
+    k: Operand<'_>,
+    v: Operand<'_>,
+    mask: AttentionMask<'_>,
+    scale: f32,
+) -> Result<Buffer> {
+    const OP: &str = "cached_attention";
+    use kernels::attention as abi;
+    let dtype = q.dtype;
+    check_float(OP, dtype)?;
+    for (name, x) in [("k", &k), ("v", &v)] {
+        if x.dtype != dtype {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                detail: format!("q {dtype}, {name} {}", x.dtype),
+            });
+        }
+    }
+    let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
+    let dims4 = |name: &str, x: &Operand<'_>| -> Result<[usize; 4]> {
+        <[usize; 4]>::try_from(x.layout.dims.as_slice()).map_err(|_| {
+            shape_error(format!(
+                "{name} has dims {:?}, not [batch, heads, len, head_dim]",
+                x.layout.dims
+            ))
+        })
+    };
+    let [batch, heads, queries, head_dim] = dims4("q", &q)?;
+    let [k_batch, kv_heads, cache_len, k_head_dim] = dims4("k", &k)?;
+    if v.layout.dims != k.layout.dims {
+        return Err(shape_error(format!(
+            "k has dims {:?}, v {:?}",
+            k.layout.dims, v.layout.dims
+        )));
+    }
+    if k_batch != batch || k_head_dim != head_dim {
+        return Err(shape_error(format!(
+            "q has dims {:?}, k {:?}: batch and head_dim differ",
+            q.layout.dims, k.layout.dims
+        )));
+    }
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(shape_error(format!(
+            "{heads} query heads are not a multiple of {kv_heads} kv heads"
+        )));
+    }
+    if head_dim > abi::MAX_HEAD_DIM as usize {
+        return Err(shape_error(format!(
+            "head_dim {head_dim} is over {}",
+            abi::MAX_HEAD_DIM
+        )));
+    }
+    let rows = batch * heads * queries;
+    let out = device.alloc(rows * head_dim * dtype.size_in_bytes())?;
+    if rows == 0 || head_dim == 0 {
+        return Ok(out);
+    }
+    if cache_len == 0 {
+        return Err(shape_error(
+            "the cache is empty: no position to attend".into(),
+        ));
+    }
+    let too_big = |what: &str, n: usize| shape_error(format!("{what} {n} is over u32"));
+    let fit = |what: &str, n: usize| u32::try_from(n).map_err(|_| too_big(what, n));
+    let (mode, positions) = match mask {
+        AttentionMask::None => (abi::MODE_ALL, None),
+        AttentionMask::Causal if queries > cache_len => {
+            return Err(shape_error(format!(
+                "causal: {queries} queries are more than the cache's {cache_len} positions"
+            )))
+        }
+        AttentionMask::Causal => (abi::MODE_CAUSAL, None),
+        AttentionMask::Positions(p) => {
+            if p.dtype != DType::U32 || p.elem_count() != queries {
+                return Err(shape_error(format!(
+                    "positions are {} {:?}, not u32 [{queries}]",
+                    p.dtype, p.layout.dims
+                )));
+            }
+            (abi::MODE_POSITIONS, Some(p.contiguous(OP)?))
+        }
+    };
+    let (qc, kc, vc) = (q.contiguous(OP)?, k.contiguous(OP)?, v.contiguous(OP)?);
+    let mut args = LaunchArgs::new();
+    qc.push(&mut args)?;
+    kc.push(&mut args)?;
+    vc.push(&mut args)?;
+    // Without positions the kernel never reads the pointer: q's stands in.
+    positions.as_ref().unwrap_or(&qc).push(&mut args)?;
+    args.push_buffer(&out)
+        .push(fit("heads", heads)?)
+        .push(fit("kv_heads", kv_heads)?)
+        .push(fit("queries", queries)?)
+        .push(head_dim as u32)
+        .push(fit("cache_len", cache_len)?)
+        .push(scale)
+        .push(mode);
+    let f = device.kernel(&kernels::ATTENTION, "cached_attention", dtype.as_str())?;
+    let config = LaunchConfig {
+        grid: [fit("rows", rows)?, 1, 1],
+        block: [abi::BLOCK, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch(&f, config, &mut args).map(|()| out)
 }
 
 #[cfg(test)]

@@ -372,3 +372,232 @@ fn softmax_and_norms_match_candle_nn() {
         checked + 1
     );
 }
+
+/// softmax(q k^T * scale + mask) v of the same values in f64 on the CPU, with query head h
+/// reading kv head h / group; `last[i]` is the last position query i sees.
+fn attention_reference(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, last: &[usize]) -> Tensor {
+    let up = |t: &Tensor| t.to_dtype(C::F64).unwrap();
+    let (q, k, v) = (up(q), up(k), up(v));
+    let (_, heads, t, _) = q.dims4().unwrap();
+    let (_, kv_heads, len, _) = k.dims4().unwrap();
+    let of_head: Vec<u32> = (0..heads)
+        .map(|h| (h / (heads / kv_heads)) as u32)
+        .collect();
+    let of_head = Tensor::new(of_head.as_slice(), q.device()).unwrap();
+    let k = k.index_select(&of_head, 1).unwrap();
+    let v = v.index_select(&of_head, 1).unwrap();
+    let mask: Vec<f64> = (0..t)
+        .flat_map(|i| (0..len).map(move |j| if j <= last[i] { 0.0 } else { f64::NEG_INFINITY }))
+        .collect();
+    let mask = Tensor::from_vec(mask, (t, len), q.device()).unwrap();
+    let scores = (q.matmul(&k.t().unwrap()).unwrap() * scale)
+        .unwrap()
+        .broadcast_add(&mask)
+        .unwrap();
+    candle_nn::ops::softmax_last_dim(&scores)
+        .unwrap()
+        .matmul(&v)
+        .unwrap()
+}
+
+#[test]
+fn cached_attention_matches_the_unfused_ops() {
+    let d = device();
+    // (batch, heads, kv_heads, queries, cache_len, head_dim): a decode step of a GQA llama,
+    // several chunks of keys (cache over 256), one key, multi-query, odd sizes, head_dim 256
+    let shapes = [
+        (1usize, 32usize, 8usize, 1usize, 512usize, 64usize),
+        (1, 4, 4, 1, 1, 64),
+        (2, 6, 2, 3, 700, 80),
+        (1, 8, 1, 5, 37, 128),
+        (1, 2, 2, 2, 300, 256),
+        (3, 3, 3, 1, 257, 7),
+    ];
+    let mut checked = 0;
+    for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
+        for (n, &(b, heads, kv, t, len, hd)) in shapes.iter().enumerate() {
+            let seed = 100 + n as u64;
+            let q = tensor(
+                &random(dtype, b * heads * t * hd, -2.0, 2.0, seed),
+                dtype,
+                &[b, heads, t, hd],
+            );
+            let k = tensor(
+                &random(dtype, b * kv * len * hd, -2.0, 2.0, seed + 1),
+                dtype,
+                &[b, kv, len, hd],
+            );
+            let v = tensor(
+                &random(dtype, b * kv * len * hd, -3.0, 3.0, seed + 2),
+                dtype,
+                &[b, kv, len, hd],
+            );
+            let (qb, kb, vb) = (upload(&d, &q), upload(&d, &k), upload(&d, &v));
+            let (ql, kl) = (layout_of(&q), layout_of(&k));
+            let scale = 1.0 / (hd as f64).sqrt();
+            // positions: some before the cache's end, one past it (clamped)
+            let positions: Vec<u32> = (0..t)
+                .map(|i| ((len * (i + 1)) / (t + 1) + 3 * i) as u32)
+                .collect();
+            let positions = {
+                let mut p = positions;
+                if t > 1 {
+                    p[t - 1] = len as u32 + 5;
+                }
+                p
+            };
+            let pos_t = Tensor::new(positions.as_slice(), &candle_core::Device::Cpu).unwrap();
+            let (pb, pl) = (upload(&d, &pos_t), layout_of(&pos_t));
+            let masks = [
+                ("none", rr::AttentionMask::None, vec![len - 1; t]),
+                (
+                    "causal",
+                    rr::AttentionMask::Causal,
+                    (0..t).map(|i| len - t + i).collect(),
+                ),
+                (
+                    "positions",
+                    rr::AttentionMask::Positions(O::new(&pb, DType::U32, &pl)),
+                    positions
+                        .iter()
+                        .map(|&p| (p as usize).min(len - 1))
+                        .collect(),
+                ),
+            ];
+            for (name, mask, last) in masks {
+                let got = rr::cached_attention(
+                    &d,
+                    O::new(&qb, dtype, &ql),
+                    O::new(&kb, dtype, &kl),
+                    O::new(&vb, dtype, &kl),
+                    mask,
+                    scale as f32,
+                )
+                .unwrap_or_else(|e| panic!("{dtype} {name} case {n}: {e}"));
+                let want = attention_reference(&q, &k, &v, scale as f32 as f64, &last);
+                let want = if dtype == DType::F64 {
+                    want
+                } else {
+                    want.to_dtype(cdtype(dtype)).unwrap()
+                };
+                // f32 scores over up to 700 keys of 256 products: a few ulps per step
+                let slack = match dtype {
+                    DType::F64 => 1e3,
+                    DType::F32 => 64.0,
+                    _ => 4.0,
+                };
+                compare(&download(&d, &got), &bytes_of(&want), dtype, slack)
+                    .unwrap_or_else(|e| panic!("{dtype} {name} case {n} {:?}: {e}", shapes[n]));
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 6 * 3);
+}
+
+#[test]
+fn cached_attention_rejects_bad_input_with_typed_errors() {
+    let d = device();
+    let f32s = |dims: &[usize]| {
+        let n = dims.iter().product();
+        tensor(&random(DType::F32, n, -1.0, 1.0, 5), DType::F32, dims)
+    };
+    let q = f32s(&[1, 6, 1, 16]);
+    let k = f32s(&[1, 4, 10, 16]);
+    let k_ok = f32s(&[1, 3, 10, 16]);
+    let q16 = tensor(
+        &random(DType::F16, 96, -1.0, 1.0, 6),
+        DType::F16,
+        &[1, 6, 1, 16],
+    );
+    let long = f32s(&[1, 3, 1, 300]);
+    let long_k = f32s(&[1, 3, 10, 300]);
+    let (qb, kb, okb, q16b) = (
+        upload(&d, &q),
+        upload(&d, &k),
+        upload(&d, &k_ok),
+        upload(&d, &q16),
+    );
+    let (lb, lkb) = (upload(&d, &long), upload(&d, &long_k));
+    let (ql, kl, okl, q16l) = (
+        layout_of(&q),
+        layout_of(&k),
+        layout_of(&k_ok),
+        layout_of(&q16),
+    );
+    let (ll, lkl) = (layout_of(&long), layout_of(&long_k));
+    let run = |q: O<'_>, k: O<'_>, mask| rr::cached_attention(&d, q, k, k, mask, 1.0);
+    let none = rr::AttentionMask::None;
+    // 6 heads over 4 kv heads
+    let e = run(
+        O::new(&qb, DType::F32, &ql),
+        O::new(&kb, DType::F32, &kl),
+        none,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ShapeMismatch {
+                op: "cached_attention",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // q f16, k f32
+    let e = run(
+        O::new(&q16b, DType::F16, &q16l),
+        O::new(&okb, DType::F32, &okl),
+        none,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    // head_dim 300
+    let e = run(
+        O::new(&lb, DType::F32, &ll),
+        O::new(&lkb, DType::F32, &lkl),
+        none,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::ShapeMismatch { .. }) && e.to_string().contains("300"),
+        "{e}"
+    );
+    // integer dtype
+    let e = run(
+        O::new(&qb, DType::U32, &ql),
+        O::new(&okb, DType::U32, &okl),
+        none,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::UnsupportedDType { .. }), "{e}");
+    // positions of the wrong dtype and count
+    let e = run(
+        O::new(&qb, DType::F32, &ql),
+        O::new(&okb, DType::F32, &okl),
+        rr::AttentionMask::Positions(O::new(&okb, DType::F32, &okl)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::ShapeMismatch { .. }) && e.to_string().contains("u32"),
+        "{e}"
+    );
+    // causal with more queries than positions
+    let q_many = f32s(&[1, 3, 11, 16]);
+    let (qmb, qml) = (upload(&d, &q_many), layout_of(&q_many));
+    let e = run(
+        O::new(&qmb, DType::F32, &qml),
+        O::new(&okb, DType::F32, &okl),
+        rr::AttentionMask::Causal,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    // the well-formed call runs
+    run(
+        O::new(&qb, DType::F32, &ql),
+        O::new(&okb, DType::F32, &okl),
+        none,
+    )
+    .unwrap();
+}

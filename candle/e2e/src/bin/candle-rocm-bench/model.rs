@@ -194,10 +194,16 @@ pub fn run_static(
     dtype: DType,
     dev: &Device,
     captured: bool,
+    fused_attention: bool,
 ) -> Result<StaticRun> {
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
     let vb = VarBuilder::from_tensors(weights.clone(), dtype, dev);
     let model = StaticLlama::load(vb, config, PREFILL + DECODE + REPLAYS + 2)?;
+    let model = if fused_attention {
+        model
+    } else {
+        model.with_unfused_attention()
+    };
     let input = prompt(PREFILL, config.vocab_size);
     // a short warm-up sequence: every kernel loaded, the pool sized, before the timed one
     let mut warm = Decoder::new(&model, input[0], captured)?;

@@ -3,6 +3,7 @@
 
 use candle_rocm as rocm;
 
+pub mod attention;
 pub mod collective;
 
 pub use candle_rocm::RopeVariant;

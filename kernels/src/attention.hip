@@ -1,0 +1,116 @@
+// attention.hip: softmax(q k^T * scale) v for queries over a key/value cache, in one launch:
+// what a decode step needs instead of a gemm, a mask, a softmax and a second gemm.
+//
+// q is [rows = batch x heads x queries, head_dim]; k and v are [batch, kv_heads, cache_len,
+// head_dim] (query head h reads kv head h / (heads / kv_heads), grouped-query attention); all
+// contiguous. Query i sees cache positions 0..=last(i), where last(i) is
+// - ATTN_ALL:       cache_len - 1 (no mask);
+// - ATTN_CAUSAL:    cache_len - queries + i (the queries are the cache's last positions);
+// - ATTN_POSITIONS: positions[i], read on the device (a static cache filled up to a position
+//                   the host does not know, as a captured decode step needs), clamped to the
+//                   cache.
+// One block of ATTN_BLOCK threads a row. Keys go in chunks of one per thread: each thread
+// scores its key (the dot product in the accumulator type, q pre-scaled in shared memory), the
+// block takes the chunk's max, the running sum and output are rescaled to it (online softmax,
+// so any cache length works), and the chunk's weights meet v: thread (group g, dim d) adds the
+// chunk's keys g, g + groups, ... at dim d. The groups' partial outputs are summed at the end
+// in a fixed order. Every reduction combines in a fixed order: results do not depend on timing.
+
+#define ATTN_BLOCK 256
+#define ATTN_MAX_HEAD_DIM 256
+#define ATTN_ALL 0u
+#define ATTN_CAUSAL 1u
+#define ATTN_POSITIONS 2u
+
+// The block's max (MAX) or sum of `v`, in every thread.
+template <typename A, bool MAX>
+DEVICE A attn_block_reduce(A v, A* scratch) {
+    const u32 ws = warpSize;
+    const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
+    const u32 nwarps = (blockDim.x + ws - 1) / ws;
+    for (u32 off = ws / 2; off > 0; off /= 2) {
+        const A o = warp_shfl_xor(v, off);
+        v = MAX ? (o > v ? o : v) : v + o;
+    }
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = scratch[0];
+    for (u32 w = 1; w < nwarps; ++w) v = MAX ? (scratch[w] > v ? scratch[w] : v) : v + scratch[w];
+    __syncthreads();
+    return v;
+}
+
+template <typename T>
+DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32* positions, T* out,
+                                  u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
+                                  u32 cache_len, float scale, u32 mode) {
+    typedef typename Acc<T>::type A;
+    __shared__ A qs[ATTN_MAX_HEAD_DIM];
+    __shared__ A weights[ATTN_BLOCK];
+    __shared__ A scratch[ATTN_BLOCK / 32];
+    const u32 tid = threadIdx.x, nthreads = blockDim.x;
+    const u64 row = blockIdx.x;
+    const u32 i = (u32)(row % queries);
+    const u64 batch_head = row / queries;
+    const u32 h = (u32)(batch_head % heads);
+    const u64 b = batch_head / heads;
+    const u32 kv_head = h / (heads / kv_heads);
+    const u64 cache_start = (b * kv_heads + kv_head) * (u64)cache_len * head_dim;
+    const T* kc = k + cache_start;
+    const T* vc = v + cache_start;
+    u32 last = cache_len - 1;
+    if (mode == ATTN_CAUSAL) last = cache_len - queries + i;
+    else if (mode == ATTN_POSITIONS && positions[i] < last) last = positions[i];
+    const u32 len = last + 1;
+
+    for (u32 d = tid; d < head_dim; d += nthreads) qs[d] = cvt<A>(q[row * head_dim + d]) * (A)scale;
+    __syncthreads();
+    const u32 groups = nthreads / head_dim;  // the host keeps head_dim <= the block
+    const u32 g = tid / head_dim, d = tid % head_dim;
+    const A neg_inf = m_neg_inf((A)0);
+    A m = neg_inf, s = (A)0, acc = (A)0;
+    for (u32 base = 0; base < len; base += nthreads) {
+        const u32 j = base + tid;
+        A score = neg_inf;
+        if (j < len) {
+            const T* kr = kc + (u64)j * head_dim;
+            A dot = (A)0;
+            for (u32 e = 0; e < head_dim; ++e) dot += qs[e] * cvt<A>(kr[e]);
+            score = dot;
+        }
+        const A chunk_max = attn_block_reduce<A, true>(score, scratch);
+        const A m_new = chunk_max > m ? chunk_max : m;
+        const A w = j < len ? m_exp(score - m_new) : (A)0;
+        // m is -inf only before the first chunk, where s and acc are still 0
+        const A rescale = m == neg_inf ? (A)0 : m_exp(m - m_new);
+        weights[tid] = w;
+        const A chunk_sum = attn_block_reduce<A, false>(w, scratch);  // its barrier publishes weights
+        s = s * rescale + chunk_sum;
+        acc *= rescale;
+        m = m_new;
+        if (g < groups) {
+            const u32 n = len - base < nthreads ? len - base : nthreads;
+            for (u32 jj = g; jj < n; jj += groups) acc += weights[jj] * cvt<A>(vc[(u64)(base + jj) * head_dim + d]);
+        }
+        __syncthreads();  // weights are rewritten by the next chunk
+    }
+    weights[tid] = g < groups ? acc : (A)0;
+    __syncthreads();
+    if (tid < head_dim) {
+        A total = (A)0;
+        for (u32 gg = 0; gg < groups; ++gg) total += weights[gg * head_dim + tid];
+        out[row * head_dim + tid] = cvt<T>(total / s);
+    }
+}
+
+#define ATTENTION_ENTRIES(NAME, T)                                                               \
+    KERNEL __launch_bounds__(ATTN_BLOCK) void cached_attention_##NAME(                           \
+        const T* q, const T* k, const T* v, const u32* positions, T* out, u32 heads, u32 kv_heads, \
+        u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \
+        cached_attention_impl<T>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,    \
+                                 cache_len, scale, mode);                                        \
+    }
+CANDLE_ROCM_KEEP(bf16)(ATTENTION_ENTRIES(bf16, bf16_t))
+CANDLE_ROCM_KEEP(f16)(ATTENTION_ENTRIES(f16, f16_t))
+CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES(f32, float))
+CANDLE_ROCM_KEEP(f64)(ATTENTION_ENTRIES(f64, double))
