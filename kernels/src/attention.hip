@@ -10,13 +10,15 @@
 //                   the host does not know, as a captured decode step needs), clamped to the
 //                   cache.
 // One block of ATTN_BLOCK threads a row. Keys go in chunks of one per thread: each thread
-// scores its key (the dot product in the accumulator type, q pre-scaled in shared memory), the
-// block takes the chunk's max, the running sum and output are rescaled to it (online softmax,
-// so any cache length works), and the chunk's weights meet v: thread (group g, dim d) adds the
-// chunk's keys g, g + groups, ... at dim d. The groups' partial outputs are summed at the end
-// in a fixed order. Every reduction combines in a fixed order: results do not depend on timing.
+// scores its key (the dot product in the accumulator type, q pre-scaled in shared memory, the
+// key read in 16-byte packs), the block takes the chunk's max, the running sum and output are
+// rescaled to it (online softmax, so any cache length works), and the chunk's weights meet v:
+// thread (group g, pack p) adds the chunk's keys g, g + groups, ... at the pack's dims. The
+// groups' partial outputs are summed at the end in a fixed order. Every reduction combines in
+// a fixed order: results do not depend on timing. The loops over packs and keys are unrolled
+// so that a thread has several loads in flight (a decode step's attention is latency-bound).
 
-#define ATTN_BLOCK 256
+#define ATTN_BLOCK 512
 #define ATTN_MAX_HEAD_DIM 256
 #define ATTN_ALL 0u
 #define ATTN_CAUSAL 1u
@@ -40,14 +42,18 @@ DEVICE A attn_block_reduce(A v, A* scratch) {
     return v;
 }
 
-template <typename T>
+// N: elements a thread reads at once from a cache row (a 16-byte pack, or 1 where rows are not
+// whole aligned packs).
+template <typename T, int N>
 DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32* positions, T* out,
                                   u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
                                   u32 cache_len, float scale, u32 mode) {
     typedef typename Acc<T>::type A;
+    typedef typename RawOf<sizeof(T) * N>::type Raw;
     __shared__ A qs[ATTN_MAX_HEAD_DIM];
     __shared__ A weights[ATTN_BLOCK];
     __shared__ A scratch[ATTN_BLOCK / 32];
+    __shared__ A partial[ATTN_BLOCK * N];
     const u32 tid = threadIdx.x, nthreads = blockDim.x;
     const u64 row = blockIdx.x;
     const u32 i = (u32)(row % queries);
@@ -65,17 +71,28 @@ DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32*
 
     for (u32 d = tid; d < head_dim; d += nthreads) qs[d] = cvt<A>(q[row * head_dim + d]) * (A)scale;
     __syncthreads();
-    const u32 groups = nthreads / head_dim;  // the host keeps head_dim <= the block
-    const u32 g = tid / head_dim, d = tid % head_dim;
+    const u32 packs = head_dim / N;          // packs a row
+    const u32 groups = nthreads / packs;     // the host keeps head_dim <= the block
+    const u32 g = tid / packs, p = tid % packs;
     const A neg_inf = m_neg_inf((A)0);
-    A m = neg_inf, s = (A)0, acc = (A)0;
+    A m = neg_inf, s = (A)0;
+    A acc[N];
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] = (A)0;
     for (u32 base = 0; base < len; base += nthreads) {
+        // scores: a key a thread, its row read a pack at a time (independent loads in flight)
         const u32 j = base + tid;
         A score = neg_inf;
         if (j < len) {
-            const T* kr = kc + (u64)j * head_dim;
+            const Raw* kr = reinterpret_cast<const Raw*>(kc + (u64)j * head_dim);
             A dot = (A)0;
-            for (u32 e = 0; e < head_dim; ++e) dot += qs[e] * cvt<A>(kr[e]);
+#pragma unroll 8
+            for (u32 pp = 0; pp < packs; ++pp) {
+                Pack<T, N> kp;
+                kp.raw = kr[pp];
+#pragma unroll
+                for (int e = 0; e < N; ++e) dot += qs[pp * N + e] * cvt<A>(kp.v[e]);
+            }
             score = dot;
         }
         const A chunk_max = attn_block_reduce<A, true>(score, scratch);
@@ -86,29 +103,55 @@ DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32*
         weights[tid] = w;
         const A chunk_sum = attn_block_reduce<A, false>(w, scratch);  // its barrier publishes weights
         s = s * rescale + chunk_sum;
-        acc *= rescale;
         m = m_new;
+        // weights x v: thread (group g, pack p) takes the chunk's keys g, g + groups, ...
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] *= rescale;
         if (g < groups) {
             const u32 n = len - base < nthreads ? len - base : nthreads;
-            for (u32 jj = g; jj < n; jj += groups) acc += weights[jj] * cvt<A>(vc[(u64)(base + jj) * head_dim + d]);
+#pragma unroll 8
+            for (u32 jj = g; jj < n; jj += groups) {
+                Pack<T, N> vp;
+                vp.raw = reinterpret_cast<const Raw*>(vc + (u64)(base + jj) * head_dim)[p];
+                const A wj = weights[jj];
+#pragma unroll
+                for (int e = 0; e < N; ++e) acc[e] += wj * cvt<A>(vp.v[e]);
+            }
         }
         __syncthreads();  // weights are rewritten by the next chunk
     }
-    weights[tid] = g < groups ? acc : (A)0;
+    if (g < groups) {
+#pragma unroll
+        for (int e = 0; e < N; ++e) partial[g * head_dim + p * N + e] = acc[e];
+    }
     __syncthreads();
     if (tid < head_dim) {
         A total = (A)0;
-        for (u32 gg = 0; gg < groups; ++gg) total += weights[gg * head_dim + tid];
+        for (u32 gg = 0; gg < groups; ++gg) total += partial[gg * head_dim + tid];
         out[row * head_dim + tid] = cvt<T>(total / s);
     }
+}
+
+// 16-byte packs where every cache row is whole aligned packs, else an element at a time.
+template <typename T>
+DEVICE void cached_attention_any(const T* q, const T* k, const T* v, const u32* positions, T* out,
+                                 u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len,
+                                 float scale, u32 mode) {
+    constexpr int N = 16 / sizeof(T);
+    if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
+        cached_attention_impl<T, N>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
+                                    cache_len, scale, mode);
+    else
+        cached_attention_impl<T, 1>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
+                                    cache_len, scale, mode);
 }
 
 #define ATTENTION_ENTRIES(NAME, T)                                                               \
     KERNEL __launch_bounds__(ATTN_BLOCK) void cached_attention_##NAME(                           \
         const T* q, const T* k, const T* v, const u32* positions, T* out, u32 heads, u32 kv_heads, \
         u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \
-        cached_attention_impl<T>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,    \
-                                 cache_len, scale, mode);                                        \
+        cached_attention_any<T>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,     \
+                                cache_len, scale, mode);                                         \
     }
 CANDLE_ROCM_KEEP(bf16)(ATTENTION_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(ATTENTION_ENTRIES(f16, f16_t))

@@ -299,7 +299,7 @@ pub const ATTENTION: KernelModule = KernelModule {
 /// defines; a test checks the two agree).
 pub mod attention {
     /// Threads a block: the kernel is built for exactly this many.
-    pub const BLOCK: u32 = 256;
+    pub const BLOCK: u32 = 512;
     /// The longest head the kernel holds (one block of threads).
     pub const MAX_HEAD_DIM: u32 = 256;
     /// Every query sees the whole cache.

@@ -601,3 +601,44 @@ fn cached_attention_rejects_bad_input_with_typed_errors() {
     )
     .unwrap();
 }
+
+#[test]
+fn cached_attention_reads_unaligned_views() {
+    // k and v one element into their buffers: rows are not 16-byte packs, the element path runs
+    let d = device();
+    let (heads, kv, len, hd) = (8usize, 2usize, 300usize, 64usize);
+    for dtype in [DType::BF16, DType::F32] {
+        let q = tensor(
+            &random(dtype, heads * hd, -2.0, 2.0, 11),
+            dtype,
+            &[1, heads, 1, hd],
+        );
+        let n = kv * len * hd;
+        // the bases are uploaded whole; the views' layouts start one element in
+        let base = |seed| tensor(&random(dtype, n + 1, -2.0, 2.0, seed), dtype, &[n + 1]);
+        let view = |b: &Tensor| {
+            b.narrow(0, 1, n)
+                .unwrap()
+                .reshape((1, kv, len, hd))
+                .unwrap()
+        };
+        let (k_base, v_base) = (base(12), base(13));
+        let (k, v) = (view(&k_base), view(&v_base));
+        let (qb, kb, vb) = (upload(&d, &q), upload(&d, &k_base), upload(&d, &v_base));
+        let (ql, kl, vl) = (layout_of(&q), layout_of(&k), layout_of(&v));
+        assert_eq!(kl.start, 1);
+        let got = rr::cached_attention(
+            &d,
+            O::new(&qb, dtype, &ql),
+            O::new(&kb, dtype, &kl),
+            O::new(&vb, dtype, &vl),
+            rr::AttentionMask::None,
+            0.125,
+        )
+        .unwrap();
+        let want = attention_reference(&q, &k, &v, 0.125, &[len - 1]);
+        let want = want.to_dtype(cdtype(dtype)).unwrap();
+        compare(&download(&d, &got), &bytes_of(&want), dtype, 64.0)
+            .unwrap_or_else(|e| panic!("{dtype} unaligned: {e}"));
+    }
+}
