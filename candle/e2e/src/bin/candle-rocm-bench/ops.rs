@@ -6,7 +6,7 @@
 use candle_core::{DType, Device, Result, Tensor, D};
 use serde_json::json;
 
-use crate::timing::median_seconds_per_call;
+use crate::timing::{median_host_seconds_per_call, median_seconds_per_call};
 
 /// The input of a memory-bound case: 256 MiB whatever the dtype.
 const LARGE_BYTES: usize = 256 << 20;
@@ -394,12 +394,26 @@ fn measure(case: &Case, device: &str, dev: &Device, quick: bool) -> serde_json::
         Work::Flops(f) => line["flops"] = json!(f),
     }
     // a peer that panics on an op costs that row, not the run
+    // launch-bound cases also time the host's part alone
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        build(case, dev).and_then(|mut f| median_seconds_per_call(dev, &mut f, quick))
+        build(case, dev).and_then(|mut f| {
+            let wall = median_seconds_per_call(dev, &mut f, quick)?;
+            let host = if case.large {
+                None
+            } else {
+                Some(median_host_seconds_per_call(dev, &mut f, quick)?)
+            };
+            Ok((wall, host))
+        })
     }))
     .unwrap_or_else(|_| Err(candle_core::Error::Msg("panicked".into())));
     match result {
-        Ok(seconds) => line["us"] = json!(seconds * 1e6),
+        Ok((seconds, host)) => {
+            line["us"] = json!(seconds * 1e6);
+            if let Some(host) = host {
+                line["host_us"] = json!(host * 1e6);
+            }
+        }
         Err(e) => {
             // a device that refuses an op is a row of the table, not the end of the run
             let msg = e.to_string();

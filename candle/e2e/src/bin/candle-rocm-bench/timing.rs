@@ -35,3 +35,31 @@ pub fn median_seconds_per_call(
     samples.sort_by(f64::total_cmp);
     Ok(samples[samples.len() / 2])
 }
+
+/// Calls in a batch of [`median_host_seconds_per_call`]: few enough that the launch queue never
+/// fills, so the host is never held back by the device.
+const HOST_BATCH: usize = 128;
+
+/// Median seconds the host spends per call of `f` (queueing it, dropping its output), without
+/// waiting for the device: batches of `HOST_BATCH` calls timed up to the last call's return,
+/// each followed by an untimed synchronization. Where the wall time per call is above this,
+/// the loop is bound by the device.
+pub fn median_host_seconds_per_call(
+    dev: &Device,
+    f: &mut dyn FnMut() -> Result<Tensor>,
+    quick: bool,
+) -> Result<f64> {
+    let batches = if quick { 3 } else { 9 };
+    let mut samples = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        dev.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..HOST_BATCH {
+            drop(f()?);
+        }
+        samples.push(start.elapsed().as_secs_f64() / HOST_BATCH as f64);
+        dev.synchronize()?;
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
