@@ -133,14 +133,33 @@ DEVICE void pool2d_impl(const T* x, T* out, I n, const ConvGeometry& g, bool is_
 // A tensor's start and four strides, in elements (mirrors rocm_dnn::Strides4).
 struct Strides4 { u64 start, s0, s1, s2, s3; };
 
-// Transposed convolution of integers, directly: the BLAS has no integer gemm. Each output
-// element (b, co, y, x) of the contiguous image sums x[b, ci, iy, ix] * w[ci, co % cout_g, ky, kx]
-// over its group's input channels and the taps that land on (y, x), in wrapping arithmetic
-// as Candle's CPU backend (the order of a wrapping sum does not change it).
+// The sum of a direct transposed convolution: integers in wrapping arithmetic as Candle's CPU
+// backend (the order of a wrapping sum does not change it), floats in their accumulator type.
+template <typename T> struct DirectSum {
+    typedef typename Wide<T>::type W;
+    DEVICE static W of(T v) { return (W)v; }
+    DEVICE static T out(W s) { return (T)s; }
+};
+#define DIRECT_SUM_FLOAT(T)                                         \
+    template <> struct DirectSum<T> {                               \
+        typedef Acc<T>::type W;                                     \
+        DEVICE static W of(T v) { return cvt<W>(v); }               \
+        DEVICE static T out(W s) { return cvt<T>(s); }              \
+    };
+DIRECT_SUM_FLOAT(bf16_t)
+DIRECT_SUM_FLOAT(f16_t)
+DIRECT_SUM_FLOAT(float)
+DIRECT_SUM_FLOAT(double)
+
+// Transposed convolution, directly: integers (the BLAS has no integer gemm) and small floats
+// (one launch instead of a gemm and a col2im). Each output element (b, co, y, x) of the
+// contiguous image sums x[b, ci, iy, ix] * w[ci, co % cout_g, ky, kx] over its group's input
+// channels and the taps that land on (y, x).
 template <typename I, typename T>
 DEVICE void conv_transpose_direct_impl(const T* x, const T* w, T* out, I n, const ConvGeometry& g,
                                        Strides4 xs, Strides4 ws, u32 c_in, u32 groups) {
-    typedef typename Wide<T>::type W;
+    typedef DirectSum<T> Sum;
+    typedef typename Sum::W W;
     typedef typename SignedOf<I>::type S;
     const u32 cout_g = g.c / groups, cin_g = c_in / groups;
     for (I o = (I)grid_tid(); o < n; o += (I)grid_threads()) {
@@ -164,11 +183,11 @@ DEVICE void conv_transpose_direct_impl(const T* x, const T* w, T* out, I n, cons
                     const T xv = x[xs.start + (u64)b * xs.s0 + ci * xs.s1 + iy * xs.s2 + ix * xs.s3];
                     const T wv = w[ws.start + ci * ws.s0 + (u64)j * ws.s1 + (u64)ky * ws.s2 +
                                    (u64)kx * ws.s3];
-                    sum += (W)xv * (W)wv;
+                    sum += Sum::of(xv) * Sum::of(wv);
                 }
             }
         }
-        out[o] = (T)sum;
+        out[o] = Sum::out(sum);
     }
 }
 
@@ -202,5 +221,9 @@ DEVICE void conv_transpose_direct_impl(const T* x, const T* w, T* out, I n, cons
 
 CANDLE_ROCM_FOR_EACH_WIDTH(IM2COL_KERNEL)
 CANDLE_ROCM_FOR_EACH_INT(CONV_TRANSPOSE_DIRECT_KERNEL)
+CANDLE_ROCM_KEEP(bf16)(CONV_TRANSPOSE_DIRECT_KERNEL(bf16, bf16_t))
+CANDLE_ROCM_KEEP(f16)(CONV_TRANSPOSE_DIRECT_KERNEL(f16, f16_t))
+CANDLE_ROCM_KEEP(f32)(CONV_TRANSPOSE_DIRECT_KERNEL(f32, float))
+CANDLE_ROCM_KEEP(f64)(CONV_TRANSPOSE_DIRECT_KERNEL(f64, double))
 CANDLE_ROCM_FOR_EACH_FLOAT(COL2IM_KERNEL)
 CANDLE_ROCM_FOR_EACH_DTYPE(POOL_KERNELS)

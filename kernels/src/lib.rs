@@ -423,7 +423,9 @@ pub const CONV: KernelModule = KernelModule {
         },
         EntryGroup {
             ops: &["conv_transpose_direct"],
-            dtypes: &INT_DTYPES,
+            dtypes: &[
+                "u8", "u32", "i16", "i32", "i64", "bf16", "f16", "f32", "f64",
+            ],
         },
         EntryGroup {
             ops: &["pool_max2d", "pool_avg2d"],

@@ -10,7 +10,9 @@
 //!   transposed ones, our own pooling kernels. Used on the nvidia platform, where MIOpen is
 //!   missing or disabled (`CANDLE_ROCM_DISABLE_MIOPEN=1`), and for dtypes MIOpen does not take
 //!   (f64 convolutions; pooling of every dtype; transposed convolutions of integers, computed
-//!   directly with wrapping sums as Candle's CPU backend does).
+//!   directly with wrapping sums as Candle's CPU backend does). Small transposed convolutions
+//!   of floats (`DnnOptions::direct_transpose_max_macs`) take the same direct kernel on every
+//!   platform: one launch instead of a gemm and a col2im.
 //!
 //! Inputs and kernels may have any layout; outputs are fresh contiguous buffers.
 
@@ -47,6 +49,10 @@ pub struct DnnOptions {
     /// Most bytes a column matrix of the portable path may take; batches beyond it run in
     /// chunks of batch entries.
     pub col_budget_bytes: usize,
+    /// Transposed convolutions of floats with at most this many multiply-adds (outputs x
+    /// input channels of a group x kernel taps) run as one direct kernel, before MIOpen and
+    /// the gemm: at such sizes the launches, not the arithmetic, take the time.
+    pub direct_transpose_max_macs: usize,
 }
 
 impl DnnOptions {
@@ -58,6 +64,7 @@ impl DnnOptions {
             use_miopen: config.use_miopen,
             find_mode: config.miopen_find,
             col_budget_bytes: portable::COL_BUDGET_BYTES,
+            direct_transpose_max_macs: portable::DIRECT_TRANSPOSE_MAX_MACS,
         }
     }
 }
@@ -70,6 +77,7 @@ pub struct Dnn {
     miopen: Option<miopen::MiOpen>,
     blas: Arc<Blas>,
     col_budget: usize,
+    direct_transpose_max_macs: usize,
 }
 
 impl Drop for Dnn {
@@ -108,6 +116,7 @@ impl Dnn {
             blas,
             miopen,
             col_budget: options.col_budget_bytes,
+            direct_transpose_max_macs: options.direct_transpose_max_macs,
         })
     }
 
@@ -196,6 +205,9 @@ impl Dnn {
             return Err(Error::UnsupportedDType { op, dtype });
         }
         let _span = tracing::debug_span!("conv", op, %dtype, dims = ?spec.input_dims()).entered();
+        if spec.direction == Direction::Transpose && spec.macs() <= self.direct_transpose_max_macs {
+            return portable::conv_transpose_direct(self.device(), spec, x4, k4);
+        }
         if let (Some(m), DnnPath::MiOpen, true) =
             (&self.miopen, self.conv_path(dtype), miopen::takes(spec))
         {

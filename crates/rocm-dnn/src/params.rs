@@ -380,6 +380,15 @@ impl ConvSpec {
         self.cols.0 * self.cols.1
     }
 
+    /// Multiply-adds of the operation as the gemm path does them: batch x column rows x
+    /// columns x channels / groups (saturating).
+    pub fn macs(&self) -> usize {
+        self.batch
+            .saturating_mul(self.col_rows())
+            .saturating_mul(self.col_len())
+            .saturating_mul(self.channels / self.groups.max(1))
+    }
+
     /// A 1x1 convolution with unit stride and no padding reads its input as the column matrix.
     pub fn is_pointwise(&self) -> bool {
         self.kernel == (1, 1) && self.stride == (1, 1) && self.padding == (0, 0)

@@ -314,8 +314,13 @@ impl Strides4 {
     }
 }
 
-/// A transposed convolution of integers (no BLAS path: no integer gemm), one thread per
-/// output element; `input` and `kernel` are the 4-D layouts, of any strides.
+/// Transposed convolutions of floats up to this many multiply-adds run directly (one launch):
+/// below it a gemm's and a col2im's launches cost more than the arithmetic.
+pub const DIRECT_TRANSPOSE_MAX_MACS: usize = 1 << 20;
+
+/// A transposed convolution computed directly, one thread per output element: integers (no
+/// BLAS path: no integer gemm) with wrapping sums, and small float ones with sums in the
+/// accumulator type; `input` and `kernel` are the 4-D layouts, of any strides.
 pub fn conv_transpose_direct(
     device: &Device,
     spec: &ConvSpec,

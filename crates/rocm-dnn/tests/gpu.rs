@@ -16,12 +16,18 @@ use rocm_device::{DType, Error, Layout, Operand as O};
 use rocm_dnn::*;
 use rocm_test_support::*;
 
+/// The gemm path for every size (no direct transposed convolutions of floats).
 fn dnn(col_budget_bytes: usize) -> Dnn {
+    dnn_with(col_budget_bytes, 0)
+}
+
+fn dnn_with(col_budget_bytes: usize, direct_transpose_max_macs: usize) -> Dnn {
     let blas = Arc::new(Blas::new(&device()).unwrap());
     let options = DnnOptions {
         use_miopen: false,
         find_mode: false,
         col_budget_bytes,
+        direct_transpose_max_macs,
     };
     Dnn::with_options(blas, options).unwrap()
 }
@@ -376,6 +382,18 @@ fn conv1d_matches_the_cpu() {
 fn conv_transpose2d_matches_the_cpu() {
     let n = check_all(&dnn(usize::MAX), &transpose_grid(false));
     println!("conv_transpose2d: {n} cases");
+}
+
+#[test]
+fn small_transposed_convolutions_run_directly_and_match_the_cpu() {
+    // every shape of both grids through the one-launch direct kernel
+    let direct = dnn_with(usize::MAX, usize::MAX);
+    let n = check_all(&direct, &transpose_grid(false)) + check_all(&direct, &transpose_grid(true));
+    println!("direct conv_transpose2d/1d: {n} cases");
+    // the default limit sends the grid's sizes there too
+    let default = DnnOptions::of(&device()).direct_transpose_max_macs;
+    let macs = |s: &Shape| s.b * s.c_out * s.kh * s.kw * s.h * s.w * (s.c_in / s.groups);
+    assert!(transpose_grid(false).iter().all(|s| macs(s) <= default));
 }
 
 #[test]
