@@ -90,9 +90,10 @@ impl ReducePlan {
         let target = u64::from(multiprocessors.max(1)) * 8;
         let mut chunks = 1;
         if n_out < target {
-            // at least 1024 elements per chunk (4 per thread of a full block): splitting a
-            // short reduction costs a second launch that its few loads do not repay
-            let by_work = red_len.div_ceil(1024);
+            // at least 8192 elements per chunk (32 per thread of a full block): splitting a
+            // short reduction costs a second launch (about 4 us of host time) that its few
+            // loads do not repay
+            let by_work = red_len.div_ceil(8192);
             chunks = target.div_ceil(n_out.max(1)).min(by_work).clamp(1, 65_535);
         }
         // chunks start on 16-element boundaries so each keeps 16-byte loads
