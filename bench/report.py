@@ -220,7 +220,8 @@ def model_table(work):
     return md, runs, checks
 
 
-GGUF_PEERS = {"rocm": "candle-rocm", "cuda": "Candle CUDA", "llamacpp": "llama.cpp"}
+GGUF_PEERS = {"rocm": "candle-rocm", "cuda": "Candle CUDA",
+              "rocm-static": "candle-rocm, static llama, captured step", "llamacpp": "llama.cpp"}
 
 
 def llama_cpp_rates(path):
@@ -257,13 +258,15 @@ def gguf_table(work):
     if not raw:
         return ["## GGUF models", "", "not run"], raw
     md += [
-        "## GGUF models (quantized_llama; llama.cpp's llama-bench)",
+        "## GGUF models (quantized_llama; the static llama with a captured decode step; llama.cpp's llama-bench)",
         "",
         "Llama shapes of 1B (hidden 2048, 16 layers, 32/8 heads, ffn 8192) and 8B (hidden 4096, "
         "32 layers, 32/8 heads, ffn 14336), vocabulary 49152 (SmolLM2's tokenizer), random blocks "
         "of one type for every matrix, the same file for every peer. Prefill 512 tokens, then 128 "
         "decoded at batch 1 (Candle: median of 3 after a warm-up; llama.cpp: llama-bench -p 512 "
-        "-n 128 -r 3 -ngl 99). Process memory: the largest nvidia-smi sample (every 0.5 s).",
+        "-n 128 -r 3 -ngl 99). The static llama (`static_llama::StaticLlama::from_gguf`, same file) "
+        "prefills in one pass and decodes by replaying one captured step, each token read back. "
+        "Process memory: the largest nvidia-smi sample (every 0.5 s).",
         "",
         "| shape | type | peer | prefill tokens/s | decode tokens/s | process memory MiB "
         "| decode / Candle CUDA | decode / llama.cpp |",

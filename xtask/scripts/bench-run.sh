@@ -119,10 +119,12 @@ if [ $gguf = 1 ]; then
       f="$work/llama-$shape-$ty.gguf"
       "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
         { echo "FAILED: writing $f"; continue; }
-      for dev in rocm cuda; do
-        echo "== GGUF $shape $ty on $dev"
-        "$here/bin/candle-rocm-bench" gguf --device $dev --file "$f" > "$work/gguf-$shape-$ty-$dev.json" &
-        pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on $dev"; echo $pid > "$work/pid-gguf-$shape-$ty-$dev"
+      # quantized_llama on each backend; on ROCm also the static llama with a captured step
+      for peer in rocm cuda rocm-static; do
+        echo "== GGUF $shape $ty on $peer"
+        args=(--device "${peer%-static}"); [ "$peer" = rocm-static ] && args+=(--static)
+        "$here/bin/candle-rocm-bench" gguf "${args[@]}" --file "$f" > "$work/gguf-$shape-$ty-$peer.json" &
+        pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on $peer"; echo $pid > "$work/pid-gguf-$shape-$ty-$peer"
       done
       if [ -n "$bench" ]; then
         echo "== GGUF $shape $ty on llama.cpp"

@@ -17,6 +17,11 @@
 //! Every kernel argument is then the same at every position: a captured step replays as is.
 //! The prompt runs in one pass of the same form (its positions and causal mask on the device).
 //!
+//! [`StaticLlama::from_gguf`] loads the same model from a GGUF file (llama.cpp's names): the
+//! projections stay quantized (`QMatMul`), q/k/v and gate/up as separate products, activations
+//! in f32 and rotary embeddings in GGUF's interleaved form, as candle-transformers'
+//! `quantized_llama` runs them.
+//!
 //! With a communicator ([`StaticLlama::load_sharded`]) the model is tensor-parallel over the
 //! ranks, as Candle's `llama_multiprocess` splits it: q/k/v and gate/up by output rows (each
 //! rank its heads and its slice of the MLP), o and down by input columns, followed by an
@@ -25,21 +30,37 @@
 
 use std::sync::Arc;
 
+use candle_core::quantized::{gguf_file, QMatMul};
 use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
 use candle_transformers::models::llama::Config;
 
+/// A bias-free projection: dense weights, or GGUF blocks multiplied as they are.
+enum Proj {
+    Dense(Linear),
+    Quantized(QMatMul),
+}
+
+impl Proj {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Proj::Dense(l) => l.forward(x),
+            Proj::Quantized(q) => q.forward(x),
+        }
+    }
+}
+
 struct Layer {
     input_norm: RmsNorm,
-    /// q, k and v stacked by rows: one gemm for the three.
-    qkv: Linear,
-    o: Linear,
+    /// q, k and v: stacked by rows into one gemm (dense weights), or three products.
+    qkv: Vec<Proj>,
+    o: Proj,
     post_norm: RmsNorm,
-    /// gate and up stacked by rows.
-    gate_up: Linear,
-    down: Linear,
+    /// gate and up: stacked by rows into one gemm, or two products.
+    gate_up: Vec<Proj>,
+    down: Proj,
 }
 
 /// Linear layers of the same input stacked by output rows (one gemm computes them all).
@@ -53,7 +74,7 @@ pub struct StaticLlama {
     embed: Embedding,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    lm_head: Linear,
+    lm_head: Proj,
     /// `[max_len, head_dim / 2]`, f32 (q and k are roped in f32).
     cos: Tensor,
     sin: Tensor,
@@ -68,6 +89,8 @@ pub struct StaticLlama {
     q_prescaled: bool,
     /// Attention in one kernel (else a gemm, a mask, a softmax and a gemm).
     fused_attention: bool,
+    /// Rotary embeddings on interleaved pairs (GGUF's llama), else on halves.
+    rope_interleaved: bool,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -92,6 +115,26 @@ fn linear_part(
         .contiguous()?
         .to_device(device)?;
     Ok(Linear::new(w, None))
+}
+
+/// The llama's rotary tables for `max_len` positions, f32 `[max_len, head_dim / 2]` each:
+/// theta_i = base^(-2i/d), angles position * theta_i.
+fn rotary_tables(
+    head_dim: usize,
+    base: f32,
+    max_len: usize,
+    device: &Device,
+) -> Result<(Tensor, Tensor)> {
+    let inv_freq: Vec<f32> = (0..head_dim)
+        .step_by(2)
+        .map(|i| 1f32 / base.powf(i as f32 / head_dim as f32))
+        .collect();
+    let inv_freq = Tensor::from_vec(inv_freq, (1, head_dim / 2), device)?;
+    let angles = Tensor::arange(0u32, max_len as u32, device)?
+        .to_dtype(DType::F32)?
+        .reshape((max_len, 1))?
+        .matmul(&inv_freq)?;
+    Ok((angles.cos()?, angles.sin()?))
 }
 
 /// One sequence: its KV cache (f32, `[1, kv_heads, max_len, head_dim]` a layer) and the
@@ -149,7 +192,10 @@ impl StaticLlama {
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let heads = config.num_attention_heads;
         let kv_heads = config.num_key_value_heads;
-        if heads % ranks != 0 || kv_heads % ranks != 0 || i % ranks != 0 {
+        if !heads.is_multiple_of(ranks)
+            || !kv_heads.is_multiple_of(ranks)
+            || !i.is_multiple_of(ranks)
+        {
             candle_core::bail!(
                 "static llama: {heads} heads, {kv_heads} kv heads and width {i} do not split over {ranks} ranks"
             );
@@ -183,18 +229,18 @@ impl StaticLlama {
             let (att, mlp) = (vb.pp("self_attn"), vb.pp("mlp"));
             layers.push(Layer {
                 input_norm: norm(h, vb.pp("input_layernorm"))?,
-                qkv: stacked(&[
+                qkv: vec![Proj::Dense(stacked(&[
                     prescaled(rows(&att.pp("q_proj"), (h, h))?)?,
                     rows(&att.pp("k_proj"), (kv_dim, h))?,
                     rows(&att.pp("v_proj"), (kv_dim, h))?,
-                ])?,
-                o: cols(&att.pp("o_proj"), (h, h))?,
+                ])?)],
+                o: Proj::Dense(cols(&att.pp("o_proj"), (h, h))?),
                 post_norm: norm(h, vb.pp("post_attention_layernorm"))?,
-                gate_up: stacked(&[
+                gate_up: vec![Proj::Dense(stacked(&[
                     rows(&mlp.pp("gate_proj"), (i, h))?,
                     rows(&mlp.pp("up_proj"), (i, h))?,
-                ])?,
-                down: cols(&mlp.pp("down_proj"), (h, i))?,
+                ])?)],
+                down: Proj::Dense(cols(&mlp.pp("down_proj"), (h, i))?),
             });
         }
         let embedding_init = Init::Randn {
@@ -208,28 +254,19 @@ impl StaticLlama {
             h,
         );
         let whole = (0, 1);
-        let lm_head = if config.tie_word_embeddings {
+        let lm_head = Proj::Dense(if config.tie_word_embeddings {
             Linear::new(embed.embeddings().clone(), None)
         } else {
             linear_part(&vb.pp("lm_head"), (config.vocab_size, h), 0, whole, &device)?
-        };
-        // The llama's rotary tables: theta_i = base^(-2i/d), angles position * theta_i.
-        let inv_freq: Vec<f32> = (0..head_dim)
-            .step_by(2)
-            .map(|i| 1f32 / config.rope_theta.powf(i as f32 / head_dim as f32))
-            .collect();
-        let inv_freq = Tensor::from_vec(inv_freq, (1, head_dim / 2), &device)?;
-        let angles = Tensor::arange(0u32, max_len as u32, &device)?
-            .to_dtype(DType::F32)?
-            .reshape((max_len, 1))?
-            .matmul(&inv_freq)?;
+        });
+        let (cos, sin) = rotary_tables(head_dim, config.rope_theta, max_len, &device)?;
         Ok(Self {
             embed,
             layers,
             norm: norm(h, vb.pp("model.norm"))?,
             lm_head,
-            cos: angles.cos()?,
-            sin: angles.sin()?,
+            cos,
+            sin,
             heads: heads / ranks,
             kv_heads: kv_heads / ranks,
             head_dim,
@@ -238,6 +275,102 @@ impl StaticLlama {
             comm,
             q_prescaled,
             fused_attention: true,
+            rope_interleaved: false,
+        })
+    }
+
+    /// The llama of a GGUF file (`content` read from `reader`; llama.cpp's tensor names and
+    /// `llama.*` metadata) on `device`, with a cache of `max_len` positions. The projections
+    /// and the head stay quantized; the token embedding and the norms are dequantized to f32,
+    /// and activations run in f32, as in candle-transformers' `quantized_llama`.
+    pub fn from_gguf<R: std::io::Read + std::io::Seek>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+        max_len: usize,
+    ) -> Result<Self> {
+        let md = |key: &str| {
+            content.metadata.get(key).ok_or_else(|| {
+                candle_core::Error::Msg(format!("static llama: no {key} in the GGUF"))
+            })
+        };
+        let count = |key: &str| -> Result<usize> { Ok(md(key)?.to_u32()? as usize) };
+        let heads = count("llama.attention.head_count")?;
+        let kv_heads = count("llama.attention.head_count_kv")?;
+        let hidden = count("llama.embedding_length")?;
+        let layers = count("llama.block_count")?;
+        let eps = f64::from(md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?);
+        let rope_theta = match content.metadata.get("llama.rope.freq_base") {
+            Some(v) => v.to_f32()?,
+            None => 10_000.,
+        };
+        if let Some(context) = content.metadata.get("llama.context_length") {
+            let context = context.to_u32()? as usize;
+            if max_len > context {
+                candle_core::bail!("static llama: max_len {max_len} over the context of {context}");
+            }
+        }
+        if max_len == 0
+            || heads == 0
+            || kv_heads == 0
+            || heads % kv_heads != 0
+            || hidden % heads != 0
+        {
+            candle_core::bail!(
+                "static llama: {heads} heads, {kv_heads} kv heads, width {hidden}, max_len {max_len}"
+            );
+        }
+        let head_dim = hidden / heads;
+        let mut tensor = |name: &str| content.tensor(reader, name, device);
+        let norm = |w: candle_core::quantized::QTensor| -> Result<RmsNorm> {
+            Ok(RmsNorm::new(w.dequantize(device)?, eps))
+        };
+        let embed_q = tensor("token_embd.weight")?;
+        let embed = Embedding::new(embed_q.dequantize(device)?, hidden);
+        let lm_head = match tensor("output.weight") {
+            Ok(w) => w,
+            Err(_) => embed_q,
+        };
+        let mut blocks = Vec::with_capacity(layers);
+        for n in 0..layers {
+            let mut proj = |name: &str| -> Result<Proj> {
+                Ok(Proj::Quantized(QMatMul::from_qtensor(tensor(&format!(
+                    "blk.{n}.{name}.weight"
+                ))?)?))
+            };
+            let (q, k, v, o) = (
+                proj("attn_q")?,
+                proj("attn_k")?,
+                proj("attn_v")?,
+                proj("attn_output")?,
+            );
+            let (gate, up, down) = (proj("ffn_gate")?, proj("ffn_up")?, proj("ffn_down")?);
+            blocks.push(Layer {
+                input_norm: norm(tensor(&format!("blk.{n}.attn_norm.weight"))?)?,
+                qkv: vec![q, k, v],
+                o,
+                post_norm: norm(tensor(&format!("blk.{n}.ffn_norm.weight"))?)?,
+                gate_up: vec![gate, up],
+                down,
+            });
+        }
+        let (cos, sin) = rotary_tables(head_dim, rope_theta, max_len, device)?;
+        Ok(Self {
+            embed,
+            layers: blocks,
+            norm: norm(tensor("output_norm.weight")?)?,
+            lm_head: Proj::Quantized(QMatMul::from_qtensor(lm_head)?),
+            cos,
+            sin,
+            heads,
+            kv_heads,
+            head_dim,
+            max_len,
+            device: device.clone(),
+            comm: None,
+            q_prescaled: false,
+            fused_attention: true,
+            rope_interleaved: true,
         })
     }
 
@@ -350,19 +483,44 @@ impl StaticLlama {
             // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`:
             // one cast of the stacked output, q and k roped together; views for one token,
             // copies for a prompt
-            let qkv = layer.qkv.forward(&h)?.to_dtype(DType::F32)?;
-            let heads_of = |from: usize, n: usize| -> Result<Tensor> {
-                qkv.narrow(2, from * hd, n * hd)?
-                    .reshape((1, t, n, hd))?
-                    .transpose(1, 2)?
-                    .contiguous()
+            let rope = |x: &Tensor| {
+                if self.rope_interleaved {
+                    candle_nn::rotary_emb::rope_i(x, &cos, &sin)
+                } else {
+                    candle_nn::rotary_emb::rope(x, &cos, &sin)
+                }
             };
-            let qk = candle_nn::rotary_emb::rope(&heads_of(0, heads + kv_heads)?, &cos, &sin)?;
-            let k = qk.narrow(1, heads, kv_heads)?;
-            let v = heads_of(heads + kv_heads, kv_heads)?;
+            // `[1, T, n * hd]` as `[1, n, T, hd]`
+            let split_heads = |x: &Tensor, n: usize| -> Result<Tensor> {
+                x.reshape((1, t, n, hd))?.transpose(1, 2)?.contiguous()
+            };
+            let (q, k, v) = match layer.qkv.as_slice() {
+                [qkv] => {
+                    let qkv = qkv.forward(&h)?.to_dtype(DType::F32)?;
+                    let part = |from: usize, n: usize| -> Result<Tensor> {
+                        split_heads(&qkv.narrow(2, from * hd, n * hd)?, n)
+                    };
+                    let qk = rope(&part(0, heads + kv_heads)?)?;
+                    (
+                        qk.narrow(1, 0, heads)?,
+                        qk.narrow(1, heads, kv_heads)?,
+                        part(heads + kv_heads, kv_heads)?,
+                    )
+                }
+                [q, k, v] => {
+                    let f32_heads = |p: &Proj, n: usize| -> Result<Tensor> {
+                        split_heads(&p.forward(&h)?.to_dtype(DType::F32)?, n)
+                    };
+                    (
+                        rope(&f32_heads(q, heads)?)?,
+                        rope(&f32_heads(k, kv_heads)?)?,
+                        f32_heads(v, kv_heads)?,
+                    )
+                }
+                _ => candle_core::bail!("static llama: q/k/v as one or three projections"),
+            };
             state.k[n].scatter_set(&slot, &k, 2)?;
             state.v[n].scatter_set(&slot, &v, 2)?;
-            let q = qk.narrow(1, 0, heads)?;
             let y = match &mask {
                 // Query head h reads kv head h / group, as the llama's repeat_kv has it.
                 None => cached_attention(
@@ -396,10 +554,16 @@ impl StaticLlama {
             x = (self.all_reduce(layer.o.forward(&y)?)? + residual)?;
             let residual = &x;
             let h = layer.post_norm.forward(&x)?;
-            let gate_up = layer.gate_up.forward(&h)?;
-            let width = gate_up.dim(2)? / 2;
-            let mlp = (candle_nn::ops::silu(&gate_up.narrow(2, 0, width)?)?
-                * gate_up.narrow(2, width, width)?)?;
+            let mlp = match layer.gate_up.as_slice() {
+                [gate_up] => {
+                    let gate_up = gate_up.forward(&h)?;
+                    let width = gate_up.dim(2)? / 2;
+                    (candle_nn::ops::silu(&gate_up.narrow(2, 0, width)?)?
+                        * gate_up.narrow(2, width, width)?)?
+                }
+                [gate, up] => (candle_nn::ops::silu(&gate.forward(&h)?)? * up.forward(&h)?)?,
+                _ => candle_core::bail!("static llama: gate/up as one or two projections"),
+            };
             x = (self.all_reduce(layer.down.forward(&mlp)?)? + residual)?;
         }
         self.lm_head

@@ -100,3 +100,124 @@ fn a_graph_keeps_its_outputs_and_returns_its_memory() {
         x_host.narrow(0, 1, 2).unwrap().to_vec1::<f32>().unwrap()
     );
 }
+
+/// A small llama as a GGUF file (llama.cpp's names, Q8_0 blocks from seeded values).
+fn write_small_gguf(path: &std::path::Path) {
+    use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+    let (hidden, heads, kv_heads, ffn, layers, vocab) =
+        (128usize, 4usize, 2usize, 256usize, 2usize, 256usize);
+    let head_dim = hidden / heads;
+    let cpu = Device::Cpu;
+    let mut seed = 0u64;
+    let mut q8 = |dims: &[usize]| {
+        seed += 1;
+        let n: usize = dims.iter().product();
+        let t = Tensor::from_vec(llama::normal_values(seed, n, 0.15), dims, &cpu).unwrap();
+        QTensor::quantize(&t, GgmlDType::Q8_0).unwrap()
+    };
+    let ones = |n: usize| {
+        QTensor::quantize(&Tensor::ones(n, DType::F32, &cpu).unwrap(), GgmlDType::F32).unwrap()
+    };
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        ("token_embd.weight".into(), q8(&[vocab, hidden])),
+        ("output_norm.weight".into(), ones(hidden)),
+        ("output.weight".into(), q8(&[vocab, hidden])),
+    ];
+    for l in 0..layers {
+        for (name, dims) in [
+            ("attn_q", [hidden, hidden]),
+            ("attn_k", [kv_heads * head_dim, hidden]),
+            ("attn_v", [kv_heads * head_dim, hidden]),
+            ("attn_output", [hidden, hidden]),
+            ("ffn_gate", [ffn, hidden]),
+            ("ffn_up", [ffn, hidden]),
+            ("ffn_down", [hidden, ffn]),
+        ] {
+            tensors.push((format!("blk.{l}.{name}.weight"), q8(&dims)));
+        }
+        tensors.push((format!("blk.{l}.attn_norm.weight"), ones(hidden)));
+        tensors.push((format!("blk.{l}.ffn_norm.weight"), ones(hidden)));
+    }
+    let u32v = |v: usize| gguf_file::Value::U32(v as u32);
+    let metadata = [
+        (
+            "general.architecture",
+            gguf_file::Value::String("llama".into()),
+        ),
+        ("llama.context_length", u32v(512)),
+        ("llama.embedding_length", u32v(hidden)),
+        ("llama.block_count", u32v(layers)),
+        ("llama.feed_forward_length", u32v(ffn)),
+        ("llama.attention.head_count", u32v(heads)),
+        ("llama.attention.head_count_kv", u32v(kv_heads)),
+        ("llama.rope.dimension_count", u32v(head_dim)),
+        ("llama.rope.freq_base", gguf_file::Value::F32(10_000.)),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            gguf_file::Value::F32(1e-5),
+        ),
+        ("llama.vocab_size", u32v(vocab)),
+    ];
+    let md: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let mut file = std::fs::File::create(path).unwrap();
+    gguf_file::write(&mut file, &md, &ts).unwrap();
+}
+
+#[test]
+fn a_gguf_llama_decodes_as_quantized_llama() {
+    use candle_core::quantized::gguf_file;
+    use candle_transformers::models::quantized_llama::ModelWeights;
+    let path = std::env::temp_dir().join(format!("candle-rocm-small-{}.gguf", std::process::id()));
+    write_small_gguf(&path);
+    let dev = Device::new_rocm(0).unwrap();
+    let read = || {
+        let mut file = std::fs::File::open(&path).unwrap();
+        let content = gguf_file::Content::read(&mut file).unwrap();
+        (content, file)
+    };
+    let prompt: Vec<u32> = (0..9).map(|i| (i * 37 + 5) % 256).collect();
+    let steps = 24;
+
+    // candle-transformers' quantized_llama: the prompt in one pass, then a token a step
+    let (content, mut file) = read();
+    let mut reference = ModelWeights::from_gguf(content, &mut file, &dev).unwrap();
+    let logits = reference
+        .forward(
+            &Tensor::new(prompt.as_slice(), &dev)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap(),
+            0,
+        )
+        .unwrap();
+    let first_logits: Vec<f32> = logits.flatten_all().unwrap().to_vec1().unwrap();
+    let mut want = Vec::new();
+    let mut next = logits.argmax(candle_core::D::Minus1).unwrap();
+    for i in 0..steps {
+        let token = next.flatten_all().unwrap().to_vec1::<u32>().unwrap()[0];
+        want.push(token);
+        if i + 1 < steps {
+            let logits = reference
+                .forward(&Tensor::new(&[[token]], &dev).unwrap(), prompt.len() + i)
+                .unwrap();
+            next = logits.argmax(candle_core::D::Minus1).unwrap();
+        }
+    }
+
+    let (content, mut file) = read();
+    let model = StaticLlama::from_gguf(&content, &mut file, &dev, 64).unwrap();
+    for captured in [false, true] {
+        let (got, logits) = static_llama::greedy(&model, &prompt, steps, captured).unwrap();
+        assert_eq!(got, want, "tokens (captured: {captured})");
+        let diff = logits
+            .iter()
+            .zip(&first_logits)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(diff < 1e-3, "first logits differ by {diff}");
+    }
+    // a cache longer than the file's context is refused
+    let (content, mut file) = read();
+    assert!(StaticLlama::from_gguf(&content, &mut file, &dev, 4096).is_err());
+    std::fs::remove_file(&path).unwrap();
+}

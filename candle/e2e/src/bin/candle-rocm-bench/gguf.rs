@@ -255,3 +255,65 @@ pub fn run(
         "peak_bytes": peak_memory(device),
     }))
 }
+
+/// The same file through the static llama (`StaticLlama::from_gguf`): the prompt in one pass,
+/// then `decode` greedy tokens by replaying one captured step, each token read back. Median of
+/// 3 sequences after a warm-up one (which loads the kernels and captures nothing).
+pub fn run_static(
+    path: &Path,
+    device: &Device,
+    prompt: usize,
+    decode: usize,
+) -> DemoResult<serde_json::Value> {
+    use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let content = gguf_file::Content::read(&mut file)?;
+    let vocab = content
+        .metadata
+        .get("llama.vocab_size")
+        .map(|v| v.to_u32())
+        .transpose()?
+        .unwrap_or(32000) as usize;
+    let t = Instant::now();
+    let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
+    device.synchronize()?;
+    let load_s = t.elapsed().as_secs_f64();
+    let mut rng = SplitMix64(7);
+    let tokens: Vec<u32> = (0..prompt).map(|_| rng.below(vocab) as u32).collect();
+    // (prefill seconds, decode seconds, tokens)
+    type Sequence = (f64, f64, Vec<u32>);
+    let sequence = |captured: bool| -> DemoResult<Sequence> {
+        let mut decoder = Decoder::new(&model, tokens[0], captured)?;
+        device.synchronize()?;
+        let t = Instant::now();
+        let mut out = vec![decoder.prefill(&tokens)?];
+        let prefill = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        while out.len() <= decode {
+            out.push(decoder.next_token()?);
+        }
+        Ok((prefill, t.elapsed().as_secs_f64(), out))
+    };
+    sequence(false)?; // warm-up: kernels load, the pool fills
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(sequence(true)?);
+    }
+    let median = |f: &dyn Fn(&Sequence) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (prefill, dec) = (median(&|r| r.0), median(&|r| r.1));
+    Ok(serde_json::json!({
+        "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "model": "static llama, captured step",
+        "load_s": load_s,
+        "prompt": prompt,
+        "decode": decode,
+        "prefill_tokens_per_s": prompt as f64 / prefill,
+        "decode_tokens_per_s": decode as f64 / dec,
+        "tokens": runs[0].2,
+        "peak_bytes": peak_memory(device),
+    }))
+}

@@ -9,7 +9,8 @@
 //! candle-rocm-bench launch
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
 //! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q8_0 --tokenizer-from F --out F
-//! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128]
+//! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
+//!   (--static: the static llama with a captured decode step instead of quantized_llama)
 //! ```
 //! Results are JSON lines on stdout; progress goes to stderr.
 
@@ -165,7 +166,12 @@ fn run(args: &[String]) -> DemoResult<()> {
             let file = flag_value(args, "--file").ok_or("gguf needs --file")?;
             let prompt = flag_value(args, "--prompt").map_or(Ok(512), str::parse)?;
             let decode = flag_value(args, "--decode").map_or(Ok(128), str::parse)?;
-            let mut result = gguf::run(std::path::Path::new(file), &open(device)?, prompt, decode)?;
+            let path = std::path::Path::new(file);
+            let mut result = if args.iter().any(|a| a == "--static") {
+                gguf::run_static(path, &open(device)?, prompt, decode)?
+            } else {
+                gguf::run(path, &open(device)?, prompt, decode)?
+            };
             result["device"] = device.into();
             println!("{result}");
         }
