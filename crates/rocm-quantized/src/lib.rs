@@ -576,7 +576,13 @@ fn matvec(
         // One row (decode) that fits: the kernel quantizes x into its shared memory (one
         // launch). Every block quantizes all of x, so with more rows the repeated work costs
         // more than the launch it saves (H100: 1.4-1.8x the two launches' time at 4 and 8 rows).
-        Some(_) if m == 1 && q8_bytes(m, w.k) <= fused_shared_limit(device) => {
+        // Under a graph capture launches cost no host time, only device time: there x is
+        // quantized once, by a launch of its own.
+        Some(_)
+            if m == 1
+                && q8_bytes(m, w.k) <= fused_shared_limit(device)
+                && !device.is_capturing() =>
+        {
             config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
             x.push(&mut args)?;
             device.kernel(
