@@ -11,6 +11,12 @@ use candle_rocm_e2e::static_llama::{self, StaticLlama};
 
 const SEED: u64 = 7;
 
+/// The largest |a - b| over two equally long slices.
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+}
+
 fn static_model(config: &candle_transformers::models::llama::Config, dev: &Device) -> StaticLlama {
     let weights = DrawnWeights::new(|name, n| llama::normal_values(SEED ^ fnv1a(name), n, 0.15));
     let vb = VarBuilder::from_backend(Box::new(&weights), DType::F32, dev.clone());
@@ -34,20 +40,14 @@ fn a_captured_decode_step_replays_the_eager_one() {
     let mut reference = Generator::new(&config, SEED, DType::F32, &dev).unwrap();
     let greedy = reference.greedy(&prompt, steps, |_| {}).unwrap();
     assert_eq!(eager, greedy.tokens, "tokens of candle-transformers' llama");
-    let diff = eager_logits
-        .iter()
-        .zip(&greedy.first_logits)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let diff = max_abs_diff(&eager_logits, &greedy.first_logits);
     assert!(diff < 1e-3, "first logits differ by {diff}");
 
     // Attention as separate ops (gemm, mask, softmax, gemm) instead of the fused kernel.
     let unfused = static_model(&config, &dev).with_unfused_attention();
     let (tokens, logits) = static_llama::greedy(&unfused, &prompt, steps, true).unwrap();
     assert_eq!(tokens, eager, "tokens with unfused attention");
-    let diff = logits
-        .iter()
-        .zip(&eager_logits)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let diff = max_abs_diff(&logits, &eager_logits);
     assert!(
         diff < 1e-4,
         "first logits of the unfused attention differ by {diff}"
@@ -210,10 +210,7 @@ fn a_gguf_llama_decodes_as_quantized_llama() {
     for captured in [false, true] {
         let (got, logits) = static_llama::greedy(&model, &prompt, steps, captured).unwrap();
         assert_eq!(got, want, "tokens (captured: {captured})");
-        let diff = logits
-            .iter()
-            .zip(&first_logits)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        let diff = max_abs_diff(&logits, &first_logits);
         assert!(diff < 1e-3, "first logits differ by {diff}");
     }
     // a cache longer than the file's context is refused

@@ -188,13 +188,8 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
     Ok(())
 }
 
-/// Prefill of `prompt` tokens and `decode` greedy tokens after it, on `device`.
-pub fn run(
-    path: &Path,
-    device: &Device,
-    prompt: usize,
-    decode: usize,
-) -> DemoResult<serde_json::Value> {
+/// The file's reader, its content and its vocabulary size.
+fn open_gguf(path: &Path) -> DemoResult<(std::fs::File, gguf_file::Content, usize)> {
     let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let content = gguf_file::Content::read(&mut file)?;
     let vocab = content
@@ -203,12 +198,35 @@ pub fn run(
         .map(|v| v.to_u32())
         .transpose()?
         .unwrap_or(32000) as usize;
+    Ok((file, content, vocab))
+}
+
+/// The prompt every peer gets: `prompt` seeded tokens below `vocab`.
+fn prompt_tokens(vocab: usize, prompt: usize) -> Vec<u32> {
+    let mut rng = SplitMix64(7);
+    (0..prompt).map(|_| rng.below(vocab) as u32).collect()
+}
+
+/// The median of `f` over `runs`.
+fn median<T>(runs: &[T], f: impl Fn(&T) -> f64) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(f).collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Prefill of `prompt` tokens and `decode` greedy tokens after it, on `device`.
+pub fn run(
+    path: &Path,
+    device: &Device,
+    prompt: usize,
+    decode: usize,
+) -> DemoResult<serde_json::Value> {
+    let (mut file, content, vocab) = open_gguf(path)?;
     let t = Instant::now();
     let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
     device.synchronize()?;
     let load_s = t.elapsed().as_secs_f64();
-    let mut rng = SplitMix64(7);
-    let tokens: Vec<u32> = (0..prompt).map(|_| rng.below(vocab) as u32).collect();
+    let tokens = prompt_tokens(vocab, prompt);
     let timed = |model: &mut ModelWeights| -> DemoResult<(f64, f64, bool)> {
         model.clear_kv_cache();
         device.synchronize()?;
@@ -237,12 +255,7 @@ pub fn run(
     for _ in 0..3 {
         runs.push(timed(&mut model)?);
     }
-    let median = |f: &dyn Fn(&(f64, f64, bool)) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (prefill, dec) = (median(&|r| r.0), median(&|r| r.1));
+    let (prefill, dec) = (median(&runs, |r| r.0), median(&runs, |r| r.1));
     Ok(serde_json::json!({
         "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
         "bytes": std::fs::metadata(path)?.len(),
@@ -266,20 +279,12 @@ pub fn run_static(
     decode: usize,
 ) -> DemoResult<serde_json::Value> {
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
-    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let content = gguf_file::Content::read(&mut file)?;
-    let vocab = content
-        .metadata
-        .get("llama.vocab_size")
-        .map(|v| v.to_u32())
-        .transpose()?
-        .unwrap_or(32000) as usize;
+    let (mut file, content, vocab) = open_gguf(path)?;
     let t = Instant::now();
     let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
     device.synchronize()?;
     let load_s = t.elapsed().as_secs_f64();
-    let mut rng = SplitMix64(7);
-    let tokens: Vec<u32> = (0..prompt).map(|_| rng.below(vocab) as u32).collect();
+    let tokens = prompt_tokens(vocab, prompt);
     // (prefill seconds, decode seconds, tokens)
     type Sequence = (f64, f64, Vec<u32>);
     let sequence = |captured: bool| -> DemoResult<Sequence> {
@@ -299,12 +304,7 @@ pub fn run_static(
     for _ in 0..3 {
         runs.push(sequence(true)?);
     }
-    let median = |f: &dyn Fn(&Sequence) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (prefill, dec) = (median(&|r| r.0), median(&|r| r.1));
+    let (prefill, dec) = (median(&runs, |r| r.0), median(&runs, |r| r.1));
     Ok(serde_json::json!({
         "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
         "model": "static llama, captured step",
