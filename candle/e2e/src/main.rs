@@ -253,6 +253,7 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
     let peak = |d: &[f32]| d.iter().copied().fold(0f32, f32::max);
     let (logit_diff, cpu_self) = (peak(&gpu_drift), peak(&cpu_drift));
     let smallest = |m: &[f32]| m.iter().copied().fold(f32::INFINITY, f32::min);
+    let (static_equal, static_rate) = gguf_static(path, gpu, &prompt, &gpu_steps.tokens)?;
     Ok(vec![
         Check {
             name: "GGUF LLM: greedy tokens equal the CPU's",
@@ -273,7 +274,48 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
                 prompt.len()
             ),
         },
+        Check {
+            name: "GGUF LLM as the static llama, its decode step captured: tokens equal",
+            passed: static_equal == gpu_steps.tokens.len() && static_rate.is_finite(),
+            detail: format!(
+                "{static_equal} of {} greedy tokens equal quantized_llama's on the GPU; decode \
+                 {static_rate:.1} tokens/s replaying the step (quantized_llama: {decode_rate:.1})",
+                gpu_steps.tokens.len()
+            ),
+        },
     ])
+}
+
+/// The same GGUF file through the static llama, its decode step captured once and replayed:
+/// how many of `reference`'s greedy tokens it reproduces, and its decode rate (tokens read
+/// back one by one).
+fn gguf_static(
+    path: &Path,
+    gpu: &Device,
+    prompt: &[u32],
+    reference: &[u32],
+) -> DemoResult<(usize, f64)> {
+    use candle_rocm_e2e::static_llama::{self, Decoder, StaticLlama};
+    let mut file = std::fs::File::open(path)?;
+    let content = candle_core::quantized::gguf_file::Content::read(&mut file)?;
+    let model = StaticLlama::from_gguf(&content, &mut file, gpu, prompt.len() + CHAT_TOKENS + 2)?;
+    let (tokens, _) = static_llama::greedy(&model, prompt, reference.len(), true)?;
+    let equal = tokens
+        .iter()
+        .zip(reference)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut decoder = Decoder::new(&model, prompt[0], true)?;
+    decoder.prefill(prompt)?;
+    // an eager step (kernels loaded), then the capture
+    decoder.next_token()?;
+    decoder.next_token()?;
+    let steps = CHAT_TOKENS - 3;
+    let t = Instant::now();
+    for _ in 0..steps {
+        decoder.next_token()?;
+    }
+    Ok((equal, steps as f64 / t.elapsed().as_secs_f64()))
 }
 
 /// An f16 copy of the model (weights halved in size, for the GPU pack): safetensors in f16,
