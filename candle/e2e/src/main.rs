@@ -254,12 +254,33 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
     let (logit_diff, cpu_self) = (peak(&gpu_drift), peak(&cpu_drift));
     let smallest = |m: &[f32]| m.iter().copied().fold(f32::INFINITY, f32::min);
     let (static_equal, static_rate) = gguf_static(path, gpu, &prompt, &gpu_steps.tokens)?;
+    // Two runs of this model that differ only in rounding drift apart by `cpu_self` logits
+    // (the CPU against itself). A greedy run may leave another where the top two logits are
+    // closer than that (a near tie), and nowhere else; and the GPU must stay within twice
+    // that drift of the CPU all along.
+    let near_tie = |margins: &[f32], step: usize| margins.get(step).is_some_and(|&m| m < cpu_self);
+    let agree = |equal: usize, of: usize, margins: &[f32]| -> (bool, String) {
+        if equal == of {
+            return (true, format!("{equal} of {of} tokens equal"));
+        }
+        let m = margins.get(equal).copied().unwrap_or(f32::NAN);
+        (
+            near_tie(margins, equal),
+            format!(
+                "{equal} of {of} tokens equal, then a step whose top-2 margin is {m:.3} (a near \
+                 tie if below the rounding drift {cpu_self:.2})"
+            ),
+        )
+    };
+    let (cpu_agrees, cpu_detail) = agree(equal, GREEDY_STEPS, &cpu_steps.margins);
+    let (static_agrees, static_detail) =
+        agree(static_equal, gpu_steps.tokens.len(), &gpu_steps.margins);
     Ok(vec![
         Check {
-            name: "GGUF LLM: greedy tokens equal the CPU's",
-            passed: equal == GREEDY_STEPS && !answer.tokens.is_empty(),
+            name: "GGUF LLM: greedy tokens equal the CPU's up to a near tie",
+            passed: cpu_agrees && logit_diff <= 2.0 * cpu_self && !answer.tokens.is_empty(),
             detail: format!(
-                "{equal} of {GREEDY_STEPS} tokens equal; along the CPU's tokens the logits differ \
+                "{cpu_detail}; along the CPU's tokens the logits differ \
                  by at most {logit_diff:.2} (the CPU from itself, prompt a token at a time: \
                  {cpu_self:.2}); smallest top-2 logit margin {:.3} (GPU), {:.3} (CPU)",
                 smallest(&gpu_steps.margins),
@@ -275,12 +296,11 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
             ),
         },
         Check {
-            name: "GGUF LLM as the static llama, its decode step captured: tokens equal",
-            passed: static_equal == gpu_steps.tokens.len() && static_rate.is_finite(),
+            name: "GGUF LLM as the static llama, its decode step captured: tokens equal quantized_llama's up to a near tie",
+            passed: static_agrees && static_rate.is_finite(),
             detail: format!(
-                "{static_equal} of {} greedy tokens equal quantized_llama's on the GPU; decode \
-                 {static_rate:.1} tokens/s replaying the step (quantized_llama: {decode_rate:.1})",
-                gpu_steps.tokens.len()
+                "{static_detail} (quantized_llama's on the GPU); decode {static_rate:.1} tokens/s \
+                 replaying the step (quantized_llama: {decode_rate:.1})"
             ),
         },
     ])
