@@ -530,17 +530,18 @@ pub fn cached_attention(
         )));
     }
     let rows = batch * heads * queries;
-    let out = device.alloc(rows * head_dim * dtype.size_in_bytes())?;
+    let out_bytes = rows * head_dim * dtype.size_in_bytes();
     if rows == 0 || head_dim == 0 {
-        return Ok(out);
+        return device.alloc(out_bytes);
     }
     if cache_len == 0 {
         return Err(shape_error(
             "the cache is empty: no position to attend".into(),
         ));
     }
-    let too_big = |what: &str, n: usize| shape_error(format!("{what} {n} is over u32"));
-    let fit = |what: &str, n: usize| u32::try_from(n).map_err(|_| too_big(what, n));
+    let fit = |what: &str, n: usize| {
+        u32::try_from(n).map_err(|_| shape_error(format!("{what} {n} is over u32")))
+    };
     let (mode, positions) = match mask {
         AttentionMask::None => (abi::MODE_ALL, None),
         AttentionMask::Causal if queries > cache_len => {
@@ -560,6 +561,7 @@ pub fn cached_attention(
         }
     };
     let (qc, kc, vc) = (q.contiguous(OP)?, k.contiguous(OP)?, v.contiguous(OP)?);
+    let out = device.alloc(out_bytes)?;
     let mut args = LaunchArgs::new();
     qc.push(&mut args)?;
     kc.push(&mut args)?;
