@@ -530,6 +530,29 @@ DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k, u32 scheme) {
     }
 }
 
+// The dot of one 32-value weight sub-block `w` with sub-block s of a row of q8 activations (its
+// bytes at xs, its record at rec), as the CPU sums it.
+template <typename Q>
+DEVICE float q8_sub_dot(const QSub& w, const u8* xs, const u8* rec_at) {
+    const QBytes16* xv = (const QBytes16*)xs;
+    const QBytes16 lo = xv[0], hi = xv[1];
+    int i0 = 0, i1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        i0 = dot4_i8(w.q[i], (int)lo.w[i], i0);
+        i1 = dot4_i8(w.q[4 + i], (int)hi.w[i], i1);
+    }
+    const u32* rec = (const u32*)rec_at;
+    const float d = f32_from_bits(rec[0]);
+    const int s0 = (i16)(u16)(rec[1] & 0xffffu), s1 = (i16)(u16)(rec[1] >> 16);
+    const float dots = d * (w.a[0] * (float)i0 + w.a[1] * (float)i1);
+    if (Q::XSCHEME == Q8_SCHEME_1) {
+        // the CPU's Q8_1 sum: f16(f16(sum) * d), in f16 arithmetic
+        return dots + w.b[0] * f16_round(f16_round((float)(s0 + s1)) * d);
+    }
+    return dots + d * (w.b[0] * (float)s0 + w.b[1] * (float)s1);
+}
+
 // The dot of one weight row (its blocks at wj) with `rows` rows of q8 activations, added to acc:
 // lane `lane` of `width` takes the 32-value sub-blocks lane, lane + width, ...
 template <typename Q>
@@ -545,24 +568,7 @@ DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 ro
 #pragma unroll
         for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
             if (r >= (int)rows) break;
-            const QBytes16* xv = (const QBytes16*)(xq + r * k + s * 32);
-            const QBytes16 lo = xv[0], hi = xv[1];
-            int i0 = 0, i1 = 0;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                i0 = dot4_i8(w.q[i], (int)lo.w[i], i0);
-                i1 = dot4_i8(w.q[4 + i], (int)hi.w[i], i1);
-            }
-            const u32* rec = (const u32*)(meta + (r * subs + s) * 8);
-            const float d = f32_from_bits(rec[0]);
-            const int s0 = (i16)(u16)(rec[1] & 0xffffu), s1 = (i16)(u16)(rec[1] >> 16);
-            const float dots = d * (w.a[0] * (float)i0 + w.a[1] * (float)i1);
-            if (Q::XSCHEME == Q8_SCHEME_1) {
-                // the CPU's Q8_1 sum: f16(f16(sum) * d), in f16 arithmetic
-                acc[r] += dots + w.b[0] * f16_round(f16_round((float)(s0 + s1)) * d);
-            } else {
-                acc[r] += dots + d * (w.b[0] * (float)s0 + w.b[1] * (float)s1);
-            }
+            acc[r] += q8_sub_dot<Q>(w, xq + r * k + s * 32, meta + (r * subs + s) * 8);
         }
     }
 }
@@ -608,6 +614,137 @@ DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 row
     }
     __syncthreads();
     matvec_q8<Q>(w, xq, y, n, k, rows);
+}
+
+// ---- the staged mat-vec: whole 16-byte words of the weights, several rows a warp ---------------
+//
+// ggml's blocks are 18, 34, 110, 210, ... bytes, so a lane reading its own blocks in place issues
+// 2-byte loads. Instead each warp copies a stage of its weight rows (QStage::BLOCKS blocks, about
+// 1 KiB a row) from memory into its slice of shared memory with 16-byte loads, every lane loading
+// consecutive words (the row's bytes as they are, from the 16-byte word its stage starts in),
+// then the lanes read their 32-value sub-blocks from there. A warp takes `wrows` (1 to
+// MATVEC_WARP_ROWS) weight rows at once, so each activation sub-block read serves that many rows:
+// with 4 to 8 activation rows the activations, not the weights, would otherwise fill the cache
+// traffic. Up to MATVEC_MAX_ROWS activation rows; the q8 activations come from memory (xq) or,
+// fused, are quantized by each block into its shared memory first.
+
+#define MATVEC_WARP_ROWS 4
+
+template <typename Q> struct QStage {
+    // a multiple of 8 blocks: 8 blocks of any type are a whole number of 16-byte words
+    static constexpr int BLOCKS = (1024 / Q::BYTES) / 8 * 8 < 8 ? 8 : (1024 / Q::BYTES) / 8 * 8;
+    // + 1: a stage may start inside a word
+    static constexpr int WORDS = BLOCKS * Q::BYTES / 16 + 1;
+    // words a lane loads (warps of 32 lanes or more)
+    static constexpr int PER_LANE = (WORDS + 31) / 32;
+};
+
+// Bytes of one weight row's stage in shared memory (a warp holds `wrows` of them, the block its
+// warps' one after the other). The host's `stage_slot_bytes` computes the same.
+template <typename Q> DEVICE constexpr u32 stage_slot_bytes() { return QStage<Q>::WORDS * 16; }
+
+template <typename Q, typename X>
+DEVICE void matvec_q8_staged(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wrows, u8* stages) {
+    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+    const u32 warps = blockDim.x / warpSize;
+    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    const u64 blocks_in_row = k / Q::BLOCK, subs = k / 32;
+    const u8* meta = xq + rows * k;
+    u8* mine = stages + (u64)warp * wrows * stage_slot_bytes<Q>();
+    for (u64 j0 = (blockIdx.x * (u64)warps + warp) * wrows; j0 < n; j0 += (u64)gridDim.x * warps * wrows) {
+        float acc[MATVEC_WARP_ROWS][MATVEC_MAX_ROWS];
+#pragma unroll
+        for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr)
+#pragma unroll
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[rr][r] = 0.0f;
+        for (u64 b0 = 0; b0 < blocks_in_row; b0 += QStage<Q>::BLOCKS) {
+            const u32 blocks = (u32)(blocks_in_row - b0 < (u64)QStage<Q>::BLOCKS ? blocks_in_row - b0 : QStage<Q>::BLOCKS);
+            u32 off[MATVEC_WARP_ROWS];
+            // every load of every row first, then the stores: the loads are in flight together
+            QBytes16 words[MATVEC_WARP_ROWS][QStage<Q>::PER_LANE];
+#pragma unroll
+            for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr) {
+                off[rr] = 0;
+                if (rr >= (int)wrows || j0 + rr >= n) continue;
+                const usize at = (usize)(w + (j0 + rr) * row_bytes + b0 * Q::BYTES);
+                off[rr] = (u32)(at & 15);
+                const QBytes16* from = (const QBytes16*)(at - off[rr]);
+                const u32 count = (off[rr] + blocks * Q::BYTES + 15) / 16;
+#pragma unroll
+                for (int i = 0; i < QStage<Q>::PER_LANE; ++i) {
+                    const u32 g = lane + i * warpSize;
+                    if (g < count) words[rr][i] = from[g];
+                }
+            }
+#pragma unroll
+            for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr) {
+                if (rr >= (int)wrows || j0 + rr >= n) continue;
+                QBytes16* slot = (QBytes16*)(mine + rr * stage_slot_bytes<Q>());
+                const u32 count = (off[rr] + blocks * Q::BYTES + 15) / 16;
+#pragma unroll
+                for (int i = 0; i < QStage<Q>::PER_LANE; ++i) {
+                    const u32 g = lane + i * warpSize;
+                    if (g < count) slot[g] = words[rr][i];
+                }
+            }
+            warp_sync();
+            for (u32 s = lane; s < blocks * Q::SUBS; s += warpSize) {
+                const u32 blk = s / Q::SUBS;
+                const u64 gs = b0 * Q::SUBS + s;
+                QSub ws[MATVEC_WARP_ROWS];
+#pragma unroll
+                for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr)
+                    if (rr < (int)wrows)
+                        Q::sub(mine + rr * stage_slot_bytes<Q>() + off[rr] + blk * Q::BYTES, (int)(s - blk * Q::SUBS), ws[rr]);
+#pragma unroll
+                for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+                    if (r >= (int)rows) break;
+                    const u8* xs = xq + r * k + gs * 32;
+                    const u8* rec = meta + (r * subs + gs) * 8;
+#pragma unroll
+                    for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr)
+                        if (rr < (int)wrows) acc[rr][r] += q8_sub_dot<Q>(ws[rr], xs, rec);
+                }
+            }
+            warp_sync();
+        }
+#pragma unroll
+        for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr) {
+            if (rr >= (int)wrows) break;
+#pragma unroll
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+                if (r >= (int)rows) break;
+                float v = acc[rr][r];
+                for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+                if (lane == 0 && j0 + rr < n) q_store(y, r * n + j0 + rr, v);
+            }
+        }
+    }
+}
+
+// The staged mat-vec on q8 activations in memory; dynamic shared memory: the warps' stages.
+template <typename Q, typename X>
+DEVICE void matvec_q8_staged_global(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wrows) {
+    extern __shared__ QBytes16 staged_shared[];
+    matvec_q8_staged<Q>(w, xq, y, n, k, rows, wrows, (u8*)staged_shared);
+}
+
+// The staged mat-vec for activations not yet quantized: each block first writes the q8 form of
+// x into its shared memory (rows * k * 5 / 4 bytes), then the warps' stages follow it. The
+// launch sizes its grid to the device, so each block quantizes x once for many weight rows.
+template <typename Q, typename X>
+DEVICE void matvec_q8_staged_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wrows) {
+    extern __shared__ QBytes16 staged_shared[];
+    u8* xq = (u8*)staged_shared;
+    const u64 subs = rows * k / 32;
+    for (u64 base = threadIdx.x - threadIdx.x % warpSize; base < subs; base += blockDim.x) {
+        const u64 s = base + threadIdx.x % warpSize;
+        quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
+    }
+    __syncthreads();
+    // the stages start at the next 16-byte boundary after x's q8 form
+    const u64 x_bytes = (rows * k * 5 / 4 + 15) / 16 * 16;
+    matvec_q8_staged<Q>(w, xq, y, n, k, rows, wrows, xq + x_bytes);
 }
 
 // Mixture of experts: w holds `experts` (n, k) matrices; for token t and slot e of ids
@@ -679,6 +816,12 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
     }                                                                                            \
     KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) { \
         matvec_q8_fused<Q>(w, x, y, n, k, rows);                                                 \
+    }                                                                                            \
+    KERNEL void matvec_q8s_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wrows) { \
+        matvec_q8_staged_global<Q>(w, xq, y, n, k, rows, wrows);                                 \
+    }                                                                                            \
+    KERNEL void matvec_q8sf_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wrows) { \
+        matvec_q8_staged_fused<Q>(w, x, y, n, k, rows, wrows);                                   \
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \

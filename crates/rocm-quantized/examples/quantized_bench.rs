@@ -4,7 +4,9 @@
 //! pass 200 MB, so every call reads them from memory, as in a model. Then the prefill path at
 //! 512 rows of bf16 activations, in TFLOP/s beside one bf16 gemm of the same shape on weights
 //! already in bf16 (the BLAS ceiling), and with f32 activations (Candle's quantized models).
-//! Beside each mat-vec line, the host time to queue one call.
+//! Beside each mat-vec line, the host time to queue one call; after it the same product with x
+//! quantized by a launch of its own, and through the one-warp-a-row kernel (blocks read in
+//! place with 2-byte loads) that the staged mat-vec replaced.
 
 use rocm_blas::{Blas, MatmulShape};
 use rocm_quantized::{
@@ -29,11 +31,12 @@ fn main() -> rocm_quantized::Result<()> {
     let ms = time_ms(&d, ITERS, || d.copy_dtod(&a, 0, &b, 0, bytes))?;
     report_bandwidth("copy (ceiling)", "-", 2 * bytes, ms);
     drop((a, b));
-    for ty in [GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q8_0] {
+    // an 8B llama's projections: attention, gate/up, down, the output head
+    for ty in [GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0] {
         for (n, k) in [
             (4096usize, 4096usize),
-            (11008, 4096),
-            (4096, 11008),
+            (14336, 4096),
+            (4096, 14336),
             (128256, 4096),
         ] {
             let row_bytes = k / ty.block_size() * ty.type_size();
@@ -49,6 +52,23 @@ fn main() -> rocm_quantized::Result<()> {
                 let x = Operand::new(&x, DType::F32, &xl);
                 let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, MatmulPath::Auto))?;
                 report_bandwidth(&format!("matvec {n}x{k} batch {m}"), ty.key(), w_bytes, ms);
+                // the same with x quantized by a launch of its own (a captured step's form),
+                // and the one-warp-a-row kernel the staged one replaced
+                let variants = [
+                    (
+                        "x quantized apart",
+                        MatmulPath::Staged {
+                            warp_rows: 0,
+                            fused: false,
+                        },
+                    ),
+                    ("one warp a row, blocks read in place", MatmulPath::Integer),
+                ];
+                for (what, path) in variants {
+                    let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, path))?;
+                    let op = format!("matvec {n}x{k} batch {m}, {what}");
+                    report_bandwidth(&op, ty.key(), w_bytes, ms);
+                }
                 let host = host_ms(&blas, (&ws, ty), (n, k), x)?;
                 println!(
                     "{{\"op\": \"host matvec {n}x{k} batch {m}\", \"dtype\": \"{}\", \"host_ms\": {host:.4}}}",

@@ -346,6 +346,94 @@ fn matmul_matches_the_cpu_qmatmul() {
 }
 
 #[test]
+fn staged_matvec_matches_the_cpu_qmatmul() {
+    // The staged mat-vec of every block type: batch 1 to 8, 1 to 4 weight rows a warp, x
+    // quantized by each block or by a launch of its own, an odd number of weight rows (37: the
+    // last warp's group is partial), k from one block to an 8B model's down projection, and
+    // rows that start inside a 16-byte word (Q6_K and Q3_K at k = 256 and 11008, the 32-value
+    // types at k = 288). Against Candle's CPU QMatMul, which quantizes the activations as the
+    // kernel does: equal to f32 rounding of the scaled integer sums.
+    let d = device();
+    let blas = Blas::new(&d).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let n = 37;
+    let mut checked = 0;
+    for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
+        let ks: &[usize] = if ty.block_size() == 32 {
+            &[288, 4096, 11008, 14336]
+        } else {
+            &[256, 4096, 11008, 14336]
+        };
+        for &k in ks {
+            let q = quantized(ty, n, k, (7 * n + k) as u64);
+            let blocks = d.htod(&q.data().unwrap()).unwrap();
+            let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
+            let w = QWeights {
+                buffer: blocks.as_buffer(),
+                ty,
+                rows: n,
+                k,
+            };
+            for m in 1..=rq::MATVEC_MAX_ROWS {
+                let xs: Vec<f32> = (0..m * k)
+                    .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                    .collect();
+                let x = Tensor::from_vec(xs, (m, k), &Cpu::Cpu).unwrap();
+                for dtype in [DType::F32, DType::BF16] {
+                    let xr = x.to_dtype(cdtype(dtype)).unwrap().to_dtype(C::F32).unwrap();
+                    let want = f64s(&candle_core::Module::forward(&cpu_qmm, &xr).unwrap());
+                    let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                    let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
+                    let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
+                    let xl = Layout::contiguous(&[m, k]);
+                    let plans: Vec<(usize, bool)> = if dtype == DType::F32 {
+                        (1..=rq::MATVEC_WARP_ROWS)
+                            .flat_map(|r| [(r, false), (r, true)])
+                            .collect()
+                    } else {
+                        vec![(0, m == 1)]
+                    };
+                    for (warp_rows, fused) in plans {
+                        let path = rq::MatmulPath::Staged { warp_rows, fused };
+                        let got = rq::matmul_via(&blas, w, Operand::new(&xb, dtype, &xl), path)
+                            .unwrap();
+                        let got = values(&download(&d, &got), dtype);
+                        assert_eq!(got.len(), want.len());
+                        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (g - w).abs() <= tol * scale,
+                                "{ty} {dtype} ({m}, {n}, {k}) {warp_rows} rows a warp, fused {fused}, at {i}: {g} vs {w}"
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    // a batch or a warp's row count out of range is a typed error
+    let q = quantized(GgmlType::Q4_0, 4, 256, 1);
+    let blocks = d.htod(&q.data().unwrap()).unwrap();
+    let w = QWeights {
+        buffer: blocks.as_buffer(),
+        ty: GgmlType::Q4_0,
+        rows: 4,
+        k: 256,
+    };
+    let x = d.alloc_zeroed(9 * 256 * 4).unwrap();
+    for (m, warp_rows) in [(9, 1), (2, rq::MATVEC_WARP_ROWS + 1)] {
+        let xl = Layout::contiguous(&[m, 256]);
+        let path = rq::MatmulPath::Staged {
+            warp_rows,
+            fused: false,
+        };
+        let e = rq::matmul_via(&blas, w, Operand::new(&x, DType::F32, &xl), path).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    }
+    println!("staged mat-vec: {checked} type x k x batch x plan cases");
+}
+
+#[test]
 fn matmul_of_a_strided_input_is_the_contiguous_ones() {
     let d = device();
     let blas = Blas::new(&d).unwrap();
