@@ -88,9 +88,10 @@ if [ $decode = 1 ]; then
   "${python[@]}" "$py/report_decode.py" "$out/decode.md" "$work"/launch-*.jsonl -- "$work"/decode-*.jsonl ||
     echo "FAILED: the decode report"
 fi
-# 4. GGUF llama models of 1B and 8B shapes (random blocks, SmolLM2's tokenizer) in Q4_0, Q4_K
-# and Q8_0: candle-rocm, Candle CUDA and llama.cpp (built here for this GPU from the packed
-# source) on the same files; device memory sampled by nvidia-smi every 0.5 s for all three.
+# 4. GGUF llama models of 1B and 8B shapes (random blocks, SmolLM2's tokenizer) in Q4_0, Q4_K,
+# Q6_K and Q8_0 (GGUF_SHAPES and GGUF_TYPES pick some): candle-rocm, Candle CUDA and llama.cpp
+# (built here for this GPU from the packed source; flash attention off and on) on the same files;
+# device memory sampled by nvidia-smi every 0.5 s for all three.
 if [ $gguf = 1 ]; then
   tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; }
 fi
@@ -114,8 +115,8 @@ if [ $gguf = 1 ]; then
   [ "$build_llama_only" = 1 ] && exit 0
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$work/mem-gguf.csv" &
   smi=$!
-  for shape in 1b 8b; do
-    for ty in q4_0 q4k q8_0; do
+  for shape in ${GGUF_SHAPES:-1b 8b}; do
+    for ty in ${GGUF_TYPES:-q4_0 q4k q6k q8_0}; do
       f="$work/llama-$shape-$ty.gguf"
       "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
         { echo "FAILED: writing $f"; continue; }
@@ -128,7 +129,7 @@ if [ $gguf = 1 ]; then
       done
       if [ -n "$bench" ]; then
         echo "== GGUF $shape $ty on llama.cpp"
-        "$bench" -m "$f" -p 512 -n 128 -r 3 -ngl 99 -o json > "$work/gguf-$shape-$ty-llamacpp.json" 2> "$work/gguf-$shape-$ty-llamacpp.log" &
+        "$bench" -m "$f" -p 512 -n 128 -d 0,512 -r 3 -ngl 99 -fa 0,1 -o json > "$work/gguf-$shape-$ty-llamacpp.json" 2> "$work/gguf-$shape-$ty-llamacpp.log" &
         pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on llama.cpp"; echo $pid > "$work/pid-gguf-$shape-$ty-llamacpp"
       fi
       rm -f "$f"

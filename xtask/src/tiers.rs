@@ -486,7 +486,7 @@ fn run_all(commands: impl Iterator<Item = Command>) -> TierOutcome {
 
 /// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
 /// the e2e GPU suites: packed for the GPU machine, where they run on `Device::Rocm`.
-const CANDLE_DEVICE_TESTS: [&str; 12] = [
+const CANDLE_DEVICE_TESTS: [&str; 13] = [
     "candle-core/bilinear_tests",
     "candle-core/conv_tests",
     "candle-core/grad_tests",
@@ -499,6 +499,7 @@ const CANDLE_DEVICE_TESTS: [&str; 12] = [
     "e2e/reliability",
     "e2e/quantized",
     "e2e/graph",
+    "e2e/kld",
 ];
 /// The packages of the materialised workspace whose tests run: in the CPU tier and, for
 /// their device tests, in the GPU pack.

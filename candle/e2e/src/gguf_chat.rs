@@ -100,6 +100,29 @@ impl GgufChat {
         Ok(out)
     }
 
+    /// `steps` greedy tokens after `prompt` (the whole prompt in one forward, then one token per
+    /// forward, never stopping at eos) and the logits each was picked from.
+    pub fn greedy_logits(
+        &mut self,
+        prompt: &[u32],
+        steps: usize,
+    ) -> DemoResult<(Vec<u32>, Vec<Vec<f32>>)> {
+        self.model.clear_kv_cache();
+        let device = self.device.clone();
+        let mut input = Tensor::new(prompt, &device)?.unsqueeze(0)?;
+        let (mut tokens, mut all) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+        let mut pos = 0;
+        for _ in 0..steps {
+            let logits = self.logits(&input, pos)?;
+            let (best, _) = top2(&logits).ok_or("no logits")?;
+            tokens.push(best);
+            all.push(logits);
+            pos += input.dim(1)?;
+            input = Tensor::new(&[best], &device)?.unsqueeze(0)?;
+        }
+        Ok((tokens, all))
+    }
+
     /// The next token's logits after `input` at position `pos`, on the host as f32.
     fn logits(&mut self, input: &Tensor, pos: usize) -> DemoResult<Vec<f32>> {
         let logits = self.model.forward(input, pos)?;

@@ -3,6 +3,7 @@
 
 pub mod embeddings;
 pub mod gguf_chat;
+pub mod kld;
 pub mod llama;
 pub mod static_llama;
 

@@ -158,6 +158,7 @@ pub struct DecodeState {
 
 /// What one step left on the device: its logits (`[vocab]`, the model's dtype) and greedy
 /// token (u32 `[1]`).
+#[derive(Clone)]
 pub struct StepOutput {
     pub logits: Tensor,
     pub next: Tensor,
@@ -631,13 +632,16 @@ impl<'a> Decoder<'a> {
 
     /// The next greedy token.
     pub fn next_token(&mut self) -> Result<u32> {
+        Ok(self.run_step()?.next.to_vec1::<u32>()?[0])
+    }
+
+    /// One step on the token the state holds: eagerly, or (captured) an eager step first, then
+    /// the step captured once and replayed.
+    fn run_step(&mut self) -> Result<StepOutput> {
         self.state.advance()?;
-        if !self.captured {
-            return Ok(self.model.step(&self.state)?.next.to_vec1::<u32>()?[0]);
-        }
-        if !self.warm {
+        if !self.captured || !self.warm {
             self.warm = true;
-            return Ok(self.model.step(&self.state)?.next.to_vec1::<u32>()?[0]);
+            return self.model.step(&self.state);
         }
         if self.graph.is_none() {
             let Device::Rocm(rocm) = &self.model.device else {
@@ -651,7 +655,25 @@ impl<'a> Decoder<'a> {
             .as_ref()
             .ok_or_else(|| candle_core::Error::Msg("static llama: no captured step".into()))?;
         graph.replay()?;
-        Ok(out.next.to_vec1::<u32>()?[0])
+        Ok(out.clone())
+    }
+
+    /// Teacher forcing: the logits (f32) after `prompt`, then after each of `tokens` but the
+    /// last, each fed as the next step's input in place of the greedy token; one vector per
+    /// token of `tokens`. `prompt` starts with the decoder's first token.
+    pub fn forced_logits(&mut self, prompt: &[u32], tokens: &[u32]) -> Result<Vec<Vec<f32>>> {
+        let Some((_, fed)) = tokens.split_last() else {
+            return Ok(Vec::new());
+        };
+        self.prefill(prompt)?;
+        let mut out = vec![self.first_logits.clone()];
+        for &token in fed {
+            let input = Tensor::new(&[[token]], &self.model.device)?;
+            self.state.token.slice_set(&input, 0, 0)?;
+            let step = self.run_step()?;
+            out.push(step.logits.to_dtype(DType::F32)?.to_vec1::<f32>()?);
+        }
+        Ok(out)
     }
 
     /// `steps` more replays of the captured step without reading the tokens back (to time

@@ -59,8 +59,9 @@ pub fn block_type(name: &str) -> DemoResult<GgmlDType> {
     match name {
         "q4_0" => Ok(GgmlDType::Q4_0),
         "q4k" => Ok(GgmlDType::Q4K),
+        "q6k" => Ok(GgmlDType::Q6K),
         "q8_0" => Ok(GgmlDType::Q8_0),
-        other => Err(format!("unknown type {other:?} (q4_0, q4k, q8_0)").into()),
+        other => Err(format!("unknown type {other:?} (q4_0, q4k, q6k, q8_0)").into()),
     }
 }
 
@@ -76,6 +77,8 @@ fn random_blocks(ty: GgmlDType, n: usize, rng: &mut SplitMix64) -> Vec<u8> {
     const F16_0_004: [u8; 2] = [0x19, 0x1c];
     const F16_0_0003: [u8; 2] = [0xea, 0x0c];
     const F16_0_0002: [u8; 2] = [0x8e, 0x0a];
+    // 0.00015 = 0x08ea
+    const F16_0_00015: [u8; 2] = [0xea, 0x08];
     for block in out.chunks_mut(size) {
         match ty {
             // d: (q - 8) spans -8..7
@@ -87,7 +90,15 @@ fn random_blocks(ty: GgmlDType, n: usize, rng: &mut SplitMix64) -> Vec<u8> {
                 block[..2].copy_from_slice(&F16_0_0002);
                 block[2..4].copy_from_slice(&F16_0_0002);
             }
-            // block_type() admits these three only
+            // ql[128], qh[64], 16 i8 scales (kept to 0..15), d: (q - 32) * scale spans
+            // -512..465
+            GgmlDType::Q6K => {
+                for sc in &mut block[192..208] {
+                    *sc &= 15;
+                }
+                block[208..210].copy_from_slice(&F16_0_00015);
+            }
+            // block_type() admits these four only
             _ => {}
         }
     }

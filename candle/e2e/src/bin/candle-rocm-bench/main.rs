@@ -8,7 +8,7 @@
 //!                         [--save-weights F] [--save-config F]
 //! candle-rocm-bench launch
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
-//! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q8_0 --tokenizer-from F --out F
+//! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
 //!   (--static: the static llama with a captured decode step instead of quantized_llama)
 //! ```
