@@ -255,13 +255,6 @@ template <typename T> DEVICE T warp_shfl_xor(T v, int lane_mask) { return __shfl
 template <typename T> DEVICE T warp_shfl_down(T v, unsigned int delta) { return __shfl_down(v, delta); }
 template <typename T> DEVICE T warp_shfl(T v, int src_lane) { return __shfl(v, src_lane); }
 DEVICE lane_mask_t warp_ballot(int pred) { return (lane_mask_t)__ballot(pred); }
-// A wavefront's shared-memory writes made visible to its other lanes (a wavefront runs in
-// lockstep: the barrier keeps the compiler from moving LDS accesses across it).
-DEVICE void warp_sync() {
-    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
-    __builtin_amdgcn_wave_barrier();
-    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
-}
 #elif defined(CANDLE_ROCM_WAVE64_EMULATION)
 // NVIDIA with emulated 64-lane wavefronts (the verification mode of CDNA's wave64): two
 // hardware warps form one wavefront. warpSize is 64 and lane ids run 0..63 over the block's
@@ -320,14 +313,12 @@ DEVICE lane_mask_t warp_ballot(int pred) {
     wave_sync();
     return mask;
 }
-DEVICE void warp_sync() { wave_sync(); }
 #else
 #define CANDLE_ROCM_FULL_MASK 0xffffffffu
 template <typename T> DEVICE T warp_shfl_xor(T v, int lane_mask) { return __shfl_xor_sync(CANDLE_ROCM_FULL_MASK, v, lane_mask); }
 template <typename T> DEVICE T warp_shfl_down(T v, unsigned int delta) { return __shfl_down_sync(CANDLE_ROCM_FULL_MASK, v, delta); }
 template <typename T> DEVICE T warp_shfl(T v, int src_lane) { return __shfl_sync(CANDLE_ROCM_FULL_MASK, v, src_lane); }
 DEVICE lane_mask_t warp_ballot(int pred) { return (lane_mask_t)__ballot_sync(CANDLE_ROCM_FULL_MASK, pred); }
-DEVICE void warp_sync() { __syncwarp(CANDLE_ROCM_FULL_MASK); }
 #endif
 
 // ---------------------------------------------------------------------------------------------

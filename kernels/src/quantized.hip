@@ -573,14 +573,22 @@ DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 ro
     }
 }
 
-// y = x . w^T from q8 activations: one warp per weight row, as `matvec`.
+// y = x . w^T from q8 activations: `wpr` warps per weight row (1, 2, 4 or 8; at most the
+// block's warps), each taking every wpr-th run of sub-blocks of the row; their sums meet in
+// shared memory. One warp a row leaves most of the device idle where the rows are few (4096
+// rows are half the warps an H100 holds): more warps a row keep more loads in flight.
+#define MATVEC_MAX_BLOCK_WARPS 32
 template <typename Q, typename X>
-DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) {
-    const u32 lane = threadIdx.x % warpSize;
-    const u64 warps = blockDim.x / warpSize;
+DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
+    __shared__ float partial[MATVEC_MAX_BLOCK_WARPS][MATVEC_MAX_ROWS];
+    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+    const u32 rows_per_block = blockDim.x / warpSize / wpr;
+    const u32 part = warp % wpr, slot = warp / wpr;
     const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
     const u8* meta = xq + rows * k;
-    for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
+    // the loop is uniform over the block (its barriers)
+    for (u64 j0 = blockIdx.x * (u64)rows_per_block; j0 < n; j0 += (u64)gridDim.x * rows_per_block) {
+        const u64 j = j0 + slot;
         float acc[MATVEC_MAX_ROWS];
         // rows in groups of MATVEC_MAX_ROWS: the weight row comes from memory once, then from
         // the cache for the next group
@@ -588,14 +596,32 @@ DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) {
             const u32 group = rows - r0 < MATVEC_MAX_ROWS ? rows - r0 : MATVEC_MAX_ROWS;
 #pragma unroll
             for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
-            q8_row_dot<Q>(w + j * row_bytes, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group, lane, warpSize, acc);
+            if (j < n)
+                q8_row_dot<Q>(w + j * row_bytes, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group,
+                              part * warpSize + lane, wpr * warpSize, acc);
 #pragma unroll
             for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
                 if (r >= (int)group) break;
                 float v = acc[r];
                 for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
-                if (lane == 0) q_store(y, (r0 + r) * n + j, v);
+                acc[r] = v;
             }
+            if (wpr == 1) {
+                if (lane == 0 && j < n)
+                    for (u32 r = 0; r < group; ++r) q_store(y, (r0 + r) * n + j, acc[r]);
+                continue;
+            }
+            if (lane == 0)
+                for (u32 r = 0; r < group; ++r) partial[warp][r] = acc[r];
+            __syncthreads();
+            if (part == 0 && lane == 0 && j < n) {
+                for (u32 r = 0; r < group; ++r) {
+                    float v = 0.0f;
+                    for (u32 p = 0; p < wpr; ++p) v += partial[warp + p][r];
+                    q_store(y, (r0 + r) * n + j, v);
+                }
+            }
+            __syncthreads();
         }
     }
 }
@@ -604,7 +630,7 @@ DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) {
 // `rows` rows of x into its shared memory (rows * k * 5 / 4 bytes, the launch's dynamic shared
 // memory), then reads it from there: one launch instead of two.
 template <typename Q, typename X>
-DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
+DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
     extern __shared__ QBytes16 q8_shared[];
     u8* xq = (u8*)q8_shared;
     const u64 subs = rows * k / 32;
@@ -613,138 +639,7 @@ DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 row
         quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
     }
     __syncthreads();
-    matvec_q8<Q>(w, xq, y, n, k, rows);
-}
-
-// ---- the staged mat-vec: whole 16-byte words of the weights, several rows a warp ---------------
-//
-// ggml's blocks are 18, 34, 110, 210, ... bytes, so a lane reading its own blocks in place issues
-// 2-byte loads. Instead each warp copies a stage of its weight rows (QStage::BLOCKS blocks, about
-// 1 KiB a row) from memory into its slice of shared memory with 16-byte loads, every lane loading
-// consecutive words (the row's bytes as they are, from the 16-byte word its stage starts in),
-// then the lanes read their 32-value sub-blocks from there. A warp takes `wrows` (1 to
-// MATVEC_WARP_ROWS) weight rows at once, so each activation sub-block read serves that many rows:
-// with 4 to 8 activation rows the activations, not the weights, would otherwise fill the cache
-// traffic. Up to MATVEC_MAX_ROWS activation rows; the q8 activations come from memory (xq) or,
-// fused, are quantized by each block into its shared memory first.
-
-#define MATVEC_WARP_ROWS 4
-
-template <typename Q> struct QStage {
-    // a multiple of 8 blocks: 8 blocks of any type are a whole number of 16-byte words
-    static constexpr int BLOCKS = (1024 / Q::BYTES) / 8 * 8 < 8 ? 8 : (1024 / Q::BYTES) / 8 * 8;
-    // + 1: a stage may start inside a word
-    static constexpr int WORDS = BLOCKS * Q::BYTES / 16 + 1;
-    // words a lane loads (warps of 32 lanes or more)
-    static constexpr int PER_LANE = (WORDS + 31) / 32;
-};
-
-// Bytes of one weight row's stage in shared memory (a warp holds `wrows` of them, the block its
-// warps' one after the other). The host's `stage_slot_bytes` computes the same.
-template <typename Q> DEVICE constexpr u32 stage_slot_bytes() { return QStage<Q>::WORDS * 16; }
-
-template <typename Q, typename X>
-DEVICE void matvec_q8_staged(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wrows, u8* stages) {
-    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-    const u32 warps = blockDim.x / warpSize;
-    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
-    const u64 blocks_in_row = k / Q::BLOCK, subs = k / 32;
-    const u8* meta = xq + rows * k;
-    u8* mine = stages + (u64)warp * wrows * stage_slot_bytes<Q>();
-    for (u64 j0 = (blockIdx.x * (u64)warps + warp) * wrows; j0 < n; j0 += (u64)gridDim.x * warps * wrows) {
-        float acc[MATVEC_WARP_ROWS][MATVEC_MAX_ROWS];
-#pragma unroll
-        for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr)
-#pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[rr][r] = 0.0f;
-        for (u64 b0 = 0; b0 < blocks_in_row; b0 += QStage<Q>::BLOCKS) {
-            const u32 blocks = (u32)(blocks_in_row - b0 < (u64)QStage<Q>::BLOCKS ? blocks_in_row - b0 : QStage<Q>::BLOCKS);
-            u32 off[MATVEC_WARP_ROWS];
-            // every load of every row first, then the stores: the loads are in flight together
-            QBytes16 words[MATVEC_WARP_ROWS][QStage<Q>::PER_LANE];
-#pragma unroll
-            for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr) {
-                off[rr] = 0;
-                if (rr >= (int)wrows || j0 + rr >= n) continue;
-                const usize at = (usize)(w + (j0 + rr) * row_bytes + b0 * Q::BYTES);
-                off[rr] = (u32)(at & 15);
-                const QBytes16* from = (const QBytes16*)(at - off[rr]);
-                const u32 count = (off[rr] + blocks * Q::BYTES + 15) / 16;
-#pragma unroll
-                for (int i = 0; i < QStage<Q>::PER_LANE; ++i) {
-                    const u32 g = lane + i * warpSize;
-                    if (g < count) words[rr][i] = from[g];
-                }
-            }
-#pragma unroll
-            for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr) {
-                if (rr >= (int)wrows || j0 + rr >= n) continue;
-                QBytes16* slot = (QBytes16*)(mine + rr * stage_slot_bytes<Q>());
-                const u32 count = (off[rr] + blocks * Q::BYTES + 15) / 16;
-#pragma unroll
-                for (int i = 0; i < QStage<Q>::PER_LANE; ++i) {
-                    const u32 g = lane + i * warpSize;
-                    if (g < count) slot[g] = words[rr][i];
-                }
-            }
-            warp_sync();
-            for (u32 s = lane; s < blocks * Q::SUBS; s += warpSize) {
-                const u32 blk = s / Q::SUBS;
-                const u64 gs = b0 * Q::SUBS + s;
-                QSub ws[MATVEC_WARP_ROWS];
-#pragma unroll
-                for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr)
-                    if (rr < (int)wrows)
-                        Q::sub(mine + rr * stage_slot_bytes<Q>() + off[rr] + blk * Q::BYTES, (int)(s - blk * Q::SUBS), ws[rr]);
-#pragma unroll
-                for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
-                    if (r >= (int)rows) break;
-                    const u8* xs = xq + r * k + gs * 32;
-                    const u8* rec = meta + (r * subs + gs) * 8;
-#pragma unroll
-                    for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr)
-                        if (rr < (int)wrows) acc[rr][r] += q8_sub_dot<Q>(ws[rr], xs, rec);
-                }
-            }
-            warp_sync();
-        }
-#pragma unroll
-        for (int rr = 0; rr < MATVEC_WARP_ROWS; ++rr) {
-            if (rr >= (int)wrows) break;
-#pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
-                if (r >= (int)rows) break;
-                float v = acc[rr][r];
-                for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
-                if (lane == 0 && j0 + rr < n) q_store(y, r * n + j0 + rr, v);
-            }
-        }
-    }
-}
-
-// The staged mat-vec on q8 activations in memory; dynamic shared memory: the warps' stages.
-template <typename Q, typename X>
-DEVICE void matvec_q8_staged_global(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wrows) {
-    extern __shared__ QBytes16 staged_shared[];
-    matvec_q8_staged<Q>(w, xq, y, n, k, rows, wrows, (u8*)staged_shared);
-}
-
-// The staged mat-vec for activations not yet quantized: each block first writes the q8 form of
-// x into its shared memory (rows * k * 5 / 4 bytes), then the warps' stages follow it. The
-// launch sizes its grid to the device, so each block quantizes x once for many weight rows.
-template <typename Q, typename X>
-DEVICE void matvec_q8_staged_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wrows) {
-    extern __shared__ QBytes16 staged_shared[];
-    u8* xq = (u8*)staged_shared;
-    const u64 subs = rows * k / 32;
-    for (u64 base = threadIdx.x - threadIdx.x % warpSize; base < subs; base += blockDim.x) {
-        const u64 s = base + threadIdx.x % warpSize;
-        quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
-    }
-    __syncthreads();
-    // the stages start at the next 16-byte boundary after x's q8 form
-    const u64 x_bytes = (rows * k * 5 / 4 + 15) / 16 * 16;
-    matvec_q8_staged<Q>(w, xq, y, n, k, rows, wrows, xq + x_bytes);
+    matvec_q8<Q>(w, xq, y, n, k, rows, wpr);
 }
 
 // Mixture of experts: w holds `experts` (n, k) matrices; for token t and slot e of ids
@@ -811,17 +706,11 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
-    KERNEL void matvec_q8_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows) { \
-        matvec_q8<Q>(w, xq, y, n, k, rows);                                                      \
+    KERNEL void matvec_q8_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
+        matvec_q8<Q>(w, xq, y, n, k, rows, wpr);                                                 \
     }                                                                                            \
-    KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) { \
-        matvec_q8_fused<Q>(w, x, y, n, k, rows);                                                 \
-    }                                                                                            \
-    KERNEL void matvec_q8s_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wrows) { \
-        matvec_q8_staged_global<Q>(w, xq, y, n, k, rows, wrows);                                 \
-    }                                                                                            \
-    KERNEL void matvec_q8sf_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wrows) { \
-        matvec_q8_staged_fused<Q>(w, x, y, n, k, rows, wrows);                                   \
+    KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
+        matvec_q8_fused<Q>(w, x, y, n, k, rows, wpr);                                            \
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \

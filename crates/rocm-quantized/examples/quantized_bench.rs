@@ -5,8 +5,8 @@
 //! 512 rows of bf16 activations, in TFLOP/s beside one bf16 gemm of the same shape on weights
 //! already in bf16 (the BLAS ceiling), and with f32 activations (Candle's quantized models).
 //! Beside each mat-vec line, the host time to queue one call; after it the same product with x
-//! quantized by a launch of its own, and through the one-warp-a-row kernel (blocks read in
-//! place with 2-byte loads) that the staged mat-vec replaced.
+//! quantized by a launch of its own (a captured step's form), and with one warp a weight row
+//! (the kernel before rows got several warps).
 
 use rocm_blas::{Blas, MatmulShape};
 use rocm_quantized::{
@@ -57,12 +57,18 @@ fn main() -> rocm_quantized::Result<()> {
                 let variants = [
                     (
                         "x quantized apart",
-                        MatmulPath::Staged {
-                            warp_rows: 0,
+                        MatmulPath::Integer {
+                            warps_per_row: 0,
                             fused: false,
                         },
                     ),
-                    ("one warp a row, blocks read in place", MatmulPath::Integer),
+                    (
+                        "one warp a row",
+                        MatmulPath::Integer {
+                            warps_per_row: 1,
+                            fused: m == 1,
+                        },
+                    ),
                 ];
                 for (what, path) in variants {
                     let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, path))?;
@@ -138,7 +144,11 @@ fn crossover(
         let x = filled(d, m * k * 4, 0x3c)?;
         let xl = Layout::contiguous(&[m, k]);
         let mut ms = [0.0; 2];
-        for (i, path) in [MatmulPath::Integer, MatmulPath::DequantizeGemm]
+        let integer = MatmulPath::Integer {
+            warps_per_row: 0,
+            fused: false,
+        };
+        for (i, path) in [integer, MatmulPath::DequantizeGemm]
             .into_iter()
             .enumerate()
         {

@@ -335,20 +335,19 @@ pub fn embedding(
 /// How [`matmul_via`] computes `x . w^T`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MatmulPath {
-    /// Block types: the staged mat-vec for up to [`MATVEC_MAX_ROWS`] rows, the integer kernel
-    /// for up to [`INTEGER_MAX_ROWS`], else dequantize + gemm. Float types: the float mat-vec
-    /// for up to [`MATVEC_MAX_ROWS`] rows, else dequantize + gemm.
+    /// The integer mat-vec for up to [`INTEGER_MAX_ROWS`] rows of a block type (its warps per
+    /// weight row chosen by the number of rows, x quantized in the mat-vec's own launch for one
+    /// row), the float mat-vec for up to [`MATVEC_MAX_ROWS`] rows of a float type, else
+    /// dequantize + gemm.
     Auto,
-    /// Block types, up to [`MATVEC_MAX_ROWS`] rows: q8 activations and integer dot products,
-    /// the weights staged through shared memory with 16-byte loads, `warp_rows` weight rows a
-    /// warp (1 to [`MATVEC_WARP_ROWS`]; 0 picks by the number of rows); with `fused` each block
-    /// quantizes x into its shared memory (one launch) where it fits and no graph is being
-    /// captured, else a launch of its own quantizes x once.
-    Staged { warp_rows: usize, fused: bool },
-    /// Block types: q8 activations and integer dot products, any number of rows, one warp a
-    /// weight row reading its blocks in place (each weight row read from memory once; the rows
-    /// in groups of 8). Float types: the float mat-vec.
-    Integer,
+    /// Block types: q8 activations and integer dot products, any number of rows (each weight
+    /// row read from memory once; the activation rows in groups of 8), `warps_per_row` warps
+    /// on each weight row (1, 2, 4 or 8, at most a block's warps; 0 picks: one where x is
+    /// quantized in the mat-vec's launch, else by the number of weight rows); with `fused`,
+    /// each block quantizes x into its shared memory (one launch) where it fits and no graph
+    /// is being captured, else a launch of its own quantizes x once. Float types: the float
+    /// mat-vec.
+    Integer { warps_per_row: usize, fused: bool },
     /// The weights dequantized to x's dtype on the device, then one gemm.
     DequantizeGemm,
 }
@@ -398,38 +397,25 @@ pub fn matmul_via(
     let device = blas.device();
     let xc = x.contiguous(OP)?;
     // Auto: one row (decode) quantizes x in the mat-vec's own launch. With more rows every
-    // block quantizing all of x costs more than the launch it saves.
-    let staged = match path {
-        MatmulPath::Auto => Some((0, m == 1)),
-        MatmulPath::Staged { warp_rows, fused } => Some((warp_rows, fused)),
-        _ => None,
-    };
-    if let Some(plan) = staged.filter(|_| w.ty.is_block() && (1..=MATVEC_MAX_ROWS).contains(&m)) {
-        return matvec_staged(device, w, (&xc, dtype), m, plan);
-    }
-    if let MatmulPath::Staged { .. } = path {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: format!(
-                "the staged mat-vec takes 1 to {MATVEC_MAX_ROWS} rows of a block type, not {m} rows of {}",
-                w.ty
-            ),
-        });
-    }
-    let integer = match path {
+    // block quantizing all of x costs more than the launch it saves (H100: 1.4-1.8x the two
+    // launches' time at 4 and 8 rows).
+    let plan = match path {
         MatmulPath::Auto => {
             let most = if w.ty.is_block() {
                 INTEGER_MAX_ROWS
             } else {
                 MATVEC_MAX_ROWS
             };
-            (1..=most).contains(&m)
+            (1..=most).contains(&m).then_some((0, m == 1))
         }
-        MatmulPath::Integer => m > 0 && (w.ty.is_block() || m <= MATVEC_MAX_ROWS),
-        MatmulPath::DequantizeGemm | MatmulPath::Staged { .. } => false,
+        MatmulPath::Integer {
+            warps_per_row,
+            fused,
+        } => (m > 0 && (w.ty.is_block() || m <= MATVEC_MAX_ROWS)).then_some((warps_per_row, fused)),
+        MatmulPath::DequantizeGemm => None,
     };
-    if integer {
-        return matvec(device, w, (&xc, dtype), m);
+    if let Some(plan) = plan {
+        return matvec(device, w, (&xc, dtype), m, plan);
     }
     dequantize_gemm(blas, w, (&xc, dtype), m)
 }
@@ -560,33 +546,82 @@ fn quantize_rows(
     Ok(out)
 }
 
-/// Launch shape of the mat-vec kernels: one warp per weight row, 256 threads a block, at
-/// most 16 blocks per multiprocessor (`pairs` blocks along y).
-fn matvec_config(device: &Device, n: usize, pairs: u32) -> LaunchConfig {
-    let block = 256u32;
-    let rows_per_block = u64::from(block / device.info().warp_size.max(1));
-    let cap = u64::from(device.info().multiprocessor_count.max(1)) * 16;
+/// Threads a block of the mat-vec kernels.
+const MATVEC_BLOCK: u32 = 256;
+/// Blocks a multiprocessor of the mat-vec kernels' grids, at most.
+const MATVEC_BLOCKS_PER_CU: u64 = 16;
+/// Warps the integer mat-vec aims to have in flight per multiprocessor: with fewer weight rows
+/// than that, each row gets several warps (one warp a row on 4096 rows fills half an H100's
+/// warp slots, and reads at 30-43% of the copy ceiling against 78-83% on 128K rows).
+const MATVEC_WARPS_PER_CU: usize = 48;
+/// Most warps on one weight row.
+pub const MATVEC_MAX_WARPS_PER_ROW: usize = 8;
+
+/// Launch shape of the mat-vec kernels: `warps_per_row` warps on each weight row, 256 threads a
+/// block, at most 16 blocks per multiprocessor (`pairs` blocks along y).
+fn matvec_config(device: &Device, n: usize, warps_per_row: usize, pairs: u32) -> LaunchConfig {
+    let warps = u64::from(MATVEC_BLOCK / device.info().warp_size.max(1)).max(1);
+    let rows_per_block = (warps / warps_per_row.max(1) as u64).max(1);
+    let cap = u64::from(device.info().multiprocessor_count.max(1)) * MATVEC_BLOCKS_PER_CU;
     LaunchConfig {
         grid: [
             (n as u64).div_ceil(rows_per_block).clamp(1, cap) as u32,
             pairs,
             1,
         ],
-        block: [block, 1, 1],
+        block: [MATVEC_BLOCK, 1, 1],
         shared_mem_bytes: 0,
     }
 }
 
+/// Warps per weight row for `n` rows: the fewest (a power of two, at most
+/// [`MATVEC_MAX_WARPS_PER_ROW`] and a block's warps) that give the device
+/// [`MATVEC_WARPS_PER_CU`] warps a multiprocessor.
+fn matvec_warps_per_row(device: &Device, n: usize) -> usize {
+    let info = device.info();
+    let block_warps = (MATVEC_BLOCK / info.warp_size.max(1)).max(1) as usize;
+    let target = info.multiprocessor_count.max(1) as usize * MATVEC_WARPS_PER_CU;
+    let mut wpr = 1;
+    while wpr * n.max(1) < target && wpr * 2 <= MATVEC_MAX_WARPS_PER_ROW.min(block_warps) {
+        wpr *= 2;
+    }
+    wpr
+}
+
 /// `m` contiguous rows of activations (at most 8 for float types) times the weights read in
-/// place: one warp per weight row; block types through q8 activations and integer dot products.
+/// place: `warps_per_row` warps per weight row (0: one where x is quantized in this launch,
+/// else by the rows, see [`matvec_warps_per_row`]);
+/// block types through q8 activations and integer dot products, x quantized in the mat-vec's
+/// own launch with `fused` (where it fits and no graph is being captured).
 fn matvec(
     device: &Device,
     w: QWeights<'_>,
     (x, dtype): (&Contiguous<'_>, DType),
     m: usize,
+    (warps_per_row, fused): (usize, bool),
 ) -> Result<Buffer> {
     const OP: &str = "quantized matvec";
     let n = w.rows;
+    // Under a graph capture launches cost no host time, only device time: there x is
+    // quantized once, by a launch of its own.
+    let fused = fused && q8_bytes(m, w.k) <= fused_shared_limit(device) && !device.is_capturing();
+    let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
+    let wpr = match warps_per_row {
+        // Where every block quantizes x, more warps a row make more blocks and so more
+        // quantizations: one warp a row (H100, Q4_0 4096x4096, one row: 935 GB/s with one warp
+        // a row against 676 with two; bench/results/2026-11-25-h100-matvec-warps-per-row.md).
+        0 if fused => 1,
+        0 => matvec_warps_per_row(device, n),
+        r if r.is_power_of_two() && r <= MATVEC_MAX_WARPS_PER_ROW.min(block_warps) => r,
+        r => {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                detail: format!(
+                    "{r} warps a weight row: the mat-vec takes 1, 2, 4 or 8, at most the {block_warps} warps of a block"
+                ),
+            })
+        }
+    };
     let y = device.alloc(m * n * dtype.size_in_bytes())?;
     if n == 0 || w.k == 0 {
         if w.k == 0 {
@@ -594,168 +629,49 @@ fn matvec(
         }
         return Ok(y);
     }
-    let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
-    let mut config = matvec_config(device, n, 1);
+    let _span =
+        tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k, wpr).entered();
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer);
     let xq;
-    let f = match w.ty.q8_scheme() {
-        // One row (decode) that fits: the kernel quantizes x into its shared memory (one
-        // launch). Every block quantizes all of x, so with more rows the repeated work costs
-        // more than the launch it saves (H100: 1.4-1.8x the two launches' time at 4 and 8 rows).
-        // Under a graph capture launches cost no host time, only device time: there x is
-        // quantized once, by a launch of its own.
-        Some(_)
-            if m == 1
-                && q8_bytes(m, w.k) <= fused_shared_limit(device)
-                && !device.is_capturing() =>
-        {
-            config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
+    let (f, wpr) = match w.ty.q8_scheme() {
+        Some(_) if fused => {
             x.push(&mut args)?;
-            device.kernel(
+            let f = device.kernel(
                 &kernels::QUANTIZED,
                 kernel_op("matvec_q8f", dtype)?,
                 w.ty.key(),
-            )?
+            )?;
+            (f, wpr)
         }
         Some(scheme) => {
             xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
             args.push_buffer(&xq);
-            device.kernel(
+            let f = device.kernel(
                 &kernels::QUANTIZED,
                 kernel_op("matvec_q8", dtype)?,
                 w.ty.key(),
-            )?
+            )?;
+            (f, wpr)
         }
+        // the float mat-vec: one warp a row
         None => {
             x.push(&mut args)?;
-            device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
+            let f = device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?;
+            (f, 1)
         }
     };
+    let mut config = matvec_config(device, n, wpr, 1);
+    if fused && w.ty.is_block() {
+        config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
+    }
     args.push_buffer(&y)
         .push(n as u64)
         .push(w.k as u64)
         .push(m as u32);
-    device.launch(&f, config, &mut args)?;
-    Ok(y)
-}
-
-/// Most weight rows a warp of the staged mat-vec takes at once (MATVEC_WARP_ROWS in
-/// quantized.hip).
-pub const MATVEC_WARP_ROWS: usize = 4;
-
-/// Threads a block of the staged mat-vec: 4 warps of 32 lanes, 2 wavefronts of 64.
-const STAGED_BLOCK: u32 = 128;
-
-/// Blocks a multiprocessor of the staged mat-vec's grid: when each block quantizes x itself,
-/// few (each then takes many weight rows for its one quantization), else enough to fill it.
-const STAGED_BLOCKS_PER_CU_FUSED: u64 = 4;
-const STAGED_BLOCKS_PER_CU: u64 = 16;
-
-/// Bytes of one weight row's stage in the staged mat-vec's shared memory (QStage in
-/// quantized.hip): a multiple of 8 blocks near 1 KiB (at least 8), as 16-byte words, plus one
-/// word (a stage may start inside one).
-pub fn stage_slot_bytes(ty: GgmlType) -> usize {
-    let bytes = ty.type_size();
-    let blocks = (1024 / bytes / 8 * 8).max(8);
-    (blocks * bytes / 16 + 1) * 16
-}
-
-/// Weight rows a warp of the staged mat-vec takes for `m` activation rows: each activation
-/// sub-block read serves that many weight rows, so from 2 rows on the activations' reads stay
-/// below the weights'.
-fn staged_warp_rows(m: usize) -> usize {
-    match m {
-        1 => 1,
-        2..=3 => 2,
-        _ => MATVEC_WARP_ROWS,
+    if w.ty.is_block() {
+        args.push(wpr as u32);
     }
-}
-
-/// `m` (1 to [`MATVEC_MAX_ROWS`]) contiguous rows of activations times the weights of a block
-/// type through the staged mat-vec, `warp_rows` weight rows a warp (0: by m). With `fused` x is
-/// quantized by each block into its shared memory where that fits and no graph is being
-/// captured (one launch), else by a launch of its own.
-fn matvec_staged(
-    device: &Device,
-    w: QWeights<'_>,
-    (x, dtype): (&Contiguous<'_>, DType),
-    m: usize,
-    (warp_rows, fused): (usize, bool),
-) -> Result<Buffer> {
-    const OP: &str = "quantized matvec";
-    let warp_rows = if warp_rows == 0 {
-        staged_warp_rows(m)
-    } else {
-        warp_rows
-    };
-    let Some(scheme) = w.ty.q8_scheme() else {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: format!("the staged mat-vec reads block types, not {}", w.ty),
-        });
-    };
-    if !(1..=MATVEC_MAX_ROWS).contains(&m) || !(1..=MATVEC_WARP_ROWS).contains(&warp_rows) {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: format!(
-                "{m} activation rows, {warp_rows} weight rows a warp: the staged mat-vec takes 1 to {MATVEC_MAX_ROWS} and 1 to {MATVEC_WARP_ROWS}"
-            ),
-        });
-    }
-    let n = w.rows;
-    let y = device.alloc(m * n * dtype.size_in_bytes())?;
-    if n == 0 {
-        return Ok(y);
-    }
-    if w.k == 0 {
-        device.memset(&y, 0, y.len(), 0)?;
-        return Ok(y);
-    }
-    let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
-    let info = device.info();
-    let warps = u64::from(STAGED_BLOCK / info.warp_size.max(1)).max(1);
-    let stages = warps as usize * warp_rows * stage_slot_bytes(w.ty);
-    let x_bytes = q8_bytes(m, w.k).div_ceil(16) * 16;
-    let limit = fused_shared_limit(device);
-    let fused = fused && !device.is_capturing() && x_bytes + stages <= limit;
-    if stages > limit {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: format!(
-                "{} weights: the staged mat-vec needs {stages} bytes of shared memory, the device gives {limit}",
-                w.ty
-            ),
-        });
-    }
-    let per_cu = if fused {
-        STAGED_BLOCKS_PER_CU_FUSED
-    } else {
-        STAGED_BLOCKS_PER_CU
-    };
-    let needed = (n as u64).div_ceil(warps * warp_rows as u64);
-    let cap = u64::from(info.multiprocessor_count.max(1)) * per_cu;
-    let config = LaunchConfig {
-        grid: [needed.clamp(1, cap) as u32, 1, 1],
-        block: [STAGED_BLOCK, 1, 1],
-        shared_mem_bytes: (stages + if fused { x_bytes } else { 0 }) as u32,
-    };
-    let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer);
-    let xq;
-    let f = if fused {
-        x.push(&mut args)?;
-        device.kernel(&kernels::QUANTIZED, kernel_op("matvec_q8sf", dtype)?, w.ty.key())?
-    } else {
-        xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
-        args.push_buffer(&xq);
-        device.kernel(&kernels::QUANTIZED, kernel_op("matvec_q8s", dtype)?, w.ty.key())?
-    };
-    args.push_buffer(&y)
-        .push(n as u64)
-        .push(w.k as u64)
-        .push(m as u32)
-        .push(warp_rows as u32);
     device.launch(&f, config, &mut args)?;
     Ok(y)
 }
@@ -868,7 +784,7 @@ pub fn moe_matvec(
         Some(b) => args.push_buffer(b),
         None => args.push(0u64),
     };
-    let config = matvec_config(device, n, pairs.min(65535) as u32);
+    let config = matvec_config(device, n, 1, pairs.min(65535) as u32);
     device.launch(&f, config, &mut args)?;
     if let Some(b) = bad {
         check_ids_counter(device, &b, (&ids_data, pairs), (OP, experts))?;
@@ -915,11 +831,14 @@ mod tests {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
             let own = if ty.is_block() {
-                &["matvec_q8", "matvec_q8s", "matvec_q8sf", "moe_q8"][..]
+                &["matvec_q8", "matvec_q8f", "moe_q8"][..]
             } else {
                 &["matvec", "dequantize"][..]
             };
-            for op in ["dequantize", "embedding"].into_iter().chain(own.iter().copied()) {
+            for op in ["dequantize", "embedding"]
+                .into_iter()
+                .chain(own.iter().copied())
+            {
                 for out in [DType::F32, DType::F16, DType::BF16] {
                     let kernel = kernel_op(op, out).unwrap();
                     let entry = kernels::QUANTIZED.entry_point(kernel, ty.key());
@@ -932,21 +851,6 @@ mod tests {
         }
         assert_eq!(GgmlType::ALL.len(), kernels::GGML_TYPES.len());
         assert!(kernel_op("dequantize", DType::U8).is_err());
-    }
-
-    #[test]
-    fn stages_are_whole_words_near_1_kib() {
-        for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
-            let slot = stage_slot_bytes(ty);
-            assert_eq!(slot % 16, 0, "{ty}");
-            // 8 blocks at least, whole 16-byte words plus the one a stage may start in
-            let blocks = (slot - 16) / ty.type_size();
-            assert!(blocks >= 8 && blocks % 8 == 0, "{ty}: {blocks}");
-            assert_eq!((slot - 16) % ty.type_size(), 0, "{ty}");
-            assert!(slot <= 2352, "{ty}: {slot}");
-        }
-        assert_eq!(stage_slot_bytes(GgmlType::Q4_0), (56 * 18 / 16 + 1) * 16);
-        assert_eq!(stage_slot_bytes(GgmlType::Q6K), (8 * 210 / 16 + 1) * 16);
     }
 
     #[test]

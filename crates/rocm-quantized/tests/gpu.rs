@@ -346,17 +346,19 @@ fn matmul_matches_the_cpu_qmatmul() {
 }
 
 #[test]
-fn staged_matvec_matches_the_cpu_qmatmul() {
-    // The staged mat-vec of every block type: batch 1 to 8, 1 to 4 weight rows a warp, x
+fn integer_matvec_plans_match_the_cpu_qmatmul() {
+    // The integer mat-vec of every block type: batch 1 to 8, 1 to 8 warps a weight row, x
     // quantized by each block or by a launch of its own, an odd number of weight rows (37: the
-    // last warp's group is partial), k from one block to an 8B model's down projection, and
-    // rows that start inside a 16-byte word (Q6_K and Q3_K at k = 256 and 11008, the 32-value
+    // last block's rows are partial), k from one block to an 8B model's down projection, rows
+    // that start anywhere in a 16-byte word (Q6_K and Q3_K at k = 256 and 11008, the 32-value
     // types at k = 288). Against Candle's CPU QMatMul, which quantizes the activations as the
     // kernel does: equal to f32 rounding of the scaled integer sums.
     let d = device();
     let blas = Blas::new(&d).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let n = 37;
+    // a block holds 8 warps of 32 lanes, 4 wavefronts of 64
+    let most = rq::MATVEC_MAX_WARPS_PER_ROW.min(256 / d.info().warp_size as usize);
     let mut checked = 0;
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
         let ks: &[usize] = if ty.block_size() == 32 {
@@ -387,22 +389,25 @@ fn staged_matvec_matches_the_cpu_qmatmul() {
                     let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
                     let xl = Layout::contiguous(&[m, k]);
                     let plans: Vec<(usize, bool)> = if dtype == DType::F32 {
-                        (1..=rq::MATVEC_WARP_ROWS)
-                            .flat_map(|r| [(r, false), (r, true)])
+                        (0..=most.trailing_zeros())
+                            .flat_map(|p| [(1 << p, false), (1 << p, true)])
                             .collect()
                     } else {
                         vec![(0, m == 1)]
                     };
-                    for (warp_rows, fused) in plans {
-                        let path = rq::MatmulPath::Staged { warp_rows, fused };
-                        let got = rq::matmul_via(&blas, w, Operand::new(&xb, dtype, &xl), path)
-                            .unwrap();
+                    for (warps_per_row, fused) in plans {
+                        let path = rq::MatmulPath::Integer {
+                            warps_per_row,
+                            fused,
+                        };
+                        let got =
+                            rq::matmul_via(&blas, w, Operand::new(&xb, dtype, &xl), path).unwrap();
                         let got = values(&download(&d, &got), dtype);
                         assert_eq!(got.len(), want.len());
                         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                             assert!(
                                 (g - w).abs() <= tol * scale,
-                                "{ty} {dtype} ({m}, {n}, {k}) {warp_rows} rows a warp, fused {fused}, at {i}: {g} vs {w}"
+                                "{ty} {dtype} ({m}, {n}, {k}) {warps_per_row} warps a row, fused {fused}, at {i}: {g} vs {w}"
                             );
                         }
                         checked += 1;
@@ -411,7 +416,7 @@ fn staged_matvec_matches_the_cpu_qmatmul() {
             }
         }
     }
-    // a batch or a warp's row count out of range is a typed error
+    // a count of warps a row that is not a power of two, or more than a block holds
     let q = quantized(GgmlType::Q4_0, 4, 256, 1);
     let blocks = d.htod(&q.data().unwrap()).unwrap();
     let w = QWeights {
@@ -420,17 +425,17 @@ fn staged_matvec_matches_the_cpu_qmatmul() {
         rows: 4,
         k: 256,
     };
-    let x = d.alloc_zeroed(9 * 256 * 4).unwrap();
-    for (m, warp_rows) in [(9, 1), (2, rq::MATVEC_WARP_ROWS + 1)] {
-        let xl = Layout::contiguous(&[m, 256]);
-        let path = rq::MatmulPath::Staged {
-            warp_rows,
+    let x = d.alloc_zeroed(2 * 256 * 4).unwrap();
+    let xl = Layout::contiguous(&[2, 256]);
+    for warps_per_row in [3, 2 * most] {
+        let path = rq::MatmulPath::Integer {
+            warps_per_row,
             fused: false,
         };
         let e = rq::matmul_via(&blas, w, Operand::new(&x, DType::F32, &xl), path).unwrap_err();
         assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     }
-    println!("staged mat-vec: {checked} type x k x batch x plan cases");
+    println!("integer mat-vec: {checked} type x k x batch x plan cases");
 }
 
 #[test]
