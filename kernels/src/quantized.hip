@@ -573,53 +573,97 @@ DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 ro
     }
 }
 
-// y = x . w^T from q8 activations: `wpr` warps per weight row (1, 2, 4 or 8; at most the
-// block's warps), each taking every wpr-th run of sub-blocks of the row; their sums meet in
-// shared memory. One warp a row leaves most of the device idle where the rows are few (4096
-// rows are half the warps an H100 holds): more warps a row keep more loads in flight.
+// The dots of R consecutive weight rows (the first at w0, `live` of them inside the matrix)
+// with `rows` rows of q8 activations, added to acc[i][r]: each activation sub-block is read once
+// for the R weight rows. Lanes take sub-blocks as in q8_row_dot.
+template <typename Q, int R>
+DEVICE void q8_rows_dot(const u8* w0, u64 row_bytes, u32 live, const u8* xq, const u8* meta, u64 k, u32 rows,
+                        u32 lane, u32 width, float (*acc)[MATVEC_MAX_ROWS]) {
+    const u64 subs = k / 32;
+    // R weight sub-blocks a step are already R loads in flight; two steps keep the registers in
+    // bounds
+#pragma unroll 2
+    for (u64 s = lane; s < subs; s += width) {
+        const u64 blk = s / Q::SUBS;
+        QSub w[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+            if (i < (int)live) Q::sub(w0 + i * row_bytes + blk * Q::BYTES, (int)(s - blk * Q::SUBS), w[i]);
+#pragma unroll
+        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+            if (r >= (int)rows) break;
+            const u8* xs = xq + r * k + s * 32;
+            const u8* rec = meta + (r * subs + s) * 8;
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                if (i < (int)live) acc[i][r] += q8_sub_dot<Q>(w[i], xs, rec);
+        }
+    }
+}
+
+// y = x . w^T from q8 activations: each group of `wpr` warps (1, 2, 4 or 8; at most the block's
+// warps) takes R consecutive weight rows (1, 2 or 4), each warp every wpr-th run of sub-blocks of
+// them; the warps' sums meet in shared memory. One warp a row leaves most of the device idle
+// where the rows are few (4096 rows are half the warps an H100 holds): more warps a row keep
+// more loads in flight; several rows a warp read each activation sub-block once for all of
+// them (batch 2-8) and put R rows' loads in flight at once.
 #define MATVEC_MAX_BLOCK_WARPS 32
-template <typename Q, typename X>
+template <typename Q, int R, typename X>
 DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
-    __shared__ float partial[MATVEC_MAX_BLOCK_WARPS][MATVEC_MAX_ROWS];
+    __shared__ float partial[MATVEC_MAX_BLOCK_WARPS][R][MATVEC_MAX_ROWS];
     const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-    const u32 rows_per_block = blockDim.x / warpSize / wpr;
+    const u32 rows_per_block = blockDim.x / warpSize / wpr * R;
     const u32 part = warp % wpr, slot = warp / wpr;
     const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
     const u8* meta = xq + rows * k;
     // the loop is uniform over the block (its barriers)
     for (u64 j0 = blockIdx.x * (u64)rows_per_block; j0 < n; j0 += (u64)gridDim.x * rows_per_block) {
-        const u64 j = j0 + slot;
-        float acc[MATVEC_MAX_ROWS];
-        // rows in groups of MATVEC_MAX_ROWS: the weight row comes from memory once, then from
+        const u64 j = j0 + slot * R;
+        const u32 live = j >= n ? 0 : (n - j < (u64)R ? (u32)(n - j) : (u32)R);
+        float acc[R][MATVEC_MAX_ROWS];
+        // rows in groups of MATVEC_MAX_ROWS: the weight rows come from memory once, then from
         // the cache for the next group
         for (u32 r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
             const u32 group = rows - r0 < MATVEC_MAX_ROWS ? rows - r0 : MATVEC_MAX_ROWS;
 #pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
-            if (j < n)
-                q8_row_dot<Q>(w + j * row_bytes, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group,
-                              part * warpSize + lane, wpr * warpSize, acc);
+            for (int i = 0; i < R; ++i)
 #pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
-                if (r >= (int)group) break;
-                float v = acc[r];
-                for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
-                acc[r] = v;
+                for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[i][r] = 0.0f;
+            if (live > 0) {
+                const u8* xg = xq + r0 * k;
+                const u8* mg = meta + r0 * (k / 32) * 8;
+                if (R == 1)
+                    q8_row_dot<Q>(w + j * row_bytes, xg, mg, k, group, part * warpSize + lane, wpr * warpSize, acc[0]);
+                else
+                    q8_rows_dot<Q, R>(w + j * row_bytes, row_bytes, live, xg, mg, k, group, part * warpSize + lane,
+                                      wpr * warpSize, acc);
             }
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+#pragma unroll
+                for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+                    if (r >= (int)group) break;
+                    float v = acc[i][r];
+                    for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+                    acc[i][r] = v;
+                }
             if (wpr == 1) {
-                if (lane == 0 && j < n)
-                    for (u32 r = 0; r < group; ++r) q_store(y, (r0 + r) * n + j, acc[r]);
+                if (lane == 0)
+                    for (u32 i = 0; i < live; ++i)
+                        for (u32 r = 0; r < group; ++r) q_store(y, (r0 + r) * n + j + i, acc[i][r]);
                 continue;
             }
             if (lane == 0)
-                for (u32 r = 0; r < group; ++r) partial[warp][r] = acc[r];
+                for (u32 i = 0; i < (u32)R; ++i)
+                    for (u32 r = 0; r < group; ++r) partial[warp][i][r] = acc[i][r];
             __syncthreads();
-            if (part == 0 && lane == 0 && j < n) {
-                for (u32 r = 0; r < group; ++r) {
-                    float v = 0.0f;
-                    for (u32 p = 0; p < wpr; ++p) v += partial[warp + p][r];
-                    q_store(y, (r0 + r) * n + j, v);
-                }
+            if (part == 0 && lane == 0) {
+                for (u32 i = 0; i < live; ++i)
+                    for (u32 r = 0; r < group; ++r) {
+                        float v = 0.0f;
+                        for (u32 p = 0; p < wpr; ++p) v += partial[warp + p][i][r];
+                        q_store(y, (r0 + r) * n + j + i, v);
+                    }
             }
             __syncthreads();
         }
@@ -639,7 +683,7 @@ DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 row
         quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
     }
     __syncthreads();
-    matvec_q8<Q>(w, xq, y, n, k, rows, wpr);
+    matvec_q8<Q, 1>(w, xq, y, n, k, rows, wpr);
 }
 
 // Mixture of experts: w holds `experts` (n, k) matrices; for token t and slot e of ids
@@ -707,7 +751,13 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
     KERNEL void matvec_q8_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
-        matvec_q8<Q>(w, xq, y, n, k, rows, wpr);                                                 \
+        matvec_q8<Q, 1>(w, xq, y, n, k, rows, wpr);                                              \
+    }                                                                                            \
+    KERNEL void matvec_q8r2_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
+        matvec_q8<Q, 2>(w, xq, y, n, k, rows, wpr);                                              \
+    }                                                                                            \
+    KERNEL void matvec_q8r4_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
+        matvec_q8<Q, 4>(w, xq, y, n, k, rows, wpr);                                              \
     }                                                                                            \
     KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
         matvec_q8_fused<Q>(w, x, y, n, k, rows, wpr);                                            \

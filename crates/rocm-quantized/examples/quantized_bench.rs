@@ -5,8 +5,8 @@
 //! 512 rows of bf16 activations, in TFLOP/s beside one bf16 gemm of the same shape on weights
 //! already in bf16 (the BLAS ceiling), and with f32 activations (Candle's quantized models).
 //! Beside each mat-vec line, the host time to queue one call; after it the same product with x
-//! quantized by a launch of its own (a captured step's form), and with one warp a weight row
-//! (the kernel before rows got several warps).
+//! quantized by a launch of its own (a captured step's form), with one warp a weight row (the
+//! kernel before rows got several warps), and with 2 and 4 weight rows a warp.
 
 use rocm_blas::{Blas, MatmulShape};
 use rocm_quantized::{
@@ -59,6 +59,7 @@ fn main() -> rocm_quantized::Result<()> {
                         "x quantized apart",
                         MatmulPath::Integer {
                             warps_per_row: 0,
+                            rows_per_warp: 1,
                             fused: false,
                         },
                     ),
@@ -66,7 +67,24 @@ fn main() -> rocm_quantized::Result<()> {
                         "one warp a row",
                         MatmulPath::Integer {
                             warps_per_row: 1,
+                            rows_per_warp: 1,
                             fused: m == 1,
+                        },
+                    ),
+                    (
+                        "x quantized apart, 2 rows a warp",
+                        MatmulPath::Integer {
+                            warps_per_row: 0,
+                            rows_per_warp: 2,
+                            fused: false,
+                        },
+                    ),
+                    (
+                        "x quantized apart, 4 rows a warp",
+                        MatmulPath::Integer {
+                            warps_per_row: 0,
+                            rows_per_warp: 4,
+                            fused: false,
                         },
                     ),
                 ];
@@ -146,6 +164,7 @@ fn crossover(
         let mut ms = [0.0; 2];
         let integer = MatmulPath::Integer {
             warps_per_row: 0,
+            rows_per_warp: 1,
             fused: false,
         };
         for (i, path) in [integer, MatmulPath::DequantizeGemm]

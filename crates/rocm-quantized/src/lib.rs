@@ -341,13 +341,18 @@ pub enum MatmulPath {
     /// dequantize + gemm.
     Auto,
     /// Block types: q8 activations and integer dot products, any number of rows (each weight
-    /// row read from memory once; the activation rows in groups of 8), `warps_per_row` warps
-    /// on each weight row (1, 2, 4 or 8, at most a block's warps; 0 picks: one where x is
-    /// quantized in the mat-vec's launch, else by the number of weight rows); with `fused`,
-    /// each block quantizes x into its shared memory (one launch) where it fits and no graph
-    /// is being captured, else a launch of its own quantizes x once. Float types: the float
-    /// mat-vec.
-    Integer { warps_per_row: usize, fused: bool },
+    /// row read from memory once; the activation rows in groups of 8). Each group of
+    /// `warps_per_row` warps (1, 2, 4 or 8, at most a block's warps; 0 picks: one where x is
+    /// quantized in the mat-vec's launch, else by the number of weight rows) takes
+    /// `rows_per_warp` consecutive weight rows (1, 2 or 4; 0 is 1), reading each activation
+    /// sub-block once for them. With `fused` and one row a warp, each block quantizes x into
+    /// its shared memory (one launch) where it fits and no graph is being captured; else a
+    /// launch of its own quantizes x once. Float types: the float mat-vec.
+    Integer {
+        warps_per_row: usize,
+        rows_per_warp: usize,
+        fused: bool,
+    },
     /// The weights dequantized to x's dtype on the device, then one gemm.
     DequantizeGemm,
 }
@@ -406,12 +411,21 @@ pub fn matmul_via(
             } else {
                 MATVEC_MAX_ROWS
             };
-            (1..=most).contains(&m).then_some((0, m == 1))
+            (1..=most).contains(&m).then_some(MatvecPlan {
+                warps_per_row: 0,
+                rows_per_warp: 1,
+                fused: m == 1,
+            })
         }
         MatmulPath::Integer {
             warps_per_row,
+            rows_per_warp,
             fused,
-        } => (m > 0 && (w.ty.is_block() || m <= MATVEC_MAX_ROWS)).then_some((warps_per_row, fused)),
+        } => (m > 0 && (w.ty.is_block() || m <= MATVEC_MAX_ROWS)).then_some(MatvecPlan {
+            warps_per_row,
+            rows_per_warp,
+            fused,
+        }),
         MatmulPath::DequantizeGemm => None,
     };
     if let Some(plan) = plan {
@@ -574,6 +588,17 @@ fn matvec_config(device: &Device, n: usize, warps_per_row: usize, pairs: u32) ->
     }
 }
 
+/// How the integer mat-vec spreads its work (see [`MatmulPath::Integer`]).
+#[derive(Debug, Clone, Copy)]
+struct MatvecPlan {
+    warps_per_row: usize,
+    rows_per_warp: usize,
+    fused: bool,
+}
+
+/// Most consecutive weight rows one warp group of the integer mat-vec takes at once.
+pub const MATVEC_MAX_ROWS_PER_WARP: usize = 4;
+
 /// Warps per weight row for `n` rows: the fewest (a power of two, at most
 /// [`MATVEC_MAX_WARPS_PER_ROW`] and a block's warps) that give the device
 /// [`MATVEC_WARPS_PER_CU`] warps a multiprocessor.
@@ -598,20 +623,36 @@ fn matvec(
     w: QWeights<'_>,
     (x, dtype): (&Contiguous<'_>, DType),
     m: usize,
-    (warps_per_row, fused): (usize, bool),
+    plan: MatvecPlan,
 ) -> Result<Buffer> {
     const OP: &str = "quantized matvec";
     let n = w.rows;
+    let rows_per_warp = match plan.rows_per_warp {
+        0 | 1 => 1,
+        r @ (2 | 4) if w.ty.is_block() => r,
+        r => {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                detail: format!(
+                    "{r} weight rows a warp of {} weights: the mat-vec takes 1, 2 or 4 (block types), 1 (float types)",
+                    w.ty
+                ),
+            })
+        }
+    };
     // Under a graph capture launches cost no host time, only device time: there x is
     // quantized once, by a launch of its own.
-    let fused = fused && q8_bytes(m, w.k) <= fused_shared_limit(device) && !device.is_capturing();
+    let fused = plan.fused
+        && rows_per_warp == 1
+        && q8_bytes(m, w.k) <= fused_shared_limit(device)
+        && !device.is_capturing();
     let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
-    let wpr = match warps_per_row {
+    let wpr = match plan.warps_per_row {
         // Where every block quantizes x, more warps a row make more blocks and so more
         // quantizations: one warp a row (H100, Q4_0 4096x4096, one row: 935 GB/s with one warp
         // a row against 676 with two; bench/results/2026-11-25-h100-matvec-warps-per-row.md).
         0 if fused => 1,
-        0 => matvec_warps_per_row(device, n),
+        0 => matvec_warps_per_row(device, n.div_ceil(rows_per_warp)),
         r if r.is_power_of_two() && r <= MATVEC_MAX_WARPS_PER_ROW.min(block_warps) => r,
         r => {
             return Err(Error::ShapeMismatch {
@@ -647,11 +688,12 @@ fn matvec(
         Some(scheme) => {
             xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
             args.push_buffer(&xq);
-            let f = device.kernel(
-                &kernels::QUANTIZED,
-                kernel_op("matvec_q8", dtype)?,
-                w.ty.key(),
-            )?;
+            let op = match rows_per_warp {
+                1 => "matvec_q8",
+                2 => "matvec_q8r2",
+                _ => "matvec_q8r4",
+            };
+            let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
             (f, wpr)
         }
         // the float mat-vec: one warp a row
@@ -661,7 +703,7 @@ fn matvec(
             (f, 1)
         }
     };
-    let mut config = matvec_config(device, n, wpr, 1);
+    let mut config = matvec_config(device, n.div_ceil(rows_per_warp), wpr, 1);
     if fused && w.ty.is_block() {
         config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
     }
@@ -678,10 +720,18 @@ fn matvec(
 
 /// Most shared memory the fused mat-vec takes for the q8 form of x: 48 KiB (the most a
 /// launch gets on NVIDIA without opting in; AMD's workgroups have 64 KiB), or less where the
-/// device has less: one row fits for k up to 39K.
+/// device has less, less the kernel's static shared memory (its warps' partial sums, 1 KiB, and
+/// the wave64 emulation's exchange slots, 4 KiB): one row fits for k up to 35K.
 fn fused_shared_limit(device: &Device) -> usize {
-    device.info().shared_mem_per_block.min(48 << 10)
+    device
+        .info()
+        .shared_mem_per_block
+        .min(48 << 10)
+        .saturating_sub(FUSED_STATIC_SHARED_BYTES)
 }
+
+/// The fused mat-vec's static shared memory, at most (see [`fused_shared_limit`]).
+const FUSED_STATIC_SHARED_BYTES: usize = 5 << 10;
 
 /// `experts` weight matrices of (n, k) one after the other (`weights.rows` = experts * n), as
 /// a mixture-of-experts layer stores them.
@@ -831,7 +881,13 @@ mod tests {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
             let own = if ty.is_block() {
-                &["matvec_q8", "matvec_q8f", "moe_q8"][..]
+                &[
+                    "matvec_q8",
+                    "matvec_q8r2",
+                    "matvec_q8r4",
+                    "matvec_q8f",
+                    "moe_q8",
+                ][..]
             } else {
                 &["matvec", "dequantize"][..]
             };

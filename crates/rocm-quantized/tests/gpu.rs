@@ -347,8 +347,8 @@ fn matmul_matches_the_cpu_qmatmul() {
 
 #[test]
 fn integer_matvec_plans_match_the_cpu_qmatmul() {
-    // The integer mat-vec of every block type: batch 1 to 8, 1 to 8 warps a weight row, x
-    // quantized by each block or by a launch of its own, an odd number of weight rows (37: the
+    // The integer mat-vec of every block type: batch 1 to 8, 1 to 8 warps a weight row, 1, 2
+    // or 4 weight rows a warp, x quantized by each block or by a launch of its own, an odd number of weight rows (37: the
     // last block's rows are partial), k from one block to an 8B model's down projection, rows
     // that start anywhere in a 16-byte word (Q6_K and Q3_K at k = 256 and 11008, the 32-value
     // types at k = 288). Against Candle's CPU QMatMul, which quantizes the activations as the
@@ -388,16 +388,21 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
                     let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
                     let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
                     let xl = Layout::contiguous(&[m, k]);
-                    let plans: Vec<(usize, bool)> = if dtype == DType::F32 {
-                        (0..=most.trailing_zeros())
-                            .flat_map(|p| [(1 << p, false), (1 << p, true)])
+                    // (warps a row, rows a warp, fused)
+                    let plans: Vec<(usize, usize, bool)> = if dtype == DType::F32 {
+                        let warps = (0..=most.trailing_zeros()).map(|p| 1 << p);
+                        warps
+                            .clone()
+                            .flat_map(|w| [(w, 1, false), (w, 1, true)])
+                            .chain(warps.flat_map(|w| [(w, 2, false), (w, 4, false)]))
                             .collect()
                     } else {
-                        vec![(0, m == 1)]
+                        vec![(0, 1, m == 1), (0, 2, false)]
                     };
-                    for (warps_per_row, fused) in plans {
+                    for (warps_per_row, rows_per_warp, fused) in plans {
                         let path = rq::MatmulPath::Integer {
                             warps_per_row,
+                            rows_per_warp,
                             fused,
                         };
                         let got =
@@ -407,7 +412,7 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
                         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                             assert!(
                                 (g - w).abs() <= tol * scale,
-                                "{ty} {dtype} ({m}, {n}, {k}) {warps_per_row} warps a row, fused {fused}, at {i}: {g} vs {w}"
+                                "{ty} {dtype} ({m}, {n}, {k}) {warps_per_row} warps a row, {rows_per_warp} rows a warp, fused {fused}, at {i}: {g} vs {w}"
                             );
                         }
                         checked += 1;
@@ -416,7 +421,8 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
             }
         }
     }
-    // a count of warps a row that is not a power of two, or more than a block holds
+    // a count of warps a row that is not a power of two or more than a block holds, a count of
+    // rows a warp the kernels do not take
     let q = quantized(GgmlType::Q4_0, 4, 256, 1);
     let blocks = d.htod(&q.data().unwrap()).unwrap();
     let w = QWeights {
@@ -427,9 +433,10 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
     };
     let x = d.alloc_zeroed(2 * 256 * 4).unwrap();
     let xl = Layout::contiguous(&[2, 256]);
-    for warps_per_row in [3, 2 * most] {
+    for (warps_per_row, rows_per_warp) in [(3, 1), (2 * most, 1), (1, 3), (1, 8)] {
         let path = rq::MatmulPath::Integer {
             warps_per_row,
+            rows_per_warp,
             fused: false,
         };
         let e = rq::matmul_via(&blas, w, Operand::new(&x, DType::F32, &xl), path).unwrap_err();
