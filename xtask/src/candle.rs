@@ -21,7 +21,7 @@ pub const CANDLE_VERSION: &str = "0.11.1";
 pub const CRATES: [&str; 3] = ["candle-core", "candle-nn", "candle-transformers"];
 /// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
 /// the e2e GPU suites: packed for the GPU machine, where they run on `Device::Rocm`.
-pub const DEVICE_TESTS: [&str; 13] = [
+pub const DEVICE_TESTS: [&str; 14] = [
     "candle-core/bilinear_tests",
     "candle-core/conv_tests",
     "candle-core/grad_tests",
@@ -35,6 +35,7 @@ pub const DEVICE_TESTS: [&str; 13] = [
     "e2e/quantized",
     "e2e/graph",
     "e2e/kld",
+    "e2e/moe",
 ];
 /// The packages of the materialised workspace whose tests run: in the CPU tier and, for
 /// their device tests, in the GPU pack.

@@ -65,7 +65,9 @@ impl std::fmt::Display for Divergence {
 
 /// log-softmax of logits, in f64.
 fn log_probs(logits: &[f32]) -> Vec<f64> {
-    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+    let max = logits
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
     let sum: f64 = logits.iter().map(|&v| (f64::from(v) - max).exp()).sum();
     let log_sum = sum.ln() + max;
     logits.iter().map(|&v| f64::from(v) - log_sum).collect()
@@ -131,7 +133,8 @@ pub fn divergence(reference: &[Vec<f32>], test: &[Vec<f32>]) -> DemoResult<Diver
 /// [`MAX_TOP1_SHORTFALL`] below own; and the sentence that says so.
 pub fn within(test: &Divergence, own: &Divergence) -> (bool, String) {
     let ratio = test.mean / own.mean;
-    let passed = test.mean <= MAX_MEAN_RATIO * own.mean && test.top1 >= own.top1 - MAX_TOP1_SHORTFALL;
+    let passed =
+        test.mean <= MAX_MEAN_RATIO * own.mean && test.top1 >= own.top1 - MAX_TOP1_SHORTFALL;
     (
         passed,
         format!(

@@ -232,9 +232,18 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
     );
     println!("  CPU, prompt a token at a time:  {own}");
     let runs = [
-        ("quantized_llama on the GPU", kld::quantized_llama(path, gpu, &reference)),
-        ("static llama, eager", kld::static_llama(path, gpu, &reference, false)),
-        ("static llama, captured step", kld::static_llama(path, gpu, &reference, true)),
+        (
+            "quantized_llama on the GPU",
+            kld::quantized_llama(path, gpu, &reference),
+        ),
+        (
+            "static llama, eager",
+            kld::static_llama(path, gpu, &reference, false),
+        ),
+        (
+            "static llama, captured step",
+            kld::static_llama(path, gpu, &reference, true),
+        ),
     ];
     let mut verdicts = Vec::new();
     for (what, run) in runs {
@@ -350,7 +359,10 @@ fn run() -> DemoResult<bool> {
     match &gguf {
         Some(path) => match gguf_llm(path, &gpu) {
             Ok(c) => checks.extend(c),
-            Err(e) => checks.push(failed("GGUF LLM: as close to the CPU as the CPU is to itself", e)),
+            Err(e) => checks.push(failed(
+                "GGUF LLM: as close to the CPU as the CPU is to itself",
+                e,
+            )),
         },
         None => println!("\n(no --gguf file: the quantized LLM is left out)"),
     }

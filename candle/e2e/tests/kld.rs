@@ -22,9 +22,18 @@ fn gguf_models_on_the_gpu_are_as_close_to_the_cpu_as_the_cpu_is_to_itself() {
     println!("CPU, prompt a token at a time: {own}");
     let mut failures = Vec::new();
     for (what, run) in [
-        ("quantized_llama", kld::quantized_llama(&path, &gpu, &reference)),
-        ("static llama, eager", kld::static_llama(&path, &gpu, &reference, false)),
-        ("static llama, captured", kld::static_llama(&path, &gpu, &reference, true)),
+        (
+            "quantized_llama",
+            kld::quantized_llama(&path, &gpu, &reference),
+        ),
+        (
+            "static llama, eager",
+            kld::static_llama(&path, &gpu, &reference, false),
+        ),
+        (
+            "static llama, captured",
+            kld::static_llama(&path, &gpu, &reference, true),
+        ),
     ] {
         let (passed, detail) = kld::within(&run.unwrap(), &own);
         println!("{what}: {detail}");
