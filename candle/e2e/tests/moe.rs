@@ -33,6 +33,24 @@ fn routing(rng: &mut SplitMix64, tokens: usize, experts: usize, topk: usize) -> 
     [ids, weights, sorted, order]
 }
 
+/// The largest |a - b| of two tensors (any devices, any float dtype).
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    let f = |t: &Tensor| {
+        t.to_device(&Device::Cpu)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+    };
+    (f(a) - f(b))
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
 fn scale(v: &[f32]) -> f32 {
     v.iter().fold(1e-3f32, |m, x| m.max(x.abs()))
 }
@@ -169,25 +187,11 @@ fn moe_gemm_on_the_cpu_is_each_pairs_expert_product() {
             let we = w.i(e as usize).unwrap().t().unwrap();
             let want = x.i(t..t + 1).unwrap().matmul(&we).unwrap();
             let got = y.i(p..p + 1).unwrap();
-            let d = (got - &want)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let d = max_diff(&got, &want);
             assert!(d <= 1e-5, "pair {p}: {d}");
             let want = (xp.i(p..p + 1).unwrap().matmul(&we).unwrap() * f64::from(pw[p])).unwrap();
             let got = yp.i(p..p + 1).unwrap();
-            let d = (got - &want)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let d = max_diff(&got, &want);
             assert!(d <= 1e-5, "pair {p}, weighted: {d}");
         }
     }
@@ -317,19 +321,7 @@ mod rocm {
                 true,
             )
             .unwrap();
-            let d = (got
-                .to_device(&Device::Cpu)
-                .unwrap()
-                .to_dtype(DType::F32)
-                .unwrap()
-                - cpu.to_dtype(DType::F32).unwrap())
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+            let d = max_diff(&got, &cpu);
             let tol = if dtype == DType::F32 { 1e-4 } else { 0.1 };
             assert!(d <= tol, "{dtype:?}: {d}");
             // the down form, scaled by the pairs' weights
@@ -348,19 +340,7 @@ mod rocm {
                 false,
             )
             .unwrap();
-            let d = (got
-                .to_device(&Device::Cpu)
-                .unwrap()
-                .to_dtype(DType::F32)
-                .unwrap()
-                - cpu.to_dtype(DType::F32).unwrap())
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+            let d = max_diff(&got, &cpu);
             assert!(d <= tol, "{dtype:?}, weighted: {d}");
         }
     }
