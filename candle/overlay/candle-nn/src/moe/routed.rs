@@ -145,9 +145,10 @@ pub fn moe_gemm_gguf(
     let ids = experts_by_pair(sorted_token_ids, experts_ids, pairs, experts)?;
     let y = match input.device() {
         Device::Cpu => cpu_gguf(&x, weights, &ids, topk)?,
-        _ => weights
+        d if d.is_rocm() => weights
             .indexed_moe_forward(&x, &ids.reshape((pairs / topk, topk))?)?
             .reshape((pairs, n))?,
+        d => candle::bail!("moe_gemm_gguf: no kernel for {:?}", d.location()),
     };
     scaled(y, topk_weights, pairs)
 }
