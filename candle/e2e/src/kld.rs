@@ -73,7 +73,8 @@ fn log_probs(logits: &[f32]) -> Vec<f64> {
     logits.iter().map(|&v| f64::from(v) - log_sum).collect()
 }
 
-fn argmax(v: &[f32]) -> usize {
+/// The index of the largest logit (the first of equal ones).
+pub fn argmax(v: &[f32]) -> usize {
     v.iter()
         .enumerate()
         .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {

@@ -381,16 +381,7 @@ fn qwen3_moe_greedy(
 }
 
 fn argmax(v: &[f32]) -> u32 {
-    v.iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
-            if x > bv {
-                (i, x)
-            } else {
-                (bi, bv)
-            }
-        })
-        .0 as u32
+    candle_rocm_e2e::kld::argmax(v) as u32
 }
 
 #[test]
