@@ -25,8 +25,8 @@ pub struct GgufChat {
 pub struct Greedy {
     /// The generated tokens (the prompt excluded).
     pub tokens: Vec<u32>,
-    /// The gap between the best and the second-best logit at each step.
-    pub margins: Vec<f32>,
+    /// The logits each token was picked from.
+    pub logits: Vec<Vec<f32>>,
     pub prefill_s: f64,
     pub decode_s: f64,
 }
@@ -73,7 +73,7 @@ impl GgufChat {
         let device = self.device.clone();
         let mut out = Greedy {
             tokens: Vec::new(),
-            margins: Vec::new(),
+            logits: Vec::new(),
             prefill_s: 0.0,
             decode_s: 0.0,
         };
@@ -86,9 +86,9 @@ impl GgufChat {
             if step == 0 {
                 out.prefill_s = t.elapsed().as_secs_f64();
             }
-            let (best, margin) = top2(&logits).ok_or("no logits")?;
-            out.margins.push(margin);
+            let best = top1(&logits).ok_or("no logits")?;
             out.tokens.push(best);
+            out.logits.push(logits);
             pos += input.dim(1)?;
             if stop_at_eos && best == self.eos {
                 break;
@@ -98,29 +98,6 @@ impl GgufChat {
         sync(&device)?;
         out.decode_s = t.elapsed().as_secs_f64() - out.prefill_s;
         Ok(out)
-    }
-
-    /// `steps` greedy tokens after `prompt` (the whole prompt in one forward, then one token per
-    /// forward, never stopping at eos) and the logits each was picked from.
-    pub fn greedy_logits(
-        &mut self,
-        prompt: &[u32],
-        steps: usize,
-    ) -> DemoResult<(Vec<u32>, Vec<Vec<f32>>)> {
-        self.model.clear_kv_cache();
-        let device = self.device.clone();
-        let mut input = Tensor::new(prompt, &device)?.unsqueeze(0)?;
-        let (mut tokens, mut all) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
-        let mut pos = 0;
-        for _ in 0..steps {
-            let logits = self.logits(&input, pos)?;
-            let (best, _) = top2(&logits).ok_or("no logits")?;
-            tokens.push(best);
-            all.push(logits);
-            pos += input.dim(1)?;
-            input = Tensor::new(&[best], &device)?.unsqueeze(0)?;
-        }
-        Ok((tokens, all))
     }
 
     /// The next token's logits after `input` at position `pos`, on the host as f32.
@@ -167,15 +144,11 @@ impl GgufChat {
     }
 }
 
-/// The index of the largest logit and its lead over the second largest.
-fn top2(logits: &[f32]) -> Option<(u32, f32)> {
-    let (mut best, mut first, mut second) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY);
-    for (i, &v) in logits.iter().enumerate() {
-        if v > first {
-            (second, first, best) = (first, v, i);
-        } else if v > second {
-            second = v;
-        }
-    }
-    first.is_finite().then_some((best as u32, first - second))
+/// The index of the largest logit, if it is finite.
+fn top1(logits: &[f32]) -> Option<u32> {
+    let best = crate::kld::argmax(logits);
+    logits
+        .get(best)
+        .filter(|v| v.is_finite())
+        .map(|_| best as u32)
 }

@@ -166,12 +166,12 @@ impl CpuReference {
         };
         for user in PROMPTS {
             let prompt = cpu.chat_prompt(SYSTEM, user)?;
-            let (tokens, logits) = cpu.greedy_logits(&prompt, STEPS)?;
-            reference.at_once.extend(logits);
+            let run = cpu.greedy(&prompt, STEPS, false)?;
+            reference.at_once.extend(run.logits);
             reference
                 .stepwise
-                .extend(cpu.forced_logits(&prompt, &tokens, true)?);
-            reference.texts.push((prompt, tokens));
+                .extend(cpu.forced_logits(&prompt, &run.tokens, true)?);
+            reference.texts.push((prompt, run.tokens));
         }
         Ok(reference)
     }

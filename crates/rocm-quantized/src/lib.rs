@@ -629,7 +629,7 @@ fn matvec(
     let n = w.rows;
     let rows_per_warp = match plan.rows_per_warp {
         0 | 1 => 1,
-        r @ (2 | 4) if w.ty.is_block() => r,
+        r if r.is_power_of_two() && r <= MATVEC_MAX_ROWS_PER_WARP && w.ty.is_block() => r,
         r => {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -643,6 +643,7 @@ fn matvec(
     // Under a graph capture launches cost no host time, only device time: there x is
     // quantized once, by a launch of its own.
     let fused = plan.fused
+        && w.ty.is_block()
         && rows_per_warp == 1
         && q8_bytes(m, w.k) <= fused_shared_limit(device)
         && !device.is_capturing();
@@ -663,6 +664,8 @@ fn matvec(
             })
         }
     };
+    // the float mat-vec takes one warp a row
+    let wpr = if w.ty.is_block() { wpr } else { 1 };
     let y = device.alloc(m * n * dtype.size_in_bytes())?;
     if n == 0 || w.k == 0 {
         if w.k == 0 {
@@ -675,15 +678,14 @@ fn matvec(
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer);
     let xq;
-    let (f, wpr) = match w.ty.q8_scheme() {
+    let f = match w.ty.q8_scheme() {
         Some(_) if fused => {
             x.push(&mut args)?;
-            let f = device.kernel(
+            device.kernel(
                 &kernels::QUANTIZED,
                 kernel_op("matvec_q8f", dtype)?,
                 w.ty.key(),
-            )?;
-            (f, wpr)
+            )?
         }
         Some(scheme) => {
             xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
@@ -693,18 +695,16 @@ fn matvec(
                 2 => "matvec_q8r2",
                 _ => "matvec_q8r4",
             };
-            let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
-            (f, wpr)
+            device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?
         }
         // the float mat-vec: one warp a row
         None => {
             x.push(&mut args)?;
-            let f = device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?;
-            (f, 1)
+            device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
         }
     };
     let mut config = matvec_config(device, n.div_ceil(rows_per_warp), wpr, 1);
-    if fused && w.ty.is_block() {
+    if fused {
         config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
     }
     args.push_buffer(&y)

@@ -44,13 +44,17 @@ fn experts_by_pair(
 }
 
 /// The input as `(tokens, slots, k)`: one row per pair where the weights are given (slots =
-/// topk), else one row per token read by all its slots.
+/// topk), else one row per token read by all its slots; and the number of pairs. An error for
+/// rows of another width than the experts' `(experts, n, k)`.
 fn input_by_token(
-    input: &Tensor,
+    (op, input, experts): (&str, &Tensor, &[usize]),
     topk_weights: &Option<Tensor>,
     topk: usize,
 ) -> Result<(Tensor, usize)> {
     let (rows, k) = input.dims2()?;
+    if experts.len() != 3 || experts[2] != k {
+        candle::bail!("{op}: input {:?} against experts {experts:?}", input.dims())
+    }
     if topk == 0 {
         candle::bail!("moe: topk is 0")
     }
@@ -91,25 +95,14 @@ pub fn moe_gemm(
     topk: usize,
 ) -> Result<Tensor> {
     const CHUNK_BYTES: usize = 256 << 20;
+    let (x, pairs) = input_by_token(("moe_gemm", input, weights.dims()), topk_weights, topk)?;
     let (experts, n, k) = weights.dims3()?;
-    let (x, pairs) = input_by_token(input, topk_weights, topk)?;
-    if x.dim(2)? != k {
-        candle::bail!(
-            "moe_gemm: input {:?} against experts {:?}",
-            input.dims(),
-            weights.dims()
-        )
-    }
     let ids = experts_by_pair(sorted_token_ids, experts_ids, pairs, experts)?;
     // each pair's input row
-    let slots = x.dim(1)?;
-    let rows = x.reshape((x.dim(0)? * slots, k))?;
-    let rows = if slots == topk {
-        rows
-    } else {
-        let token: Vec<u32> = (0..pairs).map(|p| (p / topk) as u32).collect();
-        rows.index_select(&Tensor::from_vec(token, pairs, input.device())?, 0)?
-    };
+    let rows = x
+        .broadcast_as((x.dim(0)?, topk, k))?
+        .contiguous()?
+        .reshape((pairs, k))?;
     let per_pair = n * k * weights.dtype().size_in_bytes();
     let chunk = (CHUNK_BYTES / per_pair.max(1)).clamp(1, pairs.max(1));
     let mut parts = Vec::with_capacity(pairs.div_ceil(chunk));
@@ -133,15 +126,10 @@ pub fn moe_gemm_gguf(
     experts_ids: &Tensor,
     topk: usize,
 ) -> Result<Tensor> {
-    let (experts, n, k) = weights.shape().dims3()?;
-    let (x, pairs) = input_by_token(&input.to_dtype(DType::F32)?, topk_weights, topk)?;
-    if x.dim(2)? != k {
-        candle::bail!(
-            "moe_gemm_gguf: input {:?} against experts {:?}",
-            input.dims(),
-            weights.shape().dims()
-        )
-    }
+    let x = input.to_dtype(DType::F32)?;
+    let experts_dims = weights.shape().dims();
+    let (x, pairs) = input_by_token(("moe_gemm_gguf", &x, experts_dims), topk_weights, topk)?;
+    let (experts, n, _) = weights.shape().dims3()?;
     let ids = experts_by_pair(sorted_token_ids, experts_ids, pairs, experts)?;
     let y = match input.device() {
         Device::Cpu => cpu_gguf(&x, weights, &ids, topk)?,
