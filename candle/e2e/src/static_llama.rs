@@ -69,6 +69,58 @@ fn stacked(parts: &[Linear]) -> Result<Linear> {
     Ok(Linear::new(Tensor::cat(&weights, 0)?, None))
 }
 
+/// GGUF projections of the same input (`names`, in order) as one quantized product: where all
+/// have one block type and width, their blocks joined by rows on the host (ggml's rows are
+/// whole blocks), so that one mat-vec computes them all and fills the device with their rows
+/// together; else one product each.
+fn stacked_gguf<R: std::io::Read + std::io::Seek>(
+    content: &gguf_file::Content,
+    reader: &mut R,
+    names: &[String],
+    device: &Device,
+) -> Result<Vec<Proj>> {
+    use candle_core::quantized::{QStorage, QTensor};
+    let info = |name: &String| {
+        content.tensor_infos.get(name).ok_or_else(|| {
+            candle_core::Error::Msg(format!("static llama: no tensor {name} in the GGUF"))
+        })
+    };
+    let first = info(&names[0])?;
+    let width = first.shape.dims().last().copied();
+    let same = names
+        .iter()
+        .map(info)
+        .collect::<Result<Vec<_>>>()?
+        .iter()
+        .all(|t| {
+            t.ggml_dtype == first.ggml_dtype
+                && t.shape.rank() == 2
+                && t.shape.dims().last().copied() == width
+        });
+    if !same {
+        return names
+            .iter()
+            .map(|n| {
+                Ok(Proj::Quantized(QMatMul::from_qtensor(
+                    content.tensor(reader, n, device)?,
+                )?))
+            })
+            .collect();
+    }
+    let (mut bytes, mut rows) = (Vec::new(), 0);
+    for name in names {
+        let t = content.tensor(reader, name, &Device::Cpu)?;
+        rows += t.shape().dims()[0];
+        bytes.extend_from_slice(&t.data()?);
+    }
+    let storage = QStorage::from_data(std::borrow::Cow::Owned(bytes), device, first.ggml_dtype)?;
+    let k = width.unwrap_or(0);
+    Ok(vec![Proj::Quantized(QMatMul::from_qtensor(QTensor::new(
+        storage,
+        (rows, k),
+    )?)?)])
+}
+
 /// The model; [`DecodeState`] holds what one sequence owns.
 pub struct StaticLlama {
     embed: Embedding,
@@ -334,24 +386,27 @@ impl StaticLlama {
         };
         let mut blocks = Vec::with_capacity(layers);
         for n in 0..layers {
-            let mut proj = |name: &str| -> Result<Proj> {
-                Ok(Proj::Quantized(QMatMul::from_qtensor(tensor(&format!(
-                    "blk.{n}.{name}.weight"
-                ))?)?))
+            let name = |part: &str| format!("blk.{n}.{part}.weight");
+            let mut proj = |part: &str| -> Result<Proj> {
+                let w = content.tensor(reader, &name(part), device)?;
+                Ok(Proj::Quantized(QMatMul::from_qtensor(w)?))
             };
-            let (q, k, v, o) = (
-                proj("attn_q")?,
-                proj("attn_k")?,
-                proj("attn_v")?,
-                proj("attn_output")?,
-            );
-            let (gate, up, down) = (proj("ffn_gate")?, proj("ffn_up")?, proj("ffn_down")?);
+            let (o, down) = (proj("attn_output")?, proj("ffn_down")?);
+            let qkv = stacked_gguf(
+                content,
+                reader,
+                &[name("attn_q"), name("attn_k"), name("attn_v")],
+                device,
+            )?;
+            let gate_up =
+                stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?;
+            let mut tensor = |part: &str| content.tensor(reader, &name(part), device);
             blocks.push(Layer {
-                input_norm: norm(tensor(&format!("blk.{n}.attn_norm.weight"))?)?,
-                qkv: vec![q, k, v],
+                input_norm: norm(tensor("attn_norm")?)?,
+                qkv,
                 o,
-                post_norm: norm(tensor(&format!("blk.{n}.ffn_norm.weight"))?)?,
-                gate_up: vec![gate, up],
+                post_norm: norm(tensor("ffn_norm")?)?,
+                gate_up,
                 down,
             });
         }
@@ -359,7 +414,7 @@ impl StaticLlama {
         Ok(Self {
             embed,
             layers: blocks,
-            norm: norm(tensor("output_norm.weight")?)?,
+            norm: norm(content.tensor(reader, "output_norm.weight", device)?)?,
             lm_head: Proj::Quantized(QMatMul::from_qtensor(lm_head)?),
             cos,
             sin,

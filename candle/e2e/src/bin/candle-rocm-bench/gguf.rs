@@ -280,6 +280,27 @@ pub fn run(
     }))
 }
 
+/// The static llama on the file, for a kernel profiler (`ncu`): the prompt in one pass, then
+/// `decode` steps run eagerly (a captured step replays the same kernels).
+pub fn profile_static(
+    path: &Path,
+    device: &Device,
+    prompt: usize,
+    decode: usize,
+) -> DemoResult<()> {
+    use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
+    let (mut file, content, vocab) = open_gguf(path)?;
+    let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
+    let tokens = prompt_tokens(vocab, prompt);
+    let mut decoder = Decoder::new(&model, tokens[0], false)?;
+    decoder.prefill(&tokens)?;
+    for _ in 0..decode {
+        decoder.next_token()?;
+    }
+    device.synchronize()?;
+    Ok(())
+}
+
 /// The same file through the static llama (`StaticLlama::from_gguf`): the prompt in one pass,
 /// then `decode` greedy tokens by replaying one captured step, each token read back. Median of
 /// 3 sequences after a warm-up one (which loads the kernels and captures nothing).
