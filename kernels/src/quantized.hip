@@ -1,16 +1,24 @@
 // GGUF (ggml) blocks on the device: dequantization, as Candle 0.11.1's CPU backend computes it.
 //
-// Blocks are read as bytes in ggml's layout (every block size is even, and a tensor's blocks
-// start on a 16-byte boundary, so the 2- and 4-byte fields are aligned). Each value is computed
-// with the CPU's operations in the CPU's order and without contraction (m_mul_rn,
-// m_add_rn, m_sub_rn), so the results are bit-exact with `QTensor::dequantize`.
+// The device layout. A buffer of `total` blocks holds, first, every block's quant bytes (the
+// run of QBYTES bytes at QSTART of ggml's block: the packed values), block after block, then
+// every block's other fields (ggml's bytes before QSTART, then those after the quants). A block
+// type's QBYTES is a multiple of 16, so the quants of each block start on a 16-byte boundary and are
+// read with 16-byte loads (ggml's 18-, 34- or 210-byte blocks allow only 2-byte loads); the
+// other fields keep the alignment ggml gives them. The float types are their own layout. The
+// host converts between the two (rocm-quantized's `layout`), so that the device layout never
+// leaves the device and the two are exchanged bit for bit.
+//
+// Each value is computed with the CPU's operations in the CPU's order and without contraction
+// (m_mul_rn, m_add_rn, m_sub_rn), so the results are bit-exact with `QTensor::dequantize`.
 //
 // Entries: `dequantize_<out>_<type>` (out: f32, f16, bf16; type: the GgmlDType as a key such as
 // q4_0 or q4k) and `embedding_<out>_<type>` (the rows `ids` of a (rows, k) table) for every type;
 // for the float types `matvec_<x>_<type>` (x . w^T for up to 8 rows of activations x) and
 // `quantize_q8_<x>` (activations of dtype x to q8); for the block types `matvec_q8_<x>_<type>`
 // (the same product from q8 activations, with integer dot products) and `moe_q8_<x>_<type>`
-// (one expert matrix per token and slot).
+// (one expert matrix per token and slot). Every entry takes the weights as (w, total): the
+// buffer and its number of blocks.
 
 DEVICE float q_f16(const u8* p) {
     f16_t h;
@@ -30,6 +38,23 @@ template <int A> DEVICE u32 q_ld32(const u8* p) {
     return (u32)*(const u16*)p | ((u32)*(const u16*)(p + 2) << 16);
 }
 
+// Sixteen bytes from a 16-byte aligned address, as four little-endian ints.
+struct alignas(16) QBytes16 { u32 w[4]; };
+DEVICE QBytes16 q_ld128(const u8* p) { return *(const QBytes16*)p; }
+
+// One block in the device layout: its quant bytes and its other fields.
+struct QBlock {
+    const u8* q;
+    const u8* m;
+};
+
+// Block `blk` of a buffer of `total` blocks of Q in the device layout.
+template <typename Q>
+DEVICE QBlock q_block(const u8* w, u64 total, u64 blk) {
+    constexpr u64 META = Q::BYTES - Q::QBYTES;
+    return QBlock{w + blk * Q::QBYTES, w + total * Q::QBYTES + blk * META};
+}
+
 // A 32-value sub-block of weights for the integer dot products: q holds the 32 quants as
 // signed bytes (four per int, in value order) and, for each 16-value half h, the dot with
 // q8 activations (d_x, x quants) is d_x * (a[h] * sum(q * x) + b[h] * sum(x)).
@@ -39,139 +64,155 @@ struct QSub {
     DEVICE void same(float a_, float b_) { a[0] = a[1] = a_; b[0] = b[1] = b_; }
 };
 
-// ---- the types of 32-element blocks ----------------------------------------------------------
+// The 32 bytes at p (16-byte aligned) as eight ints.
+DEVICE void q_ld256(const u8* p, u32* w) {
+    const QBytes16 lo = q_ld128(p), hi = q_ld128(p + 16);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        w[i] = lo.w[i];
+        w[4 + i] = hi.w[i];
+    }
+}
 
-struct Q4_0 {
-    static constexpr int BLOCK = 32, BYTES = 18;
-    DEVICE static float value(const u8* b, int i) {
+// ---- the types of 32-element blocks ----------------------------------------------------------
+// In each: BLOCK values in BYTES bytes (ggml), the quants at [QSTART, QSTART + QBYTES) of
+// ggml's block; the comment names the other fields in their order in the device layout.
+
+struct Q4_0 {  // d
+    static constexpr int BLOCK = 32, BYTES = 18, QSTART = 2, QBYTES = 16;
+    DEVICE static float value(QBlock b, int i) {
         const int j = i & 15;
-        const int q = i < 16 ? (b[2 + j] & 15) : (b[2 + j] >> 4);
-        return m_mul_rn((float)(q - 8), q_f16(b));
+        const int q = i < 16 ? (b.q[j] & 15) : (b.q[j] >> 4);
+        return m_mul_rn((float)(q - 8), q_f16(b.m));
     }
     static constexpr int SUBS = 1;
     static constexpr int XSCHEME = Q8_SCHEME_0;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int, QSub& o) {
+    DEVICE static void sub(QBlock b, int, QSub& o) {
+        const QBytes16 v = q_ld128(b.q);
+#pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const u32 v = q_ld32<2>(b + 2 + 4 * i);
-            o.q[i] = (int)(v & 0x0f0f0f0fu);
-            o.q[4 + i] = (int)((v >> 4) & 0x0f0f0f0fu);
+            o.q[i] = (int)(v.w[i] & 0x0f0f0f0fu);
+            o.q[4 + i] = (int)((v.w[i] >> 4) & 0x0f0f0f0fu);
         }
-        const float d = q_f16(b);
+        const float d = q_f16(b.m);
         o.same(d, -8.0f * d);
     }
 };
-struct Q4_1 {
-    static constexpr int BLOCK = 32, BYTES = 20;
-    DEVICE static float value(const u8* b, int i) {
+struct Q4_1 {  // d, m
+    static constexpr int BLOCK = 32, BYTES = 20, QSTART = 4, QBYTES = 16;
+    DEVICE static float value(QBlock b, int i) {
         const int j = i & 15;
-        const int q = i < 16 ? (b[4 + j] & 15) : (b[4 + j] >> 4);
-        return m_add_rn(m_mul_rn((float)q, q_f16(b)), q_f16(b + 2));
+        const int q = i < 16 ? (b.q[j] & 15) : (b.q[j] >> 4);
+        return m_add_rn(m_mul_rn((float)q, q_f16(b.m)), q_f16(b.m + 2));
     }
     static constexpr int SUBS = 1;
     static constexpr int XSCHEME = Q8_SCHEME_1;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int, QSub& o) {
+    DEVICE static void sub(QBlock b, int, QSub& o) {
+        const QBytes16 v = q_ld128(b.q);
+#pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const u32 v = q_ld32<4>(b + 4 + 4 * i);
-            o.q[i] = (int)(v & 0x0f0f0f0fu);
-            o.q[4 + i] = (int)((v >> 4) & 0x0f0f0f0fu);
+            o.q[i] = (int)(v.w[i] & 0x0f0f0f0fu);
+            o.q[4 + i] = (int)((v.w[i] >> 4) & 0x0f0f0f0fu);
         }
-        o.same(q_f16(b), q_f16(b + 2));
+        o.same(q_f16(b.m), q_f16(b.m + 2));
     }
 };
 // 5-bit quants: the fifth bit of element j is bit j of qh (j < 16) or bit j + 12 shifted (j >= 16).
-DEVICE int q5_value(const u8* qh_at, const u8* qs, int i) {
-    const u32 qh = q_u32(qh_at);
+DEVICE int q5_value(u32 qh, const u8* qs, int i) {
     const int j = i & 15;
     if (i < 16) return (qs[j] & 15) | (int)(((qh >> j) << 4) & 0x10);
     return (qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
 }
-// The low nibbles (hi = 0) or high nibbles of the 16 quant bytes at qs, with the fifth bits from
+// The low nibbles (half 0) or high nibbles of the 16 quant bytes v, with the fifth bits from
 // qh (bit j for value j of the half), as 8-bit lanes of four ints per half.
-template <int A> DEVICE void q5_sub(const u8* qh_at, const u8* qs, QSub& o) {
-    const u32 qh = q_ld32<A>(qh_at);
+DEVICE void q5_sub(u32 qh, const QBytes16& v, QSub& o) {
+#pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const u32 v = q_ld32<A>(qs + 4 * i);
+#pragma unroll
         for (int half = 0; half < 2; ++half) {
             const u32 h = qh >> (16 * half + 4 * i);
             const u32 high = ((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25);
-            o.q[4 * half + i] = (int)(((v >> (4 * half)) & 0x0f0f0f0fu) | high);
+            o.q[4 * half + i] = (int)(((v.w[i] >> (4 * half)) & 0x0f0f0f0fu) | high);
         }
     }
 }
-struct Q5_0 {
-    static constexpr int BLOCK = 32, BYTES = 22;
-    DEVICE static float value(const u8* b, int i) {
-        return m_mul_rn((float)(q5_value(b + 2, b + 6, i) - 16), q_f16(b));
+struct Q5_0 {  // d, qh
+    static constexpr int BLOCK = 32, BYTES = 22, QSTART = 6, QBYTES = 16;
+    DEVICE static float value(QBlock b, int i) {
+        return m_mul_rn((float)(q5_value(q_u32(b.m + 2), b.q, i) - 16), q_f16(b.m));
     }
     static constexpr int SUBS = 1;
     static constexpr int XSCHEME = Q8_SCHEME_0;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int, QSub& o) {
-        q5_sub<2>(b + 2, b + 6, o);
-        const float d = q_f16(b);
+    DEVICE static void sub(QBlock b, int, QSub& o) {
+        q5_sub(q_ld32<2>(b.m + 2), q_ld128(b.q), o);  // 6-byte fields: qh is 2-byte aligned
+        const float d = q_f16(b.m);
         o.same(d, -16.0f * d);
     }
 };
-struct Q5_1 {
-    static constexpr int BLOCK = 32, BYTES = 24;
-    DEVICE static float value(const u8* b, int i) {
-        return m_add_rn(m_mul_rn((float)q5_value(b + 4, b + 8, i), q_f16(b)), q_f16(b + 2));
+struct Q5_1 {  // d, m, qh
+    static constexpr int BLOCK = 32, BYTES = 24, QSTART = 8, QBYTES = 16;
+    DEVICE static float value(QBlock b, int i) {
+        return m_add_rn(m_mul_rn((float)q5_value(q_u32(b.m + 4), b.q, i), q_f16(b.m)), q_f16(b.m + 2));
     }
     static constexpr int SUBS = 1;
     static constexpr int XSCHEME = Q8_SCHEME_1;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int, QSub& o) {
-        q5_sub<4>(b + 4, b + 8, o);
-        o.same(q_f16(b), q_f16(b + 2));
+    DEVICE static void sub(QBlock b, int, QSub& o) {
+        q5_sub(q_ld32<4>(b.m + 4), q_ld128(b.q), o);
+        o.same(q_f16(b.m), q_f16(b.m + 2));
     }
 };
-struct Q8_0 {
-    static constexpr int BLOCK = 32, BYTES = 34;
-    DEVICE static float value(const u8* b, int i) { return m_mul_rn((float)(i8)b[2 + i], q_f16(b)); }
+struct Q8_0 {  // d
+    static constexpr int BLOCK = 32, BYTES = 34, QSTART = 2, QBYTES = 32;
+    DEVICE static float value(QBlock b, int i) { return m_mul_rn((float)(i8)b.q[i], q_f16(b.m)); }
     static constexpr int SUBS = 1;
     static constexpr int XSCHEME = Q8_SCHEME_0;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int, QSub& o) {
-        for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<2>(b + 2 + 4 * i);
-        o.same(q_f16(b), 0.0f);
+    DEVICE static void sub(QBlock b, int, QSub& o) {
+        q_ld256(b.q, (u32*)o.q);
+        o.same(q_f16(b.m), 0.0f);
     }
 };
-struct Q8_1 {
-    static constexpr int BLOCK = 32, BYTES = 36;
-    DEVICE static float value(const u8* b, int i) { return m_mul_rn((float)(i8)b[4 + i], q_f16(b)); }
+struct Q8_1 {  // d, s
+    static constexpr int BLOCK = 32, BYTES = 36, QSTART = 4, QBYTES = 32;
+    DEVICE static float value(QBlock b, int i) { return m_mul_rn((float)(i8)b.q[i], q_f16(b.m)); }
     static constexpr int SUBS = 1;
     static constexpr int XSCHEME = Q8_SCHEME_1;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int, QSub& o) {
-        for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<4>(b + 4 + 4 * i);
-        o.same(q_f16(b), 0.0f);
+    DEVICE static void sub(QBlock b, int, QSub& o) {
+        q_ld256(b.q, (u32*)o.q);
+        o.same(q_f16(b.m), 0.0f);
     }
 };
 
 // ---- k-quants: 256-element super-blocks ------------------------------------------------------
 
-struct Q2K {  // scales[16], qs[64], d, dmin
-    static constexpr int BLOCK = 256, BYTES = 84;
-    DEVICE static float value(const u8* b, int i) {
+struct Q2K {  // quants: scales[16], qs[64]; other fields: d, dmin
+    static constexpr int BLOCK = 256, BYTES = 84, QSTART = 0, QBYTES = 80;
+    DEVICE static float value(QBlock b, int i) {
         const int chunk = i >> 7, p = i & 127, j = p >> 5, half = (p >> 4) & 1, l = p & 15;
-        const int sc = b[chunk * 8 + j * 2 + half];
-        const float dl = m_mul_rn(q_f16(b + 80), (float)(sc & 15));
-        const float ml = m_mul_rn(q_f16(b + 82), (float)(sc >> 4));
-        const int q = (b[16 + chunk * 32 + half * 16 + l] >> (2 * j)) & 3;
+        const int sc = b.q[chunk * 8 + j * 2 + half];
+        const float dl = m_mul_rn(q_f16(b.m), (float)(sc & 15));
+        const float ml = m_mul_rn(q_f16(b.m + 2), (float)(sc >> 4));
+        const int q = (b.q[16 + chunk * 32 + half * 16 + l] >> (2 * j)) & 3;
         return m_sub_rn(m_mul_rn(dl, (float)q), ml);
     }
     static constexpr int SUBS = 8;
     static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int s, QSub& o) {
+    DEVICE static void sub(QBlock b, int s, QSub& o) {
         const int chunk = s >> 2, j = s & 3;
-        for (int i = 0; i < 8; ++i) o.q[i] = (int)((q_ld32<4>(b + 16 + chunk * 32 + 4 * i) >> (2 * j)) & 0x03030303u);
-        const float d = q_f16(b + 80), dmin = q_f16(b + 82);
+        u32 v[8];
+        q_ld256(b.q + 16 + chunk * 32, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)((v[i] >> (2 * j)) & 0x03030303u);
+        const float d = q_f16(b.m), dmin = q_f16(b.m + 2);
         for (int h = 0; h < 2; ++h) {
-            const int sc = b[chunk * 8 + j * 2 + h];
+            const int sc = b.q[chunk * 8 + j * 2 + h];
             o.a[h] = d * (float)(sc & 15);
             o.b[h] = -dmin * (float)(sc >> 4);
         }
     }
 };
 
-struct Q3K {  // hmask[32], qs[64], scales[12], d
-    static constexpr int BLOCK = 256, BYTES = 110;
+struct Q3K {  // quants: hmask[32], qs[64]; other fields: scales[12], d
+    static constexpr int BLOCK = 256, BYTES = 110, QSTART = 0, QBYTES = 96;
     // The 6-bit scale `is`, unpacked from the 12 packed bytes as ggml does.
     DEVICE static int scale(const u8* s, int is) {
         const u32 a0 = q_u32(s), a1 = q_u32(s + 4), tmp = q_u32(s + 8);
@@ -185,28 +226,32 @@ struct Q3K {  // hmask[32], qs[64], scales[12], d
         }
         return (int)(i8)(u8)(aux >> (8 * (is & 3)));
     }
-    DEVICE static float value(const u8* b, int i) {
+    DEVICE static float value(QBlock b, int i) {
         const int chunk = i >> 7, p = i & 127, j = p >> 5, si = (p >> 4) & 1, l = p & 15;
         const int is = chunk * 8 + j * 2 + si;
-        const float dl = m_mul_rn(q_f16(b + 108), m_sub_rn((float)scale(b + 96, is), 32.0f));
-        const int q = (b[32 + chunk * 32 + l + 16 * si] >> (2 * j)) & 3;
+        const float dl = m_mul_rn(q_f16(b.m + 12), m_sub_rn((float)scale(b.m, is), 32.0f));
+        const int q = (b.q[32 + chunk * 32 + l + 16 * si] >> (2 * j)) & 3;
         const int m = 1 << (chunk * 4 + j);
-        const int h = (b[l + 16 * si] & m) ? 0 : 4;
+        const int h = (b.q[l + 16 * si] & m) ? 0 : 4;
         return m_mul_rn(dl, (float)(q - h));
     }
     static constexpr int SUBS = 8;
     static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     // Quants as q + 4 * hbit (0..7); the offset 4 goes into b.
-    DEVICE static void sub(const u8* b, int s, QSub& o) {
+    DEVICE static void sub(QBlock b, int s, QSub& o) {
         const int chunk = s >> 2, j = s & 3, hb = chunk * 4 + j;
+        u32 qv[8], hv[8];
+        q_ld256(b.q + 32 + chunk * 32, qv);
+        q_ld256(b.q, hv);
+#pragma unroll
         for (int i = 0; i < 8; ++i) {
-            const u32 q = (q_ld32<2>(b + 32 + chunk * 32 + 4 * i) >> (2 * j)) & 0x03030303u;
-            const u32 h = (q_ld32<2>(b + 4 * i) >> hb) & 0x01010101u;
+            const u32 q = (qv[i] >> (2 * j)) & 0x03030303u;
+            const u32 h = (hv[i] >> hb) & 0x01010101u;
             o.q[i] = (int)(q | (h << 2));
         }
-        const float d = q_f16(b + 108);
+        const float d = q_f16(b.m + 12);
         for (int h = 0; h < 2; ++h) {
-            o.a[h] = d * (float)(scale(b + 96, chunk * 8 + j * 2 + h) - 32);
+            o.a[h] = d * (float)(scale(b.m, chunk * 8 + j * 2 + h) - 32);
             o.b[h] = -4.0f * o.a[h];
         }
     }
@@ -223,113 +268,123 @@ DEVICE void scale_min_k4(int j, const u8* q, int& d, int& m) {
     }
 }
 
-struct Q4K {  // d, dmin, scales[12], qs[128]
-    static constexpr int BLOCK = 256, BYTES = 144;
-    DEVICE static float value(const u8* b, int i) {
+struct Q4K {  // quants: qs[128]; other fields: d, dmin, scales[12]
+    static constexpr int BLOCK = 256, BYTES = 144, QSTART = 16, QBYTES = 128;
+    DEVICE static float value(QBlock b, int i) {
         const int j64 = i >> 6, p = i & 63, hi = p >> 5;
         int sc, m;
-        scale_min_k4(2 * j64 + hi, b + 4, sc, m);
-        const float d1 = m_mul_rn(q_f16(b), (float)sc), m1 = m_mul_rn(q_f16(b + 2), (float)m);
-        const int q = b[16 + j64 * 32 + (p & 31)];
+        scale_min_k4(2 * j64 + hi, b.m + 4, sc, m);
+        const float d1 = m_mul_rn(q_f16(b.m), (float)sc), m1 = m_mul_rn(q_f16(b.m + 2), (float)m);
+        const int q = b.q[j64 * 32 + (p & 31)];
         return m_sub_rn(m_mul_rn(d1, (float)(hi ? q >> 4 : q & 15)), m1);
     }
     static constexpr int SUBS = 8;
     static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int s, QSub& o) {
+    DEVICE static void sub(QBlock b, int s, QSub& o) {
         const int j64 = s >> 1, hi = s & 1;
-        for (int i = 0; i < 8; ++i) o.q[i] = (int)((q_ld32<4>(b + 16 + j64 * 32 + 4 * i) >> (4 * hi)) & 0x0f0f0f0fu);
+        u32 v[8];
+        q_ld256(b.q + j64 * 32, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o.q[i] = (int)((v[i] >> (4 * hi)) & 0x0f0f0f0fu);
         int sc, m;
-        scale_min_k4(s, b + 4, sc, m);
-        o.same(q_f16(b) * (float)sc, -q_f16(b + 2) * (float)m);
+        scale_min_k4(s, b.m + 4, sc, m);
+        o.same(q_f16(b.m) * (float)sc, -q_f16(b.m + 2) * (float)m);
     }
 };
 
-struct Q5K {  // d, dmin, scales[12], qh[32], qs[128]
-    static constexpr int BLOCK = 256, BYTES = 176;
-    DEVICE static float value(const u8* b, int i) {
+struct Q5K {  // quants: qh[32], qs[128]; other fields: d, dmin, scales[12]
+    static constexpr int BLOCK = 256, BYTES = 176, QSTART = 16, QBYTES = 160;
+    DEVICE static float value(QBlock b, int i) {
         const int j64 = i >> 6, p = i & 63, hi = p >> 5, l = p & 31;
         int sc, m;
-        scale_min_k4(2 * j64 + hi, b + 4, sc, m);
-        const float d1 = m_mul_rn(q_f16(b), (float)sc), m1 = m_mul_rn(q_f16(b + 2), (float)m);
+        scale_min_k4(2 * j64 + hi, b.m + 4, sc, m);
+        const float d1 = m_mul_rn(q_f16(b.m), (float)sc), m1 = m_mul_rn(q_f16(b.m + 2), (float)m);
         const int u = (hi ? 2 : 1) << (2 * j64);
-        const float high = (b[16 + l] & u) ? 16.0f : 0.0f;
-        const int ql = b[48 + j64 * 32 + l];
+        const float high = (b.q[l] & u) ? 16.0f : 0.0f;
+        const int ql = b.q[32 + j64 * 32 + l];
         return m_sub_rn(m_mul_rn(d1, m_add_rn((float)(hi ? ql >> 4 : ql & 15), high)), m1);
     }
     static constexpr int SUBS = 8;
     static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int s, QSub& o) {
+    DEVICE static void sub(QBlock b, int s, QSub& o) {
         const int j64 = s >> 1, hi = s & 1;
+        u32 lv[8], hv[8];
+        q_ld256(b.q + 32 + j64 * 32, lv);
+        q_ld256(b.q, hv);
+#pragma unroll
         for (int i = 0; i < 8; ++i) {
-            const u32 lo = (q_ld32<4>(b + 48 + j64 * 32 + 4 * i) >> (4 * hi)) & 0x0f0f0f0fu;
-            const u32 h = (q_ld32<4>(b + 16 + 4 * i) >> (2 * j64 + hi)) & 0x01010101u;
+            const u32 lo = (lv[i] >> (4 * hi)) & 0x0f0f0f0fu;
+            const u32 h = (hv[i] >> (2 * j64 + hi)) & 0x01010101u;
             o.q[i] = (int)(lo | (h << 4));
         }
         int sc, m;
-        scale_min_k4(s, b + 4, sc, m);
-        o.same(q_f16(b) * (float)sc, -q_f16(b + 2) * (float)m);
+        scale_min_k4(s, b.m + 4, sc, m);
+        o.same(q_f16(b.m) * (float)sc, -q_f16(b.m + 2) * (float)m);
     }
 };
 
-struct Q6K {  // ql[128], qh[64], scales[16] (i8), d
-    static constexpr int BLOCK = 256, BYTES = 210;
-    DEVICE static float value(const u8* b, int i) {
+struct Q6K {  // quants: ql[128], qh[64]; other fields: scales[16] (i8), d
+    static constexpr int BLOCK = 256, BYTES = 210, QSTART = 0, QBYTES = 192;
+    DEVICE static float value(QBlock b, int i) {
         const int idx = i >> 7, p = i & 127, part = p >> 5, l = p & 31;
-        const u8* ql = b + 64 * idx;
-        const u8 qh = b[128 + 32 * idx + l];
+        const u8* ql = b.q + 64 * idx;
+        const u8 qh = b.q[128 + 32 * idx + l];
         const u8 lo = (part & 1) ? ql[l + 32] : ql[l];
         const int q = ((part < 2 ? lo & 15 : lo >> 4) | (((qh >> (2 * part)) & 3) << 4)) - 32;
-        const int sc = (i8)b[192 + 8 * idx + (l >> 4) + 2 * part];
-        return m_mul_rn(m_mul_rn(q_f16(b + 208), (float)sc), (float)q);
+        const int sc = (i8)b.m[8 * idx + (l >> 4) + 2 * part];
+        return m_mul_rn(m_mul_rn(q_f16(b.m + 16), (float)sc), (float)q);
     }
     static constexpr int SUBS = 8;
     static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
     // Quants as 0..63; the offset 32 goes into b.
-    DEVICE static void sub(const u8* b, int s, QSub& o) {
+    DEVICE static void sub(QBlock b, int s, QSub& o) {
         const int idx = s >> 2, part = s & 3;
-        const u8* ql = b + 64 * idx + ((part & 1) ? 32 : 0);
         const int shift = part < 2 ? 0 : 4;
+        u32 lv[8], hv[8];
+        q_ld256(b.q + 64 * idx + ((part & 1) ? 32 : 0), lv);
+        q_ld256(b.q + 128 + 32 * idx, hv);
+#pragma unroll
         for (int i = 0; i < 8; ++i) {
-            const u32 lo = (q_ld32<2>(ql + 4 * i) >> shift) & 0x0f0f0f0fu;
-            const u32 h = (q_ld32<2>(b + 128 + 32 * idx + 4 * i) >> (2 * part)) & 0x03030303u;
+            const u32 lo = (lv[i] >> shift) & 0x0f0f0f0fu;
+            const u32 h = (hv[i] >> (2 * part)) & 0x03030303u;
             o.q[i] = (int)(lo | (h << 4));
         }
-        const float d = q_f16(b + 208);
+        const float d = q_f16(b.m + 16);
         for (int h = 0; h < 2; ++h) {
-            o.a[h] = d * (float)(i8)b[192 + 8 * idx + h + 2 * part];
+            o.a[h] = d * (float)(i8)b.m[8 * idx + h + 2 * part];
             o.b[h] = -32.0f * o.a[h];
         }
     }
 };
 
-struct Q8K {  // d (f32), qs[256], bsums[16]
-    static constexpr int BLOCK = 256, BYTES = 292;
-    DEVICE static float value(const u8* b, int i) {
-        return m_mul_rn(f32_from_bits(q_u32(b)), (float)(i8)b[4 + i]);
+struct Q8K {  // quants: qs[256]; other fields: d (f32), bsums[16]
+    static constexpr int BLOCK = 256, BYTES = 292, QSTART = 4, QBYTES = 256;
+    DEVICE static float value(QBlock b, int i) {
+        return m_mul_rn(f32_from_bits(q_u32(b.m)), (float)(i8)b.q[i]);
     }
     static constexpr int SUBS = 8;
     static constexpr int XSCHEME = Q8_SCHEME_K;  // the activation type the CPU pairs with it
-    DEVICE static void sub(const u8* b, int s, QSub& o) {
-        for (int i = 0; i < 8; ++i) o.q[i] = (int)q_ld32<4>(b + 4 + 32 * s + 4 * i);
-        o.same(f32_from_bits(q_ld32<4>(b)), 0.0f);
+    DEVICE static void sub(QBlock b, int s, QSub& o) {
+        q_ld256(b.q + 32 * s, (u32*)o.q);
+        o.same(f32_from_bits(q_ld32<4>(b.m)), 0.0f);
     }
 };
 
-// ---- plain float "blocks" --------------------------------------------------------------------
+// ---- plain float "blocks": their own layout --------------------------------------------------
 
 struct QF32 {
-    static constexpr int BLOCK = 1, BYTES = 4;
-    DEVICE static float value(const u8* b, int) { return f32_from_bits(q_u32(b)); }
+    static constexpr int BLOCK = 1, BYTES = 4, QSTART = 0, QBYTES = 4;
+    DEVICE static float value(QBlock b, int) { return f32_from_bits(q_u32(b.q)); }
 };
 struct QF16 {
-    static constexpr int BLOCK = 1, BYTES = 2;
-    DEVICE static float value(const u8* b, int) { return q_f16(b); }
+    static constexpr int BLOCK = 1, BYTES = 2, QSTART = 0, QBYTES = 2;
+    DEVICE static float value(QBlock b, int) { return q_f16(b.q); }
 };
 struct QBF16 {
-    static constexpr int BLOCK = 1, BYTES = 2;
-    DEVICE static float value(const u8* b, int) {
+    static constexpr int BLOCK = 1, BYTES = 2, QSTART = 0, QBYTES = 2;
+    DEVICE static float value(QBlock b, int) {
         bf16_t h;
-        h.bits = (u16)(b[0] | (b[1] << 8));
+        h.bits = (u16)(b.q[0] | (b.q[1] << 8));
         return bf16_to_f32(h);
     }
 };
@@ -340,20 +395,20 @@ DEVICE void q_store(float* out, u64 i, float v) { out[i] = v; }
 DEVICE void q_store(f16_t* out, u64 i, float v) { out[i] = f32_to_f16(v); }
 DEVICE void q_store(bf16_t* out, u64 i, float v) { out[i] = f32_to_bf16(v); }
 
-// n values (a whole number of blocks) of the blocks at `in`.
+// n values (a whole number of blocks) from block `first` of the `total` blocks at w.
 template <typename Q, typename O>
-DEVICE void dequantize(const u8* in, O* out, u64 n) {
+DEVICE void dequantize(const u8* w, u64 total, u64 first, O* out, u64 n) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 blk = i / Q::BLOCK;
-        q_store(out, i, Q::value(in + blk * Q::BYTES, (int)(i - blk * Q::BLOCK)));
+        q_store(out, i, Q::value(q_block<Q>(w, total, first + blk), (int)(i - blk * Q::BLOCK)));
     }
 }
 
-// out[r, :] = table[ids[r], :] for a (rows, k) table; an id outside the table gives a zero row
-// and, where `bad` is not null, is counted there.
+// out[r, :] = table[ids[r], :] for a (rows, k) table of `total` blocks; an id outside the table
+// gives a zero row and, where `bad` is not null, is counted there.
 template <typename Q, typename O>
-DEVICE void embedding(const u8* table, const u32* ids, O* out, u64 n_ids, u64 rows, u64 k, u32* bad) {
-    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+DEVICE void embedding(const u8* table, u64 total, const u32* ids, O* out, u64 n_ids, u64 rows, u64 k, u32* bad) {
+    const u64 row_blocks = k / Q::BLOCK;
     const u64 n = n_ids * k;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 r = i / k, c = i - r * k;
@@ -361,7 +416,7 @@ DEVICE void embedding(const u8* table, const u32* ids, O* out, u64 n_ids, u64 ro
         float v = 0.0f;
         if (id < rows) {
             const u64 blk = c / Q::BLOCK;
-            v = Q::value(table + id * row_bytes + blk * Q::BYTES, (int)(c - blk * Q::BLOCK));
+            v = Q::value(q_block<Q>(table, total, id * row_blocks + blk), (int)(c - blk * Q::BLOCK));
         } else if (bad != 0 && c == 0) {
             atomicAdd(bad, 1u);
         }
@@ -379,7 +434,6 @@ DEVICE float q_load(const bf16_t* x, u64 i) { return bf16_to_f32(x[i]); }
 
 // The 32 values x[at..at + 32) as f32: 16-byte loads where the address allows (a view may start
 // anywhere), else one value at a time.
-struct alignas(16) QBytes16 { u32 w[4]; };
 DEVICE float q_unpack(u32 w, int half, const float*) { return half == 0 ? f32_from_bits(w) : 0.0f; }
 DEVICE float q_unpack(u32 w, int half, const f16_t*) {
     f16_t h;
@@ -408,22 +462,22 @@ DEVICE void q_load32(const X* x, u64 at, float* v) {
     }
 }
 
-// One warp (of whatever width the device has) per row j of the (n, k) weights: the lanes walk
-// the row's values in step, each multiplies its value into every activation row, and a
-// butterfly over the warp sums each row's products. The weights are read in place, once.
+// One warp (of whatever width the device has) per row j of the (n, k) weights (`total` blocks
+// in the buffer): the lanes walk the row's values in step, each multiplies its value into every
+// activation row, and a butterfly over the warp sums each row's products. The weights are read
+// in place, once.
 template <typename Q, typename X>
-DEVICE void matvec(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows) {
+DEVICE void matvec(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows) {
     const u32 lane = threadIdx.x % warpSize;
     const u64 warps = blockDim.x / warpSize;
-    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    const u64 row_blocks = k / Q::BLOCK;
     for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
         float acc[MATVEC_MAX_ROWS];
 #pragma unroll
         for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
-        const u8* wj = w + j * row_bytes;
         for (u64 i = lane; i < k; i += warpSize) {
             const u64 blk = i / Q::BLOCK;
-            const float v = Q::value(wj + blk * Q::BYTES, (int)(i - blk * Q::BLOCK));
+            const float v = Q::value(q_block<Q>(w, total, j * row_blocks + blk), (int)(i - blk * Q::BLOCK));
 #pragma unroll
             for (int r = 0; r < MATVEC_MAX_ROWS; ++r)
                 if (r < (int)rows) acc[r] += v * q_load(x, r * k + i);
@@ -553,117 +607,74 @@ DEVICE float q8_sub_dot(const QSub& w, const u8* xs, const u8* rec_at) {
     return dots + d * (w.b[0] * (float)s0 + w.b[1] * (float)s1);
 }
 
-// The dot of one weight row (its blocks at wj) with `rows` rows of q8 activations, added to acc:
-// lane `lane` of `width` takes the 32-value sub-blocks lane, lane + width, ...
+// The dot of one weight row (its first block `row0` of the `total` blocks at w) with `rows` rows
+// of q8 activations, added to acc: lane `lane` of `width` takes the 32-value sub-blocks lane,
+// lane + width, ...
 template <typename Q>
-DEVICE void q8_row_dot(const u8* wj, const u8* xq, const u8* meta, u64 k, u32 rows, u32 lane, u32 width,
-                       float* acc) {
+DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8* meta, u64 k, u32 rows, u32 lane,
+                       u32 width, float* acc) {
     const u64 subs = k / 32;
     // unrolled so that the loads of several sub-blocks are in flight at once
 #pragma unroll 4
     for (u64 s = lane; s < subs; s += width) {
         const u64 blk = s / Q::SUBS;
-        QSub w;
-        Q::sub(wj + blk * Q::BYTES, (int)(s - blk * Q::SUBS), w);
+        QSub sw;
+        Q::sub(q_block<Q>(w, total, row0 + blk), (int)(s - blk * Q::SUBS), sw);
 #pragma unroll
         for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
             if (r >= (int)rows) break;
-            acc[r] += q8_sub_dot<Q>(w, xq + r * k + s * 32, meta + (r * subs + s) * 8);
-        }
-    }
-}
-
-// The dots of R consecutive weight rows (the first at w0, `live` of them inside the matrix)
-// with `rows` rows of q8 activations, added to acc[i][r]: each activation sub-block is read once
-// for the R weight rows. Lanes take sub-blocks as in q8_row_dot.
-template <typename Q, int R>
-DEVICE void q8_rows_dot(const u8* w0, u64 row_bytes, u32 live, const u8* xq, const u8* meta, u64 k, u32 rows,
-                        u32 lane, u32 width, float (*acc)[MATVEC_MAX_ROWS]) {
-    const u64 subs = k / 32;
-    // R weight sub-blocks a step are already R loads in flight; two steps keep the registers in
-    // bounds
-#pragma unroll 2
-    for (u64 s = lane; s < subs; s += width) {
-        const u64 blk = s / Q::SUBS;
-        QSub w[R];
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-            if (i < (int)live) Q::sub(w0 + i * row_bytes + blk * Q::BYTES, (int)(s - blk * Q::SUBS), w[i]);
-#pragma unroll
-        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
-            if (r >= (int)rows) break;
-            const u8* xs = xq + r * k + s * 32;
-            const u8* rec = meta + (r * subs + s) * 8;
-#pragma unroll
-            for (int i = 0; i < R; ++i)
-                if (i < (int)live) acc[i][r] += q8_sub_dot<Q>(w[i], xs, rec);
+            acc[r] += q8_sub_dot<Q>(sw, xq + r * k + s * 32, meta + (r * subs + s) * 8);
         }
     }
 }
 
 // y = x . w^T from q8 activations: each group of `wpr` warps (1, 2, 4 or 8; at most the block's
-// warps) takes R consecutive weight rows (1, 2 or 4), each warp every wpr-th run of sub-blocks of
-// them; the warps' sums meet in shared memory. One warp a row leaves most of the device idle
-// where the rows are few (4096 rows are half the warps an H100 holds): more warps a row keep
-// more loads in flight; several rows a warp read each activation sub-block once for all of
-// them (batch 2-8) and put R rows' loads in flight at once.
+// warps) takes one weight row, each warp every wpr-th run of sub-blocks of it; the warps' sums
+// meet in shared memory. One warp a row leaves most of the device idle where the rows are few
+// (4096 rows are half the warps an H100 holds): more warps a row keep more loads in flight.
 #define MATVEC_MAX_BLOCK_WARPS 32
-template <typename Q, int R, typename X>
-DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
-    __shared__ float partial[MATVEC_MAX_BLOCK_WARPS][R][MATVEC_MAX_ROWS];
+template <typename Q, typename X>
+DEVICE void matvec_q8(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
+    __shared__ float partial[MATVEC_MAX_BLOCK_WARPS][MATVEC_MAX_ROWS];
     const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-    const u32 rows_per_block = blockDim.x / warpSize / wpr * R;
+    const u32 rows_per_block = blockDim.x / warpSize / wpr;
     const u32 part = warp % wpr, slot = warp / wpr;
-    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    const u64 row_blocks = k / Q::BLOCK;
     const u8* meta = xq + rows * k;
     // the loop is uniform over the block (its barriers)
     for (u64 j0 = blockIdx.x * (u64)rows_per_block; j0 < n; j0 += (u64)gridDim.x * rows_per_block) {
-        const u64 j = j0 + slot * R;
-        const u32 live = j >= n ? 0 : (n - j < (u64)R ? (u32)(n - j) : (u32)R);
-        float acc[R][MATVEC_MAX_ROWS];
+        const u64 j = j0 + slot;
+        float acc[MATVEC_MAX_ROWS];
         // rows in groups of MATVEC_MAX_ROWS: the weight rows come from memory once, then from
         // the cache for the next group
         for (u32 r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
             const u32 group = rows - r0 < MATVEC_MAX_ROWS ? rows - r0 : MATVEC_MAX_ROWS;
 #pragma unroll
-            for (int i = 0; i < R; ++i)
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
+            if (j < n)
+                q8_row_dot<Q>(w, total, j * row_blocks, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group,
+                              part * warpSize + lane, wpr * warpSize, acc);
 #pragma unroll
-                for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[i][r] = 0.0f;
-            if (live > 0) {
-                const u8* xg = xq + r0 * k;
-                const u8* mg = meta + r0 * (k / 32) * 8;
-                if (R == 1)
-                    q8_row_dot<Q>(w + j * row_bytes, xg, mg, k, group, part * warpSize + lane, wpr * warpSize, acc[0]);
-                else
-                    q8_rows_dot<Q, R>(w + j * row_bytes, row_bytes, live, xg, mg, k, group, part * warpSize + lane,
-                                      wpr * warpSize, acc);
+            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+                if (r >= (int)group) break;
+                float v = acc[r];
+                for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+                acc[r] = v;
             }
-#pragma unroll
-            for (int i = 0; i < R; ++i)
-#pragma unroll
-                for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
-                    if (r >= (int)group) break;
-                    float v = acc[i][r];
-                    for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
-                    acc[i][r] = v;
-                }
             if (wpr == 1) {
-                if (lane == 0)
-                    for (u32 i = 0; i < live; ++i)
-                        for (u32 r = 0; r < group; ++r) q_store(y, (r0 + r) * n + j + i, acc[i][r]);
+                if (lane == 0 && j < n)
+                    for (u32 r = 0; r < group; ++r) q_store(y, (r0 + r) * n + j, acc[r]);
                 continue;
             }
             if (lane == 0)
-                for (u32 i = 0; i < (u32)R; ++i)
-                    for (u32 r = 0; r < group; ++r) partial[warp][i][r] = acc[i][r];
+                for (u32 r = 0; r < group; ++r) partial[warp][r] = acc[r];
             __syncthreads();
-            if (part == 0 && lane == 0) {
-                for (u32 i = 0; i < live; ++i)
-                    for (u32 r = 0; r < group; ++r) {
-                        float v = 0.0f;
-                        for (u32 p = 0; p < wpr; ++p) v += partial[warp + p][i][r];
-                        q_store(y, (r0 + r) * n + j + i, v);
-                    }
+            if (part == 0 && lane == 0 && j < n) {
+                for (u32 r = 0; r < group; ++r) {
+                    float v = 0.0f;
+                    for (u32 p = 0; p < wpr; ++p) v += partial[warp + p][r];
+                    q_store(y, (r0 + r) * n + j, v);
+                }
             }
             __syncthreads();
         }
@@ -674,7 +685,7 @@ DEVICE void matvec_q8(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u
 // `rows` rows of x into its shared memory (rows * k * 5 / 4 bytes, the launch's dynamic shared
 // memory), then reads it from there: one launch instead of two.
 template <typename Q, typename X>
-DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
+DEVICE void matvec_q8_fused(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
     extern __shared__ QBytes16 q8_shared[];
     u8* xq = (u8*)q8_shared;
     const u64 subs = rows * k / 32;
@@ -683,19 +694,20 @@ DEVICE void matvec_q8_fused(const u8* w, const X* x, X* y, u64 n, u64 k, u32 row
         quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
     }
     __syncthreads();
-    matvec_q8<Q, 1>(w, xq, y, n, k, rows, wpr);
+    matvec_q8<Q>(w, total, xq, y, n, k, rows, wpr);
 }
 
-// Mixture of experts: w holds `experts` (n, k) matrices; for token t and slot e of ids
-// (tokens, top), y[t, e, :] = w[ids[t, e]] . x[t, e or 0, :]^T (x has `x_slots` rows per token:
-// top, or 1 when every expert reads the same row). Grid: y over the (t, e) pairs, x over rows.
-// An expert id past `experts` gives a zero row and, where `bad` is not null, is counted there.
+// Mixture of experts: w (`total` blocks) holds `experts` (n, k) matrices; for token t and slot e
+// of ids (tokens, top), y[t, e, :] = w[ids[t, e]] . x[t, e or 0, :]^T (x has `x_slots` rows per
+// token: top, or 1 when every expert reads the same row). Grid: y over the (t, e) pairs, x over
+// rows. An expert id past `experts` gives a zero row and, where `bad` is not null, is counted
+// there.
 template <typename Q, typename X>
-DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, u64 experts, u64 top,
+DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, u64 experts, u64 top,
                    u64 x_slots, u64 pairs, u32* bad) {
     const u32 lane = threadIdx.x % warpSize;
     const u64 warps = blockDim.x / warpSize;
-    const u64 row_bytes = k / Q::BLOCK * Q::BYTES;
+    const u64 row_blocks = k / Q::BLOCK;
     const u8* meta = xq + pairs / top * x_slots * k;
     for (u64 p = blockIdx.y; p < pairs; p += gridDim.y) {
         const u64 e = ids[p];
@@ -706,11 +718,11 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
                 q_store(y, p * n + j, 0.0f);
             continue;
         }
-        const u8* we = w + e * n * row_bytes;
         for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
             float acc[MATVEC_MAX_ROWS] = {};
             // one activation row: xq and meta start at it
-            q8_row_dot<Q>(we + j * row_bytes, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane, warpSize, acc);
+            q8_row_dot<Q>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane,
+                          warpSize, acc);
             float v = acc[0];
             for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
             if (lane == 0) q_store(y, p * n + j, v);
@@ -720,51 +732,56 @@ DEVICE void moe_q8(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k
 
 // Every type: dequantize and embedding.
 #define QUANT_KERNELS(NAME, Q)                                                                   \
-    KERNEL void dequantize_f32_##NAME(const u8* in, float* out, u64 n) { dequantize<Q>(in, out, n); } \
-    KERNEL void dequantize_f16_##NAME(const u8* in, f16_t* out, u64 n) { dequantize<Q>(in, out, n); } \
-    KERNEL void dequantize_bf16_##NAME(const u8* in, bf16_t* out, u64 n) { dequantize<Q>(in, out, n); } \
-    KERNEL void embedding_f32_##NAME(const u8* t, const u32* ids, float* out, u64 n_ids, u64 rows, u64 k, u32* bad) { \
-        embedding<Q>(t, ids, out, n_ids, rows, k, bad);                                               \
+    KERNEL void dequantize_f32_##NAME(const u8* w, u64 total, u64 first, float* out, u64 n) {    \
+        dequantize<Q>(w, total, first, out, n);                                                  \
     }                                                                                            \
-    KERNEL void embedding_f16_##NAME(const u8* t, const u32* ids, f16_t* out, u64 n_ids, u64 rows, u64 k, u32* bad) { \
-        embedding<Q>(t, ids, out, n_ids, rows, k, bad);                                               \
+    KERNEL void dequantize_f16_##NAME(const u8* w, u64 total, u64 first, f16_t* out, u64 n) {    \
+        dequantize<Q>(w, total, first, out, n);                                                  \
     }                                                                                            \
-    KERNEL void embedding_bf16_##NAME(const u8* t, const u32* ids, bf16_t* out, u64 n_ids, u64 rows, u64 k, u32* bad) { \
-        embedding<Q>(t, ids, out, n_ids, rows, k, bad);                                               \
+    KERNEL void dequantize_bf16_##NAME(const u8* w, u64 total, u64 first, bf16_t* out, u64 n) {  \
+        dequantize<Q>(w, total, first, out, n);                                                  \
+    }                                                                                            \
+    KERNEL void embedding_f32_##NAME(const u8* t, u64 total, const u32* ids, float* out, u64 n_ids, u64 rows, u64 k, \
+                                     u32* bad) {                                                 \
+        embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
+    }                                                                                            \
+    KERNEL void embedding_f16_##NAME(const u8* t, u64 total, const u32* ids, f16_t* out, u64 n_ids, u64 rows, u64 k, \
+                                     u32* bad) {                                                 \
+        embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
+    }                                                                                            \
+    KERNEL void embedding_bf16_##NAME(const u8* t, u64 total, const u32* ids, bf16_t* out, u64 n_ids, u64 rows, \
+                                      u64 k, u32* bad) {                                         \
+        embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
     }
 
 // The float types (f32, f16, bf16 weights): the float mat-vec, and quantizing activations of
 // that dtype to q8.
 #define FLOAT_KERNELS(NAME, Q, X)                                                                \
     QUANT_KERNELS(NAME, Q)                                                                       \
-    KERNEL void matvec_f32_##NAME(const u8* w, const float* x, float* y, u64 n, u64 k, u32 rows) { \
-        matvec<Q>(w, x, y, n, k, rows);                                                          \
+    KERNEL void matvec_f32_##NAME(const u8* w, u64 total, const float* x, float* y, u64 n, u64 k, u32 rows) { \
+        matvec<Q>(w, total, x, y, n, k, rows);                                                   \
     }                                                                                            \
-    KERNEL void matvec_f16_##NAME(const u8* w, const f16_t* x, f16_t* y, u64 n, u64 k, u32 rows) { \
-        matvec<Q>(w, x, y, n, k, rows);                                                          \
+    KERNEL void matvec_f16_##NAME(const u8* w, u64 total, const f16_t* x, f16_t* y, u64 n, u64 k, u32 rows) { \
+        matvec<Q>(w, total, x, y, n, k, rows);                                                   \
     }                                                                                            \
-    KERNEL void matvec_bf16_##NAME(const u8* w, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
-        matvec<Q>(w, x, y, n, k, rows);                                                          \
+    KERNEL void matvec_bf16_##NAME(const u8* w, u64 total, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
+        matvec<Q>(w, total, x, y, n, k, rows);                                                   \
     }                                                                                            \
     KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k, u32 scheme) { quantize_q8(x, out, m, k, scheme); }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
-    KERNEL void matvec_q8_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
-        matvec_q8<Q, 1>(w, xq, y, n, k, rows, wpr);                                              \
+    KERNEL void matvec_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, \
+                                        u32 wpr) {                                               \
+        matvec_q8<Q>(w, total, xq, y, n, k, rows, wpr);                                          \
     }                                                                                            \
-    KERNEL void matvec_q8r2_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
-        matvec_q8<Q, 2>(w, xq, y, n, k, rows, wpr);                                              \
+    KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, \
+                                         u32 wpr) {                                              \
+        matvec_q8_fused<Q>(w, total, x, y, n, k, rows, wpr);                                     \
     }                                                                                            \
-    KERNEL void matvec_q8r4_##XN##_##NAME(const u8* w, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
-        matvec_q8<Q, 4>(w, xq, y, n, k, rows, wpr);                                              \
-    }                                                                                            \
-    KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) { \
-        matvec_q8_fused<Q>(w, x, y, n, k, rows, wpr);                                            \
-    }                                                                                            \
-    KERNEL void moe_q8_##XN##_##NAME(const u8* w, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
+    KERNEL void moe_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \
-        moe_q8<Q>(w, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                       \
+        moe_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                \
     }
 #define BLOCK_KERNELS(NAME, Q)                                                                   \
     QUANT_KERNELS(NAME, Q)                                                                       \

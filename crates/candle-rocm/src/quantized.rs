@@ -1,14 +1,15 @@
-//! GGUF blocks held in a `RocmStorage` of bytes: dequantize, embedding, `QMatMul`'s forward
-//! and the mixture-of-experts product on the device (rocm-quantized), for Candle's
-//! `QRocmStorage`.
+//! GGUF blocks held in a `RocmStorage` of bytes in rocm-quantized's device layout (made from
+//! ggml's bytes by [`to_device_layout`], turned back by [`to_ggml_layout`]): dequantize,
+//! embedding, `QMatMul`'s forward and the mixture-of-experts product on the device
+//! (rocm-quantized), for Candle's `QRocmStorage`.
 
 use rocm_device::{DType, Error, Layout, Result};
-pub use rocm_quantized::GgmlType;
+pub use rocm_quantized::{to_device_layout, to_ggml_layout, GgmlType};
 use rocm_quantized::{QExperts, QWeights};
 
 use crate::RocmStorage;
 
-/// A (rows, k) matrix of `ty` blocks whose bytes are `blocks`.
+/// A (rows, k) matrix of `ty` blocks whose bytes, in the device layout, are `blocks`.
 #[derive(Debug, Clone, Copy)]
 pub struct QMatrix<'a> {
     pub blocks: &'a RocmStorage,

@@ -53,13 +53,12 @@ fn main() -> rocm_quantized::Result<()> {
                 let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, MatmulPath::Auto))?;
                 report_bandwidth(&format!("matvec {n}x{k} batch {m}"), ty.key(), w_bytes, ms);
                 // the same with x quantized by a launch of its own (a captured step's form),
-                // and the one-warp-a-row kernel the staged one replaced
+                // and with one warp a row
                 let variants = [
                     (
                         "x quantized apart",
                         MatmulPath::Integer {
                             warps_per_row: 0,
-                            rows_per_warp: 1,
                             fused: false,
                         },
                     ),
@@ -67,24 +66,7 @@ fn main() -> rocm_quantized::Result<()> {
                         "one warp a row",
                         MatmulPath::Integer {
                             warps_per_row: 1,
-                            rows_per_warp: 1,
                             fused: m == 1,
-                        },
-                    ),
-                    (
-                        "x quantized apart, 2 rows a warp",
-                        MatmulPath::Integer {
-                            warps_per_row: 0,
-                            rows_per_warp: 2,
-                            fused: false,
-                        },
-                    ),
-                    (
-                        "x quantized apart, 4 rows a warp",
-                        MatmulPath::Integer {
-                            warps_per_row: 0,
-                            rows_per_warp: 4,
-                            fused: false,
                         },
                     ),
                 ];
@@ -164,7 +146,6 @@ fn crossover(
         let mut ms = [0.0; 2];
         let integer = MatmulPath::Integer {
             warps_per_row: 0,
-            rows_per_warp: 1,
             fused: false,
         };
         for (i, path) in [integer, MatmulPath::DequantizeGemm]

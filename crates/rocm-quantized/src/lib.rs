@@ -1,7 +1,9 @@
 //! rocm-quantized: GGUF (ggml) blocks on the device, for every `GgmlDType` of Candle 0.11.1.
 //!
-//! The blocks stay in ggml's byte layout in a device buffer ([`QWeights`]); nothing comes back
-//! to the host.
+//! On the device the blocks are held in a layout of their own ([`layout`]: every block's packed
+//! values first, 16-byte aligned, then the blocks' scales and other fields), made from ggml's
+//! bytes on the way in ([`upload`]) and turned back into them bit for bit on the way out
+//! ([`download`]); nothing else comes back to the host.
 //! - [`dequantize`]: the values as f32, f16 or bf16, bit-exact with Candle's CPU dequantize
 //!   (then its cast, for f16 and bf16).
 //! - [`embedding`]: rows of a (rows, k) table picked by u32 ids; only those rows are
@@ -15,6 +17,9 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod layout;
+
+pub use layout::{download, to_device_layout, to_ggml_layout, upload};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
 use rocm_device::{kernels, Contiguous, LaunchArgs, LaunchConfig};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
@@ -168,8 +173,8 @@ impl std::fmt::Display for GgmlType {
     }
 }
 
-/// A (rows, k) matrix of `ty` blocks in `buffer`, row after row (a row is k / block_size
-/// blocks).
+/// A (rows, k) matrix of `ty` blocks in `buffer` in the device layout ([`layout`]), row after
+/// row (a row is k / block_size blocks).
 #[derive(Debug, Clone, Copy)]
 pub struct QWeights<'a> {
     pub buffer: &'a Buffer,
@@ -184,8 +189,14 @@ impl QWeights<'_> {
         self.k / self.ty.block_size() * self.ty.type_size()
     }
 
-    /// `k` is a whole number of blocks and the buffer holds every row, or a typed error naming
-    /// `op`, the type and the shape.
+    /// Blocks in the buffer: where the device layout puts the blocks' other fields depends on
+    /// it.
+    pub fn buffer_blocks(&self) -> usize {
+        self.buffer.len() / self.ty.type_size()
+    }
+
+    /// `k` is a whole number of blocks and the buffer holds every row in whole blocks, or a
+    /// typed error naming `op`, the type and the shape.
     pub fn check(&self, op: &'static str) -> Result<()> {
         if self.k % self.ty.block_size() != 0 {
             return Err(Error::ShapeMismatch {
@@ -197,6 +208,17 @@ impl QWeights<'_> {
                     self.ty,
                     self.k,
                     self.ty.block_size()
+                ),
+            });
+        }
+        if self.buffer.len() % self.ty.type_size() != 0 {
+            return Err(Error::SizeMismatch {
+                op,
+                detail: format!(
+                    "a buffer of {} bytes is not a whole number of {}-byte {} blocks",
+                    self.buffer.len(),
+                    self.ty.type_size(),
+                    self.ty
                 ),
             });
         }
@@ -273,7 +295,9 @@ fn dequantize_rows(
     let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %out, n).entered();
     let mut args = LaunchArgs::new();
     // Rows are whole blocks, so a row range starts on a block.
-    args.push_buffer_at(w.buffer, rows.start * w.row_bytes())?
+    args.push_buffer(w.buffer)
+        .push(w.buffer_blocks() as u64)
+        .push((rows.start * (w.k / w.ty.block_size())) as u64)
         .push_buffer(&y)
         .push(n as u64);
     device.launch_elements(
@@ -314,7 +338,7 @@ pub fn embedding(
         None
     };
     let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer);
+    args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
     ids_data.push(&mut args)?;
     args.push_buffer(&y)
         .push(n_ids as u64)
@@ -341,18 +365,13 @@ pub enum MatmulPath {
     /// dequantize + gemm.
     Auto,
     /// Block types: q8 activations and integer dot products, any number of rows (each weight
-    /// row read from memory once; the activation rows in groups of 8). Each group of
-    /// `warps_per_row` warps (1, 2, 4 or 8, at most a block's warps; 0 picks: one where x is
-    /// quantized in the mat-vec's launch, else by the number of weight rows) takes
-    /// `rows_per_warp` consecutive weight rows (1, 2 or 4; 0 is 1), reading each activation
-    /// sub-block once for them. With `fused` and one row a warp, each block quantizes x into
-    /// its shared memory (one launch) where it fits and no graph is being captured; else a
-    /// launch of its own quantizes x once. Float types: the float mat-vec.
-    Integer {
-        warps_per_row: usize,
-        rows_per_warp: usize,
-        fused: bool,
-    },
+    /// row read from memory once; the activation rows in groups of 8), `warps_per_row` warps
+    /// on each weight row (1, 2, 4 or 8, at most a block's warps; 0 picks: one where x is
+    /// quantized in the mat-vec's launch, else by the number of weight rows). With `fused`,
+    /// each block quantizes x into its shared memory (one launch) where it fits and no graph is
+    /// being captured; else a launch of its own quantizes x once. Float types: the float
+    /// mat-vec.
+    Integer { warps_per_row: usize, fused: bool },
     /// The weights dequantized to x's dtype on the device, then one gemm.
     DequantizeGemm,
 }
@@ -413,17 +432,14 @@ pub fn matmul_via(
             };
             (1..=most).contains(&m).then_some(MatvecPlan {
                 warps_per_row: 0,
-                rows_per_warp: 1,
                 fused: m == 1,
             })
         }
         MatmulPath::Integer {
             warps_per_row,
-            rows_per_warp,
             fused,
         } => (m > 0 && (w.ty.is_block() || m <= MATVEC_MAX_ROWS)).then_some(MatvecPlan {
             warps_per_row,
-            rows_per_warp,
             fused,
         }),
         MatmulPath::DequantizeGemm => None,
@@ -592,12 +608,8 @@ fn matvec_config(device: &Device, n: usize, warps_per_row: usize, pairs: u32) ->
 #[derive(Debug, Clone, Copy)]
 struct MatvecPlan {
     warps_per_row: usize,
-    rows_per_warp: usize,
     fused: bool,
 }
-
-/// Most consecutive weight rows one warp group of the integer mat-vec takes at once.
-pub const MATVEC_MAX_ROWS_PER_WARP: usize = 4;
 
 /// Warps per weight row for `n` rows: the fewest (a power of two, at most
 /// [`MATVEC_MAX_WARPS_PER_ROW`] and a block's warps) that give the device
@@ -627,24 +639,10 @@ fn matvec(
 ) -> Result<Buffer> {
     const OP: &str = "quantized matvec";
     let n = w.rows;
-    let rows_per_warp = match plan.rows_per_warp {
-        0 | 1 => 1,
-        r if r.is_power_of_two() && r <= MATVEC_MAX_ROWS_PER_WARP && w.ty.is_block() => r,
-        r => {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                detail: format!(
-                    "{r} weight rows a warp of {} weights: the mat-vec takes 1, 2 or 4 (block types), 1 (float types)",
-                    w.ty
-                ),
-            })
-        }
-    };
     // Under a graph capture launches cost no host time, only device time: there x is
     // quantized once, by a launch of its own.
     let fused = plan.fused
         && w.ty.is_block()
-        && rows_per_warp == 1
         && q8_bytes(m, w.k) <= fused_shared_limit(device)
         && !device.is_capturing();
     let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
@@ -653,7 +651,7 @@ fn matvec(
         // quantizations: one warp a row (H100, Q4_0 4096x4096, one row: 935 GB/s with one warp
         // a row against 676 with two; bench/results/2026-11-25-h100-matvec-warps-per-row.md).
         0 if fused => 1,
-        0 => matvec_warps_per_row(device, n.div_ceil(rows_per_warp)),
+        0 => matvec_warps_per_row(device, n),
         r if r.is_power_of_two() && r <= MATVEC_MAX_WARPS_PER_ROW.min(block_warps) => r,
         r => {
             return Err(Error::ShapeMismatch {
@@ -676,7 +674,7 @@ fn matvec(
     let _span =
         tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k, wpr).entered();
     let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer);
+    args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
     let xq;
     let f = match w.ty.q8_scheme() {
         Some(_) if fused => {
@@ -690,12 +688,11 @@ fn matvec(
         Some(scheme) => {
             xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
             args.push_buffer(&xq);
-            let op = match rows_per_warp {
-                1 => "matvec_q8",
-                2 => "matvec_q8r2",
-                _ => "matvec_q8r4",
-            };
-            device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?
+            device.kernel(
+                &kernels::QUANTIZED,
+                kernel_op("matvec_q8", dtype)?,
+                w.ty.key(),
+            )?
         }
         // the float mat-vec: one warp a row
         None => {
@@ -703,7 +700,7 @@ fn matvec(
             device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
         }
     };
-    let mut config = matvec_config(device, n.div_ceil(rows_per_warp), wpr, 1);
+    let mut config = matvec_config(device, n, wpr, 1);
     if fused {
         config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
     }
@@ -821,7 +818,9 @@ pub fn moe_matvec(
     };
     let f = device.kernel(&kernels::QUANTIZED, op, weights.ty.key())?;
     let mut args = LaunchArgs::new();
-    args.push_buffer(weights.buffer).push_buffer(&xq);
+    args.push_buffer(weights.buffer)
+        .push(weights.buffer_blocks() as u64)
+        .push_buffer(&xq);
     ids_data.push(&mut args)?;
     args.push_buffer(&y)
         .push(n as u64)
@@ -881,13 +880,7 @@ mod tests {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
             let own = if ty.is_block() {
-                &[
-                    "matvec_q8",
-                    "matvec_q8r2",
-                    "matvec_q8r4",
-                    "matvec_q8f",
-                    "moe_q8",
-                ][..]
+                &["matvec_q8", "matvec_q8f", "moe_q8"][..]
             } else {
                 &["matvec", "dequantize"][..]
             };

@@ -185,10 +185,10 @@ fn dequantize_is_bit_exact_with_the_cpu_for_every_type() {
     for ty in GgmlType::ALL {
         for (rows, k) in [(1, 256), (3, 512), (17, 4096)] {
             let q = quantized(ty, rows, k, (rows * k) as u64);
-            let blocks = d.htod(&q.data().unwrap()).unwrap();
+            let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
             let want = q.dequantize(&Cpu::Cpu).unwrap();
             let w = QWeights {
-                buffer: blocks.as_buffer(),
+                buffer: &blocks,
                 ty,
                 rows,
                 k,
@@ -221,12 +221,12 @@ fn embedding_picks_rows_as_the_cpu_does() {
     ] {
         let (rows, k) = (50, 512);
         let q = quantized(ty, rows, k, 7);
-        let blocks = d.htod(&q.data().unwrap()).unwrap();
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
         let ids_host: Vec<u32> = vec![3, 0, 49, 3, 17, 22];
         let ids = d.htod(&ids_host).unwrap();
         let il = Layout::contiguous(&[2, 3]);
         let w = QWeights {
-            buffer: blocks.as_buffer(),
+            buffer: &blocks,
             ty,
             rows,
             k,
@@ -276,11 +276,11 @@ fn matmul_matches_the_cpu_qmatmul() {
     for k in [256, 4096, 11008] {
         for ty in GgmlType::ALL {
             let q = quantized(ty, n, k, (n + k) as u64);
-            let blocks = d.htod(&q.data().unwrap()).unwrap();
+            let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
             let wd = q.dequantize(&Cpu::Cpu).unwrap().to_dtype(C::F64).unwrap();
             let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
             let w = QWeights {
-                buffer: blocks.as_buffer(),
+                buffer: &blocks,
                 ty,
                 rows: n,
                 k,
@@ -347,11 +347,11 @@ fn matmul_matches_the_cpu_qmatmul() {
 
 #[test]
 fn integer_matvec_plans_match_the_cpu_qmatmul() {
-    // The integer mat-vec of every block type: batch 1 to 8, 1 to 8 warps a weight row, 1, 2
-    // or 4 weight rows a warp, x quantized by each block or by a launch of its own, an odd number of weight rows (37: the
+    // The integer mat-vec of every block type: batch 1 to 8, 1 to 8 warps a weight row, x
+    // quantized by each block or by a launch of its own, an odd number of weight rows (37: the
     // last block's rows are partial), k from one block to an 8B model's down projection, rows
-    // that start anywhere in a 16-byte word (Q6_K and Q3_K at k = 256 and 11008, the 32-value
-    // types at k = 288). Against Candle's CPU QMatMul, which quantizes the activations as the
+    // of a number of blocks that is not a multiple of 16 bytes in ggml's layout (Q6_K and Q3_K
+    // at k = 256 and 11008, the 32-value types at k = 288). Against Candle's CPU QMatMul, which quantizes the activations as the
     // kernel does: equal to f32 rounding of the scaled integer sums.
     let d = device();
     let blas = Blas::new(&d).unwrap();
@@ -368,10 +368,10 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
         };
         for &k in ks {
             let q = quantized(ty, n, k, (7 * n + k) as u64);
-            let blocks = d.htod(&q.data().unwrap()).unwrap();
+            let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
             let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
             let w = QWeights {
-                buffer: blocks.as_buffer(),
+                buffer: &blocks,
                 ty,
                 rows: n,
                 k,
@@ -388,21 +388,17 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
                     let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
                     let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
                     let xl = Layout::contiguous(&[m, k]);
-                    // (warps a row, rows a warp, fused)
-                    let plans: Vec<(usize, usize, bool)> = if dtype == DType::F32 {
-                        let warps = (0..=most.trailing_zeros()).map(|p| 1 << p);
-                        warps
-                            .clone()
-                            .flat_map(|w| [(w, 1, false), (w, 1, true)])
-                            .chain(warps.flat_map(|w| [(w, 2, false), (w, 4, false)]))
+                    // (warps a row, fused)
+                    let plans: Vec<(usize, bool)> = if dtype == DType::F32 {
+                        (0..=most.trailing_zeros())
+                            .flat_map(|p| [(1 << p, false), (1 << p, true)])
                             .collect()
                     } else {
-                        vec![(0, 1, m == 1), (0, 2, false)]
+                        vec![(0, m == 1)]
                     };
-                    for (warps_per_row, rows_per_warp, fused) in plans {
+                    for (warps_per_row, fused) in plans {
                         let path = rq::MatmulPath::Integer {
                             warps_per_row,
-                            rows_per_warp,
                             fused,
                         };
                         let got =
@@ -412,7 +408,7 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
                         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                             assert!(
                                 (g - w).abs() <= tol * scale,
-                                "{ty} {dtype} ({m}, {n}, {k}) {warps_per_row} warps a row, {rows_per_warp} rows a warp, fused {fused}, at {i}: {g} vs {w}"
+                                "{ty} {dtype} ({m}, {n}, {k}) {warps_per_row} warps a row, fused {fused}, at {i}: {g} vs {w}"
                             );
                         }
                         checked += 1;
@@ -421,22 +417,20 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
             }
         }
     }
-    // a count of warps a row that is not a power of two or more than a block holds, a count of
-    // rows a warp the kernels do not take
+    // a count of warps a row that is not a power of two or more than a block holds
     let q = quantized(GgmlType::Q4_0, 4, 256, 1);
-    let blocks = d.htod(&q.data().unwrap()).unwrap();
+    let blocks = rq::upload(&d, GgmlType::Q4_0, &q.data().unwrap()).unwrap();
     let w = QWeights {
-        buffer: blocks.as_buffer(),
+        buffer: &blocks,
         ty: GgmlType::Q4_0,
         rows: 4,
         k: 256,
     };
     let x = d.alloc_zeroed(2 * 256 * 4).unwrap();
     let xl = Layout::contiguous(&[2, 256]);
-    for (warps_per_row, rows_per_warp) in [(3, 1), (2 * most, 1), (1, 3), (1, 8)] {
+    for warps_per_row in [3, 2 * most] {
         let path = rq::MatmulPath::Integer {
             warps_per_row,
-            rows_per_warp,
             fused: false,
         };
         let e = rq::matmul_via(&blas, w, Operand::new(&x, DType::F32, &xl), path).unwrap_err();
@@ -446,15 +440,32 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
 }
 
 #[test]
+fn blocks_come_back_from_the_device_layout_as_ggml_wrote_them() {
+    let d = device();
+    for ty in GgmlType::ALL {
+        let q = quantized(ty, 5, 512, 3);
+        let ggml = q.data().unwrap();
+        let blocks = rq::upload(&d, ty, &ggml).unwrap();
+        assert_eq!(rq::download(&d, ty, &blocks).unwrap(), &ggml[..], "{ty}");
+        if ty.is_block() {
+            // the device holds the other layout
+            assert_ne!(download(&d, &blocks), &ggml[..], "{ty}");
+        }
+    }
+    let e = rq::upload(&d, GgmlType::Q4K, &[0u8; 145]).unwrap_err();
+    assert!(matches!(e, Error::SizeMismatch { .. }), "{e}");
+}
+
+#[test]
 fn matmul_of_a_strided_input_is_the_contiguous_ones() {
     let d = device();
     let blas = Blas::new(&d).unwrap();
     let (n, k) = (40, 512);
     for ty in [GgmlType::Q4_0, GgmlType::Q6K, GgmlType::F16] {
         let q = quantized(ty, n, k, 9);
-        let blocks = d.htod(&q.data().unwrap()).unwrap();
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
         let w = QWeights {
-            buffer: blocks.as_buffer(),
+            buffer: &blocks,
             ty,
             rows: n,
             k,
@@ -495,7 +506,7 @@ fn moe_matvec_picks_each_tokens_experts() {
     let mut checked = 0;
     for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
         let q = quantized(ty, experts * n, k, 21);
-        let blocks = d.htod(&q.data().unwrap()).unwrap();
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
         let wd: Vec<f32> = q
             .dequantize(&Cpu::Cpu)
             .unwrap()
@@ -506,7 +517,7 @@ fn moe_matvec_picks_each_tokens_experts() {
         let scheme = ty.q8_scheme().unwrap();
         let w = rq::QExperts {
             weights: QWeights {
-                buffer: blocks.as_buffer(),
+                buffer: &blocks,
                 ty,
                 rows: experts * n,
                 k,
@@ -591,7 +602,8 @@ fn moe_matvec_picks_each_tokens_experts() {
 fn bad_input_is_a_typed_error() {
     let d = device();
     let blas = Blas::new(&d).unwrap();
-    let buf = d.alloc(1 << 12).unwrap();
+    // whole blocks of Q4_0 (18 bytes) and Q8_0 (34)
+    let buf = d.alloc(18 * 34 * 7).unwrap();
     // k not a multiple of the block
     let w = QWeights {
         buffer: &buf,

@@ -1,8 +1,10 @@
 //! Quantized tensors on a ROCm device.
 //!
-//! The blocks stay in ggml's layout in device memory. Quantizing runs on the host, as it does
-//! for CUDA, and the blocks are uploaded once. Dequantize, embedding and the matmul run on the
-//! device (candle-rocm's `quantized`, over rocm-quantized): nothing comes back to the host.
+//! In device memory the blocks are held in rocm-quantized's device layout (each block's packed
+//! values 16-byte aligned, its scales apart), made from ggml's bytes on upload and turned back
+//! into them, bit for bit, by `data()`. Quantizing runs on the host, as it does for CUDA, and the
+//! blocks are uploaded once. Dequantize, embedding and the matmul run on the device
+//! (candle-rocm's `quantized`, over rocm-quantized): nothing comes back to the host.
 
 use candle_rocm as rocm;
 
@@ -13,7 +15,7 @@ use crate::{CpuStorage, DType, Layout, Result, RocmDevice, RocmStorage, Shape};
 
 /// ggml blocks in device memory.
 pub struct QRocmStorage {
-    /// The blocks as bytes (a u8 buffer).
+    /// The blocks as bytes in the device layout (a u8 buffer).
     data: RocmStorage,
     len: usize,
     device: RocmDevice,
@@ -38,8 +40,9 @@ impl QRocmStorage {
     fn from_bytes(device: &RocmDevice, bytes: &[u8], dtype: GgmlDType) -> Result<Self> {
         // the first tensor of a type starts its kernels' compile behind the rest of the load
         device.inner().prefetch_quantized(ggml_type(dtype));
+        let blocks = rocm::quantized::to_device_layout(ggml_type(dtype), bytes).map_err(wrap)?;
         Ok(Self {
-            data: device.storage_from_cpu_storage_owned(CpuStorage::U8(bytes.to_vec()))?,
+            data: device.storage_from_cpu_storage_owned(CpuStorage::U8(blocks))?,
             len: bytes.len(),
             device: device.clone(),
             dtype,
@@ -108,10 +111,12 @@ impl QRocmStorage {
         })
     }
 
-    /// The blocks, copied to the host.
+    /// The blocks, copied to the host in ggml's layout.
     pub fn data(&self) -> Result<Vec<u8>> {
         match self.data.to_cpu_storage()? {
-            CpuStorage::U8(bytes) => Ok(bytes),
+            CpuStorage::U8(bytes) => {
+                rocm::quantized::to_ggml_layout(ggml_type(self.dtype), &bytes).map_err(wrap)
+            }
             other => crate::bail!("quantized rocm storage holds {:?}, not u8", other.dtype()),
         }
     }
