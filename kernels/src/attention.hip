@@ -146,7 +146,60 @@ DEVICE void cached_attention_any(const T* q, const T* k, const T* v, const u32* 
                                     cache_len, scale, mode);
 }
 
+// A decode step's rotary embedding and cache write in one launch: qkv is (t, (heads + 2 kv_heads)
+// * d), each token's q heads, k heads, v heads, at positions[token]; cos and sin are
+// (max_len, d / 2). q_out (heads, t, d) gets the roped q, and the cache rows at each token's
+// position of k_cache and v_cache (kv_heads, cache_len, d) the roped k and the v. Rotation on
+// the pairs (2i, 2i + 1) (interleaved) or (i, i + d / 2), as rope_i / rope compute it. A
+// position past the cache (a bound the host keeps) writes nothing there and leaves its q
+// unrotated. One thread a rotated pair of q and k, then one a v value.
+template <typename T>
+DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, T* k_cache,
+                          T* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved) {
+    typedef typename Acc<T>::type A;
+    const u64 half = d / 2, width = (u64)(heads + 2 * kv_heads) * d;
+    const u64 pairs = (u64)t * (heads + kv_heads) * half;
+    const u64 values = (u64)t * kv_heads * d;
+    for (u64 i = grid_tid(); i < pairs + values; i += grid_threads()) {
+        if (i < pairs) {
+            const u64 token = i / ((heads + kv_heads) * half), rest = i % ((heads + kv_heads) * half);
+            const u32 head = (u32)(rest / half);
+            const u64 p = rest % half;
+            const u32 pos = positions[token];
+            const u64 i1 = interleaved ? 2 * p : p, i2 = interleaved ? 2 * p + 1 : p + half;
+            const T* x = qkv + token * width + (u64)head * d;
+            if (pos >= cache_len) {
+                if (head < heads) {
+                    T* y = q_out + ((u64)head * t + token) * d;
+                    y[i1] = x[i1];
+                    y[i2] = x[i2];
+                }
+                continue;
+            }
+            const A x1 = cvt<A>(x[i1]), x2 = cvt<A>(x[i2]);
+            const u64 cs = (u64)pos * half + p;
+            const A cc = cvt<A>(cos[cs]), ss = cvt<A>(sin[cs]);
+            T* y = head < heads ? q_out + ((u64)head * t + token) * d
+                                : k_cache + ((u64)(head - heads) * cache_len + pos) * d;
+            y[i1] = cvt<T>(x1 * cc - x2 * ss);
+            y[i2] = cvt<T>(x1 * ss + x2 * cc);
+        } else {
+            const u64 j = i - pairs, token = j / ((u64)kv_heads * d), rest = j % ((u64)kv_heads * d);
+            const u32 pos = positions[token];
+            if (pos >= cache_len) continue;
+            const u64 head = rest / d, e = rest % d;
+            v_cache[(head * cache_len + pos) * d + e] = qkv[token * width + (heads + kv_heads + head) * d + e];
+        }
+    }
+}
+
 #define ATTENTION_ENTRIES(NAME, T)                                                               \
+    KERNEL void rope_kv_write_##NAME(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, \
+                                     T* k_cache, T* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, \
+                                     u32 interleaved) {                                          \
+        rope_kv_write<T>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads, kv_heads, d, cache_len, \
+                         interleaved);                                                           \
+    }                                                                                            \
     KERNEL __launch_bounds__(ATTN_BLOCK) void cached_attention_##NAME(                           \
         const T* q, const T* k, const T* v, const u32* positions, T* out, u32 heads, u32 kv_heads, \
         u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \

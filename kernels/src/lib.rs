@@ -285,12 +285,13 @@ pub const NORM: KernelModule = KernelModule {
     }],
 };
 
-/// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`).
+/// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`), and a
+/// decode step's rotary embedding with its cache write (`rope_kv_write_<dtype>`).
 pub const ATTENTION: KernelModule = KernelModule {
     name: "attention",
     source: include_str!("attention.hip"),
     groups: &[EntryGroup {
-        ops: &["cached_attention"],
+        ops: &["cached_attention", "rope_kv_write"],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
 };
@@ -461,10 +462,11 @@ pub const GGML_BLOCK_TYPES: [&str; 12] = [
     "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2k", "q3k", "q4k", "q5k", "q6k", "q8k",
 ];
 
-/// GGUF blocks: dequantize to f32 / f16 / bf16 and embedding rows for every type; the float
-/// mat-vec and the q8 activations keyed by the float types; the integer mat-vec (on q8
-/// activations, or quantizing them itself into shared memory: `matvec_q8f`) and the mixture of
-/// experts on q8 activations for the block types.
+/// GGUF blocks (in the device layout, see quantized.hip): dequantize to f32 / f16 / bf16 and
+/// embedding rows for every type; the float mat-vec, the q8 activations and their fused
+/// producers (an rms norm with the residual add, silu(g) * u) keyed by the float types; the
+/// integer mat-vec (on q8 activations, or quantizing them itself into shared memory:
+/// `matvec_q8f`) and the mixture of experts on q8 activations for the block types.
 pub const QUANTIZED: KernelModule = KernelModule {
     name: "quantized",
     source: include_str!("quantized.hip"),
@@ -481,7 +483,14 @@ pub const QUANTIZED: KernelModule = KernelModule {
             dtypes: &GGML_TYPES,
         },
         EntryGroup {
-            ops: &["matvec_f32", "matvec_f16", "matvec_bf16", "quantize_q8"],
+            ops: &[
+                "matvec_f32",
+                "matvec_f16",
+                "matvec_bf16",
+                "quantize_q8",
+                "rms_norm_q8",
+                "swiglu_q8",
+            ],
             dtypes: &GGML_FLOAT_TYPES,
         },
         EntryGroup {

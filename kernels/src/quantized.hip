@@ -515,19 +515,11 @@ DEVICE QMax qmax_combine(QMax a, QMax b) {
     return (b.amax > a.amax || (b.amax == a.amax && b.at < a.at)) ? b : a;
 }
 
-// Sub-block s (32 values) of the activations x in q8 form: its bytes at q + s * 32, its record at
-// meta + s * 8. Every lane of the warp calls it (`live` false past the end) because the K
-// scheme's 256-value maximum is combined over the 8 lanes that hold one 256-value block
+// Sub-block s (the 32 values v) of activations in q8 form: its bytes at q + s * 32, its record
+// at meta + s * 8. Every lane of the warp calls it (`live` false past the end, v zeros) because
+// the K scheme's 256-value maximum is combined over the 8 lanes that hold one 256-value block
 // (consecutive s on consecutive lanes, the first on a lane that is a multiple of 8).
-template <typename X>
-DEVICE void quantize_q8_sub(const X* x, u64 s, bool live, u8* q, u8* meta, u32 scheme) {
-    float v[32];
-    if (live) {
-        q_load32(x, s * 32, v);
-    } else {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = 0.0f;
-    }
+DEVICE void q8_write_sub(const float* v, u64 s, bool live, u8* q, u8* meta, u32 scheme) {
     float d, id;
     if (scheme == Q8_SCHEME_K) {
         QMax m = {0.0f, 0.0f, (u32)(s & 7)};
@@ -570,6 +562,19 @@ DEVICE void quantize_q8_sub(const X* x, u64 s, bool live, u8* q, u8* meta, u32 s
     rec[1] = (u32)(u16)(i16)sums[0] | ((u32)(u16)(i16)sums[1] << 16);
 }
 
+// q8_write_sub of sub-block s of the activations x.
+template <typename X>
+DEVICE void quantize_q8_sub(const X* x, u64 s, bool live, u8* q, u8* meta, u32 scheme) {
+    float v[32];
+    if (live) {
+        q_load32(x, s * 32, v);
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+    }
+    q8_write_sub(v, s, live, q, meta, scheme);
+}
+
 // The m x k activations in q8 form, one sub-block per thread. The loop runs whole warps (all
 // lanes reach the K scheme's shuffles); the grid is a whole number of warps.
 template <typename X>
@@ -581,6 +586,99 @@ DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k, u32 scheme) {
     for (u64 base = lane0; base < subs; base += stride) {
         const u64 s = base + threadIdx.x % warpSize;
         quantize_q8_sub(x, s, s < subs, out, out + m * k, scheme);
+    }
+}
+
+// ---- fused producers of q8 activations: a decode step's norms and gated MLP -----------------
+//
+// They write what quantize_q8 would write from the float result of the ops they replace (the
+// result rounded to x's dtype first, as those ops store it), so the mat-vec that reads it needs
+// no quantizing launch of its own.
+
+// v rounded to the dtype of X, as a store of it would round it.
+DEVICE float q_as(float v, const float*) { return v; }
+DEVICE float q_as(float v, const f16_t*) { return f16_to_f32(f32_to_f16(v)); }
+DEVICE float q_as(float v, const bf16_t*) { return bf16_to_f32(f32_to_bf16(v)); }
+
+// For each of the m rows of x (k values, k a multiple of 32, of 256 for the K scheme): with a
+// residual r (has_residual), s = x + r is stored to `sum` and normed in place of x; out gets the
+// q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row,
+// whole warps (the K scheme's shuffles); thread t takes sub-blocks t, t + blockDim, ...
+#define RMS_Q8_MAX_WARPS 32
+template <typename X>
+DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
+                        u32 scheme, u32 has_residual) {
+    __shared__ float warp_ss[RMS_Q8_MAX_WARPS];
+    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+    const u32 warps = (blockDim.x + warpSize - 1) / warpSize;
+    const u64 subs = k / 32;
+    for (u64 row = blockIdx.x; row < m; row += gridDim.x) {
+        const X* xr = x + row * k;
+        const X* src = has_residual ? sum + row * k : xr;
+        float ss = 0.0f;
+        for (u64 s = threadIdx.x; s < subs; s += blockDim.x) {
+            float v[32];
+            q_load32(xr, s * 32, v);
+            if (has_residual) {
+                float rv[32];
+                q_load32(r + row * k, s * 32, rv);
+#pragma unroll
+                for (int i = 0; i < 32; ++i) {
+                    v[i] = q_as(v[i] + rv[i], x);
+                    q_store(sum, row * k + s * 32 + i, v[i]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 32; ++i) ss += v[i] * v[i];
+        }
+        for (int o = warpSize / 2; o > 0; o >>= 1) ss += warp_shfl_xor(ss, o);
+        if (lane == 0) warp_ss[warp] = ss;
+        __syncthreads();
+        ss = 0.0f;
+        for (u32 w = 0; w < warps; ++w) ss += warp_ss[w];
+        __syncthreads();
+        const float scale = 1.0f / m_sqrt(ss / (float)k + eps);
+        // each thread reads back the sums it stored itself
+        for (u64 base = threadIdx.x - lane; base < subs; base += blockDim.x) {
+            const u64 s = base + lane;
+            const bool live = s < subs;
+            float v[32];
+            if (live) {
+                q_load32(src, s * 32, v);
+#pragma unroll
+                for (int i = 0; i < 32; ++i) v[i] = q_as(v[i] * scale * q_load(alpha, s * 32 + i), x);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+            }
+            q8_write_sub(v, row * subs + s, live, out, out + m * k, scheme);
+        }
+    }
+}
+
+// out = the q8 form of the (m, w) activations silu(g) * u, for rows [g | u] of gate_up (m, 2w;
+// w a multiple of 32, of 256 for the K scheme). One sub-block a thread, whole warps.
+template <typename X>
+DEVICE void swiglu_q8(const X* gate_up, u8* out, u64 m, u64 w, u32 scheme) {
+    const u64 row_subs = w / 32, subs = m * row_subs;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const u64 lane0 = blockIdx.x * (u64)blockDim.x + threadIdx.x - threadIdx.x % warpSize;
+    for (u64 base = lane0; base < subs; base += stride) {
+        const u64 s = base + threadIdx.x % warpSize;
+        const bool live = s < subs;
+        float v[32];
+        if (live) {
+            const u64 row = s / row_subs, c = s - row * row_subs;
+            float u[32];
+            q_load32(gate_up + row * 2 * w, c * 32, v);
+            q_load32(gate_up + row * 2 * w + w, c * 32, u);
+#pragma unroll
+            for (int i = 0; i < 32; ++i) v[i] = q_as(q_as(v[i] / (1.0f + m_exp(-v[i])), gate_up) * u[i], gate_up);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+        }
+        q8_write_sub(v, s, live, out, out + m * w, scheme);
     }
 }
 
@@ -767,7 +865,14 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
     KERNEL void matvec_bf16_##NAME(const u8* w, u64 total, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
         matvec<Q>(w, total, x, y, n, k, rows);                                                   \
     }                                                                                            \
-    KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k, u32 scheme) { quantize_q8(x, out, m, k, scheme); }
+    KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k, u32 scheme) { quantize_q8(x, out, m, k, scheme); } \
+    KERNEL void rms_norm_q8_##NAME(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps, \
+                                   u32 scheme, u32 has_residual) {                               \
+        rms_norm_q8(x, r, sum, alpha, out, m, k, eps, scheme, has_residual);                     \
+    }                                                                                            \
+    KERNEL void swiglu_q8_##NAME(const X* gate_up, u8* out, u64 m, u64 w, u32 scheme) {          \
+        swiglu_q8(gate_up, out, m, w, scheme);                                                   \
+    }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \

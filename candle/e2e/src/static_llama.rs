@@ -30,7 +30,7 @@
 
 use std::sync::Arc;
 
-use candle_core::quantized::{gguf_file, QMatMul};
+use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
@@ -53,6 +53,9 @@ impl Proj {
 }
 
 struct Layer {
+    /// The decode step's fused form, where the projections are GGUF blocks (see
+    /// [`StaticLlama::forward_fused`]).
+    fused: Option<FusedLayer>,
     input_norm: RmsNorm,
     /// q, k and v: stacked by rows into one gemm (dense weights), or three products.
     qkv: Vec<Proj>,
@@ -61,6 +64,38 @@ struct Layer {
     /// gate and up: stacked by rows into one gemm, or two products.
     gate_up: Vec<Proj>,
     down: Proj,
+}
+
+/// A layer's quantized projections and norm weights for the fused decode step: each norm
+/// writes the q8 activations of the product after it (the residual add folded into it), the
+/// rotary embedding writes the cache, the gated MLP writes the down projection's activations.
+struct FusedLayer {
+    input_norm: Tensor,
+    post_norm: Tensor,
+    qkv: Arc<QTensor>,
+    gate_up: Arc<QTensor>,
+    down: Arc<QTensor>,
+}
+
+impl FusedLayer {
+    /// The fused form of a layer whose q/k/v and gate/up are single products of one block type
+    /// (the down projection's too), else None.
+    fn of(qkv: &[Proj], gate_up: &[Proj], down: &Proj, norms: (&Tensor, &Tensor)) -> Option<Self> {
+        let blocks = |p: &Proj| match p {
+            Proj::Quantized(QMatMul::QTensor(t)) if t.dtype().block_size() > 1 => Some(t.clone()),
+            _ => None,
+        };
+        match (qkv, gate_up) {
+            ([qkv], [gate_up]) => Some(FusedLayer {
+                input_norm: norms.0.clone(),
+                post_norm: norms.1.clone(),
+                qkv: blocks(qkv)?,
+                gate_up: blocks(gate_up)?,
+                down: blocks(down)?,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Linear layers of the same input stacked by output rows (one gemm computes them all).
@@ -143,6 +178,8 @@ pub struct StaticLlama {
     fused_attention: bool,
     /// Rotary embeddings on interleaved pairs (GGUF's llama), else on halves.
     rope_interleaved: bool,
+    /// The norms' epsilon (the fused decode step's norms).
+    eps: f32,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -281,6 +318,7 @@ impl StaticLlama {
             let vb = vb.pp(format!("model.layers.{n}"));
             let (att, mlp) = (vb.pp("self_attn"), vb.pp("mlp"));
             layers.push(Layer {
+                fused: None,
                 input_norm: norm(h, vb.pp("input_layernorm"))?,
                 qkv: vec![Proj::Dense(stacked(&[
                     prescaled(rows(&att.pp("q_proj"), (h, h))?)?,
@@ -329,6 +367,7 @@ impl StaticLlama {
             q_prescaled,
             fused_attention: true,
             rope_interleaved: false,
+            eps: config.rms_norm_eps as f32,
         })
     }
 
@@ -375,8 +414,9 @@ impl StaticLlama {
         }
         let head_dim = hidden / heads;
         let mut tensor = |name: &str| content.tensor(reader, name, device);
-        let norm = |w: candle_core::quantized::QTensor| -> Result<RmsNorm> {
-            Ok(RmsNorm::new(w.dequantize(device)?, eps))
+        let norm = |w: candle_core::quantized::QTensor| -> Result<(RmsNorm, Tensor)> {
+            let w = w.dequantize(device)?;
+            Ok((RmsNorm::new(w.clone(), eps), w))
         };
         let embed_q = tensor("token_embd.weight")?;
         let embed = Embedding::new(embed_q.dequantize(device)?, hidden);
@@ -401,11 +441,14 @@ impl StaticLlama {
             let gate_up =
                 stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?;
             let mut tensor = |part: &str| content.tensor(reader, &name(part), device);
+            let (input_norm, input_w) = norm(tensor("attn_norm")?)?;
+            let (post_norm, post_w) = norm(tensor("ffn_norm")?)?;
             blocks.push(Layer {
-                input_norm: norm(tensor("attn_norm")?)?,
+                fused: FusedLayer::of(&qkv, &gate_up, &down, (&input_w, &post_w)),
+                input_norm,
                 qkv,
                 o,
-                post_norm: norm(tensor("ffn_norm")?)?,
+                post_norm,
                 gate_up,
                 down,
             });
@@ -414,7 +457,8 @@ impl StaticLlama {
         Ok(Self {
             embed,
             layers: blocks,
-            norm: norm(content.tensor(reader, "output_norm.weight", device)?)?,
+            norm: norm(content.tensor(reader, "output_norm.weight", device)?)?.0,
+            eps: eps as f32,
             lm_head: Proj::Quantized(QMatMul::from_qtensor(lm_head)?),
             cos,
             sin,
@@ -506,6 +550,13 @@ impl StaticLlama {
     /// values written into the cache, attention over the whole cache under a causal mask
     /// built from the positions; the last token's logits (`[vocab]`, the model's dtype).
     fn forward(&self, state: &DecodeState, tokens: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        let fused = self.fused_attention
+            && self.comm.is_none()
+            && positions.dim(0)? == 1
+            && self.layers.iter().all(|l| l.fused.is_some());
+        if fused {
+            return self.forward_fused(state, tokens, positions);
+        }
         let (heads, kv_heads, hd, max) = (self.heads, self.kv_heads, self.head_dim, self.max_len);
         let group = heads / kv_heads;
         let t = positions.dim(0)?;
@@ -625,6 +676,78 @@ impl StaticLlama {
         self.lm_head
             .forward(&self.norm.forward(&x.narrow(1, t - 1, 1)?)?)?
             .flatten_all()
+    }
+
+    /// One token through the model with GGUF projections, in 9-10 launches a layer where the
+    /// ops' form takes 19: each rms norm (the residual add before it folded in) writes the q8
+    /// activations the next mat-vec reads; q/k/v and gate/up are one mat-vec each; the rotary
+    /// embedding writes k and v into the cache and q for the attention; the gated MLP writes
+    /// the down projection's activations. The arithmetic is the ops' (the q8 bytes those would
+    /// quantize), to the rounding of the norms' sums of squares.
+    fn forward_fused(
+        &self,
+        state: &DecodeState,
+        tokens: &Tensor,
+        positions: &Tensor,
+    ) -> Result<Tensor> {
+        use candle_core::quantized::rocm::{matmul_q8, rms_norm_q8, swiglu_q8};
+        use candle_core::rocm_backend::attention::rope_kv_write;
+        let (heads, hd) = (self.heads, self.head_dim);
+        let scale = if self.q_prescaled {
+            1.0
+        } else {
+            1.0 / (hd as f32).sqrt()
+        };
+        let mut x = self.embed.forward(tokens)?; // [1, 1, hidden]
+                                                 // the last sublayer's output, added to x by the next norm
+        let mut pending: Option<Tensor> = None;
+        for (n, layer) in self.layers.iter().enumerate() {
+            let Some(f) = &layer.fused else {
+                candle_core::bail!("static llama: layer {n} has no fused form")
+            };
+            let norm = |x: &Tensor, pending: Option<&Tensor>, w: &Tensor, next: &QTensor| {
+                // rms_norm_q8 norms its first operand plus the residual
+                match pending {
+                    Some(p) => rms_norm_q8(p, Some(x), w, self.eps, next),
+                    None => rms_norm_q8(x, None, w, self.eps, next),
+                }
+            };
+            let (sum, hq) = norm(&x, pending.as_ref(), &f.input_norm, &f.qkv)?;
+            if let Some(sum) = sum {
+                x = sum;
+            }
+            let qkv = matmul_q8(&f.qkv, &hq)?;
+            let q = rope_kv_write(
+                &qkv,
+                &self.cos,
+                &self.sin,
+                positions,
+                &state.k[n],
+                &state.v[n],
+                heads,
+                self.rope_interleaved,
+            )?;
+            let y = cached_attention(
+                &q,
+                &state.k[n],
+                &state.v[n],
+                CacheMask::Positions(positions),
+                scale,
+            )?
+            .reshape((1, 1, heads * hd))?;
+            let o = layer.o.forward(&y)?;
+            let (sum, hg) = norm(&x, Some(&o), &f.post_norm, &f.gate_up)?;
+            if let Some(sum) = sum {
+                x = sum;
+            }
+            let gate_up = matmul_q8(&f.gate_up, &hg)?;
+            let hd_q8 = swiglu_q8(&gate_up, &f.down)?;
+            pending = Some(matmul_q8(&f.down, &hd_q8)?);
+        }
+        if let Some(p) = pending {
+            x = (x + p)?;
+        }
+        self.lm_head.forward(&self.norm.forward(&x)?)?.flatten_all()
     }
 
     /// The sum of the ranks' partial outputs of a row-parallel layer, in place.

@@ -4,7 +4,7 @@
 //! (rocm-quantized), for Candle's `QRocmStorage`.
 
 use rocm_device::{DType, Error, Layout, Result};
-pub use rocm_quantized::{to_device_layout, to_ggml_layout, GgmlType};
+pub use rocm_quantized::{to_device_layout, to_ggml_layout, GgmlType, Q8Activations, Q8Scheme};
 use rocm_quantized::{QExperts, QWeights};
 
 use crate::RocmStorage;
@@ -64,6 +64,14 @@ impl QMatrix<'_> {
         Ok(device.storage(out, x.dtype()))
     }
 
+    /// `x . w^T` for activations already in q8 form (see [`rms_norm_q8`], [`swiglu_q8`]): a
+    /// contiguous (x.rows, rows) storage of `out` (f32, f16 or bf16).
+    pub fn forward_q8(&self, x: &Q8Activations, out: DType) -> Result<RocmStorage> {
+        let device = self.blocks.device();
+        let y = rocm_quantized::matmul_q8(device.raw(), self.weights()?, x, out)?;
+        Ok(device.storage(y, out))
+    }
+
     /// Candle's `indexed_moe_forward` with this matrix as `experts` (n, k) matrices (rows =
     /// experts * n): x (tokens, top or 1, k), u32 ids (tokens, top); a contiguous
     /// (tokens, top, n) storage of x's dtype. An expert id past the experts is an error when
@@ -88,4 +96,32 @@ impl QMatrix<'_> {
         )?;
         Ok(device.storage(out, x.dtype()))
     }
+}
+
+/// candle-nn's `rms_norm` of `x` with `alpha`, or of `x + residual` (also returned), written in
+/// q8 form for the integer mat-vec of weights whose activations are `scheme`
+/// (`rocm_quantized::rms_norm_q8`).
+pub fn rms_norm_q8(
+    (x, x_l): (&RocmStorage, &Layout),
+    residual: Option<(&RocmStorage, &Layout)>,
+    (alpha, alpha_l): (&RocmStorage, &Layout),
+    eps: f32,
+    scheme: Q8Scheme,
+) -> Result<(Option<RocmStorage>, Q8Activations)> {
+    let device = x.device();
+    let (sum, q8) = rocm_quantized::rms_norm_q8(
+        device.raw(),
+        x.operand(x_l),
+        residual.map(|(r, l)| r.operand(l)),
+        alpha.operand(alpha_l),
+        eps,
+        scheme,
+    )?;
+    Ok((sum.map(|s| device.storage(s, x.dtype())), q8))
+}
+
+/// candle-nn's `silu(g) * u` of `gate_up` rows [g | u], written in q8 form for the integer
+/// mat-vec of weights whose activations are `scheme` (`rocm_quantized::swiglu_q8`).
+pub fn swiglu_q8((gate_up, l): (&RocmStorage, &Layout), scheme: Q8Scheme) -> Result<Q8Activations> {
+    rocm_quantized::swiglu_q8(gate_up.device().raw(), gate_up.operand(l), scheme)
 }

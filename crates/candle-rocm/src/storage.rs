@@ -493,6 +493,38 @@ impl RocmStorage {
         Ok(self.wrap(out, self.dtype))
     }
 
+    /// A decode step's rotary embedding and cache write in one launch
+    /// (`rocm_reduce::rope_kv_write`): `self` holds q, k and v heads of each token at
+    /// `positions`; returns q roped (`[heads, t, head_dim]`), writes k roped and v into the
+    /// caches in place.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_kv_write(
+        &self,
+        layout: &Layout,
+        (cos, cos_l): (&Self, &Layout),
+        (sin, sin_l): (&Self, &Layout),
+        (positions, positions_l): (&Self, &Layout),
+        (k, k_l): (&Self, &Layout),
+        (v, v_l): (&Self, &Layout),
+        heads: usize,
+        interleaved: bool,
+    ) -> Result<Self> {
+        self.same_device("rope_kv_write", &[cos, sin, positions, k, v])?;
+        let out = rocm_reduce::rope_kv_write(
+            self.raw(),
+            self.operand(layout),
+            (cos.operand(cos_l), sin.operand(sin_l)),
+            positions.operand(positions_l),
+            rocm_reduce::KvCache {
+                k: k.operand(k_l),
+                v: v.operand(v_l),
+            },
+            heads,
+            interleaved,
+        )?;
+        Ok(self.wrap(out, self.dtype))
+    }
+
     /// log-softmax over the last dim.
     pub fn log_softmax_last_dim(&self, layout: &Layout) -> Result<Self> {
         let out = rocm_reduce::log_softmax_last_dim(self.raw(), self.operand(layout))?;

@@ -664,42 +664,30 @@ fn matvec(
     };
     // the float mat-vec takes one warp a row
     let wpr = if w.ty.is_block() { wpr } else { 1 };
-    let y = device.alloc(m * n * dtype.size_in_bytes())?;
     if n == 0 || w.k == 0 {
+        let y = device.alloc(m * n * dtype.size_in_bytes())?;
         if w.k == 0 {
             device.memset(&y, 0, y.len(), 0)?;
         }
         return Ok(y);
     }
+    if let (Some(scheme), false) = (w.ty.q8_scheme(), fused) {
+        let xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
+        return launch_matvec_q8(device, w, &xq, m, dtype, wpr);
+    }
+    let y = device.alloc(m * n * dtype.size_in_bytes())?;
     let _span =
         tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k, wpr).entered();
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
-    let xq;
-    let f = match w.ty.q8_scheme() {
-        Some(_) if fused => {
-            x.push(&mut args)?;
-            device.kernel(
-                &kernels::QUANTIZED,
-                kernel_op("matvec_q8f", dtype)?,
-                w.ty.key(),
-            )?
-        }
-        Some(scheme) => {
-            xq = quantize_rows(device, (x, dtype), (m, w.k), scheme)?;
-            args.push_buffer(&xq);
-            device.kernel(
-                &kernels::QUANTIZED,
-                kernel_op("matvec_q8", dtype)?,
-                w.ty.key(),
-            )?
-        }
-        // the float mat-vec: one warp a row
-        None => {
-            x.push(&mut args)?;
-            device.kernel(&kernels::QUANTIZED, kernel_op("matvec", dtype)?, w.ty.key())?
-        }
+    x.push(&mut args)?;
+    // block types here are fused (the others returned above); the float mat-vec: one warp a row
+    let op = if w.ty.is_block() {
+        "matvec_q8f"
+    } else {
+        "matvec"
     };
+    let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
     let mut config = matvec_config(device, n, wpr, 1);
     if fused {
         config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
@@ -712,6 +700,222 @@ fn matvec(
         args.push(wpr as u32);
     }
     device.launch(&f, config, &mut args)?;
+    Ok(y)
+}
+
+/// Activations in q8 form for the integer mat-vec: `rows` rows of `k` values quantized as
+/// `scheme` says ([`q8_bytes`] bytes; see [`quantize_q8`]), as the fused producers
+/// ([`rms_norm_q8`], [`swiglu_q8`]) write them.
+#[derive(Debug)]
+pub struct Q8Activations {
+    pub buffer: Buffer,
+    pub rows: usize,
+    pub k: usize,
+    pub scheme: Q8Scheme,
+}
+
+/// The (m, k) float operand `x` of `op` (f32, f16 or bf16, k a multiple of the scheme's block)
+/// as contiguous rows.
+fn q8_source<'a>(
+    op: &'static str,
+    x: &Operand<'a>,
+    scheme: Q8Scheme,
+) -> Result<(Contiguous<'a>, usize, usize)> {
+    out_key(op, x.dtype)?;
+    let (m, k) = activation_rows(op, x)?;
+    if k % scheme.block() != 0 {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: format!(
+                "input dims {:?}: {k} is not a multiple of {} ({scheme:?})",
+                x.layout.dims,
+                scheme.block()
+            ),
+        });
+    }
+    Ok((x.contiguous(op)?, m, k))
+}
+
+/// Most threads a block of [`rms_norm_q8`].
+const RMS_Q8_MAX_THREADS: usize = 1024;
+
+/// candle-nn's `rms_norm` of x (.., k) with `alpha` (k) written straight in q8 form for the
+/// integer mat-vec of weights whose activations are `scheme`, without the float result: one
+/// launch in place of the norm and the quantization. With a residual r (x's dims), x + r is
+/// normed instead and also returned (the residual stream's next value): the add fused in too.
+/// The q8 bytes are those [`quantize_q8`] writes from the float norm rounded to x's dtype (to
+/// the rounding of the sum of squares, whose order differs).
+pub fn rms_norm_q8(
+    device: &Device,
+    x: Operand<'_>,
+    residual: Option<Operand<'_>>,
+    alpha: Operand<'_>,
+    eps: f32,
+    scheme: Q8Scheme,
+) -> Result<(Option<Buffer>, Q8Activations)> {
+    const OP: &str = "rms_norm_q8";
+    let (xc, m, k) = q8_source(OP, &x, scheme)?;
+    let dtype = x.dtype;
+    let same = |name: &str, o: &Operand<'_>, dims: &[usize]| -> Result<()> {
+        if o.dtype != dtype {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                detail: format!("x {dtype}, {name} {}", o.dtype),
+            });
+        }
+        if o.layout.dims != dims {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                detail: format!("x has dims {:?}, {name} {:?}", x.layout.dims, o.layout.dims),
+            });
+        }
+        Ok(())
+    };
+    same("alpha", &alpha, &[k])?;
+    if let Some(r) = &residual {
+        same("the residual", r, &x.layout.dims)?;
+    }
+    let ac = alpha.contiguous(OP)?;
+    let rc = residual.as_ref().map(|r| r.contiguous(OP)).transpose()?;
+    let sum = match residual {
+        Some(_) => Some(device.alloc(m * k * dtype.size_in_bytes())?),
+        None => None,
+    };
+    let out = device.alloc(q8_bytes(m, k))?;
+    let q8 = |buffer| Q8Activations {
+        buffer,
+        rows: m,
+        k,
+        scheme,
+    };
+    if m * k == 0 {
+        return Ok((sum, q8(out)));
+    }
+    let mut args = LaunchArgs::new();
+    xc.push(&mut args)?;
+    // without a residual the kernel reads neither r nor sum: x and the output stand in
+    rc.as_ref().unwrap_or(&xc).push(&mut args)?;
+    args.push_buffer(sum.as_ref().unwrap_or(&out));
+    ac.push(&mut args)?;
+    args.push_buffer(&out)
+        .push(m as u64)
+        .push(k as u64)
+        .push(eps)
+        .push(scheme.code())
+        .push(u32::from(rc.is_some()));
+    let warp = device.info().warp_size.max(1) as usize;
+    let threads = (k / 32).div_ceil(warp) * warp;
+    let config = LaunchConfig {
+        grid: [u32::try_from(m).unwrap_or(u32::MAX).min(65_535), 1, 1],
+        block: [threads.clamp(warp, RMS_Q8_MAX_THREADS) as u32, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    let f = device.kernel(&kernels::QUANTIZED, OP, out_key(OP, dtype)?)?;
+    device.launch(&f, config, &mut args)?;
+    Ok((sum, q8(out)))
+}
+
+/// candle-nn's `silu(g) * u` for `gate_up` (.., 2w) holding [g | u] in each row, written straight
+/// in q8 form for the integer mat-vec of weights whose activations are `scheme`: one launch in
+/// place of the silu, the product and the quantization.
+pub fn swiglu_q8(device: &Device, gate_up: Operand<'_>, scheme: Q8Scheme) -> Result<Q8Activations> {
+    const OP: &str = "swiglu_q8";
+    let (gc, m, k2) = q8_source(OP, &gate_up, Q8Scheme::Q8_0)?;
+    let w = k2 / 2;
+    if k2 % 2 != 0 || w % scheme.block() != 0 {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "gate_up dims {:?}: halves of {w} values are not a multiple of {} ({scheme:?})",
+                gate_up.layout.dims,
+                scheme.block()
+            ),
+        });
+    }
+    let out = device.alloc(q8_bytes(m, w))?;
+    let subs = (m * w / 32) as u64;
+    if subs > 0 {
+        let mut args = LaunchArgs::new();
+        gc.push(&mut args)?;
+        args.push_buffer(&out)
+            .push(m as u64)
+            .push(w as u64)
+            .push(scheme.code());
+        let key = out_key(OP, gate_up.dtype)?;
+        device.launch_elements((&kernels::QUANTIZED, OP, key), subs, &mut args)?;
+    }
+    Ok(Q8Activations {
+        buffer: out,
+        rows: m,
+        k: w,
+        scheme,
+    })
+}
+
+/// `x . w^T` for activations already in q8 form (their scheme the one `w`'s type pairs with,
+/// their width `w.k`): a new contiguous (x.rows, n) buffer of `out` (f32, f16 or bf16), the
+/// integer mat-vec's result without its quantizing launch.
+pub fn matmul_q8(
+    device: &Device,
+    w: QWeights<'_>,
+    x: &Q8Activations,
+    out: DType,
+) -> Result<Buffer> {
+    const OP: &str = "quantized matmul (q8 activations)";
+    w.check(OP)?;
+    out_key(OP, out)?;
+    if w.ty.q8_scheme() != Some(x.scheme) || x.k != w.k || x.buffer.len() < q8_bytes(x.rows, x.k) {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "{} rows of {} {:?} activations ({} bytes) against ({}, {}) {} weights (activations {:?})",
+                x.rows,
+                x.k,
+                x.scheme,
+                x.buffer.len(),
+                w.rows,
+                w.k,
+                w.ty,
+                w.ty.q8_scheme()
+            ),
+        });
+    }
+    let wpr = matvec_warps_per_row(device, w.rows);
+    launch_matvec_q8(device, w, &x.buffer, x.rows, out, wpr)
+}
+
+/// The integer mat-vec of `m` rows of q8 activations `xq` with `wpr` warps a weight row.
+fn launch_matvec_q8(
+    device: &Device,
+    w: QWeights<'_>,
+    xq: &Buffer,
+    m: usize,
+    dtype: DType,
+    wpr: usize,
+) -> Result<Buffer> {
+    let n = w.rows;
+    let y = device.alloc(m * n * dtype.size_in_bytes())?;
+    if n == 0 || m == 0 {
+        return Ok(y);
+    }
+    let _span =
+        tracing::debug_span!("op", op = "matvec_q8", ty = %w.ty, %dtype, m, n, k = w.k, wpr)
+            .entered();
+    let f = device.kernel(
+        &kernels::QUANTIZED,
+        kernel_op("matvec_q8", dtype)?,
+        w.ty.key(),
+    )?;
+    let mut args = LaunchArgs::new();
+    args.push_buffer(w.buffer)
+        .push(w.buffer_blocks() as u64)
+        .push_buffer(xq)
+        .push_buffer(&y)
+        .push(n as u64)
+        .push(w.k as u64)
+        .push(m as u32)
+        .push(wpr as u32);
+    device.launch(&f, matvec_config(device, n, wpr, 1), &mut args)?;
     Ok(y)
 }
 

@@ -680,3 +680,253 @@ fn bad_input_is_a_typed_error() {
     let e = moe(w, 2, Operand::new(&ids, DType::I64, &il));
     assert!(matches!(e, Error::UnsupportedDType { .. }), "{e}");
 }
+
+/// The q8 form as the device lays it out (m * k bytes, then per 32 values an f32 scale and two
+/// i16 sums): the values it stands for, one quant step of each (its scale), and whether every
+/// record's sums are those of its bytes.
+fn q8_values(form: &[u8], m: usize, k: usize) -> (Vec<f32>, Vec<f32>, bool) {
+    let (bytes, records) = form.split_at(m * k);
+    let mut values = Vec::with_capacity(m * k);
+    let mut steps = Vec::with_capacity(m * k);
+    let mut sums_agree = true;
+    for (s, rec) in records.chunks_exact(8).take(m * k / 32).enumerate() {
+        let d = f32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+        let sums = [
+            i16::from_le_bytes([rec[4], rec[5]]),
+            i16::from_le_bytes([rec[6], rec[7]]),
+        ];
+        let q = &bytes[s * 32..(s + 1) * 32];
+        for (h, half) in q.chunks_exact(16).enumerate() {
+            let sum: i16 = half.iter().map(|&b| i16::from(b as i8)).sum();
+            sums_agree &= sum == sums[h];
+        }
+        values.extend(q.iter().map(|&b| d * f32::from(b as i8)));
+        steps.extend([d.abs(); 32]);
+    }
+    (values, steps, sums_agree)
+}
+
+/// Values rounded to `dtype` as a store of it rounds them.
+fn rounded(v: f32, dtype: DType) -> f32 {
+    match dtype {
+        DType::F16 => half::f16::from_f32(v).to_f32(),
+        DType::BF16 => half::bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
+}
+
+#[test]
+fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
+    // rms_norm_q8 (with and without the residual add) and swiglu_q8 against the q8 form of the
+    // float ops' result computed on the host: every value within one quant step (a value on a
+    // rounding boundary may go either way: the norm's sum of squares and the exponential are
+    // rounded differently on the two sides), each record's sums those of its bytes.
+    let d = device();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut checked = 0;
+    for scheme in [Q8Scheme::Q8_0, Q8Scheme::Q8_1, Q8Scheme::Q8K] {
+        for dtype in [DType::F32, DType::BF16] {
+            for (m, k) in [(1, 512), (3, 4096)] {
+                let mut draw = |n: usize, scale: f32| -> Vec<f32> {
+                    (0..n)
+                        .map(|_| rounded((rng.random::<f32>() * 2.0 - 1.0) * scale, dtype))
+                        .collect()
+                };
+                let (x, r, alpha) = (draw(m * k, 3.0), draw(m * k, 1.0), draw(k, 1.5));
+                let host = |v: &[f32], dims: &[usize]| {
+                    let t = Tensor::from_vec(v.to_vec(), dims, &Cpu::Cpu).unwrap();
+                    upload(&d, &t.to_dtype(cdtype(dtype)).unwrap())
+                };
+                let (xb, rb, ab) = (host(&x, &[m, k]), host(&r, &[m, k]), host(&alpha, &[k]));
+                let (xl, al) = (Layout::contiguous(&[m, k]), Layout::contiguous(&[k]));
+                let eps = 1e-5f32;
+                for with_residual in [false, true] {
+                    let s: Vec<f32> = if with_residual {
+                        x.iter()
+                            .zip(&r)
+                            .map(|(a, b)| rounded(a + b, dtype))
+                            .collect()
+                    } else {
+                        x.clone()
+                    };
+                    let mut want = Vec::with_capacity(m * k);
+                    for row in s.chunks_exact(k) {
+                        let ss: f32 = row.iter().map(|v| v * v).sum();
+                        let scale = 1.0 / (ss / k as f32 + eps).sqrt();
+                        want.extend(
+                            row.iter()
+                                .zip(&alpha)
+                                .map(|(v, a)| rounded(v * scale * a, dtype)),
+                        );
+                    }
+                    let residual = with_residual.then(|| Operand::new(&rb, dtype, &xl));
+                    let (sum, q8) = rq::rms_norm_q8(
+                        &d,
+                        Operand::new(&xb, dtype, &xl),
+                        residual,
+                        Operand::new(&ab, dtype, &al),
+                        eps,
+                        scheme,
+                    )
+                    .unwrap();
+                    assert_eq!((q8.rows, q8.k, q8.scheme), (m, k, scheme));
+                    if let Some(sum) = sum {
+                        let s64: Vec<f64> = s.iter().map(|&v| f64::from(v)).collect();
+                        assert_eq!(
+                            values(&download(&d, &sum), dtype),
+                            s64,
+                            "{scheme:?} {dtype}"
+                        );
+                    }
+                    let form = download(&d, &q8.buffer);
+                    compare_q8(
+                        &form,
+                        &want,
+                        (m, k),
+                        scheme,
+                        &format!("rms_norm_q8 {scheme:?} {dtype} residual {with_residual}"),
+                    );
+                    checked += 1;
+                }
+                // swiglu over (m, 2 * (k / 2)): [g | u] rows
+                let w = k / 2;
+                if w % scheme.block() == 0 {
+                    let silu = |g: f32| rounded(g / (1.0 + (-g).exp()), dtype);
+                    let want: Vec<f32> = x
+                        .chunks_exact(k)
+                        .flat_map(|row| {
+                            let (g, u) = row.split_at(w);
+                            g.iter()
+                                .zip(u)
+                                .map(|(g, u)| rounded(silu(*g) * u, dtype))
+                                .collect::<Vec<_>>()
+                        })
+                        .collect();
+                    let q8 = rq::swiglu_q8(&d, Operand::new(&xb, dtype, &xl), scheme).unwrap();
+                    assert_eq!((q8.rows, q8.k), (m, w));
+                    let form = download(&d, &q8.buffer);
+                    compare_q8(
+                        &form,
+                        &want,
+                        (m, w),
+                        scheme,
+                        &format!("swiglu_q8 {scheme:?} {dtype}"),
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    // widths the scheme's blocks do not divide, a residual of other dims
+    let x = d.alloc(3 * 96 * 4).unwrap();
+    let l = Layout::contiguous(&[3, 96]);
+    let a = d.alloc(96 * 4).unwrap();
+    let al = Layout::contiguous(&[96]);
+    let xo = Operand::new(&x, DType::F32, &l);
+    let e = rq::rms_norm_q8(
+        &d,
+        xo,
+        None,
+        Operand::new(&a, DType::F32, &al),
+        1e-5,
+        Q8Scheme::Q8K,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let short = Layout::contiguous(&[2, 96]);
+    let e = rq::rms_norm_q8(
+        &d,
+        xo,
+        Some(Operand::new(&x, DType::F32, &short)),
+        Operand::new(&a, DType::F32, &al),
+        1e-5,
+        Q8Scheme::Q8_0,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = rq::swiglu_q8(&d, xo, Q8Scheme::Q8K).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    println!("fused q8 producers: {checked} scheme x dtype x shape cases");
+}
+
+/// The q8 form `form` of (m, k) activations against the host's q8 form of `want`.
+fn compare_q8(form: &[u8], want: &[f32], (m, k): (usize, usize), scheme: Q8Scheme, what: &str) {
+    assert_eq!(form.len(), rq::q8_bytes(m, k), "{what}");
+    let (got, steps, sums_agree) = q8_values(form, m, k);
+    assert!(sums_agree, "{what}: a record's sums are not its bytes'");
+    let model = Q8Model::of(want, scheme).values();
+    for (i, ((g, w), step)) in got.iter().zip(&model).zip(&steps).enumerate() {
+        assert!(
+            (g - w).abs() <= step * 1.001 + 1e-30,
+            "{what} at {i}: {g} against {w} (one step {step})"
+        );
+    }
+}
+
+#[test]
+fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
+    // Activations quantized on the host as the CPU quantizes them, through matmul_q8: the
+    // integer mat-vec's result without its quantizing launch, against the CPU's QMatMul of the
+    // float activations (which quantizes them the same way).
+    let d = device();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let (n, k) = (37, 512);
+    let mut checked = 0;
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+    ] {
+        let q = quantized(ty, n, k, 21);
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+        let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
+        let w = QWeights {
+            buffer: &blocks,
+            ty,
+            rows: n,
+            k,
+        };
+        let scheme = ty.q8_scheme().unwrap();
+        for m in [1, 3, 9] {
+            let xs: Vec<f32> = (0..m * k)
+                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                .collect();
+            let x = Tensor::from_vec(xs.clone(), (m, k), &Cpu::Cpu).unwrap();
+            let want = f64s(&candle_core::Module::forward(&cpu_qmm, &x).unwrap());
+            let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+            let form = Q8Model::of(&xs, scheme).layout();
+            let buffer = d.alloc(form.len()).unwrap();
+            d.copy_htod(&form, &buffer, 0).unwrap();
+            let q8 = rq::Q8Activations {
+                buffer,
+                rows: m,
+                k,
+                scheme,
+            };
+            let got = rq::matmul_q8(&d, w, &q8, DType::F32).unwrap();
+            let got = values(&download(&d, &got), DType::F32);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-5 * scale,
+                    "{ty} ({m}, {n}, {k}) at {i}: {g} vs {w}"
+                );
+            }
+            checked += 1;
+            // activations of another form, or another width: typed errors
+            let other = if scheme == Q8Scheme::Q8K {
+                Q8Scheme::Q8_0
+            } else {
+                Q8Scheme::Q8K
+            };
+            let wrong = rq::Q8Activations {
+                scheme: other,
+                ..q8
+            };
+            let e = rq::matmul_q8(&d, w, &wrong, DType::F32).unwrap_err();
+            assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+        }
+    }
+    println!("matmul_q8: {checked} type x batch cases");
+}

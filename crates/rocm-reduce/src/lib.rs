@@ -585,6 +585,130 @@ pub fn cached_attention(
     device.launch(&f, config, &mut args).map(|()| out)
 }
 
+/// Where [`rope_kv_write`] puts a step's keys and values: the key and value caches, each
+/// contiguous `[kv_heads, cache_len, head_dim]` (any leading dims of 1) in q's dtype, written in
+/// place.
+#[derive(Debug, Clone, Copy)]
+pub struct KvCache<'a> {
+    pub k: Operand<'a>,
+    pub v: Operand<'a>,
+}
+
+/// A decode step's rotary embedding and cache write in one launch, in place of roping q and k,
+/// splitting the heads and scattering k and v into the caches: `qkv` (.., t, (heads +
+/// 2 kv_heads) * head_dim) holds each token's q, k and v heads; token i sits at `positions[i]`
+/// (u32 `[t]`, read on the device); `cos` and `sin` (`[max_len, head_dim / 2]`, at least the
+/// cache's length) are the rotary tables. Returns q roped, `[heads, t, head_dim]`; writes k
+/// roped and v into the caches' rows at the positions (a position past the cache writes
+/// nothing and leaves its q unrotated). Pairs are (2i, 2i + 1) with `interleaved` (candle-nn's `rope_i`), else (i, i +
+/// head_dim / 2) (`rope`).
+pub fn rope_kv_write(
+    device: &Device,
+    qkv: Operand<'_>,
+    (cos, sin): (Operand<'_>, Operand<'_>),
+    positions: Operand<'_>,
+    cache: KvCache<'_>,
+    heads: usize,
+    interleaved: bool,
+) -> Result<Buffer> {
+    const OP: &str = "rope_kv_write";
+    let dtype = qkv.dtype;
+    check_float(OP, dtype)?;
+    let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
+    for (name, x) in [
+        ("cos", &cos),
+        ("sin", &sin),
+        ("k_cache", &cache.k),
+        ("v_cache", &cache.v),
+    ] {
+        if x.dtype != dtype {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                detail: format!("qkv {dtype}, {name} {}", x.dtype),
+            });
+        }
+    }
+    // [kv_heads, cache_len, head_dim] after leading dims of 1
+    let cache_dims = |x: &Operand<'_>| -> Option<[usize; 3]> {
+        let d = &x.layout.dims;
+        let n = d.len().checked_sub(3)?;
+        d[..n]
+            .iter()
+            .all(|&l| l == 1)
+            .then(|| [d[n], d[n + 1], d[n + 2]])
+    };
+    let [kv_heads, cache_len, head_dim] = match (cache_dims(&cache.k), cache_dims(&cache.v)) {
+        (Some(k), Some(v)) if k == v => k,
+        _ => {
+            return Err(shape_error(format!(
+                "caches of dims {:?} and {:?}, not both [kv_heads, cache_len, head_dim]",
+                cache.k.layout.dims, cache.v.layout.dims
+            )))
+        }
+    };
+    if !cache.k.layout.is_contiguous() || !cache.v.layout.is_contiguous() {
+        return Err(shape_error(
+            "the caches are written in place: contiguous ones".into(),
+        ));
+    }
+    let width = (heads + 2 * kv_heads) * head_dim;
+    let t = positions.elem_count();
+    if positions.dtype != DType::U32
+        || qkv.layout.dims.last() != Some(&width)
+        || qkv.elem_count() != t * width
+    {
+        return Err(shape_error(format!(
+            "qkv {:?} and {} positions {:?}: not (t, ({heads} + 2 x {kv_heads}) x {head_dim}) and u32 [t]",
+            qkv.layout.dims, positions.dtype, positions.layout.dims
+        )));
+    }
+    if head_dim % 2 != 0 || kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(shape_error(format!(
+            "{heads} heads over {kv_heads} kv heads of {head_dim} values"
+        )));
+    }
+    for (name, x) in [("cos", &cos), ("sin", &sin)] {
+        let ok = matches!(x.layout.dims.as_slice(), [len, half] if *len >= cache_len && *half == head_dim / 2);
+        if !ok {
+            return Err(shape_error(format!(
+                "{name} has dims {:?}, not [>= {cache_len}, {}]",
+                x.layout.dims,
+                head_dim / 2
+            )));
+        }
+    }
+    let out = device.alloc(heads * t * head_dim * dtype.size_in_bytes())?;
+    let items = (t * (heads + kv_heads) * head_dim / 2 + t * kv_heads * head_dim) as u64;
+    if items == 0 {
+        return Ok(out);
+    }
+    let fit = |what: &str, n: usize| {
+        u32::try_from(n).map_err(|_| shape_error(format!("{what} {n} is over u32")))
+    };
+    let (qc, cc, sc, pc) = (
+        qkv.contiguous(OP)?,
+        cos.contiguous(OP)?,
+        sin.contiguous(OP)?,
+        positions.contiguous(OP)?,
+    );
+    let (kc, vc) = (cache.k.contiguous(OP)?, cache.v.contiguous(OP)?);
+    let mut args = LaunchArgs::new();
+    for x in [&qc, &cc, &sc, &pc] {
+        x.push(&mut args)?;
+    }
+    args.push_buffer(&out);
+    kc.push(&mut args)?;
+    vc.push(&mut args)?;
+    args.push(fit("tokens", t)?)
+        .push(fit("heads", heads)?)
+        .push(fit("kv_heads", kv_heads)?)
+        .push(fit("head_dim", head_dim)?)
+        .push(fit("cache_len", cache_len)?)
+        .push(u32::from(interleaved));
+    device.launch_elements((&kernels::ATTENTION, OP, dtype.as_str()), items, &mut args)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -642,3 +642,137 @@ fn cached_attention_reads_unaligned_views() {
             .unwrap_or_else(|e| panic!("{dtype} unaligned: {e}"));
     }
 }
+
+#[test]
+fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
+    // q/k/v heads of t tokens at positions (one past the cache), grouped-query heads, both
+    // pair orders, against the rotation and the cache rows computed on the host; cache rows
+    // at other positions keep what they held.
+    let d = device();
+    let (heads, kv_heads, hd, cache_len, max_len) = (4usize, 2usize, 8usize, 6usize, 8usize);
+    let width = (heads + 2 * kv_heads) * hd;
+    let half = hd / 2;
+    let mut checked = 0;
+    for dtype in [DType::F32, DType::F16] {
+        for positions in [vec![4u32], vec![1, 5, 6]] {
+            for interleaved in [true, false] {
+                let t = positions.len();
+                let qkv = values(&random(dtype, t * width, -2.0, 2.0, 3), dtype);
+                let cos = values(&random(dtype, max_len * half, -1.0, 1.0, 4), dtype);
+                let sin = values(&random(dtype, max_len * half, -1.0, 1.0, 5), dtype);
+                let up = |v: &[f64], dims: &[usize]| {
+                    let t = Tensor::from_vec(v.to_vec(), dims, &candle_core::Device::Cpu).unwrap();
+                    upload(&d, &t.to_dtype(cdtype(dtype)).unwrap())
+                };
+                let sentinel = vec![7.0f64; kv_heads * cache_len * hd];
+                let (qb, cb, sb) = (
+                    up(&qkv, &[t, width]),
+                    up(&cos, &[max_len, half]),
+                    up(&sin, &[max_len, half]),
+                );
+                let (kb, vb) = (
+                    up(&sentinel, &[kv_heads * cache_len * hd]),
+                    up(&sentinel, &[kv_heads * cache_len * hd]),
+                );
+                let pb = d.htod(&positions).unwrap();
+                let (ql, csl, pl) = (
+                    Layout::contiguous(&[1, t, width]),
+                    Layout::contiguous(&[max_len, half]),
+                    Layout::contiguous(&[t]),
+                );
+                let cache_l = Layout::contiguous(&[1, kv_heads, cache_len, hd]);
+                let q = rr::rope_kv_write(
+                    &d,
+                    O::new(&qb, dtype, &ql),
+                    (O::new(&cb, dtype, &csl), O::new(&sb, dtype, &csl)),
+                    O::new(pb.as_buffer(), DType::U32, &pl),
+                    rr::KvCache {
+                        k: O::new(&kb, dtype, &cache_l),
+                        v: O::new(&vb, dtype, &cache_l),
+                    },
+                    heads,
+                    interleaved,
+                )
+                .unwrap();
+                let (q, k, v) = (
+                    values(&download(&d, &q), dtype),
+                    values(&download(&d, &kb), dtype),
+                    values(&download(&d, &vb), dtype),
+                );
+                let (mut want_q, mut want_k, mut want_v) = (
+                    vec![0.0; heads * t * hd],
+                    sentinel.clone(),
+                    sentinel.clone(),
+                );
+                for (i, &pos) in positions.iter().enumerate() {
+                    let pos = pos as usize;
+                    let row = &qkv[i * width..(i + 1) * width];
+                    for h in 0..heads + kv_heads {
+                        let x = &row[h * hd..(h + 1) * hd];
+                        let mut y = x.to_vec();
+                        if pos < cache_len {
+                            for p in 0..half {
+                                let (i1, i2) = if interleaved {
+                                    (2 * p, 2 * p + 1)
+                                } else {
+                                    (p, p + half)
+                                };
+                                let (c, s) = (cos[pos * half + p], sin[pos * half + p]);
+                                y[i1] = x[i1] * c - x[i2] * s;
+                                y[i2] = x[i1] * s + x[i2] * c;
+                            }
+                        }
+                        if h < heads {
+                            want_q[(h * t + i) * hd..(h * t + i + 1) * hd].copy_from_slice(&y);
+                        } else if pos < cache_len {
+                            let at = ((h - heads) * cache_len + pos) * hd;
+                            want_k[at..at + hd].copy_from_slice(&y);
+                            let vh = &row[(heads + kv_heads + h - heads) * hd..][..hd];
+                            want_v[at..at + hd].copy_from_slice(vh);
+                        }
+                    }
+                }
+                let tol = if dtype == DType::F32 { 1e-6 } else { 4e-3 };
+                for (what, got, want) in
+                    [("q", &q, &want_q), ("k", &k, &want_k), ("v", &v, &want_v)]
+                {
+                    for (j, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+                        assert!(
+                            (g - w).abs() <= tol * w.abs().max(1.0),
+                            "{dtype} positions {positions:?} interleaved {interleaved}: {what}[{j}] {g} vs {w}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    // a cache whose head_dim differs from the other's, and qkv of the wrong width: typed errors
+    let buf = d.alloc(1 << 12).unwrap();
+    let p = d.htod(&[0u32]).unwrap();
+    let pl = Layout::contiguous(&[1]);
+    let cs = Layout::contiguous(&[8, 4]);
+    let call = |qkv_width: usize, v_hd: usize| {
+        let ql = Layout::contiguous(&[1, qkv_width]);
+        let kl = Layout::contiguous(&[2, 6, 8]);
+        let vl = Layout::contiguous(&[2, 6, v_hd]);
+        rr::rope_kv_write(
+            &d,
+            O::new(&buf, DType::F32, &ql),
+            (O::new(&buf, DType::F32, &cs), O::new(&buf, DType::F32, &cs)),
+            O::new(p.as_buffer(), DType::U32, &pl),
+            rr::KvCache {
+                k: O::new(&buf, DType::F32, &kl),
+                v: O::new(&buf, DType::F32, &vl),
+            },
+            4,
+            true,
+        )
+    };
+    assert!(call(64, 8).is_ok());
+    for (w, v_hd) in [(64, 4), (60, 8)] {
+        let e = call(w, v_hd).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    }
+    println!("rope_kv_write: {checked} dtype x positions x order cases");
+}

@@ -9,8 +9,8 @@
 use candle_rocm as rocm;
 
 use super::{GgmlDType, GgmlType, QStorage, QuantizedType};
-use crate::rocm_backend::{dtype_to_rocm, layout as rocm_layout, wrap};
 use crate::backend::{BackendDevice, BackendStorage};
+use crate::rocm_backend::{dtype_to_rocm, layout as rocm_layout, wrap};
 use crate::{CpuStorage, DType, Layout, Result, RocmDevice, RocmStorage, Shape};
 
 /// ggml blocks in device memory.
@@ -196,7 +196,11 @@ impl QRocmStorage {
         let (_, top) = ids_l.shape().dims2()?;
         let out = self
             .matrix(experts * n, k)
-            .moe_forward(experts, (x.inner(), &rocm_layout(x_l)), (ids.inner(), &rocm_layout(ids_l)))
+            .moe_forward(
+                experts,
+                (x.inner(), &rocm_layout(x_l)),
+                (ids.inner(), &rocm_layout(ids_l)),
+            )
             .map_err(wrap)?;
         Ok((self.device.wrap_storage(out), Shape::from((tokens, top, n))))
     }
@@ -240,4 +244,134 @@ pub fn from_bytes(device: &RocmDevice, bytes: &[u8], dtype: GgmlDType) -> Result
     Ok(QStorage::Rocm(QRocmStorage::from_bytes(
         device, bytes, dtype,
     )?))
+}
+
+/// Activations in q8 form on a ROCm device, as the integer mat-vec of quantized weights reads
+/// them: what a decode step passes from a norm ([`rms_norm_q8`]) or its gated MLP
+/// ([`swiglu_q8`]) to the next product ([`matmul_q8`]) without a float tensor and a quantizing
+/// launch between. They are made for one weight type's activation form.
+pub struct Q8Activations {
+    inner: rocm::quantized::Q8Activations,
+    /// The dims of the float activations they stand for.
+    dims: Vec<usize>,
+    dtype: DType,
+    device: RocmDevice,
+}
+
+impl Q8Activations {
+    /// The dims of the float activations they stand for.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+}
+
+/// The activation form of `weights`' block type, or an error naming `op`.
+fn scheme_for(op: &str, weights: &super::QTensor) -> Result<rocm::quantized::Q8Scheme> {
+    match ggml_type(weights.dtype()).q8_scheme() {
+        Some(s) => Ok(s),
+        None => crate::bail!("{op}: {:?} weights are not a block type", weights.dtype()),
+    }
+}
+
+/// The ROCm storage of a tensor, or an error naming `op`.
+fn rocm_storage<'a>(op: &str, s: &'a crate::Storage) -> Result<&'a RocmStorage> {
+    match s {
+        crate::Storage::Rocm(s) => Ok(s),
+        _ => crate::bail!("{op}: the tensors are not on a ROCm device"),
+    }
+}
+
+/// candle-nn's `rms_norm(x, alpha, eps)` written in q8 form for the integer mat-vec of
+/// `weights` (one launch for the norm and the quantization). With a residual, `x + residual` is
+/// normed instead and returned too (the residual stream's next value): a decoder layer's add
+/// fused in as well. x is (.., k) of f32, f16 or bf16; alpha (k) of its dtype.
+pub fn rms_norm_q8(
+    x: &crate::Tensor,
+    residual: Option<&crate::Tensor>,
+    alpha: &crate::Tensor,
+    eps: f32,
+    weights: &super::QTensor,
+) -> Result<(Option<crate::Tensor>, Q8Activations)> {
+    const OP: &str = "rms_norm_q8";
+    let scheme = scheme_for(OP, weights)?;
+    let (xs, xl) = x.storage_and_layout();
+    let (als, all) = alpha.storage_and_layout();
+    let rs = residual.map(|r| r.storage_and_layout());
+    let xr = rocm_storage(OP, &xs)?;
+    let residual = match &rs {
+        Some((s, l)) => Some((rocm_storage(OP, s)?.inner(), rocm_layout(l))),
+        None => None,
+    };
+    let (sum, q8) = rocm::quantized::rms_norm_q8(
+        (xr.inner(), &rocm_layout(xl)),
+        residual.as_ref().map(|(s, l)| (*s, l)),
+        (rocm_storage(OP, &als)?.inner(), &rocm_layout(all)),
+        eps,
+        scheme,
+    )
+    .map_err(wrap)?;
+    let device = xr.device().clone();
+    let sum = sum.map(|s| {
+        crate::tensor::from_storage(
+            crate::Storage::Rocm(device.wrap_storage(s)),
+            x.shape().clone(),
+            crate::op::BackpropOp::none(),
+            false,
+        )
+    });
+    let q8 = Q8Activations {
+        inner: q8,
+        dims: x.dims().to_vec(),
+        dtype: x.dtype(),
+        device,
+    };
+    Ok((sum, q8))
+}
+
+/// candle-nn's `silu(g) * u` for `gate_up` (.., 2w) holding [g | u] in each row, written in q8
+/// form for the integer mat-vec of `weights` (one launch for the silu, the product and the
+/// quantization).
+pub fn swiglu_q8(gate_up: &crate::Tensor, weights: &super::QTensor) -> Result<Q8Activations> {
+    const OP: &str = "swiglu_q8";
+    let scheme = scheme_for(OP, weights)?;
+    let (s, l) = gate_up.storage_and_layout();
+    let s = rocm_storage(OP, &s)?;
+    let inner = rocm::quantized::swiglu_q8((s.inner(), &rocm_layout(l)), scheme).map_err(wrap)?;
+    let mut dims = gate_up.dims().to_vec();
+    if let Some(last) = dims.last_mut() {
+        *last /= 2;
+    }
+    Ok(Q8Activations {
+        inner,
+        dims,
+        dtype: gate_up.dtype(),
+        device: s.device().clone(),
+    })
+}
+
+/// `x . weights^T` for activations already in q8 form: the (.., n) result in the dtype of the
+/// float activations x stands for, as `QMatMul::forward` of those gives it (to the rounding of
+/// the norm's sum of squares, see [`rms_norm_q8`]).
+pub fn matmul_q8(weights: &super::QTensor, x: &Q8Activations) -> Result<crate::Tensor> {
+    let super::QStorage::Rocm(w) = &weights.storage else {
+        crate::bail!("matmul_q8: the weights are not on a ROCm device")
+    };
+    if !w.device().same_device(&x.device) {
+        crate::bail!("matmul_q8: the weights and the activations are on different devices")
+    }
+    let (n, k) = weights.shape().dims2()?;
+    let out = w
+        .matrix(n, k)
+        .forward_q8(&x.inner, dtype_to_rocm(x.dtype, "matmul_q8")?)
+        .map_err(wrap)?;
+    let mut dims = x.dims.clone();
+    if let Some(last) = dims.last_mut() {
+        *last = n;
+    }
+    Ok(crate::tensor::from_storage(
+        crate::Storage::Rocm(w.device().wrap_storage(out)),
+        dims,
+        crate::op::BackpropOp::none(),
+        false,
+    ))
 }

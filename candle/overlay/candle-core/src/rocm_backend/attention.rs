@@ -81,3 +81,68 @@ pub fn cached_attention(
         false,
     ))
 }
+
+/// A decode step's rotary embedding and cache write in one launch, in place of roping q and k,
+/// splitting the heads and scattering k and v into the caches: `qkv` (`[1, t, (heads +
+/// 2 kv_heads) * head_dim]`) holds each token's q, k and v heads, token i at `positions[i]`
+/// (u32 `[t]`, read on the device); `cos` and `sin` (`[max_len, head_dim / 2]`) are the rotary
+/// tables; `k_cache` and `v_cache` (`[1, kv_heads, cache_len, head_dim]`, contiguous) receive
+/// k roped and v at the positions, in place. Returns q roped, `[1, heads, t, head_dim]`. Pairs
+/// as candle-nn's `rope_i` (`interleaved`) or `rope`. One dtype for all; every tensor on one
+/// ROCm device. No gradient.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_kv_write(
+    qkv: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    positions: &Tensor,
+    k_cache: &Tensor,
+    v_cache: &Tensor,
+    heads: usize,
+    interleaved: bool,
+) -> Result<Tensor> {
+    const OP: &str = "rope_kv_write";
+    for other in [cos, sin, positions, k_cache, v_cache] {
+        if !other.device().same_device(qkv.device()) {
+            return Err(crate::Error::DeviceMismatchBinaryOp {
+                lhs: qkv.device().location(),
+                rhs: other.device().location(),
+                op: OP,
+            }
+            .bt());
+        }
+    }
+    let guards = [qkv, cos, sin, positions, k_cache, v_cache].map(|t| t.storage_and_layout());
+    let mut parts = Vec::with_capacity(guards.len());
+    for (s, l) in &guards {
+        match &**s {
+            Storage::Rocm(s) => parts.push((s, super::layout(l))),
+            _ => {
+                return Err(crate::Error::Msg(format!(
+                    "{OP}: the tensors are not on a ROCm device"
+                ))
+                .bt())
+            }
+        }
+    }
+    let part = |i: usize| (parts[i].0.inner(), &parts[i].1);
+    let (qs, ql) = &parts[0];
+    let out = qs.wrap(qs.inner().rope_kv_write(
+        ql,
+        part(1),
+        part(2),
+        part(3),
+        part(4),
+        part(5),
+        heads,
+        interleaved,
+    ))?;
+    let head_dim = k_cache.dims().last().copied().unwrap_or(0);
+    let t = positions.elem_count();
+    Ok(crate::tensor::from_storage(
+        Storage::Rocm(out),
+        (1, heads, t, head_dim),
+        BackpropOp::none(),
+        false,
+    ))
+}
