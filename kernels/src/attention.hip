@@ -146,6 +146,103 @@ DEVICE void cached_attention_any(const T* q, const T* k, const T* v, const u32* 
                                     cache_len, scale, mode);
 }
 
+// Split over the cache (flash-decoding), for few query rows over a long cache: one block of
+// ATTN_SPLIT_THREADS threads per (row, run of ATTN_SPLIT_KEYS cache positions) writes the run's
+// max score, its sum of exp(score - max) and its weighted sum of v rows to `partial` ((rows,
+// splits, head_dim + 2) in the accumulator type); attention_combine rescales the runs to their
+// common max and sums them in order. Runs past a row's last visible position write an empty
+// run (max -inf, sums 0). Each warp scores keys w, w + warps, ... with its lanes over the head's
+// dims (a key row read whole by one warp); the weights meet v with one thread a dim.
+#define ATTN_SPLIT_THREADS 128
+#define ATTN_SPLIT_KEYS 64
+
+template <typename T>
+DEVICE u32 attn_last(const u32* positions, u32 i, u32 queries, u32 cache_len, u32 mode) {
+    u32 last = cache_len - 1;
+    if (mode == ATTN_CAUSAL) last = cache_len - queries + i;
+    else if (mode == ATTN_POSITIONS && positions[i] < last) last = positions[i];
+    return last;
+}
+
+template <typename T>
+DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* positions, typename Acc<T>::type* partial,
+                            u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale,
+                            u32 mode) {
+    typedef typename Acc<T>::type A;
+    __shared__ A qs[ATTN_MAX_HEAD_DIM];
+    __shared__ A scores[ATTN_SPLIT_KEYS];
+    const u32 tid = threadIdx.x, lane = tid % warpSize, warp = tid / warpSize;
+    const u32 warps = blockDim.x / warpSize;
+    const u64 row = blockIdx.x;
+    const u32 split = blockIdx.y, splits = gridDim.y;
+    const u32 i = (u32)(row % queries);
+    const u64 batch_head = row / queries;
+    const u32 h = (u32)(batch_head % heads);
+    const u64 b = batch_head / heads;
+    const u32 kv_head = h / (heads / kv_heads);
+    const u64 cache_start = (b * kv_heads + kv_head) * (u64)cache_len * head_dim;
+    const T* kc = k + cache_start;
+    const T* vc = v + cache_start;
+    const u32 len = attn_last<T>(positions, i, queries, cache_len, mode) + 1;
+    const u32 first = split * ATTN_SPLIT_KEYS;
+    const u32 n = first >= len ? 0 : (len - first < ATTN_SPLIT_KEYS ? len - first : ATTN_SPLIT_KEYS);
+    A* out = partial + (row * splits + split) * (u64)(head_dim + 2);
+    const A neg_inf = m_neg_inf((A)0);
+    if (n == 0) {
+        for (u32 d = tid; d < head_dim + 2; d += blockDim.x) out[d] = d == 0 ? neg_inf : (A)0;
+        return;
+    }
+    for (u32 d = tid; d < head_dim; d += blockDim.x) qs[d] = cvt<A>(q[row * head_dim + d]) * (A)scale;
+    __syncthreads();
+    // scores: a key a warp at a time, the lanes over its dims
+    for (u32 j = warp; j < n; j += warps) {
+        const T* kr = kc + (u64)(first + j) * head_dim;
+        A dot = (A)0;
+        for (u32 d = lane; d < head_dim; d += warpSize) dot += qs[d] * cvt<A>(kr[d]);
+        for (int o = warpSize / 2; o > 0; o >>= 1) dot += warp_shfl_xor(dot, o);
+        if (lane == 0) scores[j] = dot;
+    }
+    __syncthreads();
+    A m = neg_inf;
+    for (u32 j = 0; j < n; ++j) m = scores[j] > m ? scores[j] : m;
+    A sum = (A)0;
+    for (u32 j = 0; j < n; ++j) sum += m_exp(scores[j] - m);
+    // weights x v: a thread a dim, the run's keys in order
+    for (u32 d = tid; d < head_dim; d += blockDim.x) {
+        A acc = (A)0;
+#pragma unroll 8
+        for (u32 j = 0; j < n; ++j) acc += m_exp(scores[j] - m) * cvt<A>(vc[(u64)(first + j) * head_dim + d]);
+        out[2 + d] = acc;
+    }
+    if (tid == 0) {
+        out[0] = m;
+        out[1] = sum;
+    }
+}
+
+// The runs of attention_split combined: out[row] = sum_r acc_r * exp(m_r - M) / sum_r s_r * exp(m_r - M)
+// over the row's runs in order, M their largest max. One block a row, a thread a dim.
+template <typename T>
+DEVICE void attention_combine(const typename Acc<T>::type* partial, T* out, u32 splits, u32 head_dim) {
+    typedef typename Acc<T>::type A;
+    const u64 row = blockIdx.x;
+    const A* p = partial + row * splits * (u64)(head_dim + 2);
+    const A neg_inf = m_neg_inf((A)0);
+    A m = neg_inf;
+    for (u32 r = 0; r < splits; ++r) m = p[r * (head_dim + 2)] > m ? p[r * (head_dim + 2)] : m;
+    for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        A s = (A)0, acc = (A)0;
+        for (u32 r = 0; r < splits; ++r) {
+            const A* run = p + r * (head_dim + 2);
+            if (run[0] == neg_inf) continue;
+            const A f = m_exp(run[0] - m);
+            s += run[1] * f;
+            acc += run[2 + d] * f;
+        }
+        out[row * head_dim + d] = cvt<T>(acc / s);
+    }
+}
+
 // A decode step's rotary embedding and cache write in one launch: qkv is (t, (heads + 2 kv_heads)
 // * d), each token's q heads, k heads, v heads, at positions[token]; cos and sin are
 // (max_len, d / 2). q_out (heads, t, d) gets the roped q, and the cache rows at each token's
@@ -194,6 +291,14 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
 }
 
 #define ATTENTION_ENTRIES(NAME, T)                                                               \
+    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void attention_split_##NAME(                    \
+        const T* q, const T* k, const T* v, const u32* positions, Acc<T>::type* partial, u32 heads, u32 kv_heads, \
+        u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \
+        attention_split<T>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len, scale, mode); \
+    }                                                                                            \
+    KERNEL void attention_combine_##NAME(const Acc<T>::type* partial, T* out, u32 splits, u32 head_dim) { \
+        attention_combine<T>(partial, out, splits, head_dim);                                    \
+    }                                                                                            \
     KERNEL void rope_kv_write_##NAME(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, \
                                      T* k_cache, T* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, \
                                      u32 interleaved) {                                          \

@@ -291,7 +291,12 @@ pub const ATTENTION: KernelModule = KernelModule {
     name: "attention",
     source: include_str!("attention.hip"),
     groups: &[EntryGroup {
-        ops: &["cached_attention", "rope_kv_write"],
+        ops: &[
+            "cached_attention",
+            "attention_split",
+            "attention_combine",
+            "rope_kv_write",
+        ],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
 };
@@ -309,6 +314,10 @@ pub mod attention {
     pub const MODE_CAUSAL: u32 = 1;
     /// Query i sees positions `0..=positions[i]` (a u32 tensor on the device).
     pub const MODE_POSITIONS: u32 = 2;
+    /// Threads a block of the split form (`attention_split`): built for exactly this many.
+    pub const SPLIT_THREADS: u32 = 128;
+    /// Cache positions a block of the split form takes.
+    pub const SPLIT_KEYS: u32 = 64;
 }
 
 /// Element widths: the filter keys of kernels that only move bytes (one instantiation serves
@@ -552,6 +561,8 @@ mod tests {
         };
         assert_eq!(define("ATTN_BLOCK"), attention::BLOCK);
         assert_eq!(define("ATTN_MAX_HEAD_DIM"), attention::MAX_HEAD_DIM);
+        assert_eq!(define("ATTN_SPLIT_THREADS"), attention::SPLIT_THREADS);
+        assert_eq!(define("ATTN_SPLIT_KEYS"), attention::SPLIT_KEYS);
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);

@@ -600,10 +600,87 @@ DEVICE float q_as(float v, const float*) { return v; }
 DEVICE float q_as(float v, const f16_t*) { return f16_to_f32(f32_to_f16(v)); }
 DEVICE float q_as(float v, const bf16_t*) { return bf16_to_f32(f32_to_bf16(v)); }
 
+// The values x[at..at + 8) as f32: 16-byte loads where the address allows, else one at a time.
+template <typename X>
+DEVICE void q_load8(const X* x, u64 at, float* v) {
+    const X* p = x + at;
+    if (((usize)p & 15) != 0 || sizeof(X) * 8 < 16) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = q_load(p, i);
+        return;
+    }
+    constexpr int per_word = 4 / sizeof(X) > 0 ? 4 / sizeof(X) : 1;  // values in a u32
+    constexpr int vectors = 8 * sizeof(X) / 16;
+    const QBytes16* q = (const QBytes16*)p;
+#pragma unroll
+    for (int c = 0; c < vectors; ++c) {
+        const QBytes16 b = q[c];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int h = 0; h < per_word; ++h) v[(c * 4 + i) * per_word + h] = q_unpack(b.w[i], h, p);
+    }
+}
+
+// q8_write_sub with the 32 values of sub-block s spread over four consecutive lanes: lane
+// `quarter` (0..3, the lane's index mod 4) holds the 8 values v of positions 8 * quarter... The
+// same bytes and record as q8_write_sub. Every lane of the warp calls it (`live` false past
+// the end, v zeros); for the K scheme the 32 lanes that hold one 256-value block start on a lane
+// that is a multiple of 32.
+DEVICE void q8_write_quarter(const float* v, u64 s, u32 quarter, bool live, u8* q, u8* meta, u32 scheme) {
+    float d, id;
+    if (scheme == Q8_SCHEME_K) {
+        QMax m = {0.0f, 0.0f, (u32)((s & 7) * 4 + quarter)};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            if (m.amax < m_abs(v[i])) {
+                m.amax = m_abs(v[i]);
+                m.max = v[i];
+            }
+        }
+        for (int o = 1; o < 32; o <<= 1) {
+            QMax other = {warp_shfl_xor(m.amax, o), warp_shfl_xor(m.max, o), warp_shfl_xor(m.at, o)};
+            m = qmax_combine(m, other);
+        }
+        id = m.amax == 0.0f ? 0.0f : -127.0f / m.max;
+        d = m.amax == 0.0f ? 0.0f : 1.0f / id;
+    } else {
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) amax = m_max(amax, m_abs(v[i]));
+        amax = m_max(amax, warp_shfl_xor(amax, 1));
+        amax = m_max(amax, warp_shfl_xor(amax, 2));
+        const float d32 = amax / 127.0f;
+        id = d32 != 0.0f ? 1.0f / d32 : 0.0f;
+        d = f16_round(d32);
+    }
+    u32 w[2] = {0u, 0u};
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int b = (int)m_max(-128.0f, m_min(127.0f, m_round(m_mul_rn(v[i], id))));
+        sum += b;
+        w[i >> 2] |= (u32)(u8)(i8)b << (8 * (i & 3));
+    }
+    // quarters 0 and 1 hold the first 16 values, 2 and 3 the last
+    sum += warp_shfl_xor(sum, 1);
+    const int other_half = warp_shfl_xor(sum, 2);
+    if (!live) return;
+    u32* dst = (u32*)(q + s * 32 + quarter * 8);
+    dst[0] = w[0];
+    dst[1] = w[1];
+    if (quarter == 0) {
+        u32* rec = (u32*)(meta + s * 8);
+        rec[0] = f32_bits(d);
+        rec[1] = (u32)(u16)(i16)sum | ((u32)(u16)(i16)other_half << 16);
+    }
+}
+
 // For each of the m rows of x (k values, k a multiple of 32, of 256 for the K scheme): with a
 // residual r (has_residual), s = x + r is stored to `sum` and normed in place of x; out gets the
-// q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row,
-// whole warps (the K scheme's shuffles); thread t takes sub-blocks t, t + blockDim, ...
+// q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row of
+// whole warps; thread t takes the runs of 8 values t, t + blockDim, ... (four lanes a
+// sub-block), so that a row's loads are spread over many threads.
 #define RMS_Q8_MAX_WARPS 32
 template <typename X>
 DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
@@ -611,25 +688,25 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
     __shared__ float warp_ss[RMS_Q8_MAX_WARPS];
     const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
     const u32 warps = (blockDim.x + warpSize - 1) / warpSize;
-    const u64 subs = k / 32;
+    const u64 runs = k / 8;
     for (u64 row = blockIdx.x; row < m; row += gridDim.x) {
         const X* xr = x + row * k;
         const X* src = has_residual ? sum + row * k : xr;
         float ss = 0.0f;
-        for (u64 s = threadIdx.x; s < subs; s += blockDim.x) {
-            float v[32];
-            q_load32(xr, s * 32, v);
+        for (u64 c = threadIdx.x; c < runs; c += blockDim.x) {
+            float v[8];
+            q_load8(xr, c * 8, v);
             if (has_residual) {
-                float rv[32];
-                q_load32(r + row * k, s * 32, rv);
+                float rv[8];
+                q_load8(r + row * k, c * 8, rv);
 #pragma unroll
-                for (int i = 0; i < 32; ++i) {
+                for (int i = 0; i < 8; ++i) {
                     v[i] = q_as(v[i] + rv[i], x);
-                    q_store(sum, row * k + s * 32 + i, v[i]);
+                    q_store(sum, row * k + c * 8 + i, v[i]);
                 }
             }
 #pragma unroll
-            for (int i = 0; i < 32; ++i) ss += v[i] * v[i];
+            for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
         }
         for (int o = warpSize / 2; o > 0; o >>= 1) ss += warp_shfl_xor(ss, o);
         if (lane == 0) warp_ss[warp] = ss;
@@ -639,46 +716,48 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
         __syncthreads();
         const float scale = 1.0f / m_sqrt(ss / (float)k + eps);
         // each thread reads back the sums it stored itself
-        for (u64 base = threadIdx.x - lane; base < subs; base += blockDim.x) {
-            const u64 s = base + lane;
-            const bool live = s < subs;
-            float v[32];
+        for (u64 base = threadIdx.x - lane; base < runs; base += blockDim.x) {
+            const u64 c = base + lane;
+            const bool live = c < runs;
+            float v[8];
             if (live) {
-                q_load32(src, s * 32, v);
+                q_load8(src, c * 8, v);
 #pragma unroll
-                for (int i = 0; i < 32; ++i) v[i] = q_as(v[i] * scale * q_load(alpha, s * 32 + i), x);
+                for (int i = 0; i < 8; ++i) v[i] = q_as(v[i] * scale * q_load(alpha, c * 8 + i), x);
             } else {
 #pragma unroll
-                for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+                for (int i = 0; i < 8; ++i) v[i] = 0.0f;
             }
-            q8_write_sub(v, row * subs + s, live, out, out + m * k, scheme);
+            q8_write_quarter(v, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
         }
     }
 }
 
 // out = the q8 form of the (m, w) activations silu(g) * u, for rows [g | u] of gate_up (m, 2w;
-// w a multiple of 32, of 256 for the K scheme). One sub-block a thread, whole warps.
+// w a multiple of 32, of 256 for the K scheme). A run of 8 values a thread (four lanes a
+// sub-block), whole warps.
 template <typename X>
 DEVICE void swiglu_q8(const X* gate_up, u8* out, u64 m, u64 w, u32 scheme) {
-    const u64 row_subs = w / 32, subs = m * row_subs;
+    const u64 row_runs = w / 8, runs = m * row_runs;
     const u64 stride = (u64)gridDim.x * blockDim.x;
     const u64 lane0 = blockIdx.x * (u64)blockDim.x + threadIdx.x - threadIdx.x % warpSize;
-    for (u64 base = lane0; base < subs; base += stride) {
-        const u64 s = base + threadIdx.x % warpSize;
-        const bool live = s < subs;
-        float v[32];
+    for (u64 base = lane0; base < runs; base += stride) {
+        const u64 c = base + threadIdx.x % warpSize;
+        const bool live = c < runs;
+        float v[8];
         if (live) {
-            const u64 row = s / row_subs, c = s - row * row_subs;
-            float u[32];
-            q_load32(gate_up + row * 2 * w, c * 32, v);
-            q_load32(gate_up + row * 2 * w + w, c * 32, u);
+            const u64 row = c / row_runs, at = (c - row * row_runs) * 8;
+            float u[8];
+            q_load8(gate_up + row * 2 * w, at, v);
+            q_load8(gate_up + row * 2 * w + w, at, u);
 #pragma unroll
-            for (int i = 0; i < 32; ++i) v[i] = q_as(q_as(v[i] / (1.0f + m_exp(-v[i])), gate_up) * u[i], gate_up);
+            for (int i = 0; i < 8; ++i) v[i] = q_as(q_as(v[i] / (1.0f + m_exp(-v[i])), gate_up) * u[i], gate_up);
         } else {
 #pragma unroll
-            for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+            for (int i = 0; i < 8; ++i) v[i] = 0.0f;
         }
-        q8_write_sub(v, s, live, out, out + m * w, scheme);
+        // rows are whole sub-blocks: run c is quarter c % 4 of sub-block c / 4
+        q8_write_quarter(v, c / 4, (u32)(c % 4), live, out, out + m * w, scheme);
     }
 }
 

@@ -225,7 +225,15 @@ fn a_bad_routing_is_an_error() {
 /// values. Returns its path (a temporary file the caller removes).
 fn write_qwen3_moe_gguf(ty: GgmlDType, experts: usize, used: usize) -> std::path::PathBuf {
     use candle_core::quantized::gguf_file;
-    let (hidden, heads, kv_heads, head_dim, moe_ffn, layers, vocab) = (256, 4, 2, 64, 256, 2, 300);
+    // Widths and types Candle's CPU multiplies with ggml's arithmetic on every host: where the
+    // host has AVX-512 VNNI it takes other arithmetic for Q8_0 matrices of a multiple of 16
+    // rows and 256 columns (activations quantized per 256 values, 0.6% from ggml's result),
+    // which would make the reference, not the GPU, the odd one out. So Q8_0 experts get widths
+    // of 288 and the attention Q4_0 (no tiling). Q4_K's tiling keeps ggml's arithmetic (to
+    // 1e-6) and needs widths of a multiple of 256.
+    let width = if ty == GgmlDType::Q8_0 { 288 } else { 256 };
+    let (hidden, heads, kv_heads, head_dim, moe_ffn, layers, vocab) =
+        (width, 4, 2, 64, width, 2, 300);
     let mut rng = SplitMix64(61 + experts as u64);
     let mut q = |dims: &[usize], ty: GgmlDType| {
         let t = (random(&mut rng, dims) * 0.2).unwrap();
@@ -254,7 +262,7 @@ fn write_qwen3_moe_gguf(ty: GgmlDType, experts: usize, used: usize) -> std::path
             ("attn_v", vec![kv_heads * head_dim, hidden]),
             ("attn_output", vec![hidden, heads * head_dim]),
         ] {
-            tensors.push((format!("{p}.{name}.weight"), q(&dims, GgmlDType::Q8_0)));
+            tensors.push((format!("{p}.{name}.weight"), q(&dims, GgmlDType::Q4_0)));
         }
         tensors.push((
             format!("{p}.ffn_gate_inp.weight"),
@@ -414,6 +422,7 @@ mod rocm {
         let gpu = Device::new_rocm(0).unwrap();
         let mut rng = SplitMix64(53);
         let mut checked = 0;
+        let mut failures = Vec::new();
         let types = [
             GgmlDType::Q4_0,
             GgmlDType::Q4_1,
@@ -428,7 +437,12 @@ mod rocm {
         ];
         for ty in types {
             for (experts, topk, tokens) in [(8, 1, 1), (8, 2, 7), (64, 8, 64), (128, 8, 513)] {
-                let (n, k) = (32, 256);
+                // 37 rows an expert: Candle's CPU multiplies a matrix of a multiple of 16 rows
+                // by other arithmetic where the host has AVX-512 VNNI (Q8_0: its activations
+                // quantized per 256 values instead of 32, 0.6% from ggml's result), so the
+                // reference keeps to ggml's arithmetic on every host with a row count no tiling
+                // takes
+                let (n, k) = (37, 256);
                 let w = QTensor::quantize(&random(&mut rng, &[experts, n, k]), ty).unwrap();
                 // the very same blocks on the device
                 let blocks =
@@ -470,17 +484,22 @@ mod rocm {
                         got.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
                     );
                     let s = scale(&a);
-                    for (i, (u, v)) in a.iter().zip(&b).enumerate() {
-                        assert!(
-                            (u - v).abs() <= 1e-5 * s,
+                    if let Some((i, (u, v))) = a
+                        .iter()
+                        .zip(&b)
+                        .enumerate()
+                        .find(|(_, (u, v))| (*u - *v).abs() > 1e-5 * s)
+                    {
+                        failures.push(format!(
                             "{ty:?} {experts} experts top {topk} {tokens} tokens at {i}: {u} vs {v}"
-                        );
+                        ));
                     }
                     checked += 1;
                 }
             }
         }
         println!("moe_gemm_gguf on rocm: {checked} cases");
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     #[test]
@@ -488,6 +507,7 @@ mod rocm {
         // Along the CPU's greedy tokens: the GPU against the CPU, beside the CPU against itself
         // with the prompt a token at a time (the decode issue's measure, candle_rocm_e2e::kld).
         let gpu = Device::new_rocm(0).unwrap();
+        let mut failures = Vec::new();
         for ty in [GgmlDType::Q4K, GgmlDType::Q8_0] {
             let path = write_qwen3_moe_gguf(ty, 64, 8);
             let prompt = [5u32, 17, 42, 7, 99, 3, 250, 11, 64, 2, 180, 33];
@@ -510,12 +530,13 @@ mod rocm {
             // This small random model's own drift can be nothing at all (measured on the CPU:
             // mean KLD 0 for Q8_0, 1.1e-5 for Q4_K over 16 positions), so the mean may also be
             // up to 1e-4 nats, a thirtieth of SmolLM2's own drift.
-            assert!(
-                got.mean <= (candle_rocm_e2e::kld::MAX_MEAN_RATIO * own.mean).max(1e-4)
-                    && got.top1 >= own.top1 - candle_rocm_e2e::kld::MAX_TOP1_SHORTFALL,
-                "{ty:?}: {detail}"
-            );
+            if !(got.mean <= (candle_rocm_e2e::kld::MAX_MEAN_RATIO * own.mean).max(1e-4)
+                && got.top1 >= own.top1 - candle_rocm_e2e::kld::MAX_TOP1_SHORTFALL)
+            {
+                failures.push(format!("{ty:?}: {detail}"));
+            }
         }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     #[test]

@@ -804,7 +804,8 @@ pub fn rms_norm_q8(
         .push(scheme.code())
         .push(u32::from(rc.is_some()));
     let warp = device.info().warp_size.max(1) as usize;
-    let threads = (k / 32).div_ceil(warp) * warp;
+    // a run of 8 values a thread
+    let threads = (k / 8).div_ceil(warp) * warp;
     let config = LaunchConfig {
         grid: [u32::try_from(m).unwrap_or(u32::MAX).min(65_535), 1, 1],
         block: [threads.clamp(warp, RMS_Q8_MAX_THREADS) as u32, 1, 1],
@@ -833,8 +834,9 @@ pub fn swiglu_q8(device: &Device, gate_up: Operand<'_>, scheme: Q8Scheme) -> Res
         });
     }
     let out = device.alloc(q8_bytes(m, w))?;
-    let subs = (m * w / 32) as u64;
-    if subs > 0 {
+    // a run of 8 values a thread
+    let runs = (m * w / 8) as u64;
+    if runs > 0 {
         let mut args = LaunchArgs::new();
         gc.push(&mut args)?;
         args.push_buffer(&out)
@@ -842,7 +844,7 @@ pub fn swiglu_q8(device: &Device, gate_up: Operand<'_>, scheme: Q8Scheme) -> Res
             .push(w as u64)
             .push(scheme.code());
         let key = out_key(OP, gate_up.dtype)?;
-        device.launch_elements((&kernels::QUANTIZED, OP, key), subs, &mut args)?;
+        device.launch_elements((&kernels::QUANTIZED, OP, key), runs, &mut args)?;
     }
     Ok(Q8Activations {
         buffer: out,

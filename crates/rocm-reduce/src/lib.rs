@@ -483,6 +483,29 @@ pub fn cached_attention(
     mask: AttentionMask<'_>,
     scale: f32,
 ) -> Result<Buffer> {
+    cached_attention_via(device, (q, k, v), mask, scale, AttentionPath::Auto)
+}
+
+/// How [`cached_attention_via`] spreads the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionPath {
+    /// Split over the cache where the query rows are fewer than twice the multiprocessors and
+    /// the cache is longer than one run of it (a decode step), else one block a row.
+    Auto,
+    /// One block a query row, the whole cache in it.
+    OneBlockARow,
+    /// Runs of the cache in blocks of their own, then a combining launch (flash-decoding).
+    Split,
+}
+
+/// [`cached_attention`] through a chosen path (for tests and benchmarks).
+pub fn cached_attention_via(
+    device: &Device,
+    (q, k, v): (Operand<'_>, Operand<'_>, Operand<'_>),
+    mask: AttentionMask<'_>,
+    scale: f32,
+    path: AttentionPath,
+) -> Result<Buffer> {
     const OP: &str = "cached_attention";
     use kernels::attention as abi;
     let dtype = q.dtype;
@@ -562,12 +585,59 @@ pub fn cached_attention(
     };
     let (qc, kc, vc) = (q.contiguous(OP)?, k.contiguous(OP)?, v.contiguous(OP)?);
     let out = device.alloc(out_bytes)?;
+    let split_keys = abi::SPLIT_KEYS as usize;
+    let split = match path {
+        AttentionPath::Auto => {
+            rows < 2 * device.info().multiprocessor_count.max(1) as usize && cache_len > split_keys
+        }
+        AttentionPath::OneBlockARow => false,
+        AttentionPath::Split => true,
+    };
     let mut args = LaunchArgs::new();
     qc.push(&mut args)?;
     kc.push(&mut args)?;
     vc.push(&mut args)?;
     // Without positions the kernel never reads the pointer: q's stands in.
     positions.as_ref().unwrap_or(&qc).push(&mut args)?;
+    if split {
+        // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32)
+        let splits = cache_len.div_ceil(split_keys);
+        let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
+        let partial = device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?;
+        args.push_buffer(&partial)
+            .push(fit("heads", heads)?)
+            .push(fit("kv_heads", kv_heads)?)
+            .push(fit("queries", queries)?)
+            .push(head_dim as u32)
+            .push(fit("cache_len", cache_len)?)
+            .push(scale)
+            .push(mode);
+        let f = device.kernel(&kernels::ATTENTION, "attention_split", dtype.as_str())?;
+        let config = LaunchConfig {
+            grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
+            block: [abi::SPLIT_THREADS, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        device.launch(&f, config, &mut args)?;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(&partial)
+            .push_buffer(&out)
+            .push(fit("splits", splits)?)
+            .push(head_dim as u32);
+        let f = device.kernel(&kernels::ATTENTION, "attention_combine", dtype.as_str())?;
+        let config = LaunchConfig {
+            grid: [fit("rows", rows)?, 1, 1],
+            block: [
+                (head_dim as u32)
+                    .next_multiple_of(32)
+                    .min(abi::MAX_HEAD_DIM),
+                1,
+                1,
+            ],
+            shared_mem_bytes: 0,
+        };
+        return device.launch(&f, config, &mut args).map(|()| out);
+    }
     args.push_buffer(&out)
         .push(fit("heads", heads)?)
         .push(fit("kv_heads", kv_heads)?)

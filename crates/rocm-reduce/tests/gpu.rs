@@ -464,16 +464,24 @@ fn cached_attention_matches_the_unfused_ops() {
                         .collect(),
                 ),
             ];
-            for (name, mask, last) in masks {
-                let got = rr::cached_attention(
+            // both forms: one block a row, and split over the cache with a combining launch
+            let paths = [rr::AttentionPath::OneBlockARow, rr::AttentionPath::Split];
+            let masks = masks
+                .into_iter()
+                .flat_map(|m| paths.map(|p| (m.0, m.1, m.2.clone(), p)));
+            for (name, mask, last, path) in masks {
+                let got = rr::cached_attention_via(
                     &d,
-                    O::new(&qb, dtype, &ql),
-                    O::new(&kb, dtype, &kl),
-                    O::new(&vb, dtype, &kl),
+                    (
+                        O::new(&qb, dtype, &ql),
+                        O::new(&kb, dtype, &kl),
+                        O::new(&vb, dtype, &kl),
+                    ),
                     mask,
                     scale as f32,
+                    path,
                 )
-                .unwrap_or_else(|e| panic!("{dtype} {name} case {n}: {e}"));
+                .unwrap_or_else(|e| panic!("{dtype} {name} {path:?} case {n}: {e}"));
                 let want = attention_reference(&q, &k, &v, scale as f32 as f64, &last);
                 let want = if dtype == DType::F64 {
                     want
@@ -486,13 +494,14 @@ fn cached_attention_matches_the_unfused_ops() {
                     DType::F32 => 64.0,
                     _ => 4.0,
                 };
-                compare(&download(&d, &got), &bytes_of(&want), dtype, slack)
-                    .unwrap_or_else(|e| panic!("{dtype} {name} case {n} {:?}: {e}", shapes[n]));
+                compare(&download(&d, &got), &bytes_of(&want), dtype, slack).unwrap_or_else(|e| {
+                    panic!("{dtype} {name} {path:?} case {n} {:?}: {e}", shapes[n])
+                });
                 checked += 1;
             }
         }
     }
-    assert_eq!(checked, 4 * 6 * 3);
+    assert_eq!(checked, 4 * 6 * 3 * 2);
 }
 
 #[test]
