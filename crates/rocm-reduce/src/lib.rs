@@ -599,19 +599,24 @@ pub fn cached_attention_via(
     vc.push(&mut args)?;
     // Without positions the kernel never reads the pointer: q's stands in.
     positions.as_ref().unwrap_or(&qc).push(&mut args)?;
-    if split {
-        // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32)
-        let splits = cache_len.div_ceil(split_keys);
-        let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
-        let partial = device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?;
-        args.push_buffer(&partial)
-            .push(fit("heads", heads)?)
-            .push(fit("kv_heads", kv_heads)?)
-            .push(fit("queries", queries)?)
-            .push(head_dim as u32)
-            .push(fit("cache_len", cache_len)?)
-            .push(scale)
-            .push(mode);
+    // split: (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
+    // which the first launch writes in place of the output
+    let splits = cache_len.div_ceil(split_keys);
+    let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
+    let partial = if split {
+        Some(device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?)
+    } else {
+        None
+    };
+    args.push_buffer(partial.as_ref().unwrap_or(&out))
+        .push(fit("heads", heads)?)
+        .push(fit("kv_heads", kv_heads)?)
+        .push(fit("queries", queries)?)
+        .push(head_dim as u32)
+        .push(fit("cache_len", cache_len)?)
+        .push(scale)
+        .push(mode);
+    if let Some(partial) = partial {
         let f = device.kernel(&kernels::ATTENTION, "attention_split", dtype.as_str())?;
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
@@ -625,27 +630,16 @@ pub fn cached_attention_via(
             .push(fit("splits", splits)?)
             .push(head_dim as u32);
         let f = device.kernel(&kernels::ATTENTION, "attention_combine", dtype.as_str())?;
+        let threads = (head_dim as u32)
+            .next_multiple_of(32)
+            .min(abi::MAX_HEAD_DIM);
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, 1, 1],
-            block: [
-                (head_dim as u32)
-                    .next_multiple_of(32)
-                    .min(abi::MAX_HEAD_DIM),
-                1,
-                1,
-            ],
+            block: [threads, 1, 1],
             shared_mem_bytes: 0,
         };
         return device.launch(&f, config, &mut args).map(|()| out);
     }
-    args.push_buffer(&out)
-        .push(fit("heads", heads)?)
-        .push(fit("kv_heads", kv_heads)?)
-        .push(fit("queries", queries)?)
-        .push(head_dim as u32)
-        .push(fit("cache_len", cache_len)?)
-        .push(scale)
-        .push(mode);
     let f = device.kernel(&kernels::ATTENTION, "cached_attention", dtype.as_str())?;
     let config = LaunchConfig {
         grid: [fit("rows", rows)?, 1, 1],
