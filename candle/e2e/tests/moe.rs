@@ -418,6 +418,71 @@ mod rocm {
     use super::*;
 
     #[test]
+    fn moe_routing_on_rocm_is_the_cpus() {
+        // The ops FusedMoeGGUF routes with (softmax of the router logits, a descending arg_sort,
+        // the top-k narrowed and gathered, their weights normalized, the flattened ids sorted
+        // by expert), on the device against the CPU: the expert ids and the pair order exactly,
+        // the weights to f32 rounding. Router logits of the spread a random router gives, and
+        // rows with equal logits (ties keep the CPU's order).
+        let gpu = Device::new_rocm(0).unwrap();
+        let mut rng = SplitMix64(71);
+        let mut failures = Vec::new();
+        for experts in [32usize, 48, 64, 96, 128] {
+            for tokens in [1usize, 12, 64] {
+                let topk = 8;
+                let mut logits = (random(&mut rng, &[tokens, experts]) * 3.0).unwrap();
+                if tokens > 1 {
+                    // a row of ties
+                    let tie = Tensor::ones((1, experts), DType::F32, &Device::Cpu).unwrap();
+                    logits =
+                        Tensor::cat(&[&tie, &logits.narrow(0, 1, tokens - 1).unwrap()], 0).unwrap();
+                }
+                let route = |x: &Tensor| -> (Vec<u32>, Vec<f32>, Vec<u32>, Vec<u32>) {
+                    let w = candle_nn::ops::softmax_last_dim(x).unwrap();
+                    let ids = w
+                        .arg_sort_last_dim(false)
+                        .unwrap()
+                        .narrow(D::Minus1, 0, topk)
+                        .unwrap()
+                        .contiguous()
+                        .unwrap();
+                    let tw = w.gather(&ids, D::Minus1).unwrap();
+                    let tw = tw
+                        .broadcast_div(&tw.sum_keepdim(D::Minus1).unwrap())
+                        .unwrap();
+                    let (sorted, order) = ids.flatten_all().unwrap().sort_last_dim(true).unwrap();
+                    let v = |t: &Tensor| t.flatten_all().unwrap().to_device(&Device::Cpu).unwrap();
+                    (
+                        v(&ids).to_vec1().unwrap(),
+                        v(&tw).to_vec1().unwrap(),
+                        v(&sorted).to_vec1().unwrap(),
+                        v(&order).to_vec1().unwrap(),
+                    )
+                };
+                let cpu = route(&logits);
+                let dev = route(&logits.to_device(&gpu).unwrap());
+                let what = format!("{experts} experts, {tokens} tokens");
+                if cpu.0 != dev.0 {
+                    failures.push(format!("{what}: top-k ids differ"));
+                }
+                if cpu.2 != dev.2 || cpu.3 != dev.3 {
+                    failures.push(format!("{what}: the sort by expert differs"));
+                }
+                if let Some((i, (a, b))) = cpu
+                    .1
+                    .iter()
+                    .zip(&dev.1)
+                    .enumerate()
+                    .find(|(_, (a, b))| (*a - *b).abs() > 1e-6)
+                {
+                    failures.push(format!("{what}: weight {i} {a} vs {b}"));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
     fn moe_gemm_gguf_on_rocm_matches_the_cpu() {
         let gpu = Device::new_rocm(0).unwrap();
         let mut rng = SplitMix64(53);
