@@ -2,7 +2,7 @@
 //! process and stream, timed with device events. One JSON object per line.
 //! `bash .gpu/run.sh --bench` runs it and `bench/torch_matmul.py` adds torch.matmul.
 
-use rocm_test_support::time_ms;
+use rocm_bench_support::time_ms;
 use std::ffi::c_void;
 
 use cudarc::cublas::{result, sys};

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use rocm_bench_support::time_ms;
 use rocm_blas::{Blas, MatmulShape};
 use rocm_device::{DType, Device, Layout, Operand, Result};
 use rocm_dnn::{Conv2dParams, ConvTranspose2dParams, Dnn, DnnOptions, Pool2dParams};
-use rocm_test_support::time_ms;
 
 const ITERS: usize = 20;
 

@@ -3,8 +3,8 @@
 //! first line is the ceiling, a device-to-device copy of the same size in the same run.
 //! `bash .gpu/run.sh --bench` runs it next to torch eager and merges the two into a table.
 
+use rocm_bench_support::{report_bandwidth, time_ms};
 use rocm_elementwise::{self as ew, BinaryOp, Buffer, DType, Device, Layout, Operand, UnaryOp};
-use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
 const BYTES: usize = 256 << 20;

@@ -4,10 +4,10 @@
 //! read; a scatter also reads and writes its destination rows once).
 
 use rand::{Rng, SeedableRng};
+use rocm_bench_support::{report_bandwidth, time_ms};
 use rocm_indexing::{
     self as ri, Buffer, DType, Device, IndexOptions, Layout, Operand, Result, ScatterStrategy,
 };
-use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
 

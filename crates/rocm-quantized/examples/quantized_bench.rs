@@ -8,11 +8,11 @@
 //! quantized by a launch of its own (a captured step's form), with one warp a weight row (the
 //! kernel before rows got several warps), and with 2 and 4 weight rows a warp.
 
+use rocm_bench_support::{report_bandwidth, time_ms};
 use rocm_blas::{Blas, MatmulShape};
 use rocm_quantized::{
     self as rq, Buffer, DType, Device, GgmlType, Layout, MatmulPath, Operand, QWeights,
 };
-use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
 const ROTATE_BYTES: usize = 200 << 20;

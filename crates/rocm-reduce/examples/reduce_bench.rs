@@ -1,8 +1,8 @@
 //! Bandwidth of rocm-reduce on 256 MiB inputs, timed with device events; one JSON object per
 //! line, the first the device-to-device copy ceiling. `bash .gpu/run.sh --bench` adds torch.
 
+use rocm_bench_support::{report_bandwidth, time_ms};
 use rocm_reduce::{self as rr, Buffer, DType, Device, Layout, Operand, ReduceOp, Result};
-use rocm_test_support::{report_bandwidth, time_ms};
 
 const ITERS: usize = 20;
 const BYTES: usize = 256 << 20;

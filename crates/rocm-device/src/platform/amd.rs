@@ -10,7 +10,7 @@ use std::ptr;
 use cubecl_hip_sys as hip;
 
 use super::{
-    find_library, AllocFailure, CompileInputs, DeviceProps, DevicePtr, Handle, LibraryStatus,
+    find_library, AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, LibraryStatus,
     Platform, RawDevice,
 };
 use crate::error::{Error, Result};
@@ -255,7 +255,7 @@ pub(crate) fn compile(
 /// One HIP device. HIP's current device is per host thread, so each call binds it first.
 pub(crate) struct HipDevice {
     ordinal: usize,
-    props: DeviceProps,
+    props: DeviceInfo,
 }
 
 fn fixed_c_string(chars: &[c_char]) -> String {
@@ -285,7 +285,9 @@ impl HipDevice {
         check("hipGetDevicePropertiesR0600", unsafe {
             hip::hipGetDevicePropertiesR0600(&mut props, id)
         })?;
-        let props = DeviceProps {
+        let props = DeviceInfo {
+            ordinal,
+            platform: Platform::Amd,
             name: fixed_c_string(&props.name),
             arch: fixed_c_string(&props.gcnArchName),
             warp_size: props.warpSize as u32,
@@ -325,7 +327,7 @@ impl RawDevice for HipDevice {
     fn bind_thread(&self) -> Result<()> {
         self.bind()
     }
-    fn props(&self) -> &DeviceProps {
+    fn props(&self) -> &DeviceInfo {
         &self.props
     }
 

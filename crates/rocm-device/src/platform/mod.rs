@@ -274,17 +274,27 @@ impl LibraryStatus {
     }
 }
 
-/// What the runtime needs to know about a device.
+/// What a device is: what its platform reports of it (and, with emulated wave64, what the
+/// emulation presents instead).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceProps {
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub platform: Platform,
     pub name: String,
-    /// gcnArchName (`gfx942:sramecc+:xnack-`) or `sm_90`.
+    /// gcnArchName such as `gfx942:sramecc+:xnack-`, or `sm_90`.
     pub arch: String,
     pub warp_size: u32,
     pub multiprocessor_count: u32,
     pub shared_mem_per_block: usize,
     pub max_threads_per_block: u32,
     pub total_memory: usize,
+}
+
+impl DeviceInfo {
+    /// The arch without feature flags (`gfx942` for `gfx942:sramecc+:xnack-`).
+    pub fn base_arch(&self) -> &str {
+        self.arch.split(':').next().unwrap_or(&self.arch)
+    }
 }
 
 /// Why a raw allocation failed: out of memory is recoverable (the pool frees its cache and
@@ -304,7 +314,7 @@ pub(crate) type Handle = usize;
 pub(crate) trait RawDevice: Send + Sync {
     fn platform(&self) -> Platform;
     fn ordinal(&self) -> usize;
-    fn props(&self) -> &DeviceProps;
+    fn props(&self) -> &DeviceInfo;
     /// Makes this device current on the calling thread (for vendor libraries such as the BLAS).
     fn bind_thread(&self) -> Result<()>;
     /// (free, total) bytes.

@@ -10,7 +10,7 @@ use cudarc::driver::sys as cu;
 use cudarc::nvrtc::sys as rtc;
 
 use super::{
-    find_library, AllocFailure, CompileInputs, DeviceProps, DevicePtr, Handle, LibraryStatus,
+    find_library, AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, LibraryStatus,
     Platform, RawDevice,
 };
 use crate::error::{Error, Result};
@@ -206,7 +206,7 @@ pub(crate) fn compile(
 pub(crate) struct CudaDevice {
     ordinal: usize,
     context: cu::CUcontext,
-    props: DeviceProps,
+    props: DeviceInfo,
 }
 
 // SAFETY: a CUcontext handle may be used from any thread once made current there, which
@@ -252,7 +252,9 @@ impl CudaDevice {
         check("cuDeviceTotalMem", unsafe {
             cu::cuDeviceTotalMem_v2(&mut total, device)
         })?;
-        let props = DeviceProps {
+        let props = DeviceInfo {
+            ordinal,
+            platform: Platform::Nvidia,
             // SAFETY: cuDeviceGetName wrote a NUL-terminated string into `name`.
             name: unsafe { CStr::from_ptr(name.as_ptr()) }
                 .to_string_lossy()
@@ -318,7 +320,7 @@ impl RawDevice for CudaDevice {
     fn bind_thread(&self) -> Result<()> {
         self.bind()
     }
-    fn props(&self) -> &DeviceProps {
+    fn props(&self) -> &DeviceInfo {
         &self.props
     }
 
