@@ -321,6 +321,10 @@ template <typename T> DEVICE T warp_shfl(T v, int src_lane) { return __shfl_sync
 DEVICE lane_mask_t warp_ballot(int pred) { return (lane_mask_t)__ballot_sync(CANDLE_ROCM_FULL_MASK, pred); }
 #endif
 
+// The most warps (or wavefronts) a block holds: 1024 threads of 32 lanes. Kernels size their
+// per-warp shared scratch by it.
+#define MAX_BLOCK_WARPS 32
+
 // ---------------------------------------------------------------------------------------------
 // Integer dot product: the four signed bytes of a times those of b, summed, plus c.
 // NVIDIA: dp4a. AMD: v_dot4_i32_i8 on CDNA (gfx908..gfx950) and RDNA2, v_dot4_i32_iu8 (both

@@ -22,11 +22,9 @@
 // Every combine formula is symmetric in its two operands, so every lane of a butterfly ends
 // with bit-identical statistics.
 
-#define NORM_MAX_WARPS 32
-
 template <typename A, typename S, typename Op>
 DEVICE S norm_block_combine(S v) {
-    __shared__ S partial[NORM_MAX_WARPS];
+    __shared__ S partial[MAX_BLOCK_WARPS];
     const u32 ws = warpSize;
     const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
     const u32 nwarps = (blockDim.x + ws - 1) / ws;
@@ -211,11 +209,11 @@ DEVICE void layer_norm_impl(const T* x, const T* alpha, const T* beta, T* out, u
 
 // Combines one state per thread over its group of G threads; every thread gets the result.
 // G is uniform over the block, so every thread reaches the barriers. A group wider than a warp
-// spans at most NORM_MAX_WARPS <= warpSize warps.
+// spans at most MAX_BLOCK_WARPS <= warpSize warps.
 template <typename Op>
 DEVICE typename Op::S group_combine(typename Op::S v, u32 G) {
     typedef typename Op::S S;
-    __shared__ S partial[NORM_MAX_WARPS];
+    __shared__ S partial[MAX_BLOCK_WARPS];
     const u32 ws = warpSize;
     for (u32 off = (G < ws ? G : ws) / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
     if (G <= ws) return v;

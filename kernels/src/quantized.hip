@@ -681,11 +681,10 @@ DEVICE void q8_write_quarter(const float* v, u64 s, u32 quarter, bool live, u8* 
 // q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row of
 // whole warps; thread t takes the runs of 8 values t, t + blockDim, ... (four lanes a
 // sub-block), so that a row's loads are spread over many threads.
-#define RMS_Q8_MAX_WARPS 32
 template <typename X>
 DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
                         u32 scheme, u32 has_residual) {
-    __shared__ float warp_ss[RMS_Q8_MAX_WARPS];
+    __shared__ float warp_ss[MAX_BLOCK_WARPS];
     const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
     const u32 warps = (blockDim.x + warpSize - 1) / warpSize;
     const u64 runs = k / 8;
@@ -809,10 +808,9 @@ DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8*
 // warps) takes one weight row, each warp every wpr-th run of sub-blocks of it; the warps' sums
 // meet in shared memory. One warp a row leaves most of the device idle where the rows are few
 // (4096 rows are half the warps an H100 holds): more warps a row keep more loads in flight.
-#define MATVEC_MAX_BLOCK_WARPS 32
 template <typename Q, typename X>
 DEVICE void matvec_q8(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
-    __shared__ float partial[MATVEC_MAX_BLOCK_WARPS][MATVEC_MAX_ROWS];
+    __shared__ float partial[MAX_BLOCK_WARPS][MATVEC_MAX_ROWS];
     const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
     const u32 rows_per_block = blockDim.x / warpSize / wpr;
     const u32 part = warp % wpr, slot = warp / wpr;

@@ -14,8 +14,6 @@
 // Entry points per dtype: sum, min, max, argmin, argmax (first pass) and sum_finish,
 // min_finish, max_finish, argmin_finish, argmax_finish (second pass).
 
-#define MAX_WARPS 32
-
 template <typename T> struct SumAcc { typedef float type; };
 template <> struct SumAcc<double> { typedef double type; };
 template <> struct SumAcc<u8> { typedef u32 type; };
@@ -100,7 +98,7 @@ template <typename V, bool IS_MAX> struct MinMaxOp {
 template <typename Op>
 DEVICE typename Op::State block_combine(typename Op::State v) {
     typedef typename Op::State S;
-    __shared__ S partial[MAX_WARPS];
+    __shared__ S partial[MAX_BLOCK_WARPS];
     const u32 ws = warpSize;
     const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
     const u32 nwarps = (blockDim.x + ws - 1) / ws;

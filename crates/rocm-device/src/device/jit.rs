@@ -625,3 +625,21 @@ impl Function {
         &self.name
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wave64 emulation's block limit is compat.h's.
+    #[test]
+    fn the_wave64_wave_limit_is_compat_hs() {
+        let line = rocm_kernels::COMPAT_H
+            .lines()
+            .find(|l| l.starts_with("#define CANDLE_ROCM_WAVE64_MAX_WAVES "))
+            .unwrap();
+        assert_eq!(
+            line.split_whitespace().nth(2),
+            Some(&*WAVE64_MAX_WAVES.to_string())
+        );
+    }
+}
