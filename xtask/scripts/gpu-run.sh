@@ -7,7 +7,7 @@
 #   --amd-shim: the amd platform's host code, on the HIP shim (shim/: libamdhip64 and libhiprtc
 #               over the CUDA driver and NVRTC). It presents an MI300X (gfx942, 64-lane
 #               wavefronts, emulated); CANDLE_ROCM_SHIM_ARCH=gfx1100 presents a wave32 RDNA3.
-#               cuBLAS stands in for rocBLAS, MIOpen is off.
+#               cuBLAS stands in for rocBLAS, NCCL for RCCL (the shim's librccl.so), MIOpen is off.
 #        bash .gpu/run.sh --multi-gpu   (a machine with two or more GPUs: the collectives' suite, the
 #               tensor-parallel llama's check, the all-reduce benchmark against torch.distributed and
 #               the tensor-parallel llama's throughput; results under $OUT)

@@ -1,7 +1,9 @@
 //! The HIP shim of the `--amd-shim` GPU mode (`shim/`): `libamdhip64.so` and `libhiprtc.so`
-//! built against ROCm's own headers, on top of the CUDA driver and NVRTC. Its entry points are
-//! the exact list of HIP calls the amd platform makes: the AMD tier checks that the shim
-//! exports them all and nothing else, and that the README prints the same list.
+//! built against ROCm's own headers, on top of the CUDA driver and NVRTC, and `librccl.so`
+//! (RCCL's API on NVIDIA's NCCL). Its HIP entry points are the exact list of HIP calls the amd
+//! platform makes: the AMD tier checks that the shim exports them all and nothing else, and
+//! that the README prints the same list; its RCCL entry points are the calls of rocm-ccl's FFI
+//! table, checked the same way.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -11,10 +13,14 @@ use crate::root;
 use crate::tools::run_echo;
 
 /// (source in shim/, the library it becomes).
-const LIBRARIES: [(&str, &str); 2] = [
+const LIBRARIES: [(&str, &str); 3] = [
     ("hip_runtime_on_cuda.c", "libamdhip64.so"),
     ("hiprtc_on_nvrtc.c", "libhiprtc.so"),
+    ("rccl_on_nccl.c", "librccl.so"),
 ];
+
+/// The shim library that serves RCCL.
+const RCCL_LIBRARY: &str = "librccl.so";
 
 /// The README's list sits between these lines.
 const README_START: &str = "<!-- hip-shim-entry-points -->";
@@ -103,10 +109,16 @@ fn readme_list(readme: &str) -> Result<BTreeSet<String>, String> {
 /// platform's calls and the README; one line per finding, the first of them failures.
 pub fn check(include: &Path, work: &Path) -> Result<String, String> {
     let libraries = build(include, &work.join("hip-shim"))?;
-    let mut exports = BTreeSet::new();
+    let (mut exports, mut rccl_exports) = (BTreeSet::new(), BTreeSet::new());
     for l in &libraries {
-        exports.extend(exported(l)?);
+        if l.file_name().is_some_and(|f| f == RCCL_LIBRARY) {
+            rccl_exports.extend(exported(l)?);
+        } else {
+            exports.extend(exported(l)?);
+        }
     }
+    let ccl_rs = root().join("crates/rocm-ccl/src/library.rs");
+    let ccl_symbols = rccl_symbols(&std::fs::read_to_string(&ccl_rs).map_err(|e| e.to_string())?);
     let amd_rs = root().join("crates/rocm-device/src/platform/amd.rs");
     let calls = called(&std::fs::read_to_string(&amd_rs).map_err(|e| e.to_string())?);
     let readme = readme_list(
@@ -133,6 +145,14 @@ pub fn check(include: &Path, work: &Path) -> Result<String, String> {
             "in README's list, never called by amd.rs",
             diff(&readme, &calls),
         ),
+        (
+            "in rocm-ccl's table, missing from the RCCL shim",
+            diff(&ccl_symbols, &rccl_exports),
+        ),
+        (
+            "in the RCCL shim, not in rocm-ccl's table",
+            diff(&rccl_exports, &ccl_symbols),
+        ),
     ] {
         if !names.is_empty() {
             problems.push(format!("{what}: {}", names.join(", ")));
@@ -140,13 +160,28 @@ pub fn check(include: &Path, work: &Path) -> Result<String, String> {
     }
     if problems.is_empty() {
         Ok(format!(
-            "HIP shim: built against the ROCm headers; its {} entry points are the amd \
-             platform's calls and README's list",
-            exports.len()
+            "HIP shim: built against the ROCm headers; its {} HIP entry points are the amd \
+             platform's calls and README's list, its {} RCCL entry points rocm-ccl's table",
+            exports.len(),
+            rccl_exports.len()
         ))
     } else {
         Err(problems.join("; "))
     }
+}
+
+/// The functions of rocm-ccl's FFI table: the strings of its `SYMBOLS` list in library.rs.
+fn rccl_symbols(library_rs: &str) -> BTreeSet<String> {
+    let Some(at) = library_rs.find("pub const SYMBOLS") else {
+        return BTreeSet::new();
+    };
+    let list = &library_rs[at..];
+    let list = &list[..list.find("];").unwrap_or(list.len())];
+    list.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]
@@ -167,5 +202,15 @@ mod tests {
         let got: Vec<_> = readme_list(&text).unwrap().into_iter().collect();
         assert_eq!(got, ["hipInit", "hipMalloc"]);
         assert!(readme_list("no list").is_err());
+    }
+
+    #[test]
+    fn rocm_ccls_symbols_are_the_strings_of_its_list() {
+        let src = "pub const HEADERS: &[&str] = &[\"rccl/rccl.h\"];\n\
+                   pub const SYMBOLS: [&str; 2] = [\n    \"ncclSend\",\n    \"ncclRecv\",\n];\nfn x() {}";
+        let got: Vec<String> = rccl_symbols(src).into_iter().collect();
+        assert_eq!(got, ["ncclRecv", "ncclSend"]);
+        let real = std::fs::read_to_string(root().join("crates/rocm-ccl/src/library.rs")).unwrap();
+        assert!(rccl_symbols(&real).contains("ncclAllReduce"));
     }
 }
