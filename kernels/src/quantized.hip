@@ -432,8 +432,8 @@ DEVICE float q_load(const float* x, u64 i) { return x[i]; }
 DEVICE float q_load(const f16_t* x, u64 i) { return f16_to_f32(x[i]); }
 DEVICE float q_load(const bf16_t* x, u64 i) { return bf16_to_f32(x[i]); }
 
-// The 32 values x[at..at + 32) as f32: 16-byte loads where the address allows (a view may start
-// anywhere), else one value at a time.
+// The N values x[at..at + N) as f32 (N * sizeof(X) a multiple of 16): 16-byte loads where the
+// address allows (a view may start anywhere), else one value at a time.
 DEVICE float q_unpack(u32 w, int half, const float*) { return half == 0 ? f32_from_bits(w) : 0.0f; }
 DEVICE float q_unpack(u32 w, int half, const f16_t*) {
     f16_t h;
@@ -441,16 +441,16 @@ DEVICE float q_unpack(u32 w, int half, const f16_t*) {
     return f16_to_f32(h);
 }
 DEVICE float q_unpack(u32 w, int half, const bf16_t*) { return f32_from_bits((w >> (16 * half)) << 16); }
-template <typename X>
-DEVICE void q_load32(const X* x, u64 at, float* v) {
+template <int N, typename X>
+DEVICE void q_load_run(const X* x, u64 at, float* v) {
     const X* p = x + at;
     if (((usize)p & 15) != 0) {
 #pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = q_load(p, i);
+        for (int i = 0; i < N; ++i) v[i] = q_load(p, i);
         return;
     }
     constexpr int per_word = 4 / sizeof(X) > 0 ? 4 / sizeof(X) : 1;  // values in a u32
-    constexpr int vectors = 32 * sizeof(X) / 16;
+    constexpr int vectors = N * sizeof(X) / 16;
     const QBytes16* q = (const QBytes16*)p;
 #pragma unroll
     for (int c = 0; c < vectors; ++c) {
@@ -567,7 +567,7 @@ template <typename X>
 DEVICE void quantize_q8_sub(const X* x, u64 s, bool live, u8* q, u8* meta, u32 scheme) {
     float v[32];
     if (live) {
-        q_load32(x, s * 32, v);
+        q_load_run<32>(x, s * 32, v);
     } else {
 #pragma unroll
         for (int i = 0; i < 32; ++i) v[i] = 0.0f;
@@ -599,28 +599,6 @@ DEVICE void quantize_q8(const X* x, u8* out, u64 m, u64 k, u32 scheme) {
 DEVICE float q_as(float v, const float*) { return v; }
 DEVICE float q_as(float v, const f16_t*) { return f16_to_f32(f32_to_f16(v)); }
 DEVICE float q_as(float v, const bf16_t*) { return bf16_to_f32(f32_to_bf16(v)); }
-
-// The values x[at..at + 8) as f32: 16-byte loads where the address allows, else one at a time.
-template <typename X>
-DEVICE void q_load8(const X* x, u64 at, float* v) {
-    const X* p = x + at;
-    if (((usize)p & 15) != 0 || sizeof(X) * 8 < 16) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = q_load(p, i);
-        return;
-    }
-    constexpr int per_word = 4 / sizeof(X) > 0 ? 4 / sizeof(X) : 1;  // values in a u32
-    constexpr int vectors = 8 * sizeof(X) / 16;
-    const QBytes16* q = (const QBytes16*)p;
-#pragma unroll
-    for (int c = 0; c < vectors; ++c) {
-        const QBytes16 b = q[c];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int h = 0; h < per_word; ++h) v[(c * 4 + i) * per_word + h] = q_unpack(b.w[i], h, p);
-    }
-}
 
 // q8_write_sub with the 32 values of sub-block s spread over four consecutive lanes: lane
 // `quarter` (0..3, the lane's index mod 4) holds the 8 values v of positions 8 * quarter... The
@@ -694,10 +672,10 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
         float ss = 0.0f;
         for (u64 c = threadIdx.x; c < runs; c += blockDim.x) {
             float v[8];
-            q_load8(xr, c * 8, v);
+            q_load_run<8>(xr, c * 8, v);
             if (has_residual) {
                 float rv[8];
-                q_load8(r + row * k, c * 8, rv);
+                q_load_run<8>(r + row * k, c * 8, rv);
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
                     v[i] = q_as(v[i] + rv[i], x);
@@ -720,7 +698,7 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
             const bool live = c < runs;
             float v[8];
             if (live) {
-                q_load8(src, c * 8, v);
+                q_load_run<8>(src, c * 8, v);
 #pragma unroll
                 for (int i = 0; i < 8; ++i) v[i] = q_as(v[i] * scale * q_load(alpha, c * 8 + i), x);
             } else {
@@ -747,8 +725,8 @@ DEVICE void swiglu_q8(const X* gate_up, u8* out, u64 m, u64 w, u32 scheme) {
         if (live) {
             const u64 row = c / row_runs, at = (c - row * row_runs) * 8;
             float u[8];
-            q_load8(gate_up + row * 2 * w, at, v);
-            q_load8(gate_up + row * 2 * w + w, at, u);
+            q_load_run<8>(gate_up + row * 2 * w, at, v);
+            q_load_run<8>(gate_up + row * 2 * w + w, at, u);
 #pragma unroll
             for (int i = 0; i < 8; ++i) v[i] = q_as(q_as(v[i] / (1.0f + m_exp(-v[i])), gate_up) * u[i], gate_up);
         } else {

@@ -225,6 +225,21 @@ fn check_float(op: &'static str, dtype: DType) -> Result<()> {
     }
 }
 
+/// Every one of `others` has `first`'s dtype, or a typed error naming `op` and the two.
+fn same_dtype(
+    op: &'static str,
+    (first_name, first): (&str, &Operand<'_>),
+    others: &[(&str, &Operand<'_>)],
+) -> Result<()> {
+    match others.iter().find(|(_, x)| x.dtype != first.dtype) {
+        Some((name, x)) => Err(Error::DTypeMismatch {
+            op,
+            detail: format!("{first_name} {}, {name} {}", first.dtype, x.dtype),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// (rows, row length) of a layout whose last dim is the row.
 fn rows_of(op: &'static str, l: &Layout) -> Result<(u64, u64)> {
     let Some(&len) = l.dims.last() else {
@@ -510,14 +525,7 @@ pub fn cached_attention_via(
     use kernels::attention as abi;
     let dtype = q.dtype;
     check_float(OP, dtype)?;
-    for (name, x) in [("k", &k), ("v", &v)] {
-        if x.dtype != dtype {
-            return Err(Error::DTypeMismatch {
-                op: OP,
-                detail: format!("q {dtype}, {name} {}", x.dtype),
-            });
-        }
-    }
+    same_dtype(OP, ("q", &q), &[("k", &k), ("v", &v)])?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
     let dims4 = |name: &str, x: &Operand<'_>| -> Result<[usize; 4]> {
         <[usize; 4]>::try_from(x.layout.dims.as_slice()).map_err(|_| {
@@ -679,19 +687,16 @@ pub fn rope_kv_write(
     let dtype = qkv.dtype;
     check_float(OP, dtype)?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
-    for (name, x) in [
-        ("cos", &cos),
-        ("sin", &sin),
-        ("k_cache", &cache.k),
-        ("v_cache", &cache.v),
-    ] {
-        if x.dtype != dtype {
-            return Err(Error::DTypeMismatch {
-                op: OP,
-                detail: format!("qkv {dtype}, {name} {}", x.dtype),
-            });
-        }
-    }
+    same_dtype(
+        OP,
+        ("qkv", &qkv),
+        &[
+            ("cos", &cos),
+            ("sin", &sin),
+            ("k_cache", &cache.k),
+            ("v_cache", &cache.v),
+        ],
+    )?;
     // [kv_heads, cache_len, head_dim] after leading dims of 1
     let cache_dims = |x: &Operand<'_>| -> Option<[usize; 3]> {
         let d = &x.layout.dims;
