@@ -482,6 +482,91 @@ mod rocm {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
+    /// One FusedMoeGGUF block (layer 0 of the seeded qwen3moe files), loaded on each device from
+    /// the same file and fed the same rows: its output on the device against the CPU's, token by
+    /// token, in the prefill and decode forms. A token that differs prints its routing on both
+    /// devices (the CPU's probabilities at the top-k boundary), so that a near tie is told from
+    /// a wrong product.
+    #[test]
+    fn a_fused_moe_gguf_block_on_rocm_is_the_cpus() {
+        use candle_transformers::fused_moe::{FusedMoeGGUF, MoeCfg};
+        use candle_transformers::quantized_var_builder::VarBuilder;
+        let gpu = Device::new_rocm(0).unwrap();
+        let mut failures = Vec::new();
+        for ty in [GgmlDType::Q4K, GgmlDType::Q8_0, GgmlDType::Q4_0, GgmlDType::Q6K] {
+            let (experts, used) = (64, 8);
+            let path = write_qwen3_moe_gguf(ty, experts, used);
+            let hidden = if ty == GgmlDType::Q8_0 { 288 } else { 256 };
+            let cfg = MoeCfg {
+                hidden_size: hidden,
+                num_experts: experts,
+                num_experts_per_tok: used,
+                moe_intermediate_size: hidden,
+                norm_topk_prob: true,
+                act: candle_nn::Activation::Silu,
+                decoder_sparse_step: None,
+            };
+            let block = |d: &Device| {
+                let vb = VarBuilder::from_gguf(&path, d).unwrap();
+                FusedMoeGGUF::new(&cfg, vb.pp("blk.0"), DType::F32).unwrap()
+            };
+            let (on_cpu, on_gpu) = (block(&Device::Cpu), block(&gpu));
+            let mut rng = SplitMix64(83);
+            for tokens in [12usize, 1] {
+                let xs = (random(&mut rng, &[1, tokens, hidden]) * 1.7).unwrap();
+                let want = on_cpu.forward(&xs, tokens > 1).unwrap();
+                let got = on_gpu
+                    .forward(&xs.to_device(&gpu).unwrap(), tokens > 1)
+                    .unwrap()
+                    .to_device(&Device::Cpu)
+                    .unwrap();
+                let logits = on_cpu.gate.forward(&xs.squeeze(0).unwrap()).unwrap();
+                let probs = candle_nn::ops::softmax_last_dim(&logits).unwrap();
+                let gpu_probs = candle_nn::ops::softmax_last_dim(
+                    &on_gpu
+                        .gate
+                        .forward(&xs.squeeze(0).unwrap().to_device(&gpu).unwrap())
+                        .unwrap(),
+                )
+                .unwrap();
+                let top = |p: &Tensor| -> Vec<Vec<u32>> {
+                    p.arg_sort_last_dim(false)
+                        .unwrap()
+                        .narrow(D::Minus1, 0, used)
+                        .unwrap()
+                        .to_device(&Device::Cpu)
+                        .unwrap()
+                        .to_vec2()
+                        .unwrap()
+                };
+                let (cpu_ids, gpu_ids) = (top(&probs), top(&gpu_probs));
+                for t in 0..tokens {
+                    let (w, g) = (want.i((0, t)).unwrap(), got.i((0, t)).unwrap());
+                    let diff = max_diff(&w, &g);
+                    let sc = scale(&w.to_vec1::<f32>().unwrap());
+                    if diff > 1e-4 * sc {
+                        let mut p: Vec<f32> = probs.i(t).unwrap().to_vec1().unwrap();
+                        p.sort_by(|a, b| b.total_cmp(a));
+                        failures.push(format!(
+                            "{ty:?} {tokens} tokens, token {t}: {diff:.3e} of {sc:.3e}; top-k \
+                             cpu {:?} gpu {:?}; cpu probs at the boundary {:?}",
+                            cpu_ids[t],
+                            gpu_ids[t],
+                            &p[used - 2..used + 2]
+                        ));
+                    }
+                }
+                println!(
+                    "{ty:?} {tokens} tokens: max diff {:.3e}, router ids equal: {}",
+                    max_diff(&want, &got),
+                    cpu_ids == gpu_ids
+                );
+            }
+            std::fs::remove_file(&path).ok();
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
     #[test]
     fn moe_gemm_gguf_on_rocm_matches_the_cpu() {
         let gpu = Device::new_rocm(0).unwrap();
@@ -592,6 +677,19 @@ mod rocm {
             let got = candle_rocm_e2e::kld::divergence(&cpu, &on_gpu).unwrap();
             let (_, detail) = candle_rocm_e2e::kld::within(&got, &own);
             println!("quantized_qwen3_moe {ty:?}: {detail}");
+            // where the runs part: each position's largest logit difference from the CPU's
+            let apart = |run: &[Vec<f32>]| -> Vec<String> {
+                cpu.iter()
+                    .zip(run)
+                    .enumerate()
+                    .filter_map(|(i, (a, b))| {
+                        let d = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+                        (d > 1e-3).then(|| format!("{i}:{d:.1e}"))
+                    })
+                    .collect()
+            };
+            println!("  gpu apart at {:?}", apart(&on_gpu));
+            println!("  cpu a token at a time apart at {:?}", apart(&stepwise));
             // This small random model's own drift can be nothing at all (measured on the CPU:
             // mean KLD 0 for Q8_0, 1.1e-5 for Q4_K over 16 positions), so the mean may also be
             // up to 1e-4 nats, a thirtieth of SmolLM2's own drift.

@@ -514,11 +514,12 @@ impl Comm {
         Ok(())
     }
 
-    /// A reduction over one rank is its input: copied (nothing in place). The libraries'
-    /// one-rank reduction kernel left the tail of non-block-multiple counts unwritten for
-    /// Avg before NCCL 2.29.7 (NVIDIA/nccl#1950; RCCL took the fix later), so one rank never
-    /// calls it.
-    fn one_rank_copy(&self, op: &'static str, src: &Operand<'_>, dst: &Operand<'_>) -> Result<()> {
+    /// The one-rank Avg workaround: the libraries' one-rank Avg kernel left the tail of
+    /// counts that are not a multiple of its block unwritten before NCCL 2.29.7
+    /// (NVIDIA/nccl#1950; RCCL took the fix later). The average over one rank is its input,
+    /// so it is copied here (nothing in place) instead. Every other one-rank collective goes
+    /// to the library.
+    fn one_rank_avg(&self, op: &'static str, src: &Operand<'_>, dst: &Operand<'_>) -> Result<()> {
         let width = src.dtype.size_in_bytes();
         let (from, to) = (src.layout.start * width, dst.layout.start * width);
         let bytes = dst.elem_count() * width;
@@ -535,7 +536,8 @@ impl Comm {
     }
 
     /// The checks of a reduction whose send and receive hold the same count: the library's
-    /// type, both addresses and the count (`None` for one rank, where it is a copy, done).
+    /// type, both addresses and the count (`None` for the one-rank Avg, done by
+    /// [`Comm::one_rank_avg`]).
     fn equal_reduction(
         &self,
         op_name: &'static str,
@@ -557,8 +559,8 @@ impl Comm {
                 format!("send {n} elements, receive {}", dst.elem_count()),
             ));
         }
-        if self.size() == 1 {
-            self.one_rank_copy(op_name, src, dst)?;
+        if self.size() == 1 && op == ReduceOp::Avg {
+            self.one_rank_avg(op_name, src, dst)?;
             return Ok(None);
         }
         Ok(Some((ty, s, d, n)))
@@ -689,8 +691,8 @@ impl Comm {
                 ),
             ));
         }
-        if self.size() == 1 {
-            return self.one_rank_copy(OP, &src, &dst);
+        if self.size() == 1 && op == ReduceOp::Avg {
+            return self.one_rank_avg(OP, &src, &dst);
         }
         // `dst` holds `n`, `src` size x `n` elements of the type.
         self.call(OP, |raw, stream| {

@@ -1,6 +1,7 @@
 //! GPU tests of the collectives on one device: a communicator of one rank runs every
-//! collective for every dtype (the library's own kernels and our bindings, argument order and
-//! enum values included), and bad input is a typed error. The multi-GPU suite is
+//! collective x reduce op x dtype through the library (its one-rank kernels and our bindings,
+//! argument order and enum values included; the one-rank Avg workaround aside), a captured
+//! graph replays a collective, and bad input is a typed error. The multi-GPU suite is
 //! `tests/multi_gpu.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,6 +31,58 @@ fn every_collective_and_dtype_on_one_rank() {
         }
     }
     println!("{checks} checks");
+}
+
+/// The one-rank Avg workaround (`Comm::one_rank_avg`): the average over one rank is the input,
+/// bit for bit, at counts off the library's block multiples, in and out of place.
+#[test]
+fn one_rank_avg_is_the_input() {
+    let comm = single();
+    let d = comm.device().clone();
+    for dtype in [DType::F32, DType::BF16, DType::F64] {
+        for n in [7usize, 4097, (1 << 20) + 3] {
+            let x = common::input(dtype, n, 11, 0);
+            let src = Held::upload(&d, &x, dtype);
+            let out = Held::poisoned(&d, n, dtype);
+            comm.all_reduce(src.op(), out.op(), ReduceOp::Avg).unwrap();
+            comm.reduce_scatter(src.op(), src.op(), ReduceOp::Avg)
+                .unwrap();
+            comm.wait().unwrap();
+            assert!(out.bytes(&d) == x, "{dtype} n={n} out of place");
+            assert!(src.bytes(&d) == x, "{dtype} n={n} in place");
+        }
+    }
+}
+
+/// A graph captured around collectives replays them through the library: each replay's
+/// result is the op of that replay's input.
+#[test]
+fn a_captured_all_reduce_replays_with_the_librarys_result() {
+    let comm = single();
+    let d = comm.device().clone();
+    let n = 4097;
+    let src = Held::poisoned(&d, n, DType::F32);
+    let out = Held::poisoned(&d, n, DType::F32);
+    let gathered = Held::poisoned(&d, n, DType::F32);
+    let record = || -> Result<(), Error> {
+        comm.all_reduce(src.op(), out.op(), ReduceOp::Sum)?;
+        comm.all_reduce(out.op(), out.op(), ReduceOp::Max)?;
+        comm.all_gather(out.op(), gathered.op())
+    };
+    // once eagerly, so that the library has set up its one-rank paths before the capture
+    record().unwrap();
+    comm.wait().unwrap();
+    let (graph, ()) = d.capture(record).unwrap();
+    for case in 0..3u64 {
+        let x = common::input(DType::F32, n, 100 + case, 0);
+        d.copy_htod(&x, &src.buf, 0).unwrap();
+        d.memset(&out.buf, 0, n * 4, 0x5a).unwrap();
+        d.memset(&gathered.buf, 0, n * 4, 0x5a).unwrap();
+        graph.replay().unwrap();
+        d.synchronize().unwrap();
+        assert!(out.bytes(&d) == x, "replay {case}: all_reduce");
+        assert!(gathered.bytes(&d) == x, "replay {case}: all_gather");
+    }
 }
 
 #[test]

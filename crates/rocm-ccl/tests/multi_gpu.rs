@@ -1,8 +1,8 @@
 //! Multi-GPU tests of the collectives: one rank a device, every device of the machine (at
-//! least two), ranks on threads joined through the TCP rendezvous. Every collective for every
-//! dtype and sizes from 1 element to 256 MiB against the host reference; a rank that stops
-//! calling makes the others' collective end in an error (the watchdog aborts) instead of a
-//! hang.
+//! least two), ranks on threads joined through the TCP rendezvous. Every collective x reduce
+//! op x dtype and sizes from 1 element to 256 MiB against the host reference (uneven
+//! all-to-all blocks a typed error); a rank that stops calling, or whose process is killed,
+//! makes the others' collective end in an error (the watchdog aborts) instead of a hang.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -133,4 +133,94 @@ fn a_rank_that_stops_calling_makes_the_others_fail_instead_of_hang() {
         assert!(e.to_string().contains("no progress"), "rank {rank}: {e}");
     }
     assert!(elapsed < Duration::from_secs(60), "took {elapsed:?}");
+}
+
+/// Set in the processes [`a_killed_rank_makes_the_others_fail_instead_of_hang`] starts: the
+/// rank they play.
+const CHILD_RANK: &str = "ROCM_CCL_TEST_CHILD_RANK";
+const KILLED_PORT: u16 = 29614;
+
+/// A rank of the killed-process test: one all-reduce every rank completes, then the second,
+/// which the killed rank never joins. Returns the second's result.
+fn killed_test_rank(rank: usize, size: usize) -> Result<(), Error> {
+    let device = Device::new(rank).unwrap();
+    let id = Rendezvous::Tcp(format!("127.0.0.1:{KILLED_PORT}"))
+        .exchange(rank, size, Duration::from_secs(60), || {
+            rocm_ccl::unique_id(&device)
+        })
+        .unwrap();
+    let comm = Comm::init(&device, &id, rank, size, Duration::from_secs(3)).unwrap();
+    let x = Held::poisoned(&device, 1 << 20, DType::F32);
+    comm.all_reduce(x.op(), x.op(), ReduceOp::Max).unwrap();
+    comm.wait().unwrap();
+    if rank == size - 1 {
+        // the parent kills this process now; it never gets past this
+        println!("ready to be killed");
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    comm.all_reduce(x.op(), x.op(), ReduceOp::Sum).unwrap();
+    comm.wait()
+}
+
+/// Rank 0 runs here, every other rank in a process of its own (this test binary again, with
+/// [`CHILD_RANK`] set); the last rank's process is killed (SIGKILL) after the first
+/// collective. The others' next collective must end in an error within the timeout.
+#[test]
+fn a_killed_rank_makes_the_others_fail_instead_of_hang() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    if let Ok(rank) = std::env::var(CHILD_RANK) {
+        let rank: usize = rank.parse().unwrap();
+        let e = killed_test_rank(rank, ranks()).expect_err("the killed peer's collective fails");
+        assert!(e.to_string().contains("no progress"), "rank {rank}: {e}");
+        println!("rank {rank} failed as it should: {e}");
+        return;
+    }
+    let size = ranks();
+    let started = std::time::Instant::now();
+    let exe = std::env::current_exe().unwrap();
+    let mut children: Vec<_> = (1..size)
+        .map(|rank| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "a_killed_rank_makes_the_others_fail_instead_of_hang",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_RANK, rank.to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // the victim says when its first collective is done; then it dies
+    let victim = children.last_mut().unwrap();
+    let killer = {
+        let out = victim.stdout.take().unwrap();
+        let pid = victim.id();
+        std::thread::spawn(move || {
+            let ready = std::io::BufReader::new(out)
+                .lines()
+                .map_while(|l| l.ok())
+                .any(|l| l.contains("ready to be killed"));
+            // SIGKILL through the shell's kill: no handler, no clean-up in the victim
+            let killed = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            (ready, killed.map(|s| s.success()).unwrap_or(false))
+        })
+    };
+    let mine = killed_test_rank(0, size);
+    let (ready, killed) = killer.join().unwrap();
+    assert!(ready && killed, "the victim reached its first collective and was killed");
+    let e = mine.expect_err("rank 0's collective with a killed peer fails");
+    assert!(e.to_string().contains("no progress"), "rank 0: {e}");
+    let victim = children.pop().unwrap();
+    for (i, mut c) in children.into_iter().enumerate() {
+        assert!(c.wait().unwrap().success(), "rank {} failed as it should not", i + 1);
+    }
+    let mut victim = victim;
+    assert!(!victim.wait().unwrap().success(), "the killed rank's process");
+    assert!(started.elapsed() < Duration::from_secs(90), "took {:?}", started.elapsed());
 }

@@ -131,40 +131,44 @@ pub fn check_all_collectives(comm: &Comm, dtype: DType, n: usize, case: u64) -> 
                 .unwrap_or_else(|e| panic!("{} {op:?} in place: {e}", what("all_reduce")));
             checks += 2;
         }
+        // reduce and reduce_scatter over every op the dtype takes
         let root = size - 1;
-        let out = Held::poisoned(&d, n, dtype);
-        comm.reduce(mine.op(), out.op(), ReduceOp::Sum, root)
-            .unwrap();
-        comm.wait().unwrap();
-        if rank == root {
-            ts::compare(
-                &out.bytes(&d),
-                &reduced(&inputs, dtype, ReduceOp::Sum),
-                dtype,
-                slack(size, ReduceOp::Sum),
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", what("reduce")));
-            checks += 1;
-        }
-        // reduce_scatter: each rank gets its block of the sum over size blocks
         let all: Vec<Vec<u8>> = (0..size)
             .map(|r| input(dtype, n * size, case + 7, r))
             .collect();
         let src = Held::upload(&d, &all[rank], dtype);
-        let out = Held::poisoned(&d, n, dtype);
-        comm.reduce_scatter(src.op(), out.op(), ReduceOp::Sum)
-            .unwrap();
-        comm.wait().unwrap();
-        let sum = reduced(&all, dtype, ReduceOp::Sum);
         let width = n * dtype.size_in_bytes();
-        ts::compare(
-            &out.bytes(&d),
-            &sum[rank * width..(rank + 1) * width],
-            dtype,
-            slack(size, ReduceOp::Sum),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", what("reduce_scatter")));
-        checks += 1;
+        for op in ReduceOp::ALL {
+            if op == ReduceOp::Avg && !dtype.is_float() {
+                continue;
+            }
+            let out = Held::poisoned(&d, n, dtype);
+            comm.reduce(mine.op(), out.op(), op, root).unwrap();
+            comm.wait().unwrap();
+            if rank == root {
+                ts::compare(
+                    &out.bytes(&d),
+                    &reduced(&inputs, dtype, op),
+                    dtype,
+                    slack(size, op),
+                )
+                .unwrap_or_else(|e| panic!("{} {op:?}: {e}", what("reduce")));
+                checks += 1;
+            }
+            // each rank gets its block of the op over size blocks
+            let out = Held::poisoned(&d, n, dtype);
+            comm.reduce_scatter(src.op(), out.op(), op).unwrap();
+            comm.wait().unwrap();
+            let whole = reduced(&all, dtype, op);
+            ts::compare(
+                &out.bytes(&d),
+                &whole[rank * width..(rank + 1) * width],
+                dtype,
+                slack(size, op),
+            )
+            .unwrap_or_else(|e| panic!("{} {op:?}: {e}", what("reduce_scatter")));
+            checks += 1;
+        }
     }
     // data movement: bit for bit
     let out = Held::poisoned(&d, n * size, dtype);
@@ -177,15 +181,36 @@ pub fn check_all_collectives(comm: &Comm, dtype: DType, n: usize, case: u64) -> 
     comm.wait().unwrap();
     assert!(out.bytes(&d) == inputs[root], "{}", what("broadcast"));
     checks += 2;
-    if n % size == 0 {
-        let out = Held::poisoned(&d, n, dtype);
-        comm.all_to_all(mine.op(), out.op()).unwrap();
+    // all_to_all: uneven blocks are refused before anything is queued; the largest even
+    // prefix moves
+    let out = Held::poisoned(&d, n, dtype);
+    if n % size != 0 {
+        let e = comm.all_to_all(mine.op(), out.op()).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!("divisible by {size} ranks")),
+            "{}: {e}",
+            what("uneven all_to_all")
+        );
+        checks += 1;
+    }
+    let even = n / size * size;
+    if even > 0 {
+        let prefix = Layout::contiguous(&[even]);
+        comm.all_to_all(
+            Operand::new(&mine.buf, dtype, &prefix),
+            Operand::new(&out.buf, dtype, &prefix),
+        )
+        .unwrap();
         comm.wait().unwrap();
-        let block = n / size * dtype.size_in_bytes();
+        let block = even / size * dtype.size_in_bytes();
         let want: Vec<u8> = (0..size)
             .flat_map(|r| inputs[r][rank * block..(rank + 1) * block].to_vec())
             .collect();
-        assert!(out.bytes(&d) == want, "{}", what("all_to_all"));
+        assert!(
+            out.bytes(&d)[..even * dtype.size_in_bytes()] == want[..],
+            "{}",
+            what("all_to_all")
+        );
         checks += 1;
     }
     // send/recv around a ring, grouped so that every rank sends and receives at once
