@@ -151,10 +151,16 @@ DEVICE void cached_attention_any(const T* q, const T* k, const T* v, const u32* 
 // max score, its sum of exp(score - max) and its weighted sum of v rows to `partial` ((rows,
 // splits, head_dim + 2) in the accumulator type); attention_combine rescales the runs to their
 // common max and sums them in order. Runs past a row's last visible position write an empty
-// run (max -inf, sums 0). Each warp scores keys w, w + warps, ... with its lanes over the head's
-// dims (a key row read whole by one warp); the weights meet v with one thread a dim.
+// run (max -inf, sums 0). A decode step's attention waits on memory, not arithmetic, so both
+// phases keep ATTN_SPLIT_UNROLL loads in flight a thread:
+// - scores: a key row is read by a group of lanes (a pack each, the fewest power of two of
+//   lanes that covers the row, at most a warp), each lane loading its pack of
+//   ATTN_SPLIT_UNROLL keys before it multiplies; the group's sum by shuffles;
+// - weights x v: thread (group g, pack p) adds keys g, g + groups, ... at the pack's dims,
+//   ATTN_SPLIT_UNROLL rows loaded at once; the groups' sums are added in order at the end.
 #define ATTN_SPLIT_THREADS 128
 #define ATTN_SPLIT_KEYS 64
+#define ATTN_SPLIT_UNROLL 8
 
 template <typename T>
 DEVICE u32 attn_last(const u32* positions, u32 i, u32 queries, u32 cache_len, u32 mode) {
@@ -164,13 +170,17 @@ DEVICE u32 attn_last(const u32* positions, u32 i, u32 queries, u32 cache_len, u3
     return last;
 }
 
-template <typename T>
-DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* positions, typename Acc<T>::type* partial,
-                            u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale,
-                            u32 mode) {
+template <typename T, int N>
+DEVICE void attention_split_impl(const T* q, const T* k, const T* v, const u32* positions,
+                                 typename Acc<T>::type* partial, u32 heads, u32 kv_heads, u32 queries,
+                                 u32 head_dim, u32 cache_len, float scale, u32 mode) {
     typedef typename Acc<T>::type A;
+    typedef typename RawOf<sizeof(T) * N>::type Raw;
+    constexpr int U = ATTN_SPLIT_UNROLL;
     __shared__ A qs[ATTN_MAX_HEAD_DIM];
-    __shared__ A scores[ATTN_SPLIT_KEYS];
+    __shared__ A weights[ATTN_SPLIT_KEYS];
+    // the v groups' sums: groups x head_dim <= max(ATTN_SPLIT_THREADS x N, ATTN_MAX_HEAD_DIM)
+    __shared__ A part[ATTN_SPLIT_THREADS * 8];
     const u32 tid = threadIdx.x, lane = tid % warpSize, warp = tid / warpSize;
     const u32 warps = blockDim.x / warpSize;
     const u64 row = blockIdx.x;
@@ -181,8 +191,6 @@ DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* posit
     const u64 b = batch_head / heads;
     const u32 kv_head = h / (heads / kv_heads);
     const u64 cache_start = (b * kv_heads + kv_head) * (u64)cache_len * head_dim;
-    const T* kc = k + cache_start;
-    const T* vc = v + cache_start;
     const u32 len = attn_last<T>(positions, i, queries, cache_len, mode) + 1;
     const u32 first = split * ATTN_SPLIT_KEYS;
     const u32 n = first >= len ? 0 : (len - first < ATTN_SPLIT_KEYS ? len - first : ATTN_SPLIT_KEYS);
@@ -192,32 +200,109 @@ DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* posit
         for (u32 d = tid; d < head_dim + 2; d += blockDim.x) out[d] = d == 0 ? neg_inf : (A)0;
         return;
     }
+    const Raw* kr = reinterpret_cast<const Raw*>(k + cache_start + (u64)first * head_dim);
+    const Raw* vr = reinterpret_cast<const Raw*>(v + cache_start + (u64)first * head_dim);
     for (u32 d = tid; d < head_dim; d += blockDim.x) qs[d] = cvt<A>(q[row * head_dim + d]) * (A)scale;
     __syncthreads();
-    // scores: a key a warp at a time, the lanes over its dims
-    for (u32 j = warp; j < n; j += warps) {
-        const T* kr = kc + (u64)(first + j) * head_dim;
-        A dot = (A)0;
-        for (u32 d = lane; d < head_dim; d += warpSize) dot += qs[d] * cvt<A>(kr[d]);
-        for (int o = warpSize / 2; o > 0; o >>= 1) dot += warp_shfl_xor(dot, o);
-        if (lane == 0) scores[j] = dot;
+    const u32 packs = head_dim / N;
+    u32 lanes_per_key = 1;
+    while (lanes_per_key < packs && lanes_per_key < warpSize) lanes_per_key *= 2;
+    const u32 kl = lane % lanes_per_key;
+    const u32 stride = warps * (warpSize / lanes_per_key);  // keys the block scores at once
+    const u32 mine = warp * (warpSize / lanes_per_key) + lane / lanes_per_key;
+    // every lane runs the same iterations: the shuffles need the whole warp
+    for (u32 r0 = 0; r0 * stride < n; r0 += U) {
+        A dot[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) dot[u] = (A)0;
+        for (u32 pp = kl; pp < packs; pp += lanes_per_key) {
+            Pack<T, N> kp[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const u32 j = mine + (r0 + u) * stride;
+                if (j < n) kp[u].raw = kr[(u64)j * packs + pp];
+                else kp[u].raw = Raw{};
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+#pragma unroll
+                for (int e = 0; e < N; ++e) dot[u] += qs[pp * N + e] * cvt<A>(kp[u].v[e]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            for (u32 o = lanes_per_key / 2; o > 0; o >>= 1) dot[u] += warp_shfl_xor(dot[u], o);
+            const u32 j = mine + (r0 + u) * stride;
+            if (kl == 0 && j < n) weights[j] = dot[u];  // the score, until the weights replace it
+        }
     }
     __syncthreads();
+    // the run's max and sum, each warp alike (lanes, then shuffles: a fixed order)
     A m = neg_inf;
-    for (u32 j = 0; j < n; ++j) m = scores[j] > m ? scores[j] : m;
+    for (u32 j = lane; j < n; j += warpSize) m = weights[j] > m ? weights[j] : m;
+    for (u32 o = warpSize / 2; o > 0; o >>= 1) {
+        const A other = warp_shfl_xor(m, o);
+        m = other > m ? other : m;
+    }
     A sum = (A)0;
-    for (u32 j = 0; j < n; ++j) sum += m_exp(scores[j] - m);
-    // weights x v: a thread a dim, the run's keys in order
+    for (u32 j = lane; j < n; j += warpSize) sum += m_exp(weights[j] - m);
+    for (u32 o = warpSize / 2; o > 0; o >>= 1) sum += warp_shfl_xor(sum, o);
+    __syncthreads();  // every warp has read the scores
+    for (u32 j = tid; j < n; j += blockDim.x) weights[j] = m_exp(weights[j] - m);
+    __syncthreads();
+    // weights x v
+    const bool few_packs = packs <= blockDim.x;
+    const u32 groups = few_packs ? blockDim.x / packs : 1;
+    const u32 g = few_packs ? tid / packs : 0;
+    if (g < groups) {
+        for (u32 p = few_packs ? tid % packs : tid; p < packs; p += blockDim.x) {
+            A acc[N];
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[e] = (A)0;
+            for (u32 j0 = g; j0 < n; j0 += groups * U) {
+                Pack<T, N> vp[U];
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const u32 j = j0 + u * groups;
+                    if (j < n) vp[u].raw = vr[(u64)j * packs + p];
+                    else vp[u].raw = Raw{};
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const u32 j = j0 + u * groups;
+                    const A w = j < n ? weights[j] : (A)0;
+#pragma unroll
+                    for (int e = 0; e < N; ++e) acc[e] += w * cvt<A>(vp[u].v[e]);
+                }
+            }
+#pragma unroll
+            for (int e = 0; e < N; ++e) part[g * head_dim + p * N + e] = acc[e];
+        }
+    }
+    __syncthreads();
     for (u32 d = tid; d < head_dim; d += blockDim.x) {
-        A acc = (A)0;
-#pragma unroll 8
-        for (u32 j = 0; j < n; ++j) acc += m_exp(scores[j] - m) * cvt<A>(vc[(u64)(first + j) * head_dim + d]);
-        out[2 + d] = acc;
+        A total = (A)0;
+        for (u32 gg = 0; gg < groups; ++gg) total += part[gg * head_dim + d];
+        out[2 + d] = total;
     }
     if (tid == 0) {
         out[0] = m;
         out[1] = sum;
     }
+}
+
+// 16-byte packs where every cache row is whole aligned packs, else an element at a time.
+template <typename T>
+DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* positions, typename Acc<T>::type* partial,
+                            u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale,
+                            u32 mode) {
+    constexpr int N = 16 / sizeof(T);
+    if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
+        attention_split_impl<T, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
+                                   scale, mode);
+    else
+        attention_split_impl<T, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
+                                   scale, mode);
 }
 
 // The runs of attention_split combined: out[row] = sum_r acc_r * exp(m_r - M) / sum_r s_r * exp(m_r - M)
