@@ -314,9 +314,12 @@ DEVICE void attention_combine(const typename Acc<T>::type* partial, T* out, u32 
     const A* p = partial + row * splits * (u64)(head_dim + 2);
     const A neg_inf = m_neg_inf((A)0);
     A m = neg_inf;
+    // unrolled: the runs' loads are independent, several in flight
+#pragma unroll 8
     for (u32 r = 0; r < splits; ++r) m = p[r * (head_dim + 2)] > m ? p[r * (head_dim + 2)] : m;
     for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
         A s = (A)0, acc = (A)0;
+#pragma unroll 8
         for (u32 r = 0; r < splits; ++r) {
             const A* run = p + r * (head_dim + 2);
             if (run[0] == neg_inf) continue;

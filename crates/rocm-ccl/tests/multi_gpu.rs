@@ -213,14 +213,28 @@ fn a_killed_rank_makes_the_others_fail_instead_of_hang() {
     };
     let mine = killed_test_rank(0, size);
     let (ready, killed) = killer.join().unwrap();
-    assert!(ready && killed, "the victim reached its first collective and was killed");
+    assert!(
+        ready && killed,
+        "the victim reached its first collective and was killed"
+    );
     let e = mine.expect_err("rank 0's collective with a killed peer fails");
     assert!(e.to_string().contains("no progress"), "rank 0: {e}");
     let victim = children.pop().unwrap();
     for (i, mut c) in children.into_iter().enumerate() {
-        assert!(c.wait().unwrap().success(), "rank {} failed as it should not", i + 1);
+        assert!(
+            c.wait().unwrap().success(),
+            "rank {} failed as it should not",
+            i + 1
+        );
     }
     let mut victim = victim;
-    assert!(!victim.wait().unwrap().success(), "the killed rank's process");
-    assert!(started.elapsed() < Duration::from_secs(90), "took {:?}", started.elapsed());
+    assert!(
+        !victim.wait().unwrap().success(),
+        "the killed rank's process"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "took {:?}",
+        started.elapsed()
+    );
 }

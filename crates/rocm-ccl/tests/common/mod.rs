@@ -187,7 +187,8 @@ pub fn check_all_collectives(comm: &Comm, dtype: DType, n: usize, case: u64) -> 
     if n % size != 0 {
         let e = comm.all_to_all(mine.op(), out.op()).unwrap_err();
         assert!(
-            e.to_string().contains(&format!("divisible by {size} ranks")),
+            e.to_string()
+                .contains(&format!("divisible by {size} ranks")),
             "{}: {e}",
             what("uneven all_to_all")
         );
