@@ -764,7 +764,7 @@ DEVICE float q8_sub_dot(const QSub& w, const u8* xs, const u8* rec_at) {
 // The dot of one weight row (its first block `row0` of the `total` blocks at w) with `rows` rows
 // of q8 activations, added to acc: lane `lane` of `width` takes the 32-value sub-blocks lane,
 // lane + width, ...
-template <typename Q>
+template <typename Q, int MAXR>
 DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8* meta, u64 k, u32 rows, u32 lane,
                        u32 width, float* acc) {
     const u64 subs = k / 32;
@@ -775,7 +775,7 @@ DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8*
         QSub sw;
         Q::sub(q_block<Q>(w, total, row0 + blk), (int)(s - blk * Q::SUBS), sw);
 #pragma unroll
-        for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+        for (int r = 0; r < MAXR; ++r) {
             if (r >= (int)rows) break;
             acc[r] += q8_sub_dot<Q>(sw, xq + r * k + s * 32, meta + (r * subs + s) * 8);
         }
@@ -786,9 +786,12 @@ DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8*
 // warps) takes one weight row, each warp every wpr-th run of sub-blocks of it; the warps' sums
 // meet in shared memory. One warp a row leaves most of the device idle where the rows are few
 // (4096 rows are half the warps an H100 holds): more warps a row keep more loads in flight.
-template <typename Q, typename X>
+// MAXR: the activation rows a pass takes (MATVEC_MAX_ROWS, or 1 for decode's single row: its
+// own entry, `matvec1_q8`, without the seven other accumulators' registers, so that more warps
+// fit a multiprocessor).
+template <typename Q, int MAXR, typename X>
 DEVICE void matvec_q8(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
-    __shared__ float partial[MAX_BLOCK_WARPS][MATVEC_MAX_ROWS];
+    __shared__ float partial[MAX_BLOCK_WARPS][MAXR];
     const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
     const u32 rows_per_block = blockDim.x / warpSize / wpr;
     const u32 part = warp % wpr, slot = warp / wpr;
@@ -797,18 +800,18 @@ DEVICE void matvec_q8(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, 
     // the loop is uniform over the block (its barriers)
     for (u64 j0 = blockIdx.x * (u64)rows_per_block; j0 < n; j0 += (u64)gridDim.x * rows_per_block) {
         const u64 j = j0 + slot;
-        float acc[MATVEC_MAX_ROWS];
-        // rows in groups of MATVEC_MAX_ROWS: the weight rows come from memory once, then from
+        float acc[MAXR];
+        // rows in groups of MAXR: the weight rows come from memory once, then from
         // the cache for the next group
-        for (u32 r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
-            const u32 group = rows - r0 < MATVEC_MAX_ROWS ? rows - r0 : MATVEC_MAX_ROWS;
+        for (u32 r0 = 0; r0 < rows; r0 += MAXR) {
+            const u32 group = rows - r0 < MAXR ? rows - r0 : MAXR;
 #pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0f;
+            for (int r = 0; r < MAXR; ++r) acc[r] = 0.0f;
             if (j < n)
-                q8_row_dot<Q>(w, total, j * row_blocks, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group,
+                q8_row_dot<Q, MAXR>(w, total, j * row_blocks, xq + r0 * k, meta + r0 * (k / 32) * 8, k, group,
                               part * warpSize + lane, wpr * warpSize, acc);
 #pragma unroll
-            for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
+            for (int r = 0; r < MAXR; ++r) {
                 if (r >= (int)group) break;
                 float v = acc[r];
                 for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
@@ -837,7 +840,7 @@ DEVICE void matvec_q8(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, 
 // matvec_q8 for activations not yet quantized: each block first writes the q8 form of all
 // `rows` rows of x into its shared memory (rows * k * 5 / 4 bytes, the launch's dynamic shared
 // memory), then reads it from there: one launch instead of two.
-template <typename Q, typename X>
+template <typename Q, int MAXR, typename X>
 DEVICE void matvec_q8_fused(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, u32 wpr) {
     extern __shared__ QBytes16 q8_shared[];
     u8* xq = (u8*)q8_shared;
@@ -847,7 +850,7 @@ DEVICE void matvec_q8_fused(const u8* w, u64 total, const X* x, X* y, u64 n, u64
         quantize_q8_sub(x, s, s < subs, xq, xq + rows * k, Q::XSCHEME);
     }
     __syncthreads();
-    matvec_q8<Q>(w, total, xq, y, n, k, rows, wpr);
+    matvec_q8<Q, MAXR>(w, total, xq, y, n, k, rows, wpr);
 }
 
 // Mixture of experts: w (`total` blocks) holds `experts` (n, k) matrices; for token t and slot e
@@ -874,7 +877,7 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
         for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
             float acc[MATVEC_MAX_ROWS] = {};
             // one activation row: xq and meta start at it
-            q8_row_dot<Q>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane,
+            q8_row_dot<Q, 1>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane,
                           warpSize, acc);
             float v = acc[0];
             for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
@@ -933,11 +936,19 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
     KERNEL void matvec_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, \
                                         u32 wpr) {                                               \
-        matvec_q8<Q>(w, total, xq, y, n, k, rows, wpr);                                          \
+        matvec_q8<Q, MATVEC_MAX_ROWS>(w, total, xq, y, n, k, rows, wpr);                         \
+    }                                                                                            \
+    KERNEL void matvec1_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, \
+                                         u32 wpr) {                                              \
+        matvec_q8<Q, 1>(w, total, xq, y, n, k, rows, wpr);                                       \
     }                                                                                            \
     KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, \
                                          u32 wpr) {                                              \
-        matvec_q8_fused<Q>(w, total, x, y, n, k, rows, wpr);                                     \
+        matvec_q8_fused<Q, MATVEC_MAX_ROWS>(w, total, x, y, n, k, rows, wpr);                    \
+    }                                                                                            \
+    KERNEL void matvec1_q8f_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, \
+                                          u32 wpr) {                                             \
+        matvec_q8_fused<Q, 1>(w, total, x, y, n, k, rows, wpr);                                  \
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \

@@ -682,10 +682,10 @@ fn matvec(
     args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
     x.push(&mut args)?;
     // block types here are fused (the others returned above); the float mat-vec: one warp a row
-    let op = if w.ty.is_block() {
-        "matvec_q8f"
-    } else {
-        "matvec"
+    let op = match (w.ty.is_block(), m) {
+        (true, 1) => "matvec1_q8f",
+        (true, _) => "matvec_q8f",
+        (false, _) => "matvec",
     };
     let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
     let mut config = matvec_config(device, n, wpr, 1);
@@ -903,11 +903,9 @@ fn launch_matvec_q8(
     let _span =
         tracing::debug_span!("op", op = "matvec_q8", ty = %w.ty, %dtype, m, n, k = w.k, wpr)
             .entered();
-    let f = device.kernel(
-        &kernels::QUANTIZED,
-        kernel_op("matvec_q8", dtype)?,
-        w.ty.key(),
-    )?;
+    // one activation row: the entry without the other rows' accumulators
+    let op = if m == 1 { "matvec1_q8" } else { "matvec_q8" };
+    let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
     let mut args = LaunchArgs::new();
     args.push_buffer(w.buffer)
         .push(w.buffer_blocks() as u64)
@@ -1086,7 +1084,7 @@ mod tests {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
             let own = if ty.is_block() {
-                &["matvec_q8", "matvec_q8f", "moe_q8"][..]
+                &["matvec_q8", "matvec_q8f", "matvec1_q8", "matvec1_q8f", "moe_q8"][..]
             } else {
                 &["matvec", "dequantize"][..]
             };
