@@ -1084,7 +1084,13 @@ mod tests {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
             let own = if ty.is_block() {
-                &["matvec_q8", "matvec_q8f", "matvec1_q8", "matvec1_q8f", "moe_q8"][..]
+                &[
+                    "matvec_q8",
+                    "matvec_q8f",
+                    "matvec1_q8",
+                    "matvec1_q8f",
+                    "moe_q8",
+                ][..]
             } else {
                 &["matvec", "dequantize"][..]
             };
