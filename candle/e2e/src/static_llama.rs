@@ -386,6 +386,29 @@ impl StaticLlama {
                 candle_core::Error::Msg(format!("static llama: no {key} in the GGUF"))
             })
         };
+        // What this model does not compute is refused, not run wrong: other architectures
+        // (their biases, norms and layouts differ) and rope scaling (Llama 3.x files carry
+        // their rotary frequencies in rope_freqs; the tables here are plain theta).
+        let arch = md("general.architecture")?.to_string()?;
+        if arch != "llama" {
+            candle_core::bail!(
+                "static llama: general.architecture {arch:?} is not supported (llama only)"
+            );
+        }
+        if content.tensor_infos.contains_key("rope_freqs.weight") {
+            candle_core::bail!(
+                "static llama: the GGUF scales its rotary frequencies (rope_freqs.weight, as \
+                 Llama 3.x files do); only plain rope theta is supported"
+            );
+        }
+        if let Some(kind) = content.metadata.get("llama.rope.scaling.type") {
+            let kind = kind.to_string()?;
+            if kind != "none" {
+                candle_core::bail!(
+                    "static llama: rope scaling {kind:?} is not supported (plain rope theta only)"
+                );
+            }
+        }
         let count = |key: &str| -> Result<usize> { Ok(md(key)?.to_u32()? as usize) };
         let heads = count("llama.attention.head_count")?;
         let kv_heads = count("llama.attention.head_count_kv")?;
