@@ -875,10 +875,10 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
             continue;
         }
         for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
-            float acc[MATVEC_MAX_ROWS] = {};
+            float acc[1] = {};
             // one activation row: xq and meta start at it
             q8_row_dot<Q, 1>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane,
-                          warpSize, acc);
+                             warpSize, acc);
             float v = acc[0];
             for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
             if (lane == 0) q_store(y, p * n + j, v);

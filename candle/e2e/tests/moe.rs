@@ -19,8 +19,13 @@ fn random(rng: &mut SplitMix64, dims: &[usize]) -> Tensor {
 
 /// (top-k ids (tokens, topk), top-k weights, experts sorted, pair index sorted), as FusedMoe.
 fn routing(rng: &mut SplitMix64, tokens: usize, experts: usize, topk: usize) -> [Tensor; 4] {
-    let logits = random(rng, &[tokens, experts]);
-    let probs = candle_nn::ops::softmax_last_dim(&logits).unwrap();
+    route(&random(rng, &[tokens, experts]), topk)
+}
+
+/// FusedMoe's routing of router logits (any device): the ops of [`routing`], the weights not
+/// normalized.
+fn route(logits: &Tensor, topk: usize) -> [Tensor; 4] {
+    let probs = candle_nn::ops::softmax_last_dim(logits).unwrap();
     let ids = probs
         .arg_sort_last_dim(false)
         .unwrap()
@@ -509,20 +514,11 @@ mod rocm {
                     logits =
                         Tensor::cat(&[&tie, &logits.narrow(0, 1, tokens - 1).unwrap()], 0).unwrap();
                 }
-                let route = |x: &Tensor| -> (Vec<u32>, Vec<f32>, Vec<u32>, Vec<u32>) {
-                    let w = candle_nn::ops::softmax_last_dim(x).unwrap();
-                    let ids = w
-                        .arg_sort_last_dim(false)
-                        .unwrap()
-                        .narrow(D::Minus1, 0, topk)
-                        .unwrap()
-                        .contiguous()
-                        .unwrap();
-                    let tw = w.gather(&ids, D::Minus1).unwrap();
+                let routed = |x: &Tensor| -> (Vec<u32>, Vec<f32>, Vec<u32>, Vec<u32>) {
+                    let [ids, tw, sorted, order] = route(x, topk);
                     let tw = tw
                         .broadcast_div(&tw.sum_keepdim(D::Minus1).unwrap())
                         .unwrap();
-                    let (sorted, order) = ids.flatten_all().unwrap().sort_last_dim(true).unwrap();
                     let v = |t: &Tensor| t.flatten_all().unwrap().to_device(&Device::Cpu).unwrap();
                     (
                         v(&ids).to_vec1().unwrap(),
@@ -531,8 +527,8 @@ mod rocm {
                         v(&order).to_vec1().unwrap(),
                     )
                 };
-                let cpu = route(&logits);
-                let dev = route(&logits.to_device(&gpu).unwrap());
+                let cpu = routed(&logits);
+                let dev = routed(&logits.to_device(&gpu).unwrap());
                 let what = format!("{experts} experts, {tokens} tokens");
                 if cpu.0 != dev.0 {
                     failures.push(format!("{what}: top-k ids differ"));

@@ -196,30 +196,26 @@ fn a_killed_rank_makes_the_others_fail_instead_of_hang() {
                 .unwrap()
         })
         .collect();
-    // the victim says when its first collective is done; then it dies
-    let victim = children.last_mut().unwrap();
-    let killer = {
+    // the victim says when its first collective is done; then it dies (Child::kill is
+    // SIGKILL: no handler, no clean-up in the victim)
+    let mut victim = children.pop().unwrap();
+    let killer = std::thread::spawn(move || {
         let out = victim.stdout.take().unwrap();
-        let pid = victim.id();
-        std::thread::spawn(move || {
-            let ready = std::io::BufReader::new(out)
-                .lines()
-                .map_while(|l| l.ok())
-                .any(|l| l.contains("ready to be killed"));
-            // SIGKILL through the shell's kill: no handler, no clean-up in the victim
-            let killed = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            (ready, killed.map(|s| s.success()).unwrap_or(false))
-        })
-    };
+        let ready = std::io::BufReader::new(out)
+            .lines()
+            .map_while(|l| l.ok())
+            .any(|l| l.contains("ready to be killed"));
+        let killed = victim.kill().is_ok();
+        (ready, killed, victim)
+    });
     let mine = killed_test_rank(0, size);
-    let (ready, killed) = killer.join().unwrap();
+    let (ready, killed, mut victim) = killer.join().unwrap();
     assert!(
         ready && killed,
         "the victim reached its first collective and was killed"
     );
     let e = mine.expect_err("rank 0's collective with a killed peer fails");
     assert!(e.to_string().contains("no progress"), "rank 0: {e}");
-    let victim = children.pop().unwrap();
     for (i, mut c) in children.into_iter().enumerate() {
         assert!(
             c.wait().unwrap().success(),
@@ -227,7 +223,6 @@ fn a_killed_rank_makes_the_others_fail_instead_of_hang() {
             i + 1
         );
     }
-    let mut victim = victim;
     assert!(
         !victim.wait().unwrap().success(),
         "the killed rank's process"
