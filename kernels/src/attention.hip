@@ -149,8 +149,9 @@ DEVICE void cached_attention_any(const T* q, const T* k, const T* v, const u32* 
 // Split over the cache (flash-decoding), for few query rows over a long cache: one block of
 // ATTN_SPLIT_THREADS threads per (row, run of ATTN_SPLIT_KEYS cache positions) writes the run's
 // max score, its sum of exp(score - max) and its weighted sum of v rows to `partial` ((rows,
-// splits, head_dim + 2) in the accumulator type); attention_combine rescales the runs to their
-// common max and sums them in order. Runs past a row's last visible position write an empty
+// splits, head_dim + 2) in the accumulator type); the last of a row's blocks to finish (by a
+// ticket, see attn_combine_runs) rescales the runs to their common max and sums them in order
+// into the row's output: one launch. Runs past a row's last visible position write an empty
 // run (max -inf, sums 0). A decode step's attention waits on memory, not arithmetic, so both
 // phases keep ATTN_SPLIT_UNROLL loads in flight a thread:
 // - scores: a key row is read by a group of lanes (a pack each, the fewest power of two of
@@ -291,11 +292,54 @@ DEVICE void attention_split_impl(const T* q, const T* k, const T* v, const u32* 
     }
 }
 
-// 16-byte packs where every cache row is whole aligned packs, else an element at a time.
+// The runs of row `row` combined into out[row] = sum_r acc_r * exp(m_r - M) / sum_r s_r *
+// exp(m_r - M) over the runs in order, M their largest max, by the last of the row's blocks to
+// finish: each block, after writing its run, takes a ticket (its writes made visible first);
+// the one that draws splits - 1 reads the others' runs (volatile: past this multiprocessor's
+// cache) and sets the ticket back to zero for the next launch.
+template <typename T>
+DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32* tickets, u32 splits,
+                              u32 head_dim) {
+    typedef typename Acc<T>::type A;
+    __shared__ u32 last;
+    const u64 row = blockIdx.x;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&tickets[row], 1u) == splits - 1 ? 1u : 0u;
+    __syncthreads();
+    if (last == 0u) return;
+    __threadfence();
+    const volatile A* p = partial + row * splits * (u64)(head_dim + 2);
+    const A neg_inf = m_neg_inf((A)0);
+    A m = neg_inf;
+    // unrolled: the runs' loads are independent, several in flight
+#pragma unroll 8
+    for (u32 r = 0; r < splits; ++r) {
+        const A mr = p[r * (head_dim + 2)];
+        m = mr > m ? mr : m;
+    }
+    for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        A s = (A)0, acc = (A)0;
+#pragma unroll 8
+        for (u32 r = 0; r < splits; ++r) {
+            const volatile A* run = p + r * (head_dim + 2);
+            const A mr = run[0];
+            if (mr == neg_inf) continue;
+            const A f = m_exp(mr - m);
+            s += run[1] * f;
+            acc += run[2 + d] * f;
+        }
+        out[row * head_dim + d] = cvt<T>(acc / s);
+    }
+    if (threadIdx.x == 0) tickets[row] = 0u;
+}
+
+// 16-byte packs where every cache row is whole aligned packs, else an element at a time; then
+// the row's runs combined by its last block.
 template <typename T>
 DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* positions, typename Acc<T>::type* partial,
-                            u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale,
-                            u32 mode) {
+                            T* out, u32* tickets, u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
+                            u32 cache_len, float scale, u32 mode) {
     constexpr int N = 16 / sizeof(T);
     if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
         attention_split_impl<T, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
@@ -303,32 +347,7 @@ DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* posit
     else
         attention_split_impl<T, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
                                    scale, mode);
-}
-
-// The runs of attention_split combined: out[row] = sum_r acc_r * exp(m_r - M) / sum_r s_r * exp(m_r - M)
-// over the row's runs in order, M their largest max. One block a row, a thread a dim.
-template <typename T>
-DEVICE void attention_combine(const typename Acc<T>::type* partial, T* out, u32 splits, u32 head_dim) {
-    typedef typename Acc<T>::type A;
-    const u64 row = blockIdx.x;
-    const A* p = partial + row * splits * (u64)(head_dim + 2);
-    const A neg_inf = m_neg_inf((A)0);
-    A m = neg_inf;
-    // unrolled: the runs' loads are independent, several in flight
-#pragma unroll 8
-    for (u32 r = 0; r < splits; ++r) m = p[r * (head_dim + 2)] > m ? p[r * (head_dim + 2)] : m;
-    for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        A s = (A)0, acc = (A)0;
-#pragma unroll 8
-        for (u32 r = 0; r < splits; ++r) {
-            const A* run = p + r * (head_dim + 2);
-            if (run[0] == neg_inf) continue;
-            const A f = m_exp(run[0] - m);
-            s += run[1] * f;
-            acc += run[2 + d] * f;
-        }
-        out[row * head_dim + d] = cvt<T>(acc / s);
-    }
+    attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim);
 }
 
 // A decode step's rotary embedding and cache write in one launch: qkv is (t, (heads + 2 kv_heads)
@@ -380,12 +399,10 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
 
 #define ATTENTION_ENTRIES(NAME, T)                                                               \
     KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void attention_split_##NAME(                    \
-        const T* q, const T* k, const T* v, const u32* positions, Acc<T>::type* partial, u32 heads, u32 kv_heads, \
-        u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \
-        attention_split<T>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len, scale, mode); \
-    }                                                                                            \
-    KERNEL void attention_combine_##NAME(const Acc<T>::type* partial, T* out, u32 splits, u32 head_dim) { \
-        attention_combine<T>(partial, out, splits, head_dim);                                    \
+        const T* q, const T* k, const T* v, const u32* positions, Acc<T>::type* partial, T* out, u32* tickets, \
+        u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) { \
+        attention_split<T>(q, k, v, positions, partial, out, tickets, heads, kv_heads, queries, head_dim, \
+                           cache_len, scale, mode);                                              \
     }                                                                                            \
     KERNEL void rope_kv_write_##NAME(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, \
                                      T* k_cache, T* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, \

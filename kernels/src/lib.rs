@@ -291,12 +291,7 @@ pub const ATTENTION: KernelModule = KernelModule {
     name: "attention",
     source: include_str!("attention.hip"),
     groups: &[EntryGroup {
-        ops: &[
-            "cached_attention",
-            "attention_split",
-            "attention_combine",
-            "rope_kv_write",
-        ],
+        ops: &["cached_attention", "attention_split", "rope_kv_write"],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
 };

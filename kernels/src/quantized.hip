@@ -654,57 +654,104 @@ DEVICE void q8_write_quarter(const float* v, u64 s, u32 quarter, bool live, u8* 
     }
 }
 
+// 1 / sqrt(mean(s^2) + eps) of a row of k values from each thread's sum of squares `ss`: a
+// butterfly in each warp, then the warps' sums in order (every thread alike).
+DEVICE float rms_q8_scale(float ss, u64 k, float eps, float* warp_ss) {
+    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+    const u32 warps = (blockDim.x + warpSize - 1) / warpSize;
+    for (int o = warpSize / 2; o > 0; o >>= 1) ss += warp_shfl_xor(ss, o);
+    if (lane == 0) warp_ss[warp] = ss;
+    __syncthreads();
+    ss = 0.0f;
+    for (u32 w = 0; w < warps; ++w) ss += warp_ss[w];
+    __syncthreads();
+    return 1.0f / m_sqrt(ss / (float)k + eps);
+}
+
+// Run c (8 values) of row `row` of the norm's input: x, or x + r rounded to X and stored to sum.
+template <typename X>
+DEVICE void rms_q8_load(const X* x, const X* r, X* sum, u64 at, u32 has_residual, float* v) {
+    q_load_run<8>(x, at, v);
+    if (has_residual) {
+        float rv[8];
+        q_load_run<8>(r, at, rv);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            v[i] = q_as(v[i] + rv[i], x);
+            q_store(sum, at + i, v[i]);
+        }
+    }
+}
+
+// Runs of 8 values a thread of rms_norm_q8 kept in registers from the load to the quantization,
+// and the most threads of its blocks (rows of up to 8192 values stay in registers).
+#define RMS_Q8_RUNS 2
+#define RMS_Q8_MAX_THREADS 512
+
 // For each of the m rows of x (k values, k a multiple of 32, of 256 for the K scheme): with a
 // residual r (has_residual), s = x + r is stored to `sum` and normed in place of x; out gets the
 // q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row of
 // whole warps; thread t takes the runs of 8 values t, t + blockDim, ... (four lanes a
-// sub-block), so that a row's loads are spread over many threads.
+// sub-block). Where that is at most RMS_Q8_RUNS runs a thread, the runs and alpha's stay in
+// registers, so the row is read once and the reduction is the only wait between load and
+// store; longer rows are read again after the reduction (the sums from `sum`, which each thread
+// stored itself). Both forms add and round in the same order.
 template <typename X>
 DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
                         u32 scheme, u32 has_residual) {
     __shared__ float warp_ss[MAX_BLOCK_WARPS];
-    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-    const u32 warps = (blockDim.x + warpSize - 1) / warpSize;
+    const u32 lane = threadIdx.x % warpSize;
     const u64 runs = k / 8;
+    const bool in_registers = runs <= (u64)RMS_Q8_RUNS * blockDim.x;
     for (u64 row = blockIdx.x; row < m; row += gridDim.x) {
         const X* xr = x + row * k;
-        const X* src = has_residual ? sum + row * k : xr;
+        const X* rr = r + row * k;
+        X* sr = sum + row * k;
         float ss = 0.0f;
-        for (u64 c = threadIdx.x; c < runs; c += blockDim.x) {
-            float v[8];
-            q_load_run<8>(xr, c * 8, v);
-            if (has_residual) {
-                float rv[8];
-                q_load_run<8>(r + row * k, c * 8, rv);
+        if (in_registers) {
+            float v[RMS_Q8_RUNS][8], a[RMS_Q8_RUNS][8];
 #pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    v[i] = q_as(v[i] + rv[i], x);
-                    q_store(sum, row * k + c * 8 + i, v[i]);
+            for (int i = 0; i < RMS_Q8_RUNS; ++i) {
+                const u64 c = threadIdx.x + (u64)i * blockDim.x;
+                if (c < runs) {
+                    q_load_run<8>(alpha, c * 8, a[i]);
+                    rms_q8_load(xr, rr, sr, c * 8, has_residual, v[i]);
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) ss += v[i][e] * v[i][e];
                 }
             }
+            const float scale = rms_q8_scale(ss, k, eps, warp_ss);
 #pragma unroll
-            for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
+            for (int i = 0; i < RMS_Q8_RUNS; ++i) {
+                const u64 base = threadIdx.x - lane + (u64)i * blockDim.x;  // the same for the warp
+                if (base >= runs) break;
+                const u64 c = base + lane;
+                const bool live = c < runs;
+                float w[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) w[e] = live ? q_as(v[i][e] * scale * a[i][e], x) : 0.0f;
+                q8_write_quarter(w, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
+            }
+            continue;
         }
-        for (int o = warpSize / 2; o > 0; o >>= 1) ss += warp_shfl_xor(ss, o);
-        if (lane == 0) warp_ss[warp] = ss;
-        __syncthreads();
-        ss = 0.0f;
-        for (u32 w = 0; w < warps; ++w) ss += warp_ss[w];
-        __syncthreads();
-        const float scale = 1.0f / m_sqrt(ss / (float)k + eps);
-        // each thread reads back the sums it stored itself
+        for (u64 c = threadIdx.x; c < runs; c += blockDim.x) {
+            float v[8];
+            rms_q8_load(xr, rr, sr, c * 8, has_residual, v);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
+        }
+        const float scale = rms_q8_scale(ss, k, eps, warp_ss);
+        const X* src = has_residual ? sr : xr;
         for (u64 base = threadIdx.x - lane; base < runs; base += blockDim.x) {
             const u64 c = base + lane;
             const bool live = c < runs;
-            float v[8];
+            float v[8], a[8];
             if (live) {
                 q_load_run<8>(src, c * 8, v);
-#pragma unroll
-                for (int i = 0; i < 8; ++i) v[i] = q_as(v[i] * scale * q_load(alpha, c * 8 + i), x);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) v[i] = 0.0f;
+                q_load_run<8>(alpha, c * 8, a);
             }
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = live ? q_as(v[e] * scale * a[e], x) : 0.0f;
             q8_write_quarter(v, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
         }
     }
@@ -924,7 +971,7 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
         matvec<Q>(w, total, x, y, n, k, rows);                                                   \
     }                                                                                            \
     KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k, u32 scheme) { quantize_q8(x, out, m, k, scheme); } \
-    KERNEL void rms_norm_q8_##NAME(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps, \
+    KERNEL __launch_bounds__(RMS_Q8_MAX_THREADS) void rms_norm_q8_##NAME(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps, \
                                    u32 scheme, u32 has_residual) {                               \
         rms_norm_q8(x, r, sum, alpha, out, m, k, eps, scheme, has_residual);                     \
     }                                                                                            \

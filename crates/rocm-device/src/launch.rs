@@ -260,6 +260,15 @@ impl LaunchArgs {
         self.push(buffer.device_ptr())
     }
 
+    /// The address of a device's ticket counters ([`crate::Tickets`]).
+    pub fn push_tickets(&mut self, tickets: &crate::Tickets) -> &mut Self {
+        if self.device_count < MAX_ARGS {
+            self.devices[self.device_count] = tickets.device;
+            self.device_count += 1;
+        }
+        self.push(tickets.ptr)
+    }
+
     /// The device address `byte_offset` bytes into `buffer` (at most its length).
     pub fn push_buffer_at(&mut self, buffer: &Buffer, byte_offset: usize) -> Result<&mut Self> {
         if byte_offset > buffer.len() {

@@ -31,7 +31,7 @@ mod tensor;
 pub use config::{Config, ReducedPrecision};
 pub use device::{
     Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Graph,
-    Module, Stream, PREFETCH_MODULES,
+    Module, Stream, Tickets, PREFETCH_MODULES,
 };
 pub use error::{library_error, Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_ARGS, MAX_DIMS};

@@ -931,3 +931,28 @@ fn waiting_inside_a_capture_is_a_typed_error() {
     assert_eq!(d.dtoh(&buf).unwrap(), vec![1, 2, 3]);
     assert_eq!(d.memory_stats().graph_reserved_bytes, 0);
 }
+
+#[test]
+fn tickets_are_shared_grow_on_demand_and_are_refused_first_inside_a_capture() {
+    let d = device();
+    let small = d.tickets(10).unwrap();
+    assert!(small.count() >= 10);
+    // a second call within the count hands out the same counters
+    let again = d.tickets(small.count()).unwrap();
+    let (mut a, mut b) = (LaunchArgs::new(), LaunchArgs::new());
+    a.push_tickets(&small);
+    b.push_tickets(&again);
+    assert_eq!(a.bytes(0), b.bytes(0));
+    // more than any before: a new, larger set
+    let big = d.tickets(small.count() + 1).unwrap();
+    assert!(big.count() > small.count());
+    let mut c = LaunchArgs::new();
+    c.push_tickets(&big);
+    assert_ne!(a.bytes(0), c.bytes(0));
+    // inside a capture, a set that already exists is handed out; a larger one is an error
+    let (_graph, inside) = d.capture(|| d.tickets(big.count())).unwrap();
+    assert_eq!(inside.count(), big.count());
+    let err = d.capture(|| d.tickets(big.count() * 2)).unwrap_err();
+    assert!(err.to_string().contains("capture"), "{err}");
+    d.synchronize().unwrap();
+}

@@ -584,6 +584,10 @@ const MATVEC_BLOCKS_PER_CU: u64 = 16;
 /// than that, each row gets several warps (one warp a row on 4096 rows fills half an H100's
 /// warp slots, and reads at 30-43% of the copy ceiling against 78-83% on 128K rows).
 const MATVEC_WARPS_PER_CU: usize = 48;
+/// Blocks of the fused mat-vec a multiprocessor runs at once (its registers allow 5-6 of 256
+/// threads on an H100, 4 kept as the safe side): a fused grid of at most this many a
+/// multiprocessor is one wave.
+const FUSED_WAVE_BLOCKS_PER_CU: usize = 4;
 /// Most warps on one weight row.
 pub const MATVEC_MAX_WARPS_PER_ROW: usize = 8;
 
@@ -640,11 +644,19 @@ fn matvec(
     const OP: &str = "quantized matvec";
     let n = w.rows;
     // Under a graph capture launches cost no host time, only device time: there x is
-    // quantized once, by a launch of its own.
+    // quantized once, by a launch of its own, unless the fused grid (one warp a row) is at most
+    // one wave of blocks, whose quantizations then run side by side in less time than a launch
+    // (H100, Q4_0 4096x4096, 512 blocks: 10.2 us fused against 13.0 apart; 14336x4096, 1792
+    // blocks: 26.5 against 22.0; bench/results/2026-11-25-h100-matvec-final.md).
+    let one_wave = {
+        let rows_per_block = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
+        let wave = device.info().multiprocessor_count.max(1) as usize * FUSED_WAVE_BLOCKS_PER_CU;
+        n.div_ceil(rows_per_block) <= wave
+    };
     let fused = plan.fused
         && w.ty.is_block()
         && q8_bytes(m, w.k) <= fused_shared_limit(device)
-        && !device.is_capturing();
+        && (!device.is_capturing() || one_wave);
     let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
     let wpr = match plan.warps_per_row {
         // Where every block quantizes x, more warps a row make more blocks and so more
@@ -736,8 +748,9 @@ fn q8_source<'a>(
     Ok((x.contiguous(op)?, m, k))
 }
 
-/// Most threads a block of [`rms_norm_q8`].
-const RMS_Q8_MAX_THREADS: usize = 1024;
+/// Most threads a block of [`rms_norm_q8`]: quantized.hip's `RMS_Q8_MAX_THREADS`, the bound
+/// its kernels are built for (a test checks the two agree).
+pub const RMS_Q8_MAX_THREADS: usize = 512;
 
 /// candle-nn's `rms_norm` of x (.., k) with `alpha` (k) written straight in q8 form for the
 /// integer mat-vec of weights whose activations are `scheme`, without the float result: one
@@ -1123,5 +1136,20 @@ mod tests {
         assert_eq!(GgmlType::Q6K.type_size(), 128 + 64 + 16 + 2);
         assert_eq!(GgmlType::Q8K.type_size(), 4 + 256 + 32);
         assert!(GgmlType::ALL.iter().all(|t| t.type_size() % 2 == 0));
+    }
+
+    #[test]
+    fn launch_constants_are_the_kernel_sources() {
+        let define = |name: &str| -> usize {
+            let prefix = format!("#define {name} ");
+            let line = kernels::QUANTIZED
+                .source
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("quantized.hip defines no {name}"));
+            line[prefix.len()..].trim().parse().unwrap()
+        };
+        assert_eq!(define("MATVEC_MAX_ROWS"), MATVEC_MAX_ROWS);
+        assert_eq!(define("RMS_Q8_MAX_THREADS"), RMS_Q8_MAX_THREADS);
     }
 }

@@ -726,7 +726,9 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
     let mut checked = 0;
     for scheme in [Q8Scheme::Q8_0, Q8Scheme::Q8_1, Q8Scheme::Q8K] {
         for dtype in [DType::F32, DType::BF16] {
-            for (m, k) in [(1, 512), (3, 4096)] {
+            // 4096: a run of 8 values a thread; 8192: two runs a thread, in registers (512
+            // threads); 16384: rows read again after the reduction
+            for (m, k) in [(1, 512), (3, 4096), (1, 8192), (2, 16384)] {
                 let mut draw = |n: usize, scale: f32| -> Vec<f32> {
                     (0..n)
                         .map(|_| rounded((rng.random::<f32>() * 2.0 - 1.0) * scale, dtype))

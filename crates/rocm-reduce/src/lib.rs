@@ -608,7 +608,7 @@ pub fn cached_attention_via(
     // Without positions the kernel never reads the pointer: q's stands in.
     positions.as_ref().unwrap_or(&qc).push(&mut args)?;
     // split: (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
-    // which the first launch writes in place of the output
+    // combined into the output by each row's last block (a ticket a row)
     let splits = cache_len.div_ceil(split_keys);
     let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
     let partial = if split {
@@ -616,34 +616,26 @@ pub fn cached_attention_via(
     } else {
         None
     };
-    args.push_buffer(partial.as_ref().unwrap_or(&out))
-        .push(fit("heads", heads)?)
+    if let Some(partial) = &partial {
+        let tickets = device.tickets(rows)?;
+        args.push_buffer(partial)
+            .push_buffer(&out)
+            .push_tickets(&tickets);
+    } else {
+        args.push_buffer(&out);
+    }
+    args.push(fit("heads", heads)?)
         .push(fit("kv_heads", kv_heads)?)
         .push(fit("queries", queries)?)
         .push(head_dim as u32)
         .push(fit("cache_len", cache_len)?)
         .push(scale)
         .push(mode);
-    if let Some(partial) = partial {
+    if partial.is_some() {
         let f = device.kernel(&kernels::ATTENTION, "attention_split", dtype.as_str())?;
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
             block: [abi::SPLIT_THREADS, 1, 1],
-            shared_mem_bytes: 0,
-        };
-        device.launch(&f, config, &mut args)?;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(&partial)
-            .push_buffer(&out)
-            .push(fit("splits", splits)?)
-            .push(head_dim as u32);
-        let f = device.kernel(&kernels::ATTENTION, "attention_combine", dtype.as_str())?;
-        let threads = (head_dim as u32)
-            .next_multiple_of(32)
-            .min(abi::MAX_HEAD_DIM);
-        let config = LaunchConfig {
-            grid: [fit("rows", rows)?, 1, 1],
-            block: [threads, 1, 1],
             shared_mem_bytes: 0,
         };
         return device.launch(&f, config, &mut args).map(|()| out);

@@ -20,6 +20,7 @@ mod graph;
 mod jit;
 mod memory;
 mod stream;
+mod tickets;
 
 pub use graph::Graph;
 use jit::{CompileSlot, KernelKey, KeyHasher, WAVE64_MAX_WAVES};
@@ -27,6 +28,8 @@ pub use jit::{CompileStats, Function, Module, PREFETCH_MODULES};
 use memory::Allocator;
 pub use memory::{Buffer, DeviceBuffer, DeviceRepr};
 pub use stream::{Event, Stream};
+use tickets::TicketStore;
+pub use tickets::Tickets;
 
 struct DeviceInner {
     raw: Arc<dyn RawDevice>,
@@ -47,6 +50,7 @@ struct DeviceInner {
     /// Keys whose common modules went to the background compilers.
     prefetched: Mutex<HashSet<&'static str>>,
     progress: CompileProgress,
+    tickets: Mutex<TicketStore>,
 }
 
 impl Drop for DeviceInner {
@@ -56,6 +60,14 @@ impl Drop for DeviceInner {
             raw: &*self.raw,
             stream: self.stream.handle,
         };
+        let tickets = self
+            .tickets
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        for block in tickets {
+            self.pool.free(&alloc, block);
+        }
         if let Err(e) = self.pool.release_cached(&alloc) {
             tracing::warn!("releasing the device cache failed: {e}");
         }
@@ -141,6 +153,7 @@ impl Device {
                 compiles: Mutex::default(),
                 prefetched: Mutex::default(),
                 progress: CompileProgress::default(),
+                tickets: Mutex::default(),
                 config,
             }),
         })
