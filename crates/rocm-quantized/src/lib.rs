@@ -899,6 +899,143 @@ pub fn matmul_q8(
     launch_matvec_q8(device, w, &x.buffer, x.rows, out, wpr)
 }
 
+/// The activations of [`matmul_norm_q8`]: one row already in q8 form (as [`rms_norm_q8`] and
+/// [`swiglu_q8`] write it), or one float row, quantized in the product's own blocks.
+#[derive(Debug, Clone, Copy)]
+pub enum ProductInput<'a> {
+    Q8(&'a Q8Activations),
+    Float(Operand<'a>),
+}
+
+/// A decode step's projection, its residual add and the next norm in one launch: `y = x . w^T`
+/// for one row of activations, then, in the launch's last block, what [`rms_norm_q8`] gives for
+/// `y` with `residual` (dims (.., n), one row) and `alpha` (n): `(y + residual, the q8 form of
+/// its norm for weights of `scheme`)`. y itself is not kept. The float form quantizes x in each
+/// block as [`matmul`] does for one row (where x's q8 form fits the shared memory; else a launch
+/// of its own quantizes it first).
+pub fn matmul_norm_q8(
+    device: &Device,
+    w: QWeights<'_>,
+    x: ProductInput<'_>,
+    residual: Operand<'_>,
+    alpha: Operand<'_>,
+    eps: f32,
+    scheme: Q8Scheme,
+) -> Result<(Buffer, Q8Activations)> {
+    const OP: &str = "matmul_norm_q8";
+    w.check(OP)?;
+    let (n, k) = (w.rows, w.k);
+    let dtype = residual.dtype;
+    out_key(OP, dtype)?;
+    let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
+    let Some(x_scheme) = w.ty.q8_scheme() else {
+        return Err(shape_error(format!(
+            "{} weights are not a block type",
+            w.ty
+        )));
+    };
+    let (rm, rn) = activation_rows(OP, &residual)?;
+    if (rm, rn) != (1, n) {
+        return Err(shape_error(format!(
+            "the residual has dims {:?}, not one row of the product's {n} values",
+            residual.layout.dims
+        )));
+    }
+    if alpha.dtype != dtype || alpha.layout.dims != [n] {
+        return Err(shape_error(format!(
+            "alpha is {} {:?}, not {dtype} [{n}]",
+            alpha.dtype, alpha.layout.dims
+        )));
+    }
+    if n % scheme.block() != 0 || n == 0 {
+        return Err(shape_error(format!(
+            "{n} values a row are not a whole number of {scheme:?} blocks"
+        )));
+    }
+    let float_x = match x {
+        ProductInput::Q8(q) => {
+            if q.rows != 1 || q.k != k || q.scheme != x_scheme || q.buffer.len() < q8_bytes(1, k) {
+                return Err(shape_error(format!(
+                    "{} rows of {} {:?} activations against ({n}, {k}) {} weights (one row of {x_scheme:?})",
+                    q.rows, q.k, q.scheme, w.ty
+                )));
+            }
+            None
+        }
+        ProductInput::Float(xf) => {
+            if xf.dtype != dtype {
+                return Err(Error::DTypeMismatch {
+                    op: OP,
+                    detail: format!("x {}, residual {dtype}", xf.dtype),
+                });
+            }
+            let (m, xk) = activation_rows(OP, &xf)?;
+            if (m, xk) != (1, k) {
+                return Err(shape_error(format!(
+                    "x has dims {:?}, not one row of {k}",
+                    xf.layout.dims
+                )));
+            }
+            Some(xf.contiguous(OP)?)
+        }
+    };
+    let rc = residual.contiguous(OP)?;
+    let ac = alpha.contiguous(OP)?;
+    // x quantized apart where its q8 form does not fit a block's shared memory
+    let apart = match &float_x {
+        Some(xc) if q8_bytes(1, k) > fused_shared_limit(device) => {
+            Some(quantize_rows(device, (xc, dtype), (1, k), x_scheme)?)
+        }
+        _ => None,
+    };
+    let y = device.alloc(n * dtype.size_in_bytes())?;
+    let sum = device.alloc(n * dtype.size_in_bytes())?;
+    let out = device.alloc(q8_bytes(1, n))?;
+    let tickets = device.tickets(1)?;
+    let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, n, k).entered();
+    let mut args = LaunchArgs::new();
+    args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
+    let (op, wpr, shared) = match (&float_x, &apart, x) {
+        (Some(xc), None, _) => {
+            xc.push(&mut args)?;
+            ("matvec1_q8fn", 1, q8_bytes(1, k) as u32)
+        }
+        (_, Some(q), _) => {
+            args.push_buffer(q);
+            ("matvec1_q8n", matvec_warps_per_row(device, n), 0)
+        }
+        (None, None, ProductInput::Q8(q)) => {
+            args.push_buffer(&q.buffer);
+            ("matvec1_q8n", matvec_warps_per_row(device, n), 0)
+        }
+        (None, None, ProductInput::Float(_)) => unreachable!("a float input is contiguous above"),
+    };
+    args.push_buffer(&y)
+        .push(n as u64)
+        .push(k as u64)
+        .push(wpr as u32);
+    rc.push(&mut args)?;
+    args.push_buffer(&sum);
+    ac.push(&mut args)?;
+    args.push_buffer(&out)
+        .push(eps)
+        .push(scheme.code())
+        .push_tickets(&tickets);
+    let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
+    let mut config = matvec_config(device, n, wpr, 1);
+    config.shared_mem_bytes = shared;
+    device.launch(&f, config, &mut args)?;
+    Ok((
+        sum,
+        Q8Activations {
+            buffer: out,
+            rows: 1,
+            k: n,
+            scheme,
+        },
+    ))
+}
+
 /// The integer mat-vec of `m` rows of q8 activations `xq` with `wpr` warps a weight row.
 fn launch_matvec_q8(
     device: &Device,

@@ -932,3 +932,142 @@ fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
     }
     println!("matmul_q8: {checked} type x batch cases");
 }
+
+#[test]
+fn a_product_with_its_norm_in_one_launch_is_the_two_ops() {
+    // matmul_norm_q8 (the product's last block norms y + residual) against the product and
+    // rms_norm_q8 in two launches on the same inputs: y + residual equal bit for bit (the same
+    // mat-vec), the q8 form within one quant step of the host's q8 form of the norm of that sum
+    // (the sum of squares is added in another order), each record's sums its bytes'.
+    let d = device();
+    let blas = Blas::new(&d).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let mut checked = 0;
+    for (ty, next) in [
+        (GgmlType::Q4_0, Q8Scheme::Q8K),
+        (GgmlType::Q4K, Q8Scheme::Q8_0),
+        (GgmlType::Q8_0, Q8Scheme::Q8_1),
+        (GgmlType::Q6K, Q8Scheme::Q8K),
+    ] {
+        // n 512: a run a thread; 4096: two runs a thread in registers; 8192: read twice
+        for (n, k) in [(512, 256), (4096, 512), (8192, 256)] {
+            let q = quantized(ty, n, k, 3 + n as u64);
+            let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+            let w = QWeights {
+                buffer: &blocks,
+                ty,
+                rows: n,
+                k,
+            };
+            for dtype in [DType::F32, DType::BF16] {
+                let mut draw = |len: usize, scale: f32| -> Vec<f32> {
+                    (0..len)
+                        .map(|_| rounded((rng.random::<f32>() * 2.0 - 1.0) * scale, dtype))
+                        .collect()
+                };
+                let (x, r, alpha) = (draw(k, 1.0), draw(n, 2.0), draw(n, 1.5));
+                let host = |v: &[f32], dims: &[usize]| {
+                    let t = Tensor::from_vec(v.to_vec(), dims, &Cpu::Cpu).unwrap();
+                    upload(&d, &t.to_dtype(cdtype(dtype)).unwrap())
+                };
+                let (xb, rb, ab) = (host(&x, &[1, k]), host(&r, &[1, n]), host(&alpha, &[n]));
+                let (xl, rl, al) = (
+                    Layout::contiguous(&[1, k]),
+                    Layout::contiguous(&[1, n]),
+                    Layout::contiguous(&[n]),
+                );
+                let xo = Operand::new(&xb, dtype, &xl);
+                let (ro, ao) = (Operand::new(&rb, dtype, &rl), Operand::new(&ab, dtype, &al));
+                let x_scheme = ty.q8_scheme().unwrap();
+                let xq = rq::Q8Activations {
+                    buffer: rq::quantize_q8(&d, xo, x_scheme).unwrap(),
+                    rows: 1,
+                    k,
+                    scheme: x_scheme,
+                };
+                for input in ["q8", "float"] {
+                    // the two launches: the same product, then the norm of y + r
+                    let y = match input {
+                        "q8" => rq::matmul_q8(&d, w, &xq, dtype).unwrap(),
+                        _ => rq::matmul(&blas, w, xo).unwrap(),
+                    };
+                    let yo = Operand::new(&y, dtype, &rl);
+                    let (want_sum, _) = rq::rms_norm_q8(&d, yo, Some(ro), ao, 1e-5, next).unwrap();
+                    let want_sum = values(&download(&d, &want_sum.unwrap()), dtype);
+                    let x_in = match input {
+                        "q8" => rq::ProductInput::Q8(&xq),
+                        _ => rq::ProductInput::Float(xo),
+                    };
+                    // twice: the ticket is back at zero after each launch
+                    for _ in 0..2 {
+                        let (sum, q8) =
+                            rq::matmul_norm_q8(&d, w, x_in, ro, ao, 1e-5, next).unwrap();
+                        assert_eq!((q8.rows, q8.k, q8.scheme), (1, n, next));
+                        let sum = values(&download(&d, &sum), dtype);
+                        assert_eq!(sum, want_sum, "{ty} ({n}, {k}) {dtype} {input}: y + r");
+                        let s: Vec<f32> = sum.iter().map(|&v| v as f32).collect();
+                        let ss: f32 = s.iter().map(|v| v * v).sum();
+                        let scale = 1.0 / (ss / n as f32 + 1e-5).sqrt();
+                        let want: Vec<f32> = s
+                            .iter()
+                            .zip(&alpha)
+                            .map(|(v, a)| rounded(v * scale * a, dtype))
+                            .collect();
+                        compare_q8(
+                            &download(&d, &q8.buffer),
+                            &want,
+                            (1, n),
+                            next,
+                            &format!("matmul_norm_q8 {ty} ({n}, {k}) {dtype} {input}"),
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    // bad input: typed errors
+    let q = quantized(GgmlType::Q4_0, 64, 256, 1);
+    let blocks = rq::upload(&d, GgmlType::Q4_0, &q.data().unwrap()).unwrap();
+    let w = QWeights {
+        buffer: &blocks,
+        ty: GgmlType::Q4_0,
+        rows: 64,
+        k: 256,
+    };
+    let buf = d.alloc(2 * 256 * 4).unwrap();
+    let (two, row, a64, a32) = (
+        Layout::contiguous(&[2, 256]),
+        Layout::contiguous(&[1, 64]),
+        Layout::contiguous(&[64]),
+        Layout::contiguous(&[32]),
+    );
+    let f = |l| Operand::new(&buf, DType::F32, l);
+    let run =
+        |x, r, a, scheme| rq::matmul_norm_q8(&d, w, rq::ProductInput::Float(x), r, a, 1e-5, scheme);
+    for (what, e) in [
+        ("two rows", run(f(&two), f(&row), f(&a64), Q8Scheme::Q8_0)),
+        (
+            "alpha of 32",
+            run(
+                f(&Layout::contiguous(&[1, 256])),
+                f(&row),
+                f(&a32),
+                Q8Scheme::Q8_0,
+            ),
+        ),
+        (
+            "64 values for Q8K",
+            run(
+                f(&Layout::contiguous(&[1, 256])),
+                f(&row),
+                f(&a64),
+                Q8Scheme::Q8K,
+            ),
+        ),
+    ] {
+        let e = e.unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{what}: {e}");
+    }
+    println!("matmul_norm_q8: {checked} cases");
+}

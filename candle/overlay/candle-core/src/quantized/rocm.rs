@@ -375,3 +375,77 @@ pub fn matmul_q8(weights: &super::QTensor, x: &Q8Activations) -> Result<crate::T
         false,
     ))
 }
+
+/// The activations of [`matmul_norm_q8`]: one float row, or one row already in q8 form.
+pub enum ProductInput<'a> {
+    Float(&'a crate::Tensor),
+    Q8(&'a Q8Activations),
+}
+
+/// A decode step's projection, its residual add and the next norm in one launch: for one row
+/// of activations x, `y = x . weights^T`, then what [`rms_norm_q8`] gives for `y` with
+/// `residual` and `alpha`, for `next`'s activations, computed by the product's last block.
+/// Returns `y + residual` (the residual stream's next value, `residual`'s dims) and the q8
+/// activations of `next`; y itself is not kept.
+pub fn matmul_norm_q8(
+    weights: &super::QTensor,
+    x: ProductInput<'_>,
+    residual: &crate::Tensor,
+    alpha: &crate::Tensor,
+    eps: f32,
+    next: &super::QTensor,
+) -> Result<(crate::Tensor, Q8Activations)> {
+    const OP: &str = "matmul_norm_q8";
+    let super::QStorage::Rocm(w) = &weights.storage else {
+        crate::bail!("{OP}: the weights are not on a ROCm device")
+    };
+    let scheme = scheme_for(OP, next)?;
+    let (n, k) = weights.shape().dims2()?;
+    let (rs, rl) = residual.storage_and_layout();
+    let (als, all) = alpha.storage_and_layout();
+    let rr = rocm_storage(OP, &rs)?;
+    if !w.device().same_device(rr.device()) {
+        crate::bail!("{OP}: the weights and the residual are on different devices")
+    }
+    let float = match &x {
+        ProductInput::Float(t) => Some(t.storage_and_layout()),
+        ProductInput::Q8(q) => {
+            if !q.device.same_device(rr.device()) {
+                crate::bail!("{OP}: the activations and the residual are on different devices")
+            }
+            None
+        }
+    };
+    let float_layout = float.as_ref().map(|(_, l)| rocm_layout(l));
+    let input = match (&x, &float, &float_layout) {
+        (ProductInput::Q8(q), _, _) => rocm::quantized::ProductInput::Q8(&q.inner),
+        (ProductInput::Float(_), Some((s, _)), Some(l)) => {
+            rocm::quantized::ProductInput::Float(rocm_storage(OP, s)?.inner(), l)
+        }
+        (ProductInput::Float(_), _, _) => crate::bail!("{OP}: no storage for the activations"),
+    };
+    let (sum, inner) = w
+        .matrix(n, k)
+        .forward_norm_q8(
+            input,
+            (rr.inner(), &rocm_layout(rl)),
+            (rocm_storage(OP, &als)?.inner(), &rocm_layout(all)),
+            eps,
+            scheme,
+        )
+        .map_err(wrap)?;
+    let device = rr.device().clone();
+    let sum = crate::tensor::from_storage(
+        crate::Storage::Rocm(device.wrap_storage(sum)),
+        residual.shape().clone(),
+        crate::op::BackpropOp::none(),
+        false,
+    );
+    let q8 = Q8Activations {
+        inner,
+        dims: residual.dims().to_vec(),
+        dtype: residual.dtype(),
+        device,
+    };
+    Ok((sum, q8))
+}
