@@ -608,6 +608,15 @@ fn matvec_config(device: &Device, n: usize, warps_per_row: usize, pairs: u32) ->
     }
 }
 
+/// Whether the fused mat-vec's grid over `n` weight rows (one warp a row) is at most one wave
+/// of blocks ([`FUSED_WAVE_BLOCKS_PER_CU`] a multiprocessor): then every block quantizing x
+/// costs about one quantization's time, less than a launch of its own.
+fn fused_grid_is_one_wave(device: &Device, n: usize) -> bool {
+    let rows_per_block = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
+    let wave = device.info().multiprocessor_count.max(1) as usize * FUSED_WAVE_BLOCKS_PER_CU;
+    n.div_ceil(rows_per_block) <= wave
+}
+
 /// How the integer mat-vec spreads its work (see [`MatmulPath::Integer`]).
 #[derive(Debug, Clone, Copy)]
 struct MatvecPlan {
@@ -648,15 +657,10 @@ fn matvec(
     // one wave of blocks, whose quantizations then run side by side in less time than a launch
     // (H100, Q4_0 4096x4096, 512 blocks: 10.2 us fused against 13.0 apart; 14336x4096, 1792
     // blocks: 26.5 against 22.0; bench/results/2026-11-25-h100-matvec-final.md).
-    let one_wave = {
-        let rows_per_block = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
-        let wave = device.info().multiprocessor_count.max(1) as usize * FUSED_WAVE_BLOCKS_PER_CU;
-        n.div_ceil(rows_per_block) <= wave
-    };
     let fused = plan.fused
         && w.ty.is_block()
         && q8_bytes(m, w.k) <= fused_shared_limit(device)
-        && (!device.is_capturing() || one_wave);
+        && (!device.is_capturing() || fused_grid_is_one_wave(device, n));
     let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
     let wpr = match plan.warps_per_row {
         // Where every block quantizes x, more warps a row make more blocks and so more
@@ -911,8 +915,8 @@ pub enum ProductInput<'a> {
 /// for one row of activations, then, in the launch's last block, what [`rms_norm_q8`] gives for
 /// `y` with `residual` (dims (.., n), one row) and `alpha` (n): `(y + residual, the q8 form of
 /// its norm for weights of `scheme`)`. y itself is not kept. The float form quantizes x in each
-/// block as [`matmul`] does for one row (where x's q8 form fits the shared memory; else a launch
-/// of its own quantizes it first).
+/// block as [`matmul`] does for one row where x's q8 form fits the shared memory and the grid
+/// is one wave; else a launch of its own quantizes it first.
 pub fn matmul_norm_q8(
     device: &Device,
     w: QWeights<'_>,
@@ -981,9 +985,13 @@ pub fn matmul_norm_q8(
     };
     let rc = residual.contiguous(OP)?;
     let ac = alpha.contiguous(OP)?;
-    // x quantized apart where its q8 form does not fit a block's shared memory
+    // x quantized apart where its q8 form does not fit a block's shared memory, or where more
+    // than a wave of blocks would each quantize it
     let apart = match &float_x {
-        Some(xc) if q8_bytes(1, k) > fused_shared_limit(device) => {
+        Some(xc)
+            if q8_bytes(1, k) > fused_shared_limit(device)
+                || !fused_grid_is_one_wave(device, n) =>
+        {
             Some(quantize_rows(device, (xc, dtype), (1, k), x_scheme)?)
         }
         _ => None,
@@ -1239,6 +1247,8 @@ mod tests {
                     "matvec_q8f",
                     "matvec1_q8",
                     "matvec1_q8f",
+                    "matvec1_q8n",
+                    "matvec1_q8fn",
                     "moe_q8",
                 ][..]
             } else {

@@ -936,9 +936,10 @@ fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
 #[test]
 fn a_product_with_its_norm_in_one_launch_is_the_two_ops() {
     // matmul_norm_q8 (the product's last block norms y + residual) against the product and
-    // rms_norm_q8 in two launches on the same inputs: y + residual equal bit for bit (the same
-    // mat-vec), the q8 form within one quant step of the host's q8 form of the norm of that sum
-    // (the sum of squares is added in another order), each record's sums its bytes'.
+    // rms_norm_q8 in two launches on the same inputs: y + residual equal bit for bit where the
+    // mat-vec is launched alike (q8 input), the q8 form within one quant step of the host's q8
+    // form of the norm of the fused launch's sum (the sum of squares is added in another
+    // order), each record's sums its bytes'.
     let d = device();
     let blas = Blas::new(&d).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
@@ -1004,7 +1005,25 @@ fn a_product_with_its_norm_in_one_launch_is_the_two_ops() {
                             rq::matmul_norm_q8(&d, w, x_in, ro, ao, 1e-5, next).unwrap();
                         assert_eq!((q8.rows, q8.k, q8.scheme), (1, n, next));
                         let sum = values(&download(&d, &sum), dtype);
-                        assert_eq!(sum, want_sum, "{ty} ({n}, {k}) {dtype} {input}: y + r");
+                        if input == "q8" {
+                            // the same mat-vec launch shape: the same bits
+                            assert_eq!(sum, want_sum, "{ty} ({n}, {k}) {dtype} {input}: y + r");
+                        } else {
+                            // x quantized in each block or apart, the warps a row chosen by
+                            // the grid: y's sums may be added in another order
+                            let scale = want_sum.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                            let tol = if dtype == DType::F32 {
+                                1e-5
+                            } else {
+                                1.0 / 128.0
+                            };
+                            for (i, (g, w)) in sum.iter().zip(&want_sum).enumerate() {
+                                assert!(
+                                    (g - w).abs() <= tol * scale,
+                                    "{ty} ({n}, {k}) {dtype} {input}: y + r at {i}: {g} vs {w}"
+                                );
+                            }
+                        }
                         let s: Vec<f32> = sum.iter().map(|&v| v as f32).collect();
                         let ss: f32 = s.iter().map(|v| v * v).sum();
                         let scale = 1.0 / (ss / n as f32 + 1e-5).sqrt();
