@@ -786,7 +786,10 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
 // blocks to finish (a ticket, taken once each block's rows of y are visible) writes what
 // rms_norm_q8 writes for x = y and the residual r: s = y + r into `sum` and the q8 form of the
 // norm of s with alpha (the next product's scheme) into `out`. The ticket is left at zero.
-template <typename X>
+// RUNS: the runs a thread keeps in registers (rms_norm_q8_row), as many as the mat-vec's own
+// registers allow without fewer blocks a multiprocessor (H100: 2 beside matvec_q8, 46 -> 48
+// registers; 1 beside matvec_q8_fused, whose 53 would become 65).
+template <typename X, int RUNS>
 DEVICE void q8_norm_epilogue(const X* y, const X* r, X* sum, const X* alpha, u8* out, u64 n, float eps, u32 scheme,
                              u32* ticket) {
     __shared__ u32 last;
@@ -797,8 +800,7 @@ DEVICE void q8_norm_epilogue(const X* y, const X* r, X* sum, const X* alpha, u8*
     __syncthreads();
     if (last == 0u) return;
     __threadfence();
-    // one run a thread in registers at most: the mat-vec's registers bound the launch's
-    rms_norm_q8_row<X, true, 1>(y, r, sum, alpha, out, 0, 1, n, eps, scheme, 1u, warp_ss);
+    rms_norm_q8_row<X, true, RUNS>(y, r, sum, alpha, out, 0, 1, n, eps, scheme, 1u, warp_ss);
     if (threadIdx.x == 0) *ticket = 0u;
 }
 
@@ -1046,13 +1048,13 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
                                           const X* r, X* sum, const X* alpha, u8* out, float eps, u32 scheme, \
                                           u32* ticket) {                                         \
         matvec_q8<Q, 1>(w, total, xq, y, n, k, 1, wpr);                                          \
-        q8_norm_epilogue(y, r, sum, alpha, out, n, eps, scheme, ticket);                         \
+        q8_norm_epilogue<X, RMS_Q8_RUNS>(y, r, sum, alpha, out, n, eps, scheme, ticket);         \
     }                                                                                            \
     KERNEL void matvec1_q8fn_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 wpr, \
                                            const X* r, X* sum, const X* alpha, u8* out, float eps, u32 scheme, \
                                            u32* ticket) {                                        \
         matvec_q8_fused<Q, 1>(w, total, x, y, n, k, 1, wpr);                                     \
-        q8_norm_epilogue(y, r, sum, alpha, out, n, eps, scheme, ticket);                         \
+        q8_norm_epilogue<X, 1>(y, r, sum, alpha, out, n, eps, scheme, ticket);                   \
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \

@@ -200,6 +200,9 @@ pub struct StaticLlama {
     q_prescaled: bool,
     /// Attention in one kernel (else a gemm, a mask, a softmax and a gemm).
     fused_attention: bool,
+    /// The o and down projections of the fused step end with the next norm in their last
+    /// block (else the norm is a launch of its own).
+    fused_norms: bool,
     /// Rotary embeddings on interleaved pairs (GGUF's llama), else on halves.
     rope_interleaved: bool,
     /// The norms' epsilon (the fused decode step's norms).
@@ -390,6 +393,7 @@ impl StaticLlama {
             comm,
             q_prescaled,
             fused_attention: true,
+            fused_norms: true,
             rope_interleaved: false,
             eps: config.rms_norm_eps as f32,
         })
@@ -522,6 +526,7 @@ impl StaticLlama {
             comm: None,
             q_prescaled: false,
             fused_attention: true,
+            fused_norms: true,
             rope_interleaved: true,
         })
     }
@@ -531,6 +536,14 @@ impl StaticLlama {
     /// kept for comparison.
     pub fn with_unfused_attention(mut self) -> Self {
         self.fused_attention = false;
+        self
+    }
+
+    /// The fused decode step with each rms norm a launch of its own after the o and down
+    /// projections, instead of in their last block: the form that replaced, kept for
+    /// comparison.
+    pub fn with_separate_norms(mut self) -> Self {
+        self.fused_norms = false;
         self
     }
 
@@ -744,7 +757,7 @@ impl StaticLlama {
         positions: &Tensor,
     ) -> Result<Tensor> {
         use candle_core::quantized::rocm::{
-            matmul_norm_q8, matmul_q8, rms_norm_q8, swiglu_q8, ProductInput,
+            matmul_norm_q8, matmul_q8, rms_norm_q8, swiglu_q8, ProductInput, Q8Activations,
         };
         use candle_core::rocm_backend::attention::rope_kv_write;
         let (heads, hd) = (self.heads, self.head_dim);
@@ -756,6 +769,27 @@ impl StaticLlama {
         let fused = |n: usize| match &self.layers[n].fused {
             Some(f) => Ok(f),
             None => candle_core::bail!("static llama: layer {n} has no fused form"),
+        };
+        // a projection, the residual add and the next norm: one launch, or (separate norms)
+        // the product, then the norm
+        let product_norm = |w: &Arc<QTensor>,
+                            input: ProductInput<'_>,
+                            residual: &Tensor,
+                            alpha: &Tensor,
+                            next: &QTensor|
+         -> Result<(Tensor, Q8Activations)> {
+            if self.fused_norms {
+                return matmul_norm_q8(w, input, residual, alpha, self.eps, next);
+            }
+            let y = match input {
+                ProductInput::Float(t) => QMatMul::from_arc(w.clone())?.forward(t)?,
+                ProductInput::Q8(q) => matmul_q8(w, q)?,
+            };
+            let (sum, q8) = rms_norm_q8(&y, Some(residual), alpha, self.eps, next)?;
+            match sum {
+                Some(sum) => Ok((sum, q8)),
+                None => candle_core::bail!("static llama: rms_norm_q8 returned no sum"),
+            }
         };
         let mut x = self.embed.forward(tokens)?; // [1, 1, hidden]
         // the first layer's input norm; each later one comes out of the down projection before it
@@ -783,14 +817,8 @@ impl StaticLlama {
             )?
             .reshape((1, 1, heads * hd))?;
             // o, the residual add and the MLP's norm in one launch
-            let (sum, hg) = matmul_norm_q8(
-                &f.o,
-                ProductInput::Float(&y),
-                &x,
-                &f.post_norm,
-                self.eps,
-                &f.gate_up,
-            )?;
+            let (sum, hg) =
+                product_norm(&f.o, ProductInput::Float(&y), &x, &f.post_norm, &f.gate_up)?;
             x = sum;
             let gate_up = matmul_q8(&f.gate_up, &hg)?;
             let hd_q8 = swiglu_q8(&gate_up, &f.down)?;
@@ -798,12 +826,11 @@ impl StaticLlama {
                 // down, the residual add and the next layer's input norm in one launch
                 Some(_) => {
                     let next = fused(n + 1)?;
-                    let (sum, h) = matmul_norm_q8(
+                    let (sum, h) = product_norm(
                         &f.down,
                         ProductInput::Q8(&hd_q8),
                         &x,
                         &next.input_norm,
-                        self.eps,
                         &next.qkv,
                     )?;
                     x = sum;
