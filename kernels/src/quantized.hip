@@ -654,19 +654,6 @@ DEVICE void q8_write_quarter(const float* v, u64 s, u32 quarter, bool live, u8* 
     }
 }
 
-// ---- a decode step's projection with the residual add and the next norm in its last block ----
-//
-// The float value i of a buffer another block of this launch wrote (volatile: read past this
-// multiprocessor's cache, after the ticket said the writes are done).
-DEVICE float q_load_volatile(const float* x, u64 i) { return f32_from_bits(((const volatile u32*)x)[i]); }
-DEVICE float q_load_volatile(const f16_t* x, u64 i) {
-    f16_t h;
-    h.bits = ((const volatile u16*)x)[i];
-    return f16_to_f32(h);
-}
-DEVICE float q_load_volatile(const bf16_t* x, u64 i) { return f32_from_bits((u32)((const volatile u16*)x)[i] << 16); }
-
-
 // 1 / sqrt(mean(s^2) + eps) of a row of k values from each thread's sum of squares `ss`: a
 // butterfly in each warp, then the warps' sums in order (every thread alike).
 DEVICE float rms_q8_scale(float ss, u64 k, float eps, float* warp_ss) {
@@ -681,17 +668,10 @@ DEVICE float rms_q8_scale(float ss, u64 k, float eps, float* warp_ss) {
     return 1.0f / m_sqrt(ss / (float)k + eps);
 }
 
-// The 8 values at `at` of the norm's input: x, or x + r rounded to X and stored to sum. With
-// VOLATILE, x is read value by value past this multiprocessor's cache (another block wrote it
-// in this launch, see q8_norm_epilogue).
-template <typename X, bool VOLATILE>
+// Run c (8 values) of row `row` of the norm's input: x, or x + r rounded to X and stored to sum.
+template <typename X>
 DEVICE void rms_q8_load(const X* x, const X* r, X* sum, u64 at, u32 has_residual, float* v) {
-    if (VOLATILE) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = q_load_volatile(x, at + i);
-    } else {
-        q_load_run<8>(x, at, v);
-    }
+    q_load_run<8>(x, at, v);
     if (has_residual) {
         float rv[8];
         q_load_run<8>(r, at, rv);
@@ -708,100 +688,73 @@ DEVICE void rms_q8_load(const X* x, const X* r, X* sum, u64 at, u32 has_residual
 #define RMS_Q8_RUNS 2
 #define RMS_Q8_MAX_THREADS 512
 
-// Row `row` of the m rows of x (k values, k a multiple of 32, of 256 for the K scheme): with a
+// For each of the m rows of x (k values, k a multiple of 32, of 256 for the K scheme): with a
 // residual r (has_residual), s = x + r is stored to `sum` and normed in place of x; out gets the
-// q8 form of the rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. The block's whole warps take
-// the row: thread t the runs of 8 values t, t + blockDim, ... (four lanes a sub-block). Where
-// that is at most RUNS runs a thread, the runs and alpha's stay in registers, so the row
-// is read once and the reduction is the only wait between load and store; longer rows are read
-// again after the reduction (the sums from `sum`, which each thread stored itself). Both forms
-// add and round in the same order.
-template <typename X, bool VOLATILE, int RUNS>
-DEVICE void rms_norm_q8_row(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 row, u64 m, u64 k,
-                            float eps, u32 scheme, u32 has_residual, float* warp_ss) {
-    const u32 lane = threadIdx.x % warpSize;
-    const u64 runs = k / 8;
-    const X* xr = x + row * k;
-    const X* rr = r + row * k;
-    X* sr = sum + row * k;
-    float ss = 0.0f;
-    if (runs <= (u64)RUNS * blockDim.x) {
-        float v[RUNS][8], a[RUNS][8];
-#pragma unroll
-        for (int i = 0; i < RUNS; ++i) {
-            const u64 c = threadIdx.x + (u64)i * blockDim.x;
-            if (c < runs) {
-                q_load_run<8>(alpha, c * 8, a[i]);
-                rms_q8_load<X, VOLATILE>(xr, rr, sr, c * 8, has_residual, v[i]);
-#pragma unroll
-                for (int e = 0; e < 8; ++e) ss += v[i][e] * v[i][e];
-            }
-        }
-        const float scale = rms_q8_scale(ss, k, eps, warp_ss);
-#pragma unroll
-        for (int i = 0; i < RUNS; ++i) {
-            const u64 base = threadIdx.x - lane + (u64)i * blockDim.x;  // the same for the warp
-            if (base >= runs) break;
-            const u64 c = base + lane;
-            const bool live = c < runs;
-            float w[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) w[e] = live ? q_as(v[i][e] * scale * a[i][e], x) : 0.0f;
-            q8_write_quarter(w, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
-        }
-        return;
-    }
-    for (u64 c = threadIdx.x; c < runs; c += blockDim.x) {
-        float v[8];
-        rms_q8_load<X, VOLATILE>(xr, rr, sr, c * 8, has_residual, v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
-    }
-    const float scale = rms_q8_scale(ss, k, eps, warp_ss);
-    for (u64 base = threadIdx.x - lane; base < runs; base += blockDim.x) {
-        const u64 c = base + lane;
-        const bool live = c < runs;
-        float v[8], a[8];
-        if (live) {
-            if (has_residual) q_load_run<8>(sr, c * 8, v);
-            else rms_q8_load<X, VOLATILE>(xr, rr, sr, c * 8, 0u, v);
-            q_load_run<8>(alpha, c * 8, a);
-        }
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = live ? q_as(v[e] * scale * a[e], x) : 0.0f;
-        q8_write_quarter(v, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
-    }
-}
-
-// rms_norm_q8_row for each of the m rows, a block a row.
+// q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row of
+// whole warps; thread t takes the runs of 8 values t, t + blockDim, ... (four lanes a
+// sub-block). Where that is at most RMS_Q8_RUNS runs a thread, the runs and alpha's stay in
+// registers, so the row is read once and the reduction is the only wait between load and
+// store; longer rows are read again after the reduction (the sums from `sum`, which each thread
+// stored itself). Both forms add and round in the same order.
 template <typename X>
 DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
                         u32 scheme, u32 has_residual) {
     __shared__ float warp_ss[MAX_BLOCK_WARPS];
-    for (u64 row = blockIdx.x; row < m; row += gridDim.x)
-        rms_norm_q8_row<X, false, RMS_Q8_RUNS>(x, r, sum, alpha, out, row, m, k, eps, scheme, has_residual, warp_ss);
-}
-
-// After the mat-vec of one activation row wrote all n values of y: the last of the grid's
-// blocks to finish (a ticket, taken once each block's rows of y are visible) writes what
-// rms_norm_q8 writes for x = y and the residual r: s = y + r into `sum` and the q8 form of the
-// norm of s with alpha (the next product's scheme) into `out`. The ticket is left at zero.
-// RUNS: the runs a thread keeps in registers (rms_norm_q8_row), as many as the mat-vec's own
-// registers allow without fewer blocks a multiprocessor (H100: 2 beside matvec_q8, 46 -> 48
-// registers; 1 beside matvec_q8_fused, whose 53 would become 65).
-template <typename X, int RUNS>
-DEVICE void q8_norm_epilogue(const X* y, const X* r, X* sum, const X* alpha, u8* out, u64 n, float eps, u32 scheme,
-                             u32* ticket) {
-    __shared__ u32 last;
-    __shared__ float warp_ss[MAX_BLOCK_WARPS];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1 ? 1u : 0u;
-    __syncthreads();
-    if (last == 0u) return;
-    __threadfence();
-    rms_norm_q8_row<X, true, RUNS>(y, r, sum, alpha, out, 0, 1, n, eps, scheme, 1u, warp_ss);
-    if (threadIdx.x == 0) *ticket = 0u;
+    const u32 lane = threadIdx.x % warpSize;
+    const u64 runs = k / 8;
+    const bool in_registers = runs <= (u64)RMS_Q8_RUNS * blockDim.x;
+    for (u64 row = blockIdx.x; row < m; row += gridDim.x) {
+        const X* xr = x + row * k;
+        const X* rr = r + row * k;
+        X* sr = sum + row * k;
+        float ss = 0.0f;
+        if (in_registers) {
+            float v[RMS_Q8_RUNS][8], a[RMS_Q8_RUNS][8];
+#pragma unroll
+            for (int i = 0; i < RMS_Q8_RUNS; ++i) {
+                const u64 c = threadIdx.x + (u64)i * blockDim.x;
+                if (c < runs) {
+                    q_load_run<8>(alpha, c * 8, a[i]);
+                    rms_q8_load(xr, rr, sr, c * 8, has_residual, v[i]);
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) ss += v[i][e] * v[i][e];
+                }
+            }
+            const float scale = rms_q8_scale(ss, k, eps, warp_ss);
+#pragma unroll
+            for (int i = 0; i < RMS_Q8_RUNS; ++i) {
+                const u64 base = threadIdx.x - lane + (u64)i * blockDim.x;  // the same for the warp
+                if (base >= runs) break;
+                const u64 c = base + lane;
+                const bool live = c < runs;
+                float w[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) w[e] = live ? q_as(v[i][e] * scale * a[i][e], x) : 0.0f;
+                q8_write_quarter(w, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
+            }
+            continue;
+        }
+        for (u64 c = threadIdx.x; c < runs; c += blockDim.x) {
+            float v[8];
+            rms_q8_load(xr, rr, sr, c * 8, has_residual, v);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
+        }
+        const float scale = rms_q8_scale(ss, k, eps, warp_ss);
+        const X* src = has_residual ? sr : xr;
+        for (u64 base = threadIdx.x - lane; base < runs; base += blockDim.x) {
+            const u64 c = base + lane;
+            const bool live = c < runs;
+            float v[8], a[8];
+            if (live) {
+                q_load_run<8>(src, c * 8, v);
+                q_load_run<8>(alpha, c * 8, a);
+            }
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = live ? q_as(v[e] * scale * a[e], x) : 0.0f;
+            q8_write_quarter(v, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
+        }
+    }
 }
 
 // out = the q8 form of the (m, w) activations silu(g) * u, for rows [g | u] of gate_up (m, 2w;
@@ -1043,18 +996,6 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
     KERNEL void matvec1_q8f_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, \
                                           u32 wpr) {                                             \
         matvec_q8_fused<Q, 1>(w, total, x, y, n, k, rows, wpr);                                  \
-    }                                                                                            \
-    KERNEL void matvec1_q8n_##XN##_##NAME(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 wpr, \
-                                          const X* r, X* sum, const X* alpha, u8* out, float eps, u32 scheme, \
-                                          u32* ticket) {                                         \
-        matvec_q8<Q, 1>(w, total, xq, y, n, k, 1, wpr);                                          \
-        q8_norm_epilogue<X, RMS_Q8_RUNS>(y, r, sum, alpha, out, n, eps, scheme, ticket);         \
-    }                                                                                            \
-    KERNEL void matvec1_q8fn_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 wpr, \
-                                           const X* r, X* sum, const X* alpha, u8* out, float eps, u32 scheme, \
-                                           u32* ticket) {                                        \
-        matvec_q8_fused<Q, 1>(w, total, x, y, n, k, 1, wpr);                                     \
-        q8_norm_epilogue<X, 1>(y, r, sum, alpha, out, n, eps, scheme, ticket);                   \
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \

@@ -73,7 +73,6 @@ struct FusedLayer {
     input_norm: Tensor,
     post_norm: Tensor,
     qkv: Arc<QTensor>,
-    o: Arc<QTensor>,
     gate_up: Arc<QTensor>,
     down: Arc<QTensor>,
 }
@@ -81,12 +80,7 @@ struct FusedLayer {
 impl FusedLayer {
     /// The fused form of a layer whose q/k/v and gate/up are single products of one block type
     /// (the down projection's too), else None.
-    fn of(
-        (qkv, o): (&[Proj], &Proj),
-        gate_up: &[Proj],
-        down: &Proj,
-        norms: (&Tensor, &Tensor),
-    ) -> Option<Self> {
+    fn of(qkv: &[Proj], gate_up: &[Proj], down: &Proj, norms: (&Tensor, &Tensor)) -> Option<Self> {
         let blocks = |p: &Proj| match p {
             Proj::Quantized(QMatMul::QTensor(t)) if t.dtype().block_size() > 1 => Some(t.clone()),
             _ => None,
@@ -96,7 +90,6 @@ impl FusedLayer {
                 input_norm: norms.0.clone(),
                 post_norm: norms.1.clone(),
                 qkv: blocks(qkv)?,
-                o: blocks(o)?,
                 gate_up: blocks(gate_up)?,
                 down: blocks(down)?,
             }),
@@ -200,9 +193,6 @@ pub struct StaticLlama {
     q_prescaled: bool,
     /// Attention in one kernel (else a gemm, a mask, a softmax and a gemm).
     fused_attention: bool,
-    /// The o and down projections of the fused step end with the next norm in their last
-    /// block (else the norm is a launch of its own).
-    fused_norms: bool,
     /// Rotary embeddings on interleaved pairs (GGUF's llama), else on halves.
     rope_interleaved: bool,
     /// The norms' epsilon (the fused decode step's norms).
@@ -393,7 +383,6 @@ impl StaticLlama {
             comm,
             q_prescaled,
             fused_attention: true,
-            fused_norms: true,
             rope_interleaved: false,
             eps: config.rms_norm_eps as f32,
         })
@@ -500,7 +489,7 @@ impl StaticLlama {
             let (input_norm, input_w) = norm(tensor("attn_norm")?)?;
             let (post_norm, post_w) = norm(tensor("ffn_norm")?)?;
             blocks.push(Layer {
-                fused: FusedLayer::of((&qkv, &o), &gate_up, &down, (&input_w, &post_w)),
+                fused: FusedLayer::of(&qkv, &gate_up, &down, (&input_w, &post_w)),
                 input_norm,
                 qkv,
                 o,
@@ -526,7 +515,6 @@ impl StaticLlama {
             comm: None,
             q_prescaled: false,
             fused_attention: true,
-            fused_norms: true,
             rope_interleaved: true,
         })
     }
@@ -536,14 +524,6 @@ impl StaticLlama {
     /// kept for comparison.
     pub fn with_unfused_attention(mut self) -> Self {
         self.fused_attention = false;
-        self
-    }
-
-    /// The fused decode step with each rms norm a launch of its own after the o and down
-    /// projections, instead of in their last block: the form that replaced, kept for
-    /// comparison.
-    pub fn with_separate_norms(mut self) -> Self {
-        self.fused_norms = false;
         self
     }
 
@@ -743,22 +723,22 @@ impl StaticLlama {
             .flatten_all()
     }
 
-    /// One token through the model with GGUF projections, in 6 launches a layer where the ops'
-    /// form takes 19: the o and down projections end with the residual add and the next rms
-    /// norm (in their last block), which writes the q8 activations the next mat-vec reads; q/k/v
-    /// and gate/up are one mat-vec each; the rotary embedding writes k and v into the cache and
-    /// q for the attention, which combines its runs in its own launch; the gated MLP writes the
-    /// down projection's activations. The arithmetic is the ops' (the q8 bytes those would
-    /// quantize), to the rounding of the norms' sums of squares.
+    /// One token through the model with GGUF projections, in 9 launches a layer where the ops'
+    /// form takes 19: each rms norm (the residual add before it folded in) writes the q8
+    /// activations the next mat-vec reads; q/k/v and gate/up are one mat-vec each; the rotary
+    /// embedding writes k and v into the cache and q for the attention, which combines its
+    /// runs in its own launch; o quantizes its input in its own blocks; the gated MLP writes
+    /// the down projection's activations. The arithmetic is the ops' (the q8 bytes those would
+    /// quantize), to the rounding of the norms' sums of squares. (The norms in the o and down
+    /// projections' last block instead, 6 launches a layer, measured 1-2.5% slower:
+    /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.)
     fn forward_fused(
         &self,
         state: &DecodeState,
         tokens: &Tensor,
         positions: &Tensor,
     ) -> Result<Tensor> {
-        use candle_core::quantized::rocm::{
-            matmul_norm_q8, matmul_q8, rms_norm_q8, swiglu_q8, ProductInput, Q8Activations,
-        };
+        use candle_core::quantized::rocm::{matmul_q8, rms_norm_q8, swiglu_q8};
         use candle_core::rocm_backend::attention::rope_kv_write;
         let (heads, hd) = (self.heads, self.head_dim);
         let scale = if self.q_prescaled {
@@ -766,37 +746,24 @@ impl StaticLlama {
         } else {
             1.0 / (hd as f32).sqrt()
         };
-        let fused = |n: usize| match &self.layers[n].fused {
-            Some(f) => Ok(f),
-            None => candle_core::bail!("static llama: layer {n} has no fused form"),
-        };
-        // a projection, the residual add and the next norm: one launch, or (separate norms)
-        // the product, then the norm
-        let product_norm = |w: &Arc<QTensor>,
-                            input: ProductInput<'_>,
-                            residual: &Tensor,
-                            alpha: &Tensor,
-                            next: &QTensor|
-         -> Result<(Tensor, Q8Activations)> {
-            if self.fused_norms {
-                return matmul_norm_q8(w, input, residual, alpha, self.eps, next);
-            }
-            let y = match input {
-                ProductInput::Float(t) => QMatMul::from_arc(w.clone())?.forward(t)?,
-                ProductInput::Q8(q) => matmul_q8(w, q)?,
-            };
-            let (sum, q8) = rms_norm_q8(&y, Some(residual), alpha, self.eps, next)?;
-            match sum {
-                Some(sum) => Ok((sum, q8)),
-                None => candle_core::bail!("static llama: rms_norm_q8 returned no sum"),
-            }
-        };
         let mut x = self.embed.forward(tokens)?; // [1, 1, hidden]
-        // the first layer's input norm; each later one comes out of the down projection before it
-        let (_, mut hq) = rms_norm_q8(&x, None, &fused(0)?.input_norm, self.eps, &fused(0)?.qkv)?;
-        let mut last_down = None;
-        for n in 0..self.layers.len() {
-            let f = fused(n)?;
+                                                 // the last sublayer's output, added to x by the next norm
+        let mut pending: Option<Tensor> = None;
+        for (n, layer) in self.layers.iter().enumerate() {
+            let Some(f) = &layer.fused else {
+                candle_core::bail!("static llama: layer {n} has no fused form")
+            };
+            let norm = |x: &Tensor, pending: Option<&Tensor>, w: &Tensor, next: &QTensor| {
+                // rms_norm_q8 norms its first operand plus the residual
+                match pending {
+                    Some(p) => rms_norm_q8(p, Some(x), w, self.eps, next),
+                    None => rms_norm_q8(x, None, w, self.eps, next),
+                }
+            };
+            let (sum, hq) = norm(&x, pending.as_ref(), &f.input_norm, &f.qkv)?;
+            if let Some(sum) = sum {
+                x = sum;
+            }
             let qkv = matmul_q8(&f.qkv, &hq)?;
             let q = rope_kv_write(
                 &qkv,
@@ -816,30 +783,16 @@ impl StaticLlama {
                 scale,
             )?
             .reshape((1, 1, heads * hd))?;
-            // o, the residual add and the MLP's norm in one launch
-            let (sum, hg) =
-                product_norm(&f.o, ProductInput::Float(&y), &x, &f.post_norm, &f.gate_up)?;
-            x = sum;
+            let o = layer.o.forward(&y)?;
+            let (sum, hg) = norm(&x, Some(&o), &f.post_norm, &f.gate_up)?;
+            if let Some(sum) = sum {
+                x = sum;
+            }
             let gate_up = matmul_q8(&f.gate_up, &hg)?;
             let hd_q8 = swiglu_q8(&gate_up, &f.down)?;
-            match self.layers.get(n + 1) {
-                // down, the residual add and the next layer's input norm in one launch
-                Some(_) => {
-                    let next = fused(n + 1)?;
-                    let (sum, h) = product_norm(
-                        &f.down,
-                        ProductInput::Q8(&hd_q8),
-                        &x,
-                        &next.input_norm,
-                        &next.qkv,
-                    )?;
-                    x = sum;
-                    hq = h;
-                }
-                None => last_down = Some(matmul_q8(&f.down, &hd_q8)?),
-            }
+            pending = Some(matmul_q8(&f.down, &hd_q8)?);
         }
-        if let Some(p) = last_down {
+        if let Some(p) = pending {
             x = (x + p)?;
         }
         self.lm_head.forward(&self.norm.forward(&x)?)?.flatten_all()

@@ -72,34 +72,6 @@ impl QMatrix<'_> {
         Ok(device.storage(y, out))
     }
 
-    /// `x . w^T` for one row of activations (`x`: q8, or a float storage with its layout), then
-    /// the rms norm of the result plus `residual` with `alpha`, in one launch: `(y + residual,
-    /// its norm in q8 form for weights of `scheme`)` (`rocm_quantized::matmul_norm_q8`).
-    pub fn forward_norm_q8(
-        &self,
-        x: ProductInput<'_>,
-        (residual, residual_l): (&RocmStorage, &Layout),
-        (alpha, alpha_l): (&RocmStorage, &Layout),
-        eps: f32,
-        scheme: Q8Scheme,
-    ) -> Result<(RocmStorage, Q8Activations)> {
-        let device = self.blocks.device();
-        let x = match x {
-            ProductInput::Q8(q) => rocm_quantized::ProductInput::Q8(q),
-            ProductInput::Float(s, l) => rocm_quantized::ProductInput::Float(s.operand(l)),
-        };
-        let (sum, q8) = rocm_quantized::matmul_norm_q8(
-            device.raw(),
-            self.weights()?,
-            x,
-            residual.operand(residual_l),
-            alpha.operand(alpha_l),
-            eps,
-            scheme,
-        )?;
-        Ok((device.storage(sum, residual.dtype()), q8))
-    }
-
     /// Candle's `indexed_moe_forward` with this matrix as `experts` (n, k) matrices (rows =
     /// experts * n): x (tokens, top or 1, k), u32 ids (tokens, top); a contiguous
     /// (tokens, top, n) storage of x's dtype. An expert id past the experts is an error when
@@ -124,13 +96,6 @@ impl QMatrix<'_> {
         )?;
         Ok(device.storage(out, x.dtype()))
     }
-}
-
-/// The activations of [`QMatrix::forward_norm_q8`]: one row in q8 form, or a float storage.
-#[derive(Debug, Clone, Copy)]
-pub enum ProductInput<'a> {
-    Q8(&'a Q8Activations),
-    Float(&'a RocmStorage, &'a Layout),
 }
 
 /// candle-nn's `rms_norm` of `x` with `alpha`, or of `x + residual` (also returned), written in

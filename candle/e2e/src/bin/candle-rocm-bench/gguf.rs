@@ -307,18 +307,13 @@ pub fn profile_static(
 pub fn run_static(
     path: &Path,
     device: &Device,
-    (prompt, decode): (usize, usize),
-    separate_norms: bool,
+    prompt: usize,
+    decode: usize,
 ) -> DemoResult<serde_json::Value> {
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
     let (mut file, content, vocab) = open_gguf(path)?;
     let t = Instant::now();
     let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
-    let model = if separate_norms {
-        model.with_separate_norms()
-    } else {
-        model
-    };
     device.synchronize()?;
     let load_s = t.elapsed().as_secs_f64();
     let tokens = prompt_tokens(vocab, prompt);

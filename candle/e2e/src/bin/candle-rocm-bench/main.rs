@@ -9,7 +9,7 @@
 //! candle-rocm-bench launch
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
 //! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
-//! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static [--separate-norms]]
+//! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
 //!   (--static: the static llama with a captured decode step instead of quantized_llama)
 //! ```
 //! Results are JSON lines on stdout; progress goes to stderr.
@@ -172,10 +172,7 @@ fn run(args: &[String]) -> DemoResult<()> {
                 return gguf::profile_static(path, &open(device)?, prompt, decode);
             }
             let mut result = if args.iter().any(|a| a == "--static") {
-                let separate = args.iter().any(|a| a == "--separate-norms");
-                let mut r = gguf::run_static(path, &open(device)?, (prompt, decode), separate)?;
-                r["norms"] = if separate { "separate" } else { "fused" }.into();
-                r
+                gguf::run_static(path, &open(device)?, prompt, decode)?
             } else {
                 gguf::run(path, &open(device)?, prompt, decode)?
             };
