@@ -113,6 +113,18 @@ impl KernelModule {
         self.groups.iter().flat_map(|g| g.ops.iter().copied())
     }
 
+    /// The value of the module's `#define NAME value` (an integer, a `u` suffix allowed): how
+    /// the host's copies of a kernel's launch constants are held to the source.
+    pub fn define(&self, name: &str) -> Option<u64> {
+        let prefix = format!("#define {name} ");
+        let line = self.source.lines().find(|l| l.starts_with(&prefix))?;
+        line[prefix.len()..]
+            .trim()
+            .trim_end_matches('u')
+            .parse()
+            .ok()
+    }
+
     /// The full translation unit: prelude, then the module source with its own line numbers.
     pub fn full_source(&self) -> String {
         format!(
@@ -548,17 +560,11 @@ mod tests {
 
     #[test]
     fn attention_constants_match_the_kernel_source() {
-        let define = |name: &str| -> u32 {
-            let line = ATTENTION
-                .source
-                .lines()
-                .find(|l| l.starts_with(&format!("#define {name} ")))
-                .unwrap_or_else(|| panic!("attention.hip defines no {name}"));
-            let value = line.split_whitespace().nth(2).unwrap_or_default();
-            value
-                .trim_end_matches('u')
-                .parse()
-                .unwrap_or_else(|_| panic!("{line}"))
+        let define = |name: &str| {
+            ATTENTION
+                .define(name)
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or_else(|| panic!("attention.hip defines no u32 {name}"))
         };
         assert_eq!(define("ATTN_BLOCK"), attention::BLOCK);
         assert_eq!(define("ATTN_MAX_HEAD_DIM"), attention::MAX_HEAD_DIM);

@@ -668,7 +668,7 @@ DEVICE float rms_q8_scale(float ss, u64 k, float eps, float* warp_ss) {
     return 1.0f / m_sqrt(ss / (float)k + eps);
 }
 
-// Run c (8 values) of row `row` of the norm's input: x, or x + r rounded to X and stored to sum.
+// The 8 values at `at` of the norm's input: x, or x + r rounded to X and stored to sum.
 template <typename X>
 DEVICE void rms_q8_load(const X* x, const X* r, X* sum, u64 at, u32 has_residual, float* v) {
     q_load_run<8>(x, at, v);

@@ -256,16 +256,13 @@ impl LaunchArgs {
 
     /// The device address of `buffer`'s first byte.
     pub fn push_buffer(&mut self, buffer: &Buffer) -> &mut Self {
-        self.note_device(buffer);
+        self.note_device(buffer.device().id());
         self.push(buffer.device_ptr())
     }
 
     /// The address of a device's ticket counters ([`crate::Tickets`]).
     pub fn push_tickets(&mut self, tickets: &crate::Tickets) -> &mut Self {
-        if self.device_count < MAX_ARGS {
-            self.devices[self.device_count] = tickets.device;
-            self.device_count += 1;
-        }
+        self.note_device(tickets.device);
         self.push(tickets.ptr)
     }
 
@@ -280,13 +277,14 @@ impl LaunchArgs {
                 ),
             });
         }
-        self.note_device(buffer);
+        self.note_device(buffer.device().id());
         Ok(self.push(buffer.device_ptr() + byte_offset as u64))
     }
 
-    fn note_device(&mut self, buffer: &Buffer) {
+    /// Records the identity of the device handle an address argument belongs to.
+    fn note_device(&mut self, device: usize) {
         if self.device_count < MAX_ARGS {
-            self.devices[self.device_count] = buffer.device().id();
+            self.devices[self.device_count] = device;
             self.device_count += 1;
         }
     }

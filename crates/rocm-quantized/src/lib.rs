@@ -1144,14 +1144,10 @@ mod tests {
 
     #[test]
     fn launch_constants_are_the_kernel_sources() {
-        let define = |name: &str| -> usize {
-            let prefix = format!("#define {name} ");
-            let line = kernels::QUANTIZED
-                .source
-                .lines()
-                .find(|l| l.starts_with(&prefix))
-                .unwrap_or_else(|| panic!("quantized.hip defines no {name}"));
-            line[prefix.len()..].trim().parse().unwrap()
+        let define = |name: &str| {
+            kernels::QUANTIZED
+                .define(name)
+                .unwrap_or_else(|| panic!("quantized.hip defines no {name}")) as usize
         };
         assert_eq!(define("MATVEC_MAX_ROWS"), MATVEC_MAX_ROWS);
         assert_eq!(define("RMS_Q8_MAX_THREADS"), RMS_Q8_MAX_THREADS);
