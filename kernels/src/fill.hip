@@ -70,10 +70,26 @@ DEVICE void const_set_impl(T* dst, T value, u64 n, const KernelLayout& l) {
     for (u64 i = grid_tid(); i < n; i += nthreads) dst[layout_offset(l, i)] = value;
 }
 
-// rows x cols block: dst[r * dst_stride + c] = src[r * src_stride + c]. Columns run over x,
-// rows over y, both grid-stride, so no index is divided.
+// Candle's copy2d, and its cat of several such blocks in one launch: up to COPY2D_MAX_BLOCKS
+// blocks of the same `rows`, block b copying rows x cols[b] units from src[b] (rows
+// src_stride[b] apart) to dst + dst_col[b] (rows dst_stride apart). Units are the widest
+// (up to 16 bytes) that the host found to divide every size, stride and offset, so one entry
+// per width serves every dtype. blockIdx.z picks the block; columns run over x, rows over y,
+// both grid-stride, so no index is divided.
+#define COPY2D_MAX_BLOCKS 8
+struct Copy2dBlocks {
+    u64 src[COPY2D_MAX_BLOCKS];
+    u64 cols[COPY2D_MAX_BLOCKS];
+    u64 src_stride[COPY2D_MAX_BLOCKS];
+    u64 dst_col[COPY2D_MAX_BLOCKS];
+};
+
 template <typename T>
-DEVICE void copy2d_impl(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride, u64 dst_stride) {
+DEVICE void copy2d_impl(T* dst, u64 rows, u64 dst_stride, const Copy2dBlocks& blocks) {
+    const u32 b = blockIdx.z;
+    const T* src = reinterpret_cast<const T*>(blocks.src[b]);
+    const u64 cols = blocks.cols[b], src_stride = blocks.src_stride[b];
+    dst += blocks.dst_col[b];
     const u64 col0 = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     const u64 col_step = (u64)gridDim.x * blockDim.x;
     for (u64 r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -166,10 +182,12 @@ DEVICE void transpose_pairs_impl(const T* src, T* dst, u64 batch, u64 d0, u64 d1
     KERNEL void transpose_pairs_##NAME(const T* src, T* dst, u64 batch, u64 d0, u64 d1,           \
                                        u64 s_batch, u64 s1, u64 start) {                          \
         transpose_pairs_impl<T>(src, dst, batch, d0, d1, s_batch, s1, start);                    \
-    }                                                                                            \
-    KERNEL void copy2d_##NAME(const T* src, T* dst, u64 rows, u64 cols, u64 src_stride,          \
-                              u64 dst_stride) {                                                  \
-        copy2d_impl<T>(src, dst, rows, cols, src_stride, dst_stride);                            \
+    }
+
+#define COPY2D_ENTRY_POINTS(W, R)                                                                 \
+    KERNEL void copy2d_##W(R* dst, u64 rows, u64 dst_stride, Copy2dBlocks blocks) {              \
+        copy2d_impl<R>(dst, rows, dst_stride, blocks);                                           \
     }
 
 CANDLE_ROCM_FOR_EACH_DTYPE(FILL_ENTRY_POINTS)
+CANDLE_ROCM_FOR_EACH_WIDTH(COPY2D_ENTRY_POINTS)

@@ -147,19 +147,24 @@ pub fn prelude() -> String {
 pub const FILL: KernelModule = KernelModule {
     name: "fill",
     source: include_str!("fill.hip"),
-    groups: &[EntryGroup {
-        ops: &[
-            "fill",
-            "iota",
-            "copy",
-            "copy_strided",
-            "const_set",
-            "copy2d",
-            "transpose",
-            "transpose_pairs",
-        ],
-        dtypes: &DTYPES,
-    }],
+    groups: &[
+        EntryGroup {
+            ops: &[
+                "fill",
+                "iota",
+                "copy",
+                "copy_strided",
+                "const_set",
+                "transpose",
+                "transpose_pairs",
+            ],
+            dtypes: &DTYPES,
+        },
+        EntryGroup {
+            ops: &["copy2d"],
+            dtypes: &WIDTHS,
+        },
+    ],
 };
 
 /// Math ops that only floats have.

@@ -18,6 +18,7 @@ pub mod quantized;
 mod storage;
 
 pub use device::{RocmDevice, DEFAULT_SEED};
+pub use rocm_device::host_time;
 pub use rocm_device::{
     Config, DType, Error, Graph, Layout, MemoryStats, Operand, Platform, ReducedPrecision, Result,
     Scalar,

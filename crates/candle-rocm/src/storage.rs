@@ -436,6 +436,16 @@ impl RocmStorage {
         rocm_elementwise::copy2d(self.raw(), self.dtype, &self.buffer, &dst.buffer, block)
     }
 
+    /// Candle's `cat` of contiguous blocks: every `(source, block)` pair copied into `self`,
+    /// up to eight blocks of equal rows a launch (`copy2d` one by one costs a launch each).
+    pub fn copy2d_many(&mut self, parts: &[(&Self, Copy2d)]) -> Result<()> {
+        let sources: Vec<&Self> = parts.iter().map(|(s, _)| *s).collect();
+        self.same_dtype("copy2d", &sources)?;
+        let blocks: Vec<(&rocm_device::Buffer, Copy2d)> =
+            parts.iter().map(|(s, c)| (&s.buffer, *c)).collect();
+        rocm_elementwise::copy2d_many(self.raw(), self.dtype, &self.buffer, &blocks)
+    }
+
     /// `const_set`: every element of the view `layout` of `self` set to `value`.
     pub fn const_set(&mut self, value: Scalar, layout: &Layout) -> Result<()> {
         rocm_elementwise::const_set(self.raw(), self.operand(layout), value)

@@ -292,6 +292,7 @@ impl Blas {
                 } else {
                     dt
                 };
+                let _host = rocm_device::host_time::span("driver: blas");
                 // SAFETY: check_fits bounded both inputs (or they are fresh contiguous copies),
                 // the output holds the layout's elements of out_dtype, and all three stay alive
                 // until the stream has run the call (pool memory is reused in stream order).
@@ -322,6 +323,7 @@ impl Blas {
                     _ => (T::CUDA_R_16BF, Compute::F32),
                 };
                 let out_dt = if widened { T::CUDA_R_32F } else { dt };
+                let _host = rocm_device::host_time::span("driver: blas");
                 // SAFETY: as for rocBLAS above.
                 unsafe { h.gemm(&self.device, &call, (dt, out_dt, compute)) }?;
             }

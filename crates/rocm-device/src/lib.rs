@@ -22,6 +22,7 @@ pub mod compile;
 pub mod config;
 mod device;
 mod error;
+pub mod host_time;
 mod launch;
 mod operand;
 mod platform;

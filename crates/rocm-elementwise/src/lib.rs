@@ -14,8 +14,8 @@ mod ops;
 mod rope;
 
 pub use ops::{
-    affine, affine_into, binary, binary_into, cast, cast_into, cmp, const_set, copy2d, elu, powf,
-    unary, unary_into, where_cond, BinaryOp, CmpOp, Copy2d, UnaryOp,
+    affine, affine_into, binary, binary_into, cast, cast_into, cmp, const_set, copy2d, copy2d_many,
+    elu, powf, unary, unary_into, where_cond, BinaryOp, CmpOp, Copy2d, UnaryOp,
 };
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result, Scalar};
 pub use rope::{rope, RopeVariant};

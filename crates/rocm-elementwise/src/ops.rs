@@ -529,43 +529,144 @@ pub struct Copy2d {
     pub dst_offset: usize,
 }
 
+/// Most blocks [`copy2d_many`] copies in one launch: fill.hip's `COPY2D_MAX_BLOCKS` (a test
+/// checks the two agree).
+pub const COPY2D_MAX_BLOCKS: usize = 8;
+
+/// fill.hip's `Copy2dBlocks`: every block's source address, columns, source row stride and
+/// first destination column, in units of the launch's width.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Copy2dBlocks {
+    src: [u64; COPY2D_MAX_BLOCKS],
+    cols: [u64; COPY2D_MAX_BLOCKS],
+    src_stride: [u64; COPY2D_MAX_BLOCKS],
+    dst_col: [u64; COPY2D_MAX_BLOCKS],
+}
+
 /// Copies the [`Copy2d`] block of `dtype` elements from `src` to `dst`.
 pub fn copy2d(device: &Device, dtype: DType, src: &Buffer, dst: &Buffer, c: &Copy2d) -> Result<()> {
+    copy2d_many(device, dtype, dst, &[(src, *c)])
+}
+
+/// Copies every `(source, block)` pair of `dtype` elements into `dst` (Candle's `cat`): one
+/// launch for each run of up to [`COPY2D_MAX_BLOCKS`] blocks with the same rows and
+/// destination stride, moving the widest unit (up to 16 bytes) that divides every block's
+/// sizes, strides and offsets.
+pub fn copy2d_many(
+    device: &Device,
+    dtype: DType,
+    dst: &Buffer,
+    parts: &[(&Buffer, Copy2d)],
+) -> Result<()> {
     const OP: &str = "copy2d";
-    if c.rows == 0 || c.cols == 0 {
-        return Ok(());
-    }
-    // The block as a layout, for the same bounds checks as every other op.
-    Layout::new(&[c.rows, c.cols], &[c.src_stride, 1], c.src_offset).check_fits(OP, dtype, src)?;
-    Layout::new(&[c.rows, c.cols], &[c.dst_stride, 1], c.dst_offset).check_fits(OP, dtype, dst)?;
     let size = dtype.size_in_bytes();
+    let parts: Vec<&(&Buffer, Copy2d)> = parts
+        .iter()
+        .filter(|(_, c)| c.rows > 0 && c.cols > 0)
+        .collect();
+    for (src, c) in &parts {
+        // The block as a layout, for the same bounds checks as every other op.
+        Layout::new(&[c.rows, c.cols], &[c.src_stride, 1], c.src_offset)
+            .check_fits(OP, dtype, src)?;
+        Layout::new(&[c.rows, c.cols], &[c.dst_stride, 1], c.dst_offset)
+            .check_fits(OP, dtype, dst)?;
+    }
+    let mut rest = &parts[..];
+    while let Some(((_, first), _)) = rest.split_first() {
+        let run = rest
+            .iter()
+            .take(COPY2D_MAX_BLOCKS)
+            .take_while(|(_, c)| c.rows == first.rows && c.dst_stride == first.dst_stride)
+            .count();
+        let (now, later) = rest.split_at(run);
+        launch_copy2d(device, size, dst, now)?;
+        rest = later;
+    }
+    Ok(())
+}
+
+/// One launch of up to [`COPY2D_MAX_BLOCKS`] checked blocks of equal rows and destination
+/// stride.
+fn launch_copy2d(
+    device: &Device,
+    size: usize,
+    dst: &Buffer,
+    parts: &[&(&Buffer, Copy2d)],
+) -> Result<()> {
+    const OP: &str = "copy2d";
+    let first = parts[0].1;
+    // The widest unit dividing every byte count and address of the launch.
+    let mut common = (first.dst_stride * size) as u64 | dst.device_ptr();
+    for (src, c) in parts {
+        common |= ((c.cols | c.src_stride | c.src_offset | c.dst_offset) * size) as u64
+            | src.device_ptr();
+    }
+    let unit = [16u64, 8, 4, 2, 1]
+        .into_iter()
+        .find(|u| common % u == 0)
+        .unwrap_or(1);
+    let units = |elements: usize| (elements * size) as u64 / unit;
+    let mut blocks = Copy2dBlocks {
+        src: [0; COPY2D_MAX_BLOCKS],
+        cols: [0; COPY2D_MAX_BLOCKS],
+        src_stride: [0; COPY2D_MAX_BLOCKS],
+        dst_col: [0; COPY2D_MAX_BLOCKS],
+    };
+    let mut widest = 0;
+    for (b, (src, c)) in parts.iter().enumerate() {
+        blocks.src[b] = src.device_ptr() + (c.src_offset * size) as u64;
+        blocks.cols[b] = units(c.cols);
+        blocks.src_stride[b] = units(c.src_stride);
+        blocks.dst_col[b] = units(c.dst_offset);
+        widest = widest.max(blocks.cols[b]);
+    }
+    // The sources travel as addresses inside a struct, so their device is checked here.
+    if let Some((src, _)) = parts.iter().find(|(s, _)| s.device().id() != device.id()) {
+        return Err(Error::DeviceMismatch {
+            op: OP,
+            left: format!("{device:?}"),
+            right: format!("a source on {:?}", src.device()),
+        });
+    }
     let mut args = LaunchArgs::new();
-    args.push_buffer_at(src, c.src_offset * size)?;
-    args.push_buffer_at(dst, c.dst_offset * size)?;
-    args.push(c.rows as u64)
-        .push(c.cols as u64)
-        .push(c.src_stride as u64)
-        .push(c.dst_stride as u64);
+    args.push_buffer(dst)
+        .push(first.rows as u64)
+        .push(units(first.dst_stride))
+        .push(blocks);
     let block = rocm_device::DEFAULT_BLOCK;
     let info = device.info();
-    let col_blocks = (c.cols as u64).div_ceil(u64::from(block));
-    let budget = u64::from(info.multiprocessor_count.max(1)) * 32;
+    let col_blocks = widest.div_ceil(u64::from(block));
+    let budget = (u64::from(info.multiprocessor_count.max(1)) * 32 / parts.len() as u64).max(1);
     let grid_x = col_blocks.clamp(1, budget);
-    let grid_y = (c.rows as u64).clamp(1, (budget / grid_x).clamp(1, 65_535));
+    let grid_y = (first.rows as u64).clamp(1, (budget / grid_x).clamp(1, 65_535));
     let config = LaunchConfig {
-        grid: [grid_x as u32, grid_y as u32, 1],
+        grid: [grid_x as u32, grid_y as u32, parts.len() as u32],
         block: [block, 1, 1],
         shared_mem_bytes: 0,
     };
-    let _span =
-        tracing::debug_span!("op", op = OP, dtype = %dtype, rows = c.rows, cols = c.cols).entered();
-    let function = device.kernel(&kernels::FILL, OP, dtype.as_str())?;
+    let _span = tracing::debug_span!("op", op = OP, blocks = parts.len(), rows = first.rows, unit)
+        .entered();
+    let width =
+        rocm_device::kernels::width_key(unit as usize).ok_or_else(|| Error::InvalidLaunch {
+            function: OP.to_string(),
+            reason: format!("no copy of {unit}-byte units"),
+        })?;
+    let function = device.kernel(&kernels::FILL, OP, width)?;
     device.launch(&function, config, &mut args)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_copy2d_block_limit_is_fill_hips() {
+        assert_eq!(
+            kernels::FILL.define("COPY2D_MAX_BLOCKS"),
+            Some(COPY2D_MAX_BLOCKS as u64)
+        );
+    }
 
     #[test]
     fn unary_support_follows_the_cpu_backend() {

@@ -498,6 +498,106 @@ fn const_set_copy_strided_and_copy2d_match_the_cpu_backend() {
     println!("const_set/copy_strided/copy2d: {checked} cases equal the CPU backend");
 }
 
+/// Candle's cat of `parts` along `dim` of (2, parts, 3, w) shapes, as `cat_contiguous` writes
+/// it, in one `copy2d_many` call: every dtype, the same source repeated (`repeat_kv`), blocks
+/// of widths that do and do not allow wide units, more blocks than one launch takes, and a
+/// block of other rows in the middle (its own launch).
+fn bytes_to_device(d: &rocm_device::Device, bytes: &[u8]) -> rocm_device::Buffer {
+    let buf = d.alloc(bytes.len()).unwrap();
+    d.copy_htod(bytes, &buf, 0).unwrap();
+    buf
+}
+
+#[test]
+fn copy2d_many_writes_candles_cat() {
+    use rand::Rng;
+    let d = device();
+    let mut r = rng(44);
+    let mut checked = 0;
+    for dtype in ALL {
+        let w = dtype.size_in_bytes();
+        for widths in [
+            vec![64usize, 64, 64, 64],
+            vec![5, 12, 1, 7],
+            vec![8; 11],
+            vec![3, 16, 24, 9, 2, 31, 6, 8, 4, 1],
+        ] {
+            let rows = 6;
+            let total: usize = widths.iter().sum();
+            let repeat = widths.iter().all(|&c| c == widths[0]);
+            let hosts: Vec<Vec<u8>> = widths
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| {
+                    let offset = r.random_range(0..3usize);
+                    random(dtype, offset + rows * (c + 2), -4.0, 4.0, 45 + i as u64)
+                })
+                .collect();
+            let srcs: Vec<_> = hosts.iter().map(|h| bytes_to_device(&d, h)).collect();
+            let dst_len = 3 + rows * total;
+            let dst = d.alloc(dst_len * w).unwrap();
+            d.memset(&dst, 0, dst_len * w, 0x5a).unwrap();
+            let mut want = vec![0x5a; dst_len * w];
+            let mut parts = Vec::new();
+            let mut col = 3;
+            for (i, &c) in widths.iter().enumerate() {
+                let src = if repeat { 0 } else { i };
+                let src_offset = hosts[src].len() / w - rows * (c + 2);
+                let block = Copy2d {
+                    rows,
+                    cols: c,
+                    src_stride: c + 2,
+                    dst_stride: total,
+                    src_offset,
+                    dst_offset: col,
+                };
+                for row in 0..rows {
+                    let s = (src_offset + row * (c + 2)) * w;
+                    let t = (col + row * total) * w;
+                    want[t..t + c * w].copy_from_slice(&hosts[src][s..s + c * w]);
+                }
+                parts.push((&srcs[src], block));
+                col += c;
+            }
+            ew::copy2d_many(&d, dtype, &dst, &parts).unwrap();
+            assert!(download(&d, &dst) == want, "copy2d_many {dtype} {widths:?}");
+            checked += 1;
+        }
+        // a block of other rows between two others
+        let src_host = random(dtype, 64, -4.0, 4.0, 60);
+        let src = bytes_to_device(&d, &src_host);
+        let dst = d.alloc(64 * w).unwrap();
+        d.memset(&dst, 0, 64 * w, 0).unwrap();
+        let block = |rows, dst_offset| Copy2d {
+            rows,
+            cols: 4,
+            src_stride: 4,
+            dst_stride: 8,
+            src_offset: 0,
+            dst_offset,
+        };
+        let parts = [
+            (&src, block(2, 0)),
+            (&src, block(3, 20)),
+            (&src, block(2, 4)),
+        ];
+        ew::copy2d_many(&d, dtype, &dst, &parts).unwrap();
+        let mut want = vec![0u8; 64 * w];
+        for (rows, off) in [(2, 0), (3, 20), (2, 4)] {
+            for row in 0..rows {
+                let t = (off + row * 8) * w;
+                want[t..t + 4 * w].copy_from_slice(&src_host[row * 4 * w..(row + 1) * 4 * w]);
+            }
+        }
+        assert!(
+            download(&d, &dst) == want,
+            "copy2d_many {dtype}, mixed rows"
+        );
+        checked += 1;
+    }
+    println!("copy2d_many: {checked} cats equal Candle's");
+}
+
 #[test]
 fn rope_variants_match_candle_nn() {
     let d = device();

@@ -652,15 +652,17 @@ fn matvec(
 ) -> Result<Buffer> {
     const OP: &str = "quantized matvec";
     let n = w.rows;
-    // Under a graph capture launches cost no host time, only device time: there x is
-    // quantized once, by a launch of its own, unless the fused grid (one warp a row) is at most
-    // one wave of blocks, whose quantizations then run side by side in less time than a launch
-    // (H100, Q4_0 4096x4096, 512 blocks: 10.2 us fused against 13.0 apart; 14336x4096, 1792
-    // blocks: 26.5 against 22.0; bench/results/2026-11-25-h100-matvec-final.md).
+    // x is quantized once, by a launch of its own, unless the fused grid (one warp a row) is
+    // at most one wave of blocks, whose quantizations then run side by side in less time than
+    // a launch (H100, Q4_0 4096x4096, 512 blocks: 10.2 us fused against 13.0 apart; 14336x4096,
+    // 1792 blocks: 26.5 against 22.0; bench/results/2026-11-25-h100-matvec-final.md). Eager
+    // decode of an 8B model is bound by the device too, so the launch saved on the large
+    // matrices is worth less than the device time (quantized_llama's step under ncu:
+    // bench/results/2026-11-26-h100-quantized-llama-step.md).
     let fused = plan.fused
         && w.ty.is_block()
         && q8_bytes(m, w.k) <= fused_shared_limit(device)
-        && (!device.is_capturing() || fused_grid_is_one_wave(device, n));
+        && fused_grid_is_one_wave(device, n);
     let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
     let wpr = match plan.warps_per_row {
         // Where every block quantizes x, more warps a row make more blocks and so more

@@ -53,6 +53,7 @@ impl Device {
 
     /// An uninitialised buffer of `bytes` bytes (zero bytes: no allocation).
     pub fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        let _span = crate::host_time::span("rocm-device: alloc");
         let block = if bytes == 0 {
             None
         } else {
@@ -276,6 +277,7 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(block) = self.block.take() {
+            let _span = crate::host_time::span("rocm-device: free");
             self.device.inner.pool.free(&self.device.allocator(), block);
         }
     }

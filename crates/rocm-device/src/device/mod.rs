@@ -247,6 +247,7 @@ impl Device {
         config: LaunchConfig,
         args: &mut LaunchArgs,
     ) -> Result<()> {
+        let _host = crate::host_time::span("rocm-device: launch");
         if !Arc::ptr_eq(&function.module.raw, &self.inner.raw) {
             return Err(Error::DeviceMismatch {
                 op: "launch",
@@ -274,6 +275,7 @@ impl Device {
         config.validate(&function.name, &self.inner.info)?;
         let _span = tracing::debug_span!("launch", function = %function.name, grid = ?config.grid, block = ?config.block).entered();
         let mut params = args.param_ptrs();
+        let _driver = crate::host_time::span("driver: launch");
         self.inner.raw.launch(
             function.handle,
             config.grid,

@@ -267,7 +267,13 @@ pub fn run(
         runs.push(timed(&mut model)?);
     }
     let (prefill, dec) = (median(&runs, |r| r.0), median(&runs, |r| r.1));
+    let host_time = if candle_rocm::host_time::enabled() {
+        host_time_of_decode(&mut model, device, &tokens, decode)?
+    } else {
+        serde_json::Value::Null
+    };
     Ok(serde_json::json!({
+        "host_time": host_time,
         "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
         "bytes": std::fs::metadata(path)?.len(),
         "load_s": load_s,
@@ -278,6 +284,94 @@ pub fn run(
         "finite_logits": runs.iter().all(|r| r.2),
         "peak_bytes": peak_memory(device),
     }))
+}
+
+/// Where the host's time of a decode step goes (`CANDLE_ROCM_HOST_TIME=1`): `decode` steps
+/// after the prompt, each queued and then waited for, the host's time spans per category
+/// divided by the steps. `queue_us`: the host's time to queue a step; `step_us`: until the
+/// device has run it (the device's time where it is the longer).
+fn host_time_of_decode(
+    model: &mut ModelWeights,
+    device: &Device,
+    tokens: &[u32],
+    decode: usize,
+) -> DemoResult<serde_json::Value> {
+    model.clear_kv_cache();
+    let logits = model.forward(&Tensor::new(tokens, device)?.unsqueeze(0)?, 0)?;
+    let mut next = logits.argmax(candle_core::D::Minus1)?;
+    device.synchronize()?;
+    let _ = candle_rocm::host_time::take();
+    let (mut queue, mut step) = (0.0, 0.0);
+    for i in 0..decode {
+        let t = Instant::now();
+        let logits = model.forward(&next.reshape((1, 1))?, tokens.len() + i)?;
+        next = logits.argmax(candle_core::D::Minus1)?;
+        queue += t.elapsed().as_secs_f64();
+        device.synchronize()?;
+        step += t.elapsed().as_secs_f64();
+    }
+    let per_step = 1e6 / decode as f64;
+    let categories: Vec<serde_json::Value> = candle_rocm::host_time::take()
+        .into_iter()
+        .map(|c| {
+            serde_json::json!({
+                "category": c.category,
+                "calls_per_step": c.count as f64 / decode as f64,
+                "us_per_step": c.total.as_secs_f64() * per_step,
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "steps": decode,
+        "queue_us": queue * per_step,
+        "step_us": step * per_step,
+        "categories": categories,
+    }))
+}
+
+/// candle-transformers' `quantized_llama` on the file for a kernel profiler: the prompt, one
+/// decode step, then `decode` steps inside the CUDA profiler's range (`ncu
+/// --profile-from-start off` profiles those alone).
+pub fn profile_quantized_llama(
+    path: &Path,
+    device: &Device,
+    prompt: usize,
+    decode: usize,
+) -> DemoResult<()> {
+    let (mut file, content, vocab) = open_gguf(path)?;
+    let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
+    let tokens = prompt_tokens(vocab, prompt);
+    let logits = model.forward(&Tensor::new(tokens.as_slice(), device)?.unsqueeze(0)?, 0)?;
+    let mut next = logits.argmax(candle_core::D::Minus1)?;
+    let logits = model.forward(&next.reshape((1, 1))?, prompt)?;
+    next = logits.argmax(candle_core::D::Minus1)?;
+    device.synchronize()?;
+    profiler_range(true);
+    for i in 0..decode {
+        let logits = model.forward(&next.reshape((1, 1))?, prompt + 1 + i)?;
+        next = logits.argmax(candle_core::D::Minus1)?;
+    }
+    device.synchronize()?;
+    profiler_range(false);
+    Ok(())
+}
+
+/// Starts or stops the CUDA profiler's range (a no-op without Candle's CUDA backend built in).
+fn profiler_range(start: bool) {
+    #[cfg(feature = "cuda")]
+    {
+        use candle_core::cuda_backend::cudarc::driver::sys;
+        // SAFETY: plain driver calls without arguments; a failure only means no profiler.
+        let _ = unsafe {
+            if start {
+                sys::cuProfilerStart()
+            } else {
+                sys::cuProfilerStop()
+            }
+        };
+    }
+    #[cfg(not(feature = "cuda"))]
+    let _ = start;
 }
 
 /// The static llama on the file, for a kernel profiler (`ncu`): the prompt in one pass, then

@@ -167,6 +167,9 @@ fn run(args: &[String]) -> DemoResult<()> {
             let prompt = flag_value(args, "--prompt").map_or(Ok(512), str::parse)?;
             let decode = flag_value(args, "--decode").map_or(Ok(128), str::parse)?;
             let path = std::path::Path::new(file);
+            if args.iter().any(|a| a == "--profile") && args.iter().any(|a| a == "--quantized-llama") {
+                return gguf::profile_quantized_llama(path, &open(device)?, prompt, decode);
+            }
             if args.iter().any(|a| a == "--profile") {
                 // a short eager run for a kernel profiler: the prompt, then `decode` steps
                 return gguf::profile_static(path, &open(device)?, prompt, decode);

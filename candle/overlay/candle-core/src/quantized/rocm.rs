@@ -151,6 +151,7 @@ impl QRocmStorage {
         x: &RocmStorage,
         layout: &Layout,
     ) -> Result<(RocmStorage, Shape)> {
+        let _host = rocm::host_time::span("candle-core: quantized fwd");
         let (n, k) = self_shape.dims2()?;
         let src_dims = layout.shape().dims();
         if src_dims.len() < 2 {

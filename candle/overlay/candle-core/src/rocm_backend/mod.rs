@@ -208,21 +208,25 @@ impl RocmStorage {
 
     /// candle-core's arg_sort along the last dim (u32 positions).
     pub fn arg_sort_last_dim(&self, l: &Layout, asc: bool) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: arg_sort_last_dim");
         self.wrap(self.inner.arg_sort_last_dim(&layout(l), asc))
     }
 
     /// candle-nn's softmax over the last dim.
     pub fn softmax_last_dim(&self, l: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: softmax_last_dim");
         self.wrap(self.inner.softmax_last_dim(&layout(l)))
     }
 
     /// candle-nn's sigmoid.
     pub fn sigmoid(&self, l: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: sigmoid");
         self.wrap(self.inner.sigmoid(&layout(l)))
     }
 
     /// candle-nn's rms_norm over the last dim.
     pub fn rms_norm(&self, l: &Layout, alpha: &Self, alpha_l: &Layout, eps: f32) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: rms_norm");
         self.wrap(
             self.inner
                 .rms_norm(&layout(l), &alpha.inner, &layout(alpha_l), eps),
@@ -237,6 +241,7 @@ impl RocmStorage {
         beta: (&Self, &Layout),
         eps: f32,
     ) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: layer_norm");
         let (al, bl) = (layout(alpha.1), layout(beta.1));
         let beta = Some((&beta.0.inner, &bl));
         self.wrap(
@@ -253,12 +258,54 @@ impl RocmStorage {
         cos: (&Self, &Layout),
         sin: (&Self, &Layout),
     ) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: rope");
         let (cl, sl) = (layout(cos.1), layout(sin.1));
         self.wrap(
             self.inner
                 .rope(variant, &layout(l), &cos.0.inner, &cl, &sin.0.inner, &sl),
         )
     }
+}
+
+/// Candle's `cat_contiguous` on ROCm (called by the patched `tensor_cat.rs`): the blocks of
+/// every argument in one launch of up to eight, where `copy2d` costs a launch each. The
+/// arguments' shapes, dtypes and devices are checked by the caller; `block_size` and `cat_len`
+/// are its values (elements after `dim`, the result's size along `dim`).
+pub(crate) fn cat_contiguous<A: AsRef<crate::Tensor>>(
+    dst: &mut RocmStorage,
+    args: &[A],
+    dim: usize,
+    block_size: usize,
+    cat_len: usize,
+) -> Result<()> {
+    let _host = rocm::host_time::span("candle-core: cat");
+    let storages: Vec<_> = args.iter().map(|a| a.as_ref().storage()).collect();
+    let mut parts = Vec::with_capacity(args.len());
+    let mut dst_offset = 0;
+    for (arg, storage) in args.iter().zip(&storages) {
+        let arg = arg.as_ref();
+        let crate::Storage::Rocm(src) = &**storage else {
+            crate::bail!("cat: an argument of a ROCm cat is not on the ROCm device")
+        };
+        let dims = arg.dims();
+        let cols = block_size * dims[dim];
+        let src_stride = if arg.is_contiguous() {
+            cols
+        } else {
+            arg.layout().outer_stride_for_dim(dim).unwrap_or(cols)
+        };
+        let block = rocm::Copy2d {
+            rows: dims[..dim].iter().product(),
+            cols,
+            src_stride,
+            dst_stride: block_size * cat_len,
+            src_offset: arg.layout().start_offset(),
+            dst_offset,
+        };
+        parts.push((&src.inner, block));
+        dst_offset += cols;
+    }
+    dst.inner.copy2d_many(&parts).map_err(wrap)
 }
 
 fn reduce_op(op: ReduceOp) -> rocm::ReduceOp {
@@ -302,6 +349,7 @@ impl BackendStorage for RocmStorage {
     type Device = RocmDevice;
 
     fn try_clone(&self, l: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: try_clone");
         self.wrap(self.inner.try_clone(&layout(l)))
     }
 
@@ -314,27 +362,33 @@ impl BackendStorage for RocmStorage {
     }
 
     fn to_cpu_storage(&self) -> Result<CpuStorage> {
+        let _host = rocm::host_time::span("candle-core: to_cpu_storage");
         let bytes = self.inner.to_host_bytes().map_err(wrap)?;
         Ok(bytes_to_cpu(self.inner.dtype(), &bytes))
     }
 
     fn affine(&self, l: &Layout, mul: f64, add: f64) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: affine");
         self.wrap(self.inner.affine(&layout(l), mul, add))
     }
 
     fn powf(&self, l: &Layout, e: f64) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: powf");
         self.wrap(self.inner.powf(&layout(l), e))
     }
 
     fn elu(&self, l: &Layout, alpha: f64) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: elu");
         self.wrap(self.inner.elu(&layout(l), alpha))
     }
 
     fn reduce_op(&self, op: ReduceOp, l: &Layout, dims: &[usize]) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: reduce_op");
         self.wrap(self.inner.reduce_op(reduce_op(op), &layout(l), dims))
     }
 
     fn cmp(&self, op: CmpOp, rhs: &Self, l: &Layout, rl: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: cmp");
         self.wrap(
             self.inner
                 .cmp(cmp_op(op), &rhs.inner, &layout(l), &layout(rl)),
@@ -342,23 +396,27 @@ impl BackendStorage for RocmStorage {
     }
 
     fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: to_dtype");
         let to = dtype_to_rocm(dtype, "to_dtype")?;
         self.wrap(self.inner.to_dtype(&layout(l), to))
     }
 
     fn unary_impl<B: UnaryOpT>(&self, l: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: unary_impl");
         let op = rocm::unary_op_from_name(B::NAME)
             .ok_or_else(|| crate::Error::Msg(format!("rocm: no unary op `{}`", B::NAME)).bt())?;
         self.wrap(self.inner.unary(op, &layout(l)))
     }
 
     fn binary_impl<B: BinaryOpT>(&self, rhs: &Self, l: &Layout, rl: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: binary_impl");
         let op = rocm::binary_op_from_name(B::NAME)
             .ok_or_else(|| crate::Error::Msg(format!("rocm: no binary op `{}`", B::NAME)).bt())?;
         self.wrap(self.inner.binary(op, &rhs.inner, &layout(l), &layout(rl)))
     }
 
     fn where_cond(&self, l: &Layout, t: &Self, tl: &Layout, f: &Self, fl: &Layout) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: where_cond");
         let (l, tl, fl) = (layout(l), layout(tl), layout(fl));
         self.wrap(self.inner.where_cond(&l, &t.inner, &tl, &f.inner, &fl))
     }
@@ -498,6 +556,7 @@ impl BackendStorage for RocmStorage {
     }
 
     fn gather(&self, l: &Layout, ids: &Self, ids_l: &Layout, dim: usize) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: gather");
         self.wrap(
             self.inner
                 .gather(&layout(l), &ids.inner, &layout(ids_l), dim),
@@ -513,6 +572,7 @@ impl BackendStorage for RocmStorage {
         src_l: &Layout,
         dim: usize,
     ) -> Result<()> {
+        let _host = rocm::host_time::span("candle-core: scatter_set");
         let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
         self.inner
             .scatter_set(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim)
@@ -528,6 +588,7 @@ impl BackendStorage for RocmStorage {
         src_l: &Layout,
         dim: usize,
     ) -> Result<()> {
+        let _host = rocm::host_time::span("candle-core: scatter_add_set");
         let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
         self.inner
             .scatter_add_set(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim)
@@ -535,6 +596,7 @@ impl BackendStorage for RocmStorage {
     }
 
     fn index_select(&self, ids: &Self, l: &Layout, ids_l: &Layout, dim: usize) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: index_select");
         self.wrap(
             self.inner
                 .index_select(&ids.inner, &layout(l), &layout(ids_l), dim),
@@ -550,6 +612,7 @@ impl BackendStorage for RocmStorage {
         src_l: &Layout,
         dim: usize,
     ) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: index_add");
         let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
         self.wrap(
             self.inner
@@ -564,10 +627,12 @@ impl BackendStorage for RocmStorage {
         l: &Layout,
         rl: &Layout,
     ) -> Result<Self> {
+        let _host = rocm::host_time::span("candle-core: matmul");
         self.wrap(self.inner.matmul(&rhs.inner, bmnk, &layout(l), &layout(rl)))
     }
 
     fn copy_strided_src(&self, dst: &mut Self, dst_offset: usize, src_l: &Layout) -> Result<()> {
+        let _host = rocm::host_time::span("candle-core: copy_strided_src");
         self.inner
             .copy_strided_src(&mut dst.inner, dst_offset, &layout(src_l))
             .map_err(wrap)
@@ -583,6 +648,7 @@ impl BackendStorage for RocmStorage {
         src_o: usize,
         dst_o: usize,
     ) -> Result<()> {
+        let _host = rocm::host_time::span("candle-core: copy2d");
         let block = rocm::Copy2d {
             rows: d1,
             cols: d2,
@@ -595,6 +661,7 @@ impl BackendStorage for RocmStorage {
     }
 
     fn const_set(&mut self, s: crate::scalar::Scalar, l: &Layout) -> Result<()> {
+        let _host = rocm::host_time::span("candle-core: const_set");
         self.inner.const_set(scalar(s), &layout(l)).map_err(wrap)
     }
 }
@@ -617,11 +684,13 @@ impl BackendDevice for RocmDevice {
     }
 
     fn zeros_impl(&self, shape: &Shape, dtype: DType) -> Result<Self::Storage> {
+        let _host = rocm::host_time::span("candle-core: zeros_impl");
         let dt = dtype_to_rocm(dtype, "zeros")?;
         Ok(self.wrap_storage(self.0.zeros(shape.elem_count(), dt).map_err(wrap)?))
     }
 
     unsafe fn alloc_uninit(&self, shape: &Shape, dtype: DType) -> Result<Self::Storage> {
+        let _host = rocm::host_time::span("candle-core: alloc_uninit");
         let dt = dtype_to_rocm(dtype, "alloc_uninit")?;
         Ok(self.wrap_storage(self.0.alloc_uninit(shape.elem_count(), dt).map_err(wrap)?))
     }
