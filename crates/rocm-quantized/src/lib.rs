@@ -588,6 +588,10 @@ const MATVEC_WARPS_PER_CU: usize = 48;
 /// threads on an H100, 4 kept as the safe side): a fused grid of at most this many a
 /// multiprocessor is one wave.
 const FUSED_WAVE_BLOCKS_PER_CU: usize = 4;
+/// Widest x a fused mat-vec quantizes in each block: past it, quantizing once apart costs
+/// less (H100, Q4_0, 4096 rows, one row of x: k = 4096 fused 11.0 us against 8.9 + 4.1 apart,
+/// k = 14336 fused 26.7 against 20.2 + 4.7; bench/results/2026-11-26-h100-quantized-llama-step.md).
+const FUSED_MAX_K: usize = 8192;
 /// Most warps on one weight row.
 pub const MATVEC_MAX_WARPS_PER_ROW: usize = 8;
 
@@ -662,6 +666,7 @@ fn matvec(
     let fused = plan.fused
         && w.ty.is_block()
         && q8_bytes(m, w.k) <= fused_shared_limit(device)
+        && w.k <= FUSED_MAX_K
         && fused_grid_is_one_wave(device, n);
     let block_warps = (MATVEC_BLOCK / device.info().warp_size.max(1)).max(1) as usize;
     let wpr = match plan.warps_per_row {
