@@ -583,8 +583,9 @@ mod tests {
     #[test]
     fn entry_points_are_op_times_dtype() {
         let names: Vec<String> = FILL.entry_points().collect();
-        assert_eq!(names.len(), 8 * DTYPES.len());
+        assert_eq!(names.len(), 7 * DTYPES.len() + WIDTHS.len());
         assert!(names.contains(&"copy_strided_f8e4m3".to_string()));
+        assert!(names.contains(&"copy2d_w16".to_string()));
         assert_eq!(
             FILL.entry_point("fill", "bf16").as_deref(),
             Some("fill_bf16")
