@@ -31,6 +31,12 @@ fn main() -> rocm_quantized::Result<()> {
     let ms = time_ms(&d, ITERS, || d.copy_dtod(&a, 0, &b, 0, bytes))?;
     report_bandwidth("copy (ceiling)", "-", 2 * bytes, ms);
     drop((a, b));
+    // QBENCH_ONLY=<type>:<n>x<k>,... (e.g. q4_0:4096x14336): those matrices alone, for a profiler
+    let only = std::env::var("QBENCH_ONLY").ok();
+    let wanted = |ty: GgmlType, n: usize, k: usize| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|o| o == format!("{}:{n}x{k}", ty.key())))
+    };
     // an 8B llama's projections: attention, gate/up, down, the output head
     for ty in [GgmlType::Q4_0, GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0] {
         for (n, k) in [
@@ -39,6 +45,9 @@ fn main() -> rocm_quantized::Result<()> {
             (4096, 14336),
             (128256, 4096),
         ] {
+            if !wanted(ty, n, k) {
+                continue;
+            }
             let row_bytes = k / ty.block_size() * ty.type_size();
             let w_bytes = n * row_bytes;
             let copies = ROTATE_BYTES.div_ceil(w_bytes).max(1);
@@ -70,6 +79,33 @@ fn main() -> rocm_quantized::Result<()> {
                         },
                     ),
                 ];
+                // QBENCH_WPR=1: one row of x, x quantized apart, 1/2/4/8 warps a weight row
+                let sweep: Vec<(String, MatmulPath)> =
+                    if m == 1 && std::env::var("QBENCH_WPR").is_ok() {
+                        [1usize, 2, 4, 8]
+                            .into_iter()
+                            .map(|w| {
+                                (
+                                    format!("x quantized apart, {w} warps a row"),
+                                    MatmulPath::Integer {
+                                        warps_per_row: w,
+                                        fused: false,
+                                    },
+                                )
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                for (what, path) in sweep {
+                    let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, path))?;
+                    report_bandwidth(
+                        &format!("matvec {n}x{k} batch {m}, {what}"),
+                        ty.key(),
+                        w_bytes,
+                        ms,
+                    );
+                }
                 for (what, path) in variants {
                     let ms = time_rotated(&blas, (&ws, ty), (n, k), (x, path))?;
                     let op = format!("matvec {n}x{k} batch {m}, {what}");

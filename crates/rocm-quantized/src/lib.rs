@@ -584,6 +584,13 @@ const MATVEC_BLOCKS_PER_CU: u64 = 16;
 /// than that, each row gets several warps (one warp a row on 4096 rows fills half an H100's
 /// warp slots, and reads at 30-43% of the copy ceiling against 78-83% on 128K rows).
 const MATVEC_WARPS_PER_CU: usize = 48;
+/// The same for one row of activations, where a warp's sub-blocks are the fewest: more warps a
+/// row only add the combining of their sums, so they are used where the rows would not give
+/// every multiprocessor a block (H100, x quantized apart, one warp a row against two: Q4_0
+/// 4096x14336 49.2% of the copy ceiling against 46.9%, 4096x4096 28.0% against 25.9%, Q4_K
+/// 47.1% against 45.2%; four and eight warps slower at all but one shape;
+/// bench/results/2026-11-26-h100-matvec-warps-sweep.md).
+const MATVEC1_WARPS_PER_CU: usize = 8;
 /// Blocks of the fused mat-vec a multiprocessor runs at once (its registers allow 5-6 of 256
 /// threads on an H100, 4 kept as the safe side): a fused grid of at most this many a
 /// multiprocessor is one wave.
@@ -630,11 +637,17 @@ struct MatvecPlan {
 
 /// Warps per weight row for `n` rows: the fewest (a power of two, at most
 /// [`MATVEC_MAX_WARPS_PER_ROW`] and a block's warps) that give the device
-/// [`MATVEC_WARPS_PER_CU`] warps a multiprocessor.
-fn matvec_warps_per_row(device: &Device, n: usize) -> usize {
+/// [`MATVEC_WARPS_PER_CU`] warps a multiprocessor ([`MATVEC1_WARPS_PER_CU`] for `m` = 1 row
+/// of activations).
+fn matvec_warps_per_row(device: &Device, n: usize, m: usize) -> usize {
     let info = device.info();
     let block_warps = (MATVEC_BLOCK / info.warp_size.max(1)).max(1) as usize;
-    let target = info.multiprocessor_count.max(1) as usize * MATVEC_WARPS_PER_CU;
+    let per_cu = if m == 1 {
+        MATVEC1_WARPS_PER_CU
+    } else {
+        MATVEC_WARPS_PER_CU
+    };
+    let target = info.multiprocessor_count.max(1) as usize * per_cu;
     let mut wpr = 1;
     while wpr * n.max(1) < target && wpr * 2 <= MATVEC_MAX_WARPS_PER_ROW.min(block_warps) {
         wpr *= 2;
@@ -674,7 +687,7 @@ fn matvec(
         // quantizations: one warp a row (H100, Q4_0 4096x4096, one row: 935 GB/s with one warp
         // a row against 676 with two; bench/results/2026-11-25-h100-matvec-warps-per-row.md).
         0 if fused => 1,
-        0 => matvec_warps_per_row(device, n),
+        0 => matvec_warps_per_row(device, n, m),
         r if r.is_power_of_two() && r <= MATVEC_MAX_WARPS_PER_ROW.min(block_warps) => r,
         r => {
             return Err(Error::ShapeMismatch {
@@ -906,7 +919,7 @@ pub fn matmul_q8(
             ),
         });
     }
-    let wpr = matvec_warps_per_row(device, w.rows);
+    let wpr = matvec_warps_per_row(device, w.rows, x.rows);
     launch_matvec_q8(device, w, &x.buffer, x.rows, out, wpr)
 }
 
