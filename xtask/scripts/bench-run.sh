@@ -4,7 +4,7 @@
 # Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model] [--skip-gguf]
 #        [--skip-decode]
 #        bash .bench/run.sh --build-llama-only   (llama.cpp's build alone: it can take minutes)
-# The GGUF step needs the SmolLM2 GGUF halves (.gpu-gguf-1, .gpu-gguf-2) carried beforehand.
+# The GGUF step takes the tokenizer from the packed tokenizer.gguf (SmolLM2's metadata alone).
 # BENCH_CRATES (a glob, e.g. 'quantized') picks the op crates' benches.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,7 +93,9 @@ fi
 # (built here for this GPU from the packed source; flash attention off and on) on the same files;
 # device memory sampled by nvidia-smi every 0.5 s for all three.
 if [ $gguf = 1 ]; then
-  tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; }
+  # the tokenizer's metadata alone, packed; else from the SmolLM2 GGUF's halves
+  if [ -f "$here/tokenizer.gguf" ]; then tok="$here/tokenizer.gguf"
+  else tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; }; fi
 fi
 if [ $gguf = 1 ]; then
   # built once beside the pack (kept between runs on the same machine)

@@ -193,6 +193,86 @@ fn build_candle_bench() -> Result<PathBuf, String> {
 /// The bench pack's runner (`.bench/run.sh`).
 const RUN_SH: &str = include_str!("../scripts/bench-run.sh");
 
+/// A cursor over a GGUF file's bytes.
+struct GgufCursor<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> GgufCursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let s = self
+            .data
+            .get(self.at..self.at.saturating_add(n))
+            .ok_or("a GGUF file ends early")?;
+        self.at += n;
+        Ok(s)
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// Steps over one value of GGUF type `ty` (arrays element by element).
+    fn skip(&mut self, ty: u32) -> Result<(), String> {
+        match ty {
+            0 | 1 | 7 => self.take(1).map(drop),
+            2 | 3 => self.take(2).map(drop),
+            4..=6 => self.take(4).map(drop),
+            10..=12 => self.take(8).map(drop),
+            8 => {
+                let n = self.u64()?;
+                self.take(n as usize).map(drop)
+            }
+            9 => {
+                let inner = self.u32()?;
+                let n = self.u64()?;
+                (0..n).try_for_each(|_| self.skip(inner))
+            }
+            other => Err(format!("GGUF value type {other}")),
+        }
+    }
+}
+
+/// Writes to `dst` a GGUF (version 3, no tensors) holding only the `tokenizer.*` metadata of the
+/// GGUF `src`: what the GGUF benchmark takes from SmolLM2's file (about 1.7 MB of its 94), so
+/// that step needs no GGUF halves carried before the pack.
+pub fn tokenizer_gguf(src: &Path, dst: &Path) -> Result<(), String> {
+    let data = std::fs::read(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    let mut c = GgufCursor { data: &data, at: 0 };
+    if c.take(4)? != b"GGUF" {
+        return Err(format!("{}: not a GGUF file", src.display()));
+    }
+    let (_version, _tensors, entries) = (c.u32()?, c.u64()?, c.u64()?);
+    let (mut kept, mut count) = (Vec::new(), 0u64);
+    for _ in 0..entries {
+        let start = c.at;
+        let key_len = c.u64()? as usize;
+        let is_tokenizer = c.take(key_len)?.starts_with(b"tokenizer.");
+        let ty = c.u32()?;
+        c.skip(ty)?;
+        if is_tokenizer {
+            kept.extend_from_slice(&data[start..c.at]);
+            count += 1;
+        }
+    }
+    let mut out = Vec::with_capacity(kept.len() + 24);
+    out.extend_from_slice(b"GGUF");
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(&kept);
+    std::fs::write(dst, out).map_err(|e| format!("{}: {e}", dst.display()))
+}
+
 /// `cargo xtask bench-pack`.
 pub fn bench_pack() -> Result<bool, String> {
     let out = root().join(".bench");
@@ -235,6 +315,7 @@ pub fn bench_pack() -> Result<bool, String> {
         .map_err(|e| e.to_string())?;
     std::fs::write(out.join("COMMIT"), commit_description()).map_err(|e| e.to_string())?;
     pack_llama_cpp(&out)?;
+    tokenizer_gguf(&crate::candle::smollm2_gguf()?, &out.join("tokenizer.gguf"))?;
     crate::pack::pack_gguf_halves(&out)?;
     let ok = compress_binaries(&out, &["bin"])?;
     if !ok {
@@ -266,5 +347,60 @@ fn commit_description() -> String {
         format!("{head} with uncommitted changes\n")
     } else {
         format!("{head}\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(key: &str, ty: u32, value: &[u8]) -> Vec<u8> {
+        let mut e = (key.len() as u64).to_le_bytes().to_vec();
+        e.extend_from_slice(key.as_bytes());
+        e.extend_from_slice(&ty.to_le_bytes());
+        e.extend_from_slice(value);
+        e
+    }
+
+    #[test]
+    fn the_tokenizer_gguf_keeps_the_tokenizer_entries_alone() {
+        let string = |s: &str| {
+            let mut v = (s.len() as u64).to_le_bytes().to_vec();
+            v.extend_from_slice(s.as_bytes());
+            v
+        };
+        let mut tokens = 8u32.to_le_bytes().to_vec(); // array of strings
+        tokens.extend_from_slice(&2u64.to_le_bytes());
+        tokens.extend(string("a"));
+        tokens.extend(string("bc"));
+        let kept = [
+            entry("tokenizer.ggml.tokens", 9, &tokens),
+            entry("tokenizer.ggml.bos_token_id", 4, &7u32.to_le_bytes()),
+        ];
+        let mut file = b"GGUF".to_vec();
+        file.extend_from_slice(&3u32.to_le_bytes());
+        file.extend_from_slice(&1u64.to_le_bytes());
+        file.extend_from_slice(&4u64.to_le_bytes());
+        file.extend(entry("general.architecture", 8, &string("llama")));
+        file.extend_from_slice(&kept[0]);
+        file.extend(entry("llama.block_count", 4, &2u32.to_le_bytes()));
+        file.extend_from_slice(&kept[1]);
+        file.extend_from_slice(&[0xaa; 40]); // tensor infos and data: not read
+        let dir = std::env::temp_dir().join(format!("xtask-tok-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("in.gguf"), dir.join("out.gguf"));
+        std::fs::write(&src, &file).unwrap();
+        tokenizer_gguf(&src, &dst).unwrap();
+        let out = std::fs::read(&dst).unwrap();
+        let mut want = b"GGUF".to_vec();
+        want.extend_from_slice(&3u32.to_le_bytes());
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&2u64.to_le_bytes());
+        want.extend(kept.concat());
+        assert_eq!(out, want);
+        // a file cut inside an entry is an error, not a panic
+        std::fs::write(&src, &file[..60]).unwrap();
+        assert!(tokenizer_gguf(&src, &dst).is_err());
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
