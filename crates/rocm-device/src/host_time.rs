@@ -75,7 +75,7 @@ impl Drop for Span {
 /// The calling thread's totals since the last call, largest first; clears them.
 pub fn take() -> Vec<HostTime> {
     let mut v = TABLE.with(|t| std::mem::take(&mut *t.borrow_mut()));
-    v.sort_by(|a, b| b.total.cmp(&a.total));
+    v.sort_by_key(|e| std::cmp::Reverse(e.total));
     v
 }
 
