@@ -329,18 +329,31 @@ fn host_time_of_decode(
     }))
 }
 
-/// candle-transformers' `quantized_llama` on the file for a kernel profiler: the prompt, one
-/// decode step, then `decode` steps inside the CUDA profiler's range (`ncu
-/// --profile-from-start off` profiles those alone).
-pub fn profile_quantized_llama(
+/// A short run of the file for a kernel profiler (`ncu`): the prompt, then `decode` steps, of
+/// candle-transformers' `quantized_llama` (with `quantized_llama`) or the static llama (run
+/// eagerly: a captured step replays the same kernels). `quantized_llama`'s steps come after one
+/// warm step, inside the CUDA profiler's range (`ncu --profile-from-start off` profiles those
+/// alone).
+pub fn profile(
     path: &Path,
     device: &Device,
-    prompt: usize,
-    decode: usize,
+    (prompt, decode): (usize, usize),
+    quantized_llama: bool,
 ) -> DemoResult<()> {
+    use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
     let (mut file, content, vocab) = open_gguf(path)?;
-    let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
     let tokens = prompt_tokens(vocab, prompt);
+    if !quantized_llama {
+        let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
+        let mut decoder = Decoder::new(&model, tokens[0], false)?;
+        decoder.prefill(&tokens)?;
+        for _ in 0..decode {
+            decoder.next_token()?;
+        }
+        device.synchronize()?;
+        return Ok(());
+    }
+    let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
     let logits = model.forward(&Tensor::new(tokens.as_slice(), device)?.unsqueeze(0)?, 0)?;
     let mut next = logits.argmax(candle_core::D::Minus1)?;
     let logits = model.forward(&next.reshape((1, 1))?, prompt)?;
@@ -372,27 +385,6 @@ fn profiler_range(start: bool) {
     }
     #[cfg(not(feature = "cuda"))]
     let _ = start;
-}
-
-/// The static llama on the file, for a kernel profiler (`ncu`): the prompt in one pass, then
-/// `decode` steps run eagerly (a captured step replays the same kernels).
-pub fn profile_static(
-    path: &Path,
-    device: &Device,
-    prompt: usize,
-    decode: usize,
-) -> DemoResult<()> {
-    use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
-    let (mut file, content, vocab) = open_gguf(path)?;
-    let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
-    let tokens = prompt_tokens(vocab, prompt);
-    let mut decoder = Decoder::new(&model, tokens[0], false)?;
-    decoder.prefill(&tokens)?;
-    for _ in 0..decode {
-        decoder.next_token()?;
-    }
-    device.synchronize()?;
-    Ok(())
 }
 
 /// The same file through the static llama (`StaticLlama::from_gguf`): the prompt in one pass,

@@ -10,7 +10,10 @@
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
 //! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
-//!   (--static: the static llama with a captured decode step instead of quantized_llama)
+//!   (--static: the static llama with a captured decode step instead of quantized_llama;
+//!    --profile [--quantized-llama]: a short run for ncu, the static llama eagerly or
+//!    quantized_llama's steps inside the CUDA profiler's range; CANDLE_ROCM_HOST_TIME=1: the
+//!    host's time of a decode step by category)
 //! ```
 //! Results are JSON lines on stdout; progress goes to stderr.
 
@@ -167,12 +170,10 @@ fn run(args: &[String]) -> DemoResult<()> {
             let prompt = flag_value(args, "--prompt").map_or(Ok(512), str::parse)?;
             let decode = flag_value(args, "--decode").map_or(Ok(128), str::parse)?;
             let path = std::path::Path::new(file);
-            if args.iter().any(|a| a == "--profile") && args.iter().any(|a| a == "--quantized-llama") {
-                return gguf::profile_quantized_llama(path, &open(device)?, prompt, decode);
-            }
             if args.iter().any(|a| a == "--profile") {
-                // a short eager run for a kernel profiler: the prompt, then `decode` steps
-                return gguf::profile_static(path, &open(device)?, prompt, decode);
+                // a short run for a kernel profiler: the prompt, then `decode` steps
+                let quantized_llama = args.iter().any(|a| a == "--quantized-llama");
+                return gguf::profile(path, &open(device)?, (prompt, decode), quantized_llama);
             }
             let mut result = if args.iter().any(|a| a == "--static") {
                 gguf::run_static(path, &open(device)?, prompt, decode)?
