@@ -8,9 +8,10 @@
 //! - the rotary tables are read at the position by `index_select`, not `narrow`;
 //! - attention runs in f32, as the llama's does, in one kernel over the cache
 //!   (`rocm_backend::attention::cached_attention`), each query seeing the positions up to its
-//!   own, read on the device; [`StaticLlama::with_unfused_attention`] runs the ops instead
-//!   (scores by a gemm over all `max_len` positions, an additive mask built on the device from
-//!   the position, softmax, a second gemm), for comparison;
+//!   own, read on the device; prompts (from `PROMPT_GEMM_ATTENTION_FROM` tokens), and every step
+//!   under [`StaticLlama::with_unfused_attention`], run the ops instead (scores by a gemm over
+//!   all `max_len` positions, an additive mask built on the device from the position, softmax,
+//!   a second gemm);
 //! - the step ends by writing its greedy token and the next position into its own inputs,
 //!   so replays advance by themselves.
 //!
@@ -32,6 +33,10 @@ use std::sync::Arc;
 
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
+
+/// Query rows from which the static llama's attention runs as matrix products instead of
+/// `cached_attention` (prompts; decode steps are one row).
+const PROMPT_GEMM_ATTENTION_FROM: usize = 16;
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
@@ -612,7 +617,12 @@ impl StaticLlama {
             .reshape((1, 1, t, 1))?
             .broadcast_as((1, kv_heads, t, hd))?
             .contiguous()?;
-        let mask = if self.fused_attention {
+        // A prompt's attention as matrix products over the cache (the BLAS, every query of a
+        // kv head in one product); a few tokens' through `cached_attention`, one block a query
+        // row, made for decode (8B, 512-token prompt: 6924 tokens/s through it against 10484
+        // for quantized_llama's products; bench/results/2026-11-26-h100-gguf-8b-second.md).
+        let gemm_attention = !self.fused_attention || t >= PROMPT_GEMM_ATTENTION_FROM;
+        let mask = if !gemm_attention {
             None
         } else {
             // Cached position j is visible from the token at position p when j <= p.
