@@ -37,10 +37,6 @@ use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
 /// Query rows from which the static llama's attention runs as matrix products instead of
 /// `cached_attention` (prompts; decode steps are one row).
 const PROMPT_GEMM_ATTENTION_FROM: usize = 16;
-/// Query rows a prompt's attention scores at a time (8B, 512 tokens at once: the process
-/// 5454 MiB against 5326 through `cached_attention`;
-/// bench/results/2026-11-26-h100-gguf-8b-third.md).
-const PROMPT_ATTENTION_ROWS: usize = 128;
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
@@ -697,35 +693,19 @@ impl StaticLlama {
                     if self.q_prescaled { 1.0 } else { scale as f32 },
                 )?,
                 Some(mask) => {
-                    // runs of PROMPT_ATTENTION_ROWS queries, so that a prompt's scores stay
-                    // smaller than the feed-forward's activations (the process's peak memory)
-                    let q = q.reshape((1, kv_heads, group, t, hd))?;
-                    let mut runs = Vec::with_capacity(t.div_ceil(PROMPT_ATTENTION_ROWS));
-                    for from in (0..t).step_by(PROMPT_ATTENTION_ROWS) {
-                        let rows = PROMPT_ATTENTION_ROWS.min(t - from);
-                        let q = q.narrow(3, from, rows)?.contiguous()?.reshape((
-                            1,
-                            kv_heads,
-                            group * rows,
-                            hd,
-                        ))?;
-                        let scores = q.matmul(&state.k[n].t()?)?;
-                        let scores = if self.q_prescaled {
-                            scores
-                        } else {
-                            (scores * scale)?
-                        };
-                        let scores = scores
-                            .reshape((1, kv_heads, group, rows, max))?
-                            .broadcast_add(&mask.narrow(0, from, rows)?)?;
-                        runs.push(
-                            candle_nn::ops::softmax_last_dim(&scores)?
-                                .reshape((1, kv_heads, group * rows, max))?
-                                .matmul(&state.v[n])?
-                                .reshape((1, kv_heads, group, rows, hd))?,
-                        );
-                    }
-                    Tensor::cat(&runs, 3)?.reshape((1, kv_heads, group * t, hd))?
+                    let q = q.reshape((1, kv_heads, group * t, hd))?;
+                    let scores = q.matmul(&state.k[n].t()?)?;
+                    let scores = if self.q_prescaled {
+                        scores
+                    } else {
+                        (scores * scale)?
+                    };
+                    let scores = scores
+                        .reshape((1, kv_heads, group, t, max))?
+                        .broadcast_add(mask)?;
+                    candle_nn::ops::softmax_last_dim(&scores)?
+                        .reshape((1, kv_heads, group * t, max))?
+                        .matmul(&state.v[n])?
                 }
             };
             let y = y
