@@ -33,14 +33,14 @@ use std::sync::Arc;
 
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
-
-/// Query rows from which the static llama's attention runs as matrix products instead of
-/// `cached_attention` (prompts; decode steps are one row).
-const PROMPT_GEMM_ATTENTION_FROM: usize = 16;
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
 use candle_transformers::models::llama::Config;
+
+/// Query rows from which the static llama's attention runs as matrix products instead of
+/// `cached_attention` (prompts; decode steps are one row).
+const PROMPT_GEMM_ATTENTION_FROM: usize = 16;
 
 /// A bias-free projection: dense weights, or GGUF blocks multiplied as they are.
 enum Proj {

@@ -607,12 +607,7 @@ fn launch_copy2d(
         .find(|u| common % u == 0)
         .unwrap_or(1);
     let units = |elements: usize| (elements * size) as u64 / unit;
-    let mut blocks = Copy2dBlocks {
-        src: [0; COPY2D_MAX_BLOCKS],
-        cols: [0; COPY2D_MAX_BLOCKS],
-        src_stride: [0; COPY2D_MAX_BLOCKS],
-        dst_col: [0; COPY2D_MAX_BLOCKS],
-    };
+    let mut blocks: Copy2dBlocks = bytemuck::Zeroable::zeroed();
     let mut widest = 0;
     for (b, (src, c)) in parts.iter().enumerate() {
         blocks.src[b] = src.device_ptr() + (c.src_offset * size) as u64;

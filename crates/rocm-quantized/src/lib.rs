@@ -596,7 +596,7 @@ const MATVEC1_WARPS_PER_CU: usize = 8;
 /// multiprocessor is one wave.
 const FUSED_WAVE_BLOCKS_PER_CU: usize = 4;
 /// Widest x a fused mat-vec quantizes in each block: past it, quantizing once apart costs
-/// less (H100, Q4_0, 4096 rows, one row of x: k = 4096 fused 11.0 us against 8.9 + 4.1 apart,
+/// less (H100, Q4_0, 4096 rows, one row of x: k = 4096 fused 10.8 us against 8.9 + 4.1 apart,
 /// k = 14336 fused 26.7 against 20.2 + 4.7; bench/results/2026-11-26-h100-quantized-llama-step.md).
 const FUSED_MAX_K: usize = 8192;
 /// Most warps on one weight row.
