@@ -222,6 +222,7 @@ def model_table(work):
 
 GGUF_PEERS = {"rocm": "candle-rocm", "cuda": "Candle CUDA",
               "rocm-static": "candle-rocm, static llama, captured step",
+              "rocm-static-f16": "candle-rocm, static llama, captured step, f16 KV cache",
               "llamacpp": "llama.cpp, flash attention off", "llamacpp-fa": "llama.cpp, flash attention on"}
 # Where the decode rate of the Candle peers is taken: 128 tokens after a 512-token prefill; llama.cpp's
 # decode row is the one at the same depth (llama-bench -d 512), its prefill row the one from an empty

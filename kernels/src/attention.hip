@@ -42,14 +42,15 @@ DEVICE A attn_block_reduce(A v, A* scratch) {
     return v;
 }
 
-// N: elements a thread reads at once from a cache row (a 16-byte pack, or 1 where rows are not
-// whole aligned packs).
-template <typename T, int N>
-DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32* positions, T* out,
+// T: the queries' and the output's dtype; C: the cache's (T, or a 16-bit float type under f32
+// queries: a cache of half the bytes). N: cache elements a thread reads at once from a row (a
+// 16-byte pack, or 1 where rows are not whole aligned packs).
+template <typename T, typename C, int N>
+DEVICE void cached_attention_impl(const T* q, const C* k, const C* v, const u32* positions, T* out,
                                   u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
                                   u32 cache_len, float scale, u32 mode) {
     typedef typename Acc<T>::type A;
-    typedef typename RawOf<sizeof(T) * N>::type Raw;
+    typedef typename RawOf<sizeof(C) * N>::type Raw;
     __shared__ A qs[ATTN_MAX_HEAD_DIM];
     __shared__ A weights[ATTN_BLOCK];
     __shared__ A scratch[ATTN_BLOCK / 32];
@@ -62,8 +63,8 @@ DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32*
     const u64 b = batch_head / heads;
     const u32 kv_head = h / (heads / kv_heads);
     const u64 cache_start = (b * kv_heads + kv_head) * (u64)cache_len * head_dim;
-    const T* kc = k + cache_start;
-    const T* vc = v + cache_start;
+    const C* kc = k + cache_start;
+    const C* vc = v + cache_start;
     u32 last = cache_len - 1;
     if (mode == ATTN_CAUSAL) last = cache_len - queries + i;
     else if (mode == ATTN_POSITIONS && positions[i] < last) last = positions[i];
@@ -88,7 +89,7 @@ DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32*
             A dot = (A)0;
 #pragma unroll 8
             for (u32 pp = 0; pp < packs; ++pp) {
-                Pack<T, N> kp;
+                Pack<C, N> kp;
                 kp.raw = kr[pp];
 #pragma unroll
                 for (int e = 0; e < N; ++e) dot += qs[pp * N + e] * cvt<A>(kp.v[e]);
@@ -111,7 +112,7 @@ DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32*
             const u32 n = len - base < nthreads ? len - base : nthreads;
 #pragma unroll 8
             for (u32 jj = g; jj < n; jj += groups) {
-                Pack<T, N> vp;
+                Pack<C, N> vp;
                 vp.raw = reinterpret_cast<const Raw*>(vc + (u64)(base + jj) * head_dim)[p];
                 const A wj = weights[jj];
 #pragma unroll
@@ -133,16 +134,16 @@ DEVICE void cached_attention_impl(const T* q, const T* k, const T* v, const u32*
 }
 
 // 16-byte packs where every cache row is whole aligned packs, else an element at a time.
-template <typename T>
-DEVICE void cached_attention_any(const T* q, const T* k, const T* v, const u32* positions, T* out,
+template <typename T, typename C>
+DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* positions, T* out,
                                  u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len,
                                  float scale, u32 mode) {
-    constexpr int N = 16 / sizeof(T);
+    constexpr int N = 16 / sizeof(C);
     if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
-        cached_attention_impl<T, N>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
+        cached_attention_impl<T, C, N>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
                                     cache_len, scale, mode);
     else
-        cached_attention_impl<T, 1>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
+        cached_attention_impl<T, C, 1>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
                                     cache_len, scale, mode);
 }
 
@@ -171,12 +172,12 @@ DEVICE u32 attn_last(const u32* positions, u32 i, u32 queries, u32 cache_len, u3
     return last;
 }
 
-template <typename T, int N>
-DEVICE void attention_split_impl(const T* q, const T* k, const T* v, const u32* positions,
+template <typename T, typename C, int N>
+DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* positions,
                                  typename Acc<T>::type* partial, u32 heads, u32 kv_heads, u32 queries,
                                  u32 head_dim, u32 cache_len, float scale, u32 mode) {
     typedef typename Acc<T>::type A;
-    typedef typename RawOf<sizeof(T) * N>::type Raw;
+    typedef typename RawOf<sizeof(C) * N>::type Raw;
     constexpr int U = ATTN_SPLIT_UNROLL;
     __shared__ A qs[ATTN_MAX_HEAD_DIM];
     __shared__ A weights[ATTN_SPLIT_KEYS];
@@ -217,7 +218,7 @@ DEVICE void attention_split_impl(const T* q, const T* k, const T* v, const u32* 
 #pragma unroll
         for (int u = 0; u < U; ++u) dot[u] = (A)0;
         for (u32 pp = kl; pp < packs; pp += lanes_per_key) {
-            Pack<T, N> kp[U];
+            Pack<C, N> kp[U];
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 const u32 j = mine + (r0 + u) * stride;
@@ -261,7 +262,7 @@ DEVICE void attention_split_impl(const T* q, const T* k, const T* v, const u32* 
 #pragma unroll
             for (int e = 0; e < N; ++e) acc[e] = (A)0;
             for (u32 j0 = g; j0 < n; j0 += groups * U) {
-                Pack<T, N> vp[U];
+                Pack<C, N> vp[U];
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
                     const u32 j = j0 + u * groups;
@@ -336,16 +337,16 @@ DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32*
 
 // 16-byte packs where every cache row is whole aligned packs, else an element at a time; then
 // the row's runs combined by its last block.
-template <typename T>
-DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* positions, typename Acc<T>::type* partial,
+template <typename T, typename C>
+DEVICE void attention_split(const T* q, const C* k, const C* v, const u32* positions, typename Acc<T>::type* partial,
                             T* out, u32* tickets, u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
                             u32 cache_len, float scale, u32 mode) {
-    constexpr int N = 16 / sizeof(T);
+    constexpr int N = 16 / sizeof(C);
     if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
-        attention_split_impl<T, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
+        attention_split_impl<T, C, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
                                    scale, mode);
     else
-        attention_split_impl<T, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
+        attention_split_impl<T, C, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
                                    scale, mode);
     attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim);
 }
@@ -357,9 +358,9 @@ DEVICE void attention_split(const T* q, const T* k, const T* v, const u32* posit
 // the pairs (2i, 2i + 1) (interleaved) or (i, i + d / 2), as rope_i / rope compute it. A
 // position past the cache (a bound the host keeps) writes nothing there and leaves its q
 // unrotated. One thread a rotated pair of q and k, then one a v value.
-template <typename T>
-DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, T* k_cache,
-                          T* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved) {
+template <typename T, typename C>
+DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, C* k_cache,
+                          C* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved) {
     typedef typename Acc<T>::type A;
     const u64 half = d / 2, width = (u64)(heads + 2 * kv_heads) * d;
     const u64 pairs = (u64)t * (heads + kv_heads) * half;
@@ -383,40 +384,57 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
             const A x1 = cvt<A>(x[i1]), x2 = cvt<A>(x[i2]);
             const u64 cs = (u64)pos * half + p;
             const A cc = cvt<A>(cos[cs]), ss = cvt<A>(sin[cs]);
-            T* y = head < heads ? q_out + ((u64)head * t + token) * d
-                                : k_cache + ((u64)(head - heads) * cache_len + pos) * d;
-            y[i1] = cvt<T>(x1 * cc - x2 * ss);
-            y[i2] = cvt<T>(x1 * ss + x2 * cc);
+            const A y1 = x1 * cc - x2 * ss, y2 = x1 * ss + x2 * cc;
+            if (head < heads) {
+                T* y = q_out + ((u64)head * t + token) * d;
+                y[i1] = cvt<T>(y1);
+                y[i2] = cvt<T>(y2);
+            } else {
+                // rounded to T first, as a rope in T then a cast to the cache's dtype would
+                C* y = k_cache + ((u64)(head - heads) * cache_len + pos) * d;
+                y[i1] = cvt<C>(cvt<A>(cvt<T>(y1)));
+                y[i2] = cvt<C>(cvt<A>(cvt<T>(y2)));
+            }
         } else {
             const u64 j = i - pairs, token = j / ((u64)kv_heads * d), rest = j % ((u64)kv_heads * d);
             const u32 pos = positions[token];
             if (pos >= cache_len) continue;
             const u64 head = rest / d, e = rest % d;
-            v_cache[(head * cache_len + pos) * d + e] = qkv[token * width + (heads + kv_heads + head) * d + e];
+            v_cache[(head * cache_len + pos) * d + e] = cvt<C>(cvt<A>(qkv[token * width + (heads + kv_heads + head) * d + e]));
         }
     }
 }
 
-#define ATTENTION_ENTRIES(NAME, T)                                                               \
-    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void attention_split_##NAME(                    \
-        const T* q, const T* k, const T* v, const u32* positions, Acc<T>::type* partial, T* out, u32* tickets, \
+// The three entries of queries of T over a cache of C, by their names.
+#define ATTENTION_ENTRY_SET(SPLIT, ROPE, CACHED, T, C)                                           \
+    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(                                     \
+        const T* q, const C* k, const C* v, const u32* positions, Acc<T>::type* partial, T* out, u32* tickets, \
         u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) { \
-        attention_split<T>(q, k, v, positions, partial, out, tickets, heads, kv_heads, queries, head_dim, \
-                           cache_len, scale, mode);                                              \
+        attention_split<T, C>(q, k, v, positions, partial, out, tickets, heads, kv_heads, queries, head_dim, \
+                              cache_len, scale, mode);                                           \
     }                                                                                            \
-    KERNEL void rope_kv_write_##NAME(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, \
-                                     T* k_cache, T* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, \
-                                     u32 interleaved) {                                          \
-        rope_kv_write<T>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads, kv_heads, d, cache_len, \
-                         interleaved);                                                           \
+    KERNEL void ROPE(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, C* k_cache, \
+                     C* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved) { \
+        rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads, kv_heads, d, cache_len, \
+                            interleaved);                                                        \
     }                                                                                            \
-    KERNEL __launch_bounds__(ATTN_BLOCK) void cached_attention_##NAME(                           \
-        const T* q, const T* k, const T* v, const u32* positions, T* out, u32 heads, u32 kv_heads, \
+    KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(                                            \
+        const T* q, const C* k, const C* v, const u32* positions, T* out, u32 heads, u32 kv_heads, \
         u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \
-        cached_attention_any<T>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,     \
-                                cache_len, scale, mode);                                         \
+        cached_attention_any<T, C>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,  \
+                                   cache_len, scale, mode);                                      \
     }
+// `<op>_<NAME>`: the cache in the queries' dtype.
+#define ATTENTION_ENTRIES(NAME, T)                                                               \
+    ATTENTION_ENTRY_SET(attention_split_##NAME, rope_kv_write_##NAME, cached_attention_##NAME, T, T)
+// `<op>_cache_<CN>_<NAME>`: a cache of C.
+#define ATTENTION_ENTRIES_CACHE(NAME, T, CN, C)                                                  \
+    ATTENTION_ENTRY_SET(attention_split_cache_##CN##_##NAME, rope_kv_write_cache_##CN##_##NAME, \
+                        cached_attention_cache_##CN##_##NAME, T, C)
 CANDLE_ROCM_KEEP(bf16)(ATTENTION_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(ATTENTION_ENTRIES(f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES(f32, float))
+// f32 queries over a 16-bit cache
+CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES_CACHE(f32, float, f16, f16_t))
+CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES_CACHE(f32, float, bf16, bf16_t))
 CANDLE_ROCM_KEEP(f64)(ATTENTION_ENTRIES(f64, double))

@@ -303,14 +303,29 @@ pub const NORM: KernelModule = KernelModule {
 };
 
 /// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`), and a
-/// decode step's rotary embedding with its cache write (`rope_kv_write_<dtype>`).
+/// decode step's rotary embedding with its cache write (`rope_kv_write_<dtype>`); the cache in
+/// the queries' dtype, or a 16-bit cache under f32 queries (`<op>_cache_f16_f32`, `..._bf16_f32`).
 pub const ATTENTION: KernelModule = KernelModule {
     name: "attention",
     source: include_str!("attention.hip"),
-    groups: &[EntryGroup {
-        ops: &["cached_attention", "attention_split", "rope_kv_write"],
-        dtypes: &["bf16", "f16", "f32", "f64"],
-    }],
+    groups: &[
+        EntryGroup {
+            ops: &["cached_attention", "attention_split", "rope_kv_write"],
+            dtypes: &["bf16", "f16", "f32", "f64"],
+        },
+        // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>`
+        EntryGroup {
+            ops: &[
+                "cached_attention_cache_f16",
+                "attention_split_cache_f16",
+                "rope_kv_write_cache_f16",
+                "cached_attention_cache_bf16",
+                "attention_split_cache_bf16",
+                "rope_kv_write_cache_bf16",
+            ],
+            dtypes: &["f32"],
+        },
+    ],
 };
 
 /// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`

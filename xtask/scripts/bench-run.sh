@@ -122,10 +122,12 @@ if [ $gguf = 1 ]; then
       f="$work/llama-$shape-$ty.gguf"
       "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
         { echo "FAILED: writing $f"; continue; }
-      # quantized_llama on each backend; on ROCm also the static llama with a captured step
-      for peer in rocm cuda rocm-static; do
+      # quantized_llama on each backend; on ROCm also the static llama with a captured step,
+      # its KV cache in f32 and in f16 (llama.cpp's default)
+      for peer in rocm cuda rocm-static rocm-static-f16; do
         echo "== GGUF $shape $ty on $peer"
-        args=(--device "${peer%-static}"); [ "$peer" = rocm-static ] && args+=(--static)
+        args=(--device "${peer%%-*}")
+        case $peer in rocm-static) args+=(--static);; rocm-static-f16) args+=(--static --cache f16);; esac
         "$here/bin/candle-rocm-bench" gguf "${args[@]}" --file "$f" > "$work/gguf-$shape-$ty-$peer.json" &
         pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on $peer"; echo $pid > "$work/pid-gguf-$shape-$ty-$peer"
       done

@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use candle_core::quantized::gguf_file;
-use candle_core::Device;
+use candle_core::{DType, Device};
 
 use crate::gguf_chat::GgufChat;
 use crate::static_llama::{Decoder, StaticLlama};
@@ -202,16 +202,17 @@ pub fn quantized_llama(path: &Path, device: &Device, r: &CpuReference) -> DemoRe
 }
 
 /// The static llama of the same file on `device` along the reference's text, eagerly or
-/// (`captured`) replaying a captured decode step.
+/// (`captured`) replaying a captured decode step, its KV cache in `cache` (f32, f16 or bf16).
 pub fn static_llama(
     path: &Path,
     device: &Device,
     r: &CpuReference,
-    captured: bool,
+    (captured, cache): (bool, DType),
 ) -> DemoResult<Divergence> {
     let mut file = std::fs::File::open(path)?;
     let content = gguf_file::Content::read(&mut file)?;
-    let model = StaticLlama::from_gguf(&content, &mut file, device, r.max_len() + 1)?;
+    let model = StaticLlama::from_gguf(&content, &mut file, device, r.max_len() + 1)?
+        .with_cache_dtype(cache)?;
     let mut logits = Vec::new();
     for (prompt, tokens) in &r.texts {
         let first = *prompt.first().ok_or("an empty prompt")?;

@@ -238,11 +238,15 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
         ),
         (
             "static llama, eager",
-            kld::static_llama(path, gpu, &reference, false),
+            kld::static_llama(path, gpu, &reference, (false, candle_core::DType::F32)),
         ),
         (
             "static llama, captured step",
-            kld::static_llama(path, gpu, &reference, true),
+            kld::static_llama(path, gpu, &reference, (true, candle_core::DType::F32)),
+        ),
+        (
+            "  the same, f16 KV cache",
+            kld::static_llama(path, gpu, &reference, (true, candle_core::DType::F16)),
         ),
     ];
     let mut verdicts = Vec::new();
@@ -255,8 +259,8 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
         verdicts.push(verdict.unwrap_or_else(|e| (false, format!("error: {e}"))));
     }
     let static_rate = gguf_static_rate(path, gpu, &prompt)?;
-    let [(q_ok, q_detail), (eager_ok, eager_detail), (captured_ok, captured_detail)] =
-        <[(bool, String); 3]>::try_from(verdicts).map_err(|_| "three KL runs")?;
+    let [(q_ok, q_detail), (eager_ok, eager_detail), (captured_ok, captured_detail), (f16_ok, f16_detail)] =
+        <[(bool, String); 4]>::try_from(verdicts).map_err(|_| "four KL runs")?;
     Ok(vec![
         Check {
             name: "GGUF LLM: quantized_llama on the GPU is as close to the CPU as the CPU is to itself (KL divergence)",
@@ -282,6 +286,11 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
             detail: format!(
                 "{captured_detail}; decode {static_rate:.1} tokens/s replaying the step (quantized_llama: {decode_rate:.1})"
             ),
+        },
+        Check {
+            name: "GGUF LLM as the static llama, captured, with an f16 KV cache: as close to the CPU as the CPU is to itself",
+            passed: f16_ok,
+            detail: f16_detail,
         },
     ])
 }

@@ -202,6 +202,8 @@ pub struct StaticLlama {
     rope_interleaved: bool,
     /// The norms' epsilon (the fused decode step's norms).
     eps: f32,
+    /// The KV cache's dtype (f32, or f16/bf16: half the bytes, values rounded as stored).
+    cache_dtype: DType,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -248,8 +250,8 @@ fn rotary_tables(
     Ok((angles.cos()?, angles.sin()?))
 }
 
-/// One sequence: its KV cache (f32, `[1, kv_heads, max_len, head_dim]` a layer) and the
-/// step's inputs, which each step rewrites in place for the next.
+/// One sequence: its KV cache (`[1, kv_heads, max_len, head_dim]` a layer, in the model's
+/// cache dtype) and the step's inputs, which each step rewrites in place for the next.
 pub struct DecodeState {
     k: Vec<Tensor>,
     v: Vec<Tensor>,
@@ -390,6 +392,7 @@ impl StaticLlama {
             fused_attention: true,
             rope_interleaved: false,
             eps: config.rms_norm_eps as f32,
+            cache_dtype: DType::F32,
         })
     }
 
@@ -521,6 +524,7 @@ impl StaticLlama {
             q_prescaled: false,
             fused_attention: true,
             rope_interleaved: true,
+            cache_dtype: DType::F32,
         })
     }
 
@@ -532,13 +536,28 @@ impl StaticLlama {
         self
     }
 
+    /// The KV cache in `dtype`: f32 (the default), or f16/bf16 (as llama.cpp's f16 cache:
+    /// half the bytes, keys and values rounded as they are stored; attention still in f32).
+    pub fn with_cache_dtype(mut self, dtype: DType) -> Result<Self> {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            candle_core::bail!("static llama: a KV cache of {dtype:?}: f32, f16 or bf16")
+        }
+        self.cache_dtype = dtype;
+        Ok(self)
+    }
+
+    /// The KV cache's dtype.
+    pub fn cache_dtype(&self) -> DType {
+        self.cache_dtype
+    }
+
     /// A new sequence: an empty cache, position 0, token `first`.
     pub fn new_state(&self, first: u32) -> Result<DecodeState> {
         let dev = &self.device;
         let cache = || {
             Tensor::zeros(
                 (1, self.kv_heads, self.max_len, self.head_dim),
-                DType::F32,
+                self.cache_dtype,
                 dev,
             )
         };
@@ -681,8 +700,8 @@ impl StaticLlama {
                 }
                 _ => candle_core::bail!("static llama: q/k/v as one or three projections"),
             };
-            state.k[n].scatter_set(&slot, &k, 2)?;
-            state.v[n].scatter_set(&slot, &v, 2)?;
+            state.k[n].scatter_set(&slot, &k.to_dtype(self.cache_dtype)?, 2)?;
+            state.v[n].scatter_set(&slot, &v.to_dtype(self.cache_dtype)?, 2)?;
             let y = match &mask {
                 // Query head h reads kv head h / group, as the llama's repeat_kv has it.
                 None => cached_attention(
@@ -694,7 +713,8 @@ impl StaticLlama {
                 )?,
                 Some(mask) => {
                     let q = q.reshape((1, kv_heads, group * t, hd))?;
-                    let scores = q.matmul(&state.k[n].t()?)?;
+                    // the gemms in f32 (a 16-bit cache widened: the values it stored)
+                    let scores = q.matmul(&state.k[n].to_dtype(DType::F32)?.t()?)?;
                     let scores = if self.q_prescaled {
                         scores
                     } else {
@@ -705,7 +725,7 @@ impl StaticLlama {
                         .broadcast_add(mask)?;
                     candle_nn::ops::softmax_last_dim(&scores)?
                         .reshape((1, kv_heads, group * t, max))?
-                        .matmul(&state.v[n])?
+                        .matmul(&state.v[n].to_dtype(DType::F32)?)?
                 }
             };
             let y = y

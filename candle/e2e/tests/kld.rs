@@ -1,13 +1,14 @@
 //! The decode issue's correctness measure on the real SmolLM2 GGUF (GPU test): along the CPU's
 //! own greedy continuations of several prompts (512 positions), candle-transformers'
 //! `quantized_llama` on `Device::Rocm` and the static llama (eager and with its decode step
-//! captured) must be as close to the CPU as the CPU is to itself: mean KL divergence within
+//! captured; captured again with an f16 KV cache) must be as close to the CPU as the CPU is to
+//! itself: mean KL divergence within
 //! 1.5x the CPU's own, top-1 agreement at most 1 point below it (`candle_rocm_e2e::kld`).
 //! The file comes from `CANDLE_ROCM_SMOLLM2_GGUF` (the GPU pack's run.sh joins and exports it);
 //! without it the test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use candle_rocm_e2e::kld;
 
 #[test]
@@ -28,11 +29,15 @@ fn gguf_models_on_the_gpu_are_as_close_to_the_cpu_as_the_cpu_is_to_itself() {
         ),
         (
             "static llama, eager",
-            kld::static_llama(&path, &gpu, &reference, false),
+            kld::static_llama(&path, &gpu, &reference, (false, DType::F32)),
         ),
         (
             "static llama, captured",
-            kld::static_llama(&path, &gpu, &reference, true),
+            kld::static_llama(&path, &gpu, &reference, (true, DType::F32)),
+        ),
+        (
+            "static llama, captured, f16 KV cache",
+            kld::static_llama(&path, &gpu, &reference, (true, DType::F16)),
         ),
     ] {
         let (passed, detail) = kld::within(&run.unwrap(), &own);

@@ -240,6 +240,38 @@ fn same_dtype(
     }
 }
 
+/// The attention family's op name for queries of `dtype` over a cache of `cache` dtype (both
+/// caches alike): the queries' own dtype, or a 16-bit float cache under f32 queries
+/// (`<op>_cache_f16`, `<op>_cache_bf16`); else a typed error.
+fn cache_op(
+    op: &'static str,
+    dtype: DType,
+    (k_name, k): (&str, &Operand<'_>),
+    (v_name, v): (&str, &Operand<'_>),
+) -> Result<&'static str> {
+    same_dtype(op, (k_name, k), &[(v_name, v)])?;
+    let cache = k.dtype;
+    match (dtype, cache) {
+        (q, c) if q == c => Ok(op),
+        (DType::F32, DType::F16) => Ok(match op {
+            "cached_attention" => "cached_attention_cache_f16",
+            "attention_split" => "attention_split_cache_f16",
+            _ => "rope_kv_write_cache_f16",
+        }),
+        (DType::F32, DType::BF16) => Ok(match op {
+            "cached_attention" => "cached_attention_cache_bf16",
+            "attention_split" => "attention_split_cache_bf16",
+            _ => "rope_kv_write_cache_bf16",
+        }),
+        _ => Err(Error::DTypeMismatch {
+            op,
+            detail: format!(
+                "queries of {dtype} over a cache of {cache}: the cache is the queries' dtype, or f16/bf16 under f32"
+            ),
+        }),
+    }
+}
+
 /// (rows, row length) of a layout whose last dim is the row.
 fn rows_of(op: &'static str, l: &Layout) -> Result<(u64, u64)> {
     let Some(&len) = l.dims.last() else {
@@ -488,8 +520,9 @@ pub enum AttentionMask<'a> {
 /// head_dim]` with `heads` a multiple of `kv_heads` (query head h reads kv head
 /// `h / (heads / kv_heads)`, as grouped-query attention's repeated kv heads have it). `mask`
 /// picks the positions each query sees. The output is `[batch, heads, queries, head_dim]` in
-/// q's dtype; scores, softmax and sums are f32 for bf16/f16 (f64 for f64). Heads of up to
-/// 256 elements.
+/// q's dtype; scores, softmax and sums are f32 for bf16/f16 (f64 for f64). The cache is in q's
+/// dtype, or f16/bf16 under f32 queries (half the bytes; values widened to f32 as read). Heads of
+/// up to 256 elements.
 pub fn cached_attention(
     device: &Device,
     q: Operand<'_>,
@@ -525,7 +558,8 @@ pub fn cached_attention_via(
     use kernels::attention as abi;
     let dtype = q.dtype;
     check_float(OP, dtype)?;
-    same_dtype(OP, ("q", &q), &[("k", &k), ("v", &v)])?;
+    let attention_op = cache_op(OP, dtype, ("k", &k), ("v", &v))?;
+    let split_op = cache_op("attention_split", dtype, ("k", &k), ("v", &v))?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
     let dims4 = |name: &str, x: &Operand<'_>| -> Result<[usize; 4]> {
         <[usize; 4]>::try_from(x.layout.dims.as_slice()).map_err(|_| {
@@ -632,7 +666,7 @@ pub fn cached_attention_via(
         .push(scale)
         .push(mode);
     if partial.is_some() {
-        let f = device.kernel(&kernels::ATTENTION, "attention_split", dtype.as_str())?;
+        let f = device.kernel(&kernels::ATTENTION, split_op, dtype.as_str())?;
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
             block: [abi::SPLIT_THREADS, 1, 1],
@@ -640,7 +674,7 @@ pub fn cached_attention_via(
         };
         return device.launch(&f, config, &mut args).map(|()| out);
     }
-    let f = device.kernel(&kernels::ATTENTION, "cached_attention", dtype.as_str())?;
+    let f = device.kernel(&kernels::ATTENTION, attention_op, dtype.as_str())?;
     let config = LaunchConfig {
         grid: [fit("rows", rows)?, 1, 1],
         block: [abi::BLOCK, 1, 1],
@@ -665,7 +699,8 @@ pub struct KvCache<'a> {
 /// cache's length) are the rotary tables. Returns q roped, `[heads, t, head_dim]`; writes k
 /// roped and v into the caches' rows at the positions (a position past the cache writes
 /// nothing and leaves its q unrotated). Pairs are (2i, 2i + 1) with `interleaved` (candle-nn's `rope_i`), else (i, i +
-/// head_dim / 2) (`rope`).
+/// head_dim / 2) (`rope`). The caches are in qkv's dtype, or f16/bf16 under f32 (k roped in f32,
+/// rounded to f32 and then to the cache's dtype, as a cast of the roped k would be).
 pub fn rope_kv_write(
     device: &Device,
     qkv: Operand<'_>,
@@ -679,16 +714,8 @@ pub fn rope_kv_write(
     let dtype = qkv.dtype;
     check_float(OP, dtype)?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
-    same_dtype(
-        OP,
-        ("qkv", &qkv),
-        &[
-            ("cos", &cos),
-            ("sin", &sin),
-            ("k_cache", &cache.k),
-            ("v_cache", &cache.v),
-        ],
-    )?;
+    same_dtype(OP, ("qkv", &qkv), &[("cos", &cos), ("sin", &sin)])?;
+    let rope_op = cache_op(OP, dtype, ("k_cache", &cache.k), ("v_cache", &cache.v))?;
     // [kv_heads, cache_len, head_dim] after leading dims of 1
     let cache_dims = |x: &Operand<'_>| -> Option<[usize; 3]> {
         let d = &x.layout.dims;
@@ -766,7 +793,11 @@ pub fn rope_kv_write(
         .push(fit("head_dim", head_dim)?)
         .push(fit("cache_len", cache_len)?)
         .push(u32::from(interleaved));
-    device.launch_elements((&kernels::ATTENTION, OP, dtype.as_str()), items, &mut args)?;
+    device.launch_elements(
+        (&kernels::ATTENTION, rope_op, dtype.as_str()),
+        items,
+        &mut args,
+    )?;
     Ok(out)
 }
 

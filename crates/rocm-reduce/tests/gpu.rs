@@ -505,6 +505,108 @@ fn cached_attention_matches_the_unfused_ops() {
 }
 
 #[test]
+fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
+    // f32 queries over an f16 or bf16 cache: the f32 attention over the cache's values (each
+    // widened exactly), both forms, the masks of a decode step and of a prompt; f16 queries
+    // over an f32 cache are a typed error
+    let d = device();
+    let shapes = [
+        (1usize, 32usize, 8usize, 1usize, 512usize, 128usize),
+        (2, 6, 2, 3, 700, 80),
+        (3, 3, 3, 1, 257, 7),
+    ];
+    let mut checked = 0;
+    for cache in [DType::F16, DType::BF16] {
+        for (n, &(b, heads, kv, t, len, hd)) in shapes.iter().enumerate() {
+            let seed = 300 + n as u64;
+            let q = tensor(
+                &random(DType::F32, b * heads * t * hd, -2.0, 2.0, seed),
+                DType::F32,
+                &[b, heads, t, hd],
+            );
+            let k = tensor(
+                &random(cache, b * kv * len * hd, -2.0, 2.0, seed + 1),
+                cache,
+                &[b, kv, len, hd],
+            );
+            let v = tensor(
+                &random(cache, b * kv * len * hd, -3.0, 3.0, seed + 2),
+                cache,
+                &[b, kv, len, hd],
+            );
+            let (qb, kb, vb) = (upload(&d, &q), upload(&d, &k), upload(&d, &v));
+            let (ql, kl) = (layout_of(&q), layout_of(&k));
+            let scale = 1.0 / (hd as f64).sqrt();
+            let positions: Vec<u32> = (0..t).map(|i| (len / 2 + 5 * i) as u32).collect();
+            let pos_t = Tensor::new(positions.as_slice(), &candle_core::Device::Cpu).unwrap();
+            let (pb, pl) = (upload(&d, &pos_t), layout_of(&pos_t));
+            let masks = [
+                (
+                    "causal",
+                    rr::AttentionMask::Causal,
+                    (0..t).map(|i| len - t + i).collect::<Vec<_>>(),
+                ),
+                (
+                    "positions",
+                    rr::AttentionMask::Positions(O::new(&pb, DType::U32, &pl)),
+                    positions.iter().map(|&p| p as usize).collect(),
+                ),
+            ];
+            let paths = [rr::AttentionPath::OneBlockARow, rr::AttentionPath::Split];
+            for (name, mask, last) in masks {
+                for path in paths {
+                    let got = rr::cached_attention_via(
+                        &d,
+                        (
+                            O::new(&qb, DType::F32, &ql),
+                            O::new(&kb, cache, &kl),
+                            O::new(&vb, cache, &kl),
+                        ),
+                        mask,
+                        scale as f32,
+                        path,
+                    )
+                    .unwrap_or_else(|e| panic!("{cache} cache {name} {path:?} case {n}: {e}"));
+                    let want = attention_reference(&q, &k, &v, scale as f32 as f64, &last)
+                        .to_dtype(C::F32)
+                        .unwrap();
+                    // the f32 queries' slack of cached_attention_matches_the_unfused_ops
+                    compare(&download(&d, &got), &bytes_of(&want), DType::F32, 64.0)
+                        .unwrap_or_else(|e| panic!("{cache} cache {name} {path:?} case {n}: {e}"));
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 3 * 2 * 2);
+    // f16 queries over an f32 cache, and f32 queries over caches of two dtypes: typed errors
+    let buf = d.alloc(1 << 16).unwrap();
+    let (ql, kl) = (
+        Layout::contiguous(&[1, 2, 1, 16]),
+        Layout::contiguous(&[1, 2, 8, 16]),
+    );
+    for (qd, kd, vd) in [
+        (DType::F16, DType::F32, DType::F32),
+        (DType::F32, DType::F16, DType::BF16),
+        (DType::BF16, DType::F16, DType::F16),
+    ] {
+        let e = rr::cached_attention(
+            &d,
+            O::new(&buf, qd, &ql),
+            O::new(&buf, kd, &kl),
+            O::new(&buf, vd, &kl),
+            rr::AttentionMask::None,
+            1.0,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::DTypeMismatch { .. }),
+            "{qd} {kd} {vd}: {e}"
+        );
+    }
+}
+
+#[test]
 fn cached_attention_rejects_bad_input_with_typed_errors() {
     let d = device();
     let f32s = |dims: &[usize]| {
@@ -662,17 +764,25 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
     let width = (heads + 2 * kv_heads) * hd;
     let half = hd / 2;
     let mut checked = 0;
-    for dtype in [DType::F32, DType::F16] {
+    // (qkv's dtype, the caches'): one dtype, or a 16-bit cache under f32
+    let dtypes = [
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::F32, DType::F16),
+        (DType::F32, DType::BF16),
+    ];
+    for (dtype, cache) in dtypes {
         for positions in [vec![4u32], vec![1, 5, 6]] {
             for interleaved in [true, false] {
                 let t = positions.len();
                 let qkv = values(&random(dtype, t * width, -2.0, 2.0, 3), dtype);
                 let cos = values(&random(dtype, max_len * half, -1.0, 1.0, 4), dtype);
                 let sin = values(&random(dtype, max_len * half, -1.0, 1.0, 5), dtype);
-                let up = |v: &[f64], dims: &[usize]| {
+                let up_as = |v: &[f64], dims: &[usize], to: DType| {
                     let t = Tensor::from_vec(v.to_vec(), dims, &candle_core::Device::Cpu).unwrap();
-                    upload(&d, &t.to_dtype(cdtype(dtype)).unwrap())
+                    upload(&d, &t.to_dtype(cdtype(to)).unwrap())
                 };
+                let up = |v: &[f64], dims: &[usize]| up_as(v, dims, dtype);
                 let sentinel = vec![7.0f64; kv_heads * cache_len * hd];
                 let (qb, cb, sb) = (
                     up(&qkv, &[t, width]),
@@ -680,8 +790,8 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     up(&sin, &[max_len, half]),
                 );
                 let (kb, vb) = (
-                    up(&sentinel, &[kv_heads * cache_len * hd]),
-                    up(&sentinel, &[kv_heads * cache_len * hd]),
+                    up_as(&sentinel, &[kv_heads * cache_len * hd], cache),
+                    up_as(&sentinel, &[kv_heads * cache_len * hd], cache),
                 );
                 let pb = d.htod(&positions).unwrap();
                 let (ql, csl, pl) = (
@@ -696,8 +806,8 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     (O::new(&cb, dtype, &csl), O::new(&sb, dtype, &csl)),
                     O::new(pb.as_buffer(), DType::U32, &pl),
                     rr::KvCache {
-                        k: O::new(&kb, dtype, &cache_l),
-                        v: O::new(&vb, dtype, &cache_l),
+                        k: O::new(&kb, cache, &cache_l),
+                        v: O::new(&vb, cache, &cache_l),
                     },
                     heads,
                     interleaved,
@@ -705,8 +815,8 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                 .unwrap();
                 let (q, k, v) = (
                     values(&download(&d, &q), dtype),
-                    values(&download(&d, &kb), dtype),
-                    values(&download(&d, &vb), dtype),
+                    values(&download(&d, &kb), cache),
+                    values(&download(&d, &vb), cache),
                 );
                 let (mut want_q, mut want_k, mut want_v) = (
                     vec![0.0; heads * t * hd],
@@ -741,14 +851,22 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                         }
                     }
                 }
-                let tol = if dtype == DType::F32 { 1e-6 } else { 4e-3 };
-                for (what, got, want) in
-                    [("q", &q, &want_q), ("k", &k, &want_k), ("v", &v, &want_v)]
-                {
+                // one rounding of the result to its dtype (and of k to the f32 rotation first):
+                // half a unit in the last place, doubled for the f32 rotation's own rounding
+                let tol = |dt: DType| match dt {
+                    DType::F32 => 1e-6,
+                    DType::F16 => 4e-3,
+                    _ => 8e-3,
+                };
+                for (what, got, want, dt) in [
+                    ("q", &q, &want_q, dtype),
+                    ("k", &k, &want_k, cache),
+                    ("v", &v, &want_v, cache),
+                ] {
                     for (j, (g, w)) in got.iter().zip(want.iter()).enumerate() {
                         assert!(
-                            (g - w).abs() <= tol * w.abs().max(1.0),
-                            "{dtype} positions {positions:?} interleaved {interleaved}: {what}[{j}] {g} vs {w}"
+                            (g - w).abs() <= tol(dt) * w.abs().max(1.0),
+                            "{dtype} over a {cache} cache, positions {positions:?} interleaved {interleaved}: {what}[{j}] {g} vs {w}"
                         );
                     }
                 }

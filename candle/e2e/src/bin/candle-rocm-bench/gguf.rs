@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use candle_core::quantized::{gguf_file, GgmlDType, QStorage, QTensor};
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use candle_rocm_e2e::{peak_memory, SplitMix64};
 use candle_transformers::models::quantized_llama::ModelWeights;
 
@@ -389,17 +389,19 @@ fn profiler_range(start: bool) {
 
 /// The same file through the static llama (`StaticLlama::from_gguf`): the prompt in one pass,
 /// then `decode` greedy tokens by replaying one captured step, each token read back. Median of
-/// 3 sequences after a warm-up one (which loads the kernels and captures nothing).
+/// 3 sequences after a warm-up one (which loads the kernels and captures nothing). `cache`: the
+/// KV cache's dtype.
 pub fn run_static(
     path: &Path,
     device: &Device,
-    prompt: usize,
-    decode: usize,
+    (prompt, decode): (usize, usize),
+    cache: DType,
 ) -> DemoResult<serde_json::Value> {
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
     let (mut file, content, vocab) = open_gguf(path)?;
     let t = Instant::now();
-    let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?;
+    let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?
+        .with_cache_dtype(cache)?;
     device.synchronize()?;
     let load_s = t.elapsed().as_secs_f64();
     let tokens = prompt_tokens(vocab, prompt);
@@ -426,6 +428,7 @@ pub fn run_static(
     Ok(serde_json::json!({
         "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
         "model": "static llama, captured step",
+        "kv_cache": format!("{cache:?}").to_lowercase(),
         "load_s": load_s,
         "prompt": prompt,
         "decode": decode,

@@ -176,7 +176,13 @@ fn run(args: &[String]) -> DemoResult<()> {
                 return gguf::profile(path, &open(device)?, (prompt, decode), quantized_llama);
             }
             let mut result = if args.iter().any(|a| a == "--static") {
-                gguf::run_static(path, &open(device)?, prompt, decode)?
+                let cache = match flag_value(args, "--cache").unwrap_or("f32") {
+                    "f32" => candle_core::DType::F32,
+                    "f16" => candle_core::DType::F16,
+                    "bf16" => candle_core::DType::BF16,
+                    other => return Err(format!("--cache {other}: f32, f16 or bf16").into()),
+                };
+                gguf::run_static(path, &open(device)?, (prompt, decode), cache)?
             } else {
                 gguf::run(path, &open(device)?, prompt, decode)?
             };

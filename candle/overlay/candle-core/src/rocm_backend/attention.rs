@@ -21,8 +21,9 @@ pub enum CacheMask<'a> {
 /// `q` `[batch, heads, queries, head_dim]` over `k` and `v` `[batch, kv_heads, cache_len,
 /// head_dim]` (`heads` a multiple of `kv_heads`; query head h reads kv head
 /// `h / (heads / kv_heads)`), every tensor on one ROCm device; the output has q's shape and
-/// dtype (bf16, f16, f32 or f64; scores and sums in f32 for the 16-bit dtypes). Heads of up
-/// to 256 elements.
+/// dtype (bf16, f16, f32 or f64; scores and sums in f32 for the 16-bit dtypes). k and v are in
+/// q's dtype, or f16/bf16 under f32 queries (a cache of half the bytes). Heads of up to 256
+/// elements.
 pub fn cached_attention(
     q: &Tensor,
     k: &Tensor,
@@ -88,8 +89,8 @@ pub fn cached_attention(
 /// (u32 `[t]`, read on the device); `cos` and `sin` (`[max_len, head_dim / 2]`) are the rotary
 /// tables; `k_cache` and `v_cache` (`[1, kv_heads, cache_len, head_dim]`, contiguous) receive
 /// k roped and v at the positions, in place. Returns q roped, `[1, heads, t, head_dim]`. Pairs
-/// as candle-nn's `rope_i` (`interleaved`) or `rope`. One dtype for all; every tensor on one
-/// ROCm device. No gradient.
+/// as candle-nn's `rope_i` (`interleaved`) or `rope`. One dtype for all, except that the caches
+/// may be f16/bf16 under an f32 `qkv`; every tensor on one ROCm device. No gradient.
 #[allow(clippy::too_many_arguments)]
 pub fn rope_kv_write(
     qkv: &Tensor,
