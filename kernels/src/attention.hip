@@ -160,7 +160,10 @@ DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* 
 //   ATTN_SPLIT_UNROLL keys before it multiplies; the group's sum by shuffles;
 // - weights x v: thread (group g, pack p) adds keys g, g + groups, ... at the pack's dims,
 //   ATTN_SPLIT_UNROLL rows loaded at once; the groups' sums are added in order at the end.
-#define ATTN_SPLIT_THREADS 128
+// 256 threads: every key of a run scored in one round of loads (8 warps, 8 keys each); at the
+// 8B llama's decode shape 12.6 us a launch against 14.4 with 128 (runs of 64 and 8 loads in
+// flight a lane remain the best: bench/results/2026-11-26-h100-split-attention-lab.md)
+#define ATTN_SPLIT_THREADS 256
 #define ATTN_SPLIT_KEYS 64
 #define ATTN_SPLIT_UNROLL 8
 

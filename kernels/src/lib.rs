@@ -342,7 +342,7 @@ pub mod attention {
     /// Query i sees positions `0..=positions[i]` (a u32 tensor on the device).
     pub const MODE_POSITIONS: u32 = 2;
     /// Threads a block of the split form (`attention_split`): built for exactly this many.
-    pub const SPLIT_THREADS: u32 = 128;
+    pub const SPLIT_THREADS: u32 = 256;
     /// Cache positions a block of the split form takes.
     pub const SPLIT_KEYS: u32 = 64;
 }
