@@ -32,6 +32,44 @@ __device__ __forceinline__ float dot_regs(const QSub& w, const QBytes16& lo, con
     return dots + d * (w.b[0] * (float)s0 + w.b[1] * (float)s1);
 }
 
+
+// acc[r] += the dot of sub-block s of weight rows j0 + r (those below n) with x's sub-block.
+template <typename Q, int R>
+__device__ __forceinline__ void rows_dot(const u8* w, u64 total, u64 row_blocks, u64 j0, u64 n, u32 s, const QBytes16& xl,
+                                         const QBytes16& xh, uint2 xr, float* acc) {
+    const u32 blk = s / Q::SUBS;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        if (j0 + r < n) {
+            QSub sw;
+            Q::sub(q_block<Q>(w, total, (j0 + r) * row_blocks + blk), (int)(s - blk * Q::SUBS), sw);
+            acc[r] += dot_regs<Q>(sw, xl, xh, xr);
+        }
+    }
+}
+
+// Each row's warp sum stored by lane 0.
+template <int R>
+__device__ __forceinline__ void store_rows(float* acc, float* y, u64 j0, u64 n, u32 lane) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0 && j0 + r < n) y[j0 + r] = v;
+    }
+}
+
+// x's q8 form into shared memory: the sub-blocks' first halves, their second halves, their records.
+__device__ __forceinline__ void stage_x(const u8* xq, u64 k, QBytes16* lo, QBytes16* hi, uint2* rec) {
+    for (u32 s = threadIdx.x; s < (u32)(k / 32); s += blockDim.x) {
+        const QBytes16* src = (const QBytes16*)(xq + (u64)s * 32);
+        lo[s] = src[0];
+        hi[s] = src[1];
+        rec[s] = ((const uint2*)(xq + k))[s];
+    }
+    __syncthreads();
+}
+
 template <typename Q>
 __global__ void mv_base(const u8* w, u64 total, const u8* xq, float* y, u64 n, u64 k) {
     matvec_q8<Q, 1>(w, total, xq, y, n, k, 1u, 1u);
@@ -45,16 +83,9 @@ template <typename Q, int R, int U>
 __global__ void mv_smem(const u8* w, u64 total, const u8* xq, float* y, u64 n, u64 k) {
     extern __shared__ QBytes16 sh[];
     const u32 subs = (u32)(k / 32);
-    QBytes16* lo = sh;
-    QBytes16* hi = sh + subs;
+    QBytes16 *lo = sh, *hi = sh + subs;
     uint2* rec = (uint2*)(sh + 2 * subs);
-    for (u32 s = threadIdx.x; s < subs; s += blockDim.x) {
-        const QBytes16* src = (const QBytes16*)(xq + (u64)s * 32);
-        lo[s] = src[0];
-        hi[s] = src[1];
-        rec[s] = ((const uint2*)(xq + k))[s];
-    }
-    __syncthreads();
+    stage_x(xq, k, lo, hi, rec);
     const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const u64 row_blocks = k / Q::BLOCK;
     for (u64 j0 = ((u64)blockIdx.x * warps + warp) * R; j0 < n; j0 += (u64)gridDim.x * warps * R) {
@@ -63,24 +94,9 @@ __global__ void mv_smem(const u8* w, u64 total, const u8* xq, float* y, u64 n, u
         for (int r = 0; r < R; ++r) acc[r] = 0.0f;
 #pragma unroll U
         for (u32 s = lane; s < subs; s += 32) {
-            const u32 blk = s / Q::SUBS;
-            const QBytes16 xl = lo[s], xh = hi[s];
-            const uint2 xr = rec[s];
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                if (j0 + r < n) {
-                    QSub sw;
-                    Q::sub(q_block<Q>(w, total, (j0 + r) * row_blocks + blk), (int)(s - blk * Q::SUBS), sw);
-                    acc[r] += dot_regs<Q>(sw, xl, xh, xr);
-                }
-            }
+            rows_dot<Q, R>(w, total, row_blocks, j0, n, s, lo[s], hi[s], rec[s], acc);
         }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            float v = acc[r];
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0 && j0 + r < n) y[j0 + r] = v;
-        }
+        store_rows<R>(acc, y, j0, n, lane);
     }
 }
 
@@ -97,25 +113,10 @@ __global__ void mv_glob(const u8* w, u64 total, const u8* xq, float* y, u64 n, u
         for (int r = 0; r < R; ++r) acc[r] = 0.0f;
 #pragma unroll U
         for (u32 s = lane; s < subs; s += 32) {
-            const u32 blk = s / Q::SUBS;
             const QBytes16* src = (const QBytes16*)(xq + (u64)s * 32);
-            const QBytes16 xl = src[0], xh = src[1];
-            const uint2 xr = ((const uint2*)meta)[s];
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                if (j0 + r < n) {
-                    QSub sw;
-                    Q::sub(q_block<Q>(w, total, (j0 + r) * row_blocks + blk), (int)(s - blk * Q::SUBS), sw);
-                    acc[r] += dot_regs<Q>(sw, xl, xh, xr);
-                }
-            }
+            rows_dot<Q, R>(w, total, row_blocks, j0, n, s, src[0], src[1], ((const uint2*)meta)[s], acc);
         }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            float v = acc[r];
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0 && j0 + r < n) y[j0 + r] = v;
-        }
+        store_rows<R>(acc, y, j0, n, lane);
     }
 }
 
@@ -125,16 +126,9 @@ template <typename Q, int U>
 __global__ void mv_half(const u8* w, u64 total, const u8* xq, float* y, u64 n, u64 k) {
     extern __shared__ QBytes16 sh[];
     const u32 subs = (u32)(k / 32);
-    QBytes16* lo = sh;
-    QBytes16* hi = sh + subs;
+    QBytes16 *lo = sh, *hi = sh + subs;
     uint2* rec = (uint2*)(sh + 2 * subs);
-    for (u32 s = threadIdx.x; s < subs; s += blockDim.x) {
-        const QBytes16* src = (const QBytes16*)(xq + (u64)s * 32);
-        lo[s] = src[0];
-        hi[s] = src[1];
-        rec[s] = ((const uint2*)(xq + k))[s];
-    }
-    __syncthreads();
+    stage_x(xq, k, lo, hi, rec);
     const u32 lane = threadIdx.x % 16, half = (threadIdx.x / 16) % 2, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     const u64 row_blocks = k / Q::BLOCK;
     for (u64 j0 = ((u64)blockIdx.x * warps + warp) * 2; j0 < n; j0 += (u64)gridDim.x * warps * 2) {
@@ -176,18 +170,8 @@ __global__ void mv_tile(const u8* w, u64 total, const u8* xq, float* y, u64 n, u
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     for (u32 s = t; s < subs; s += TPR) {
-        const u32 blk = s / Q::SUBS;
         const QBytes16* src = (const QBytes16*)(xq + (u64)s * 32);
-        const QBytes16 xl = src[0], xh = src[1];
-        const uint2 xr = ((const uint2*)meta)[s];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            if (j0 + r < n) {
-                QSub sw;
-                Q::sub(q_block<Q>(w, total, (j0 + r) * row_blocks + blk), (int)(s - blk * Q::SUBS), sw);
-                acc[r] += dot_regs<Q>(sw, xl, xh, xr);
-            }
-        }
+        rows_dot<Q, R>(w, total, row_blocks, j0, n, s, src[0], src[1], ((const uint2*)meta)[s], acc);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {

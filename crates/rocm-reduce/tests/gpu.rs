@@ -400,6 +400,27 @@ fn attention_reference(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, last: &[u
         .unwrap()
 }
 
+/// Seeded q `[b, heads, t, hd]` of `q_dtype` and k, v `[b, kv, len, hd]` of `cache`.
+fn attention_inputs(
+    (q_dtype, cache): (DType, DType),
+    (b, heads, kv, t, len, hd): (usize, usize, usize, usize, usize, usize),
+    seed: u64,
+) -> (Tensor, Tensor, Tensor) {
+    let q = tensor(
+        &random(q_dtype, b * heads * t * hd, -2.0, 2.0, seed),
+        q_dtype,
+        &[b, heads, t, hd],
+    );
+    let kv_of = |lo: f32, hi: f32, seed: u64| {
+        tensor(
+            &random(cache, b * kv * len * hd, lo, hi, seed),
+            cache,
+            &[b, kv, len, hd],
+        )
+    };
+    (q, kv_of(-2.0, 2.0, seed + 1), kv_of(-3.0, 3.0, seed + 2))
+}
+
 #[test]
 fn cached_attention_matches_the_unfused_ops() {
     let d = device();
@@ -416,22 +437,8 @@ fn cached_attention_matches_the_unfused_ops() {
     let mut checked = 0;
     for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
         for (n, &(b, heads, kv, t, len, hd)) in shapes.iter().enumerate() {
-            let seed = 100 + n as u64;
-            let q = tensor(
-                &random(dtype, b * heads * t * hd, -2.0, 2.0, seed),
-                dtype,
-                &[b, heads, t, hd],
-            );
-            let k = tensor(
-                &random(dtype, b * kv * len * hd, -2.0, 2.0, seed + 1),
-                dtype,
-                &[b, kv, len, hd],
-            );
-            let v = tensor(
-                &random(dtype, b * kv * len * hd, -3.0, 3.0, seed + 2),
-                dtype,
-                &[b, kv, len, hd],
-            );
+            let (q, k, v) =
+                attention_inputs((dtype, dtype), (b, heads, kv, t, len, hd), 100 + n as u64);
             let (qb, kb, vb) = (upload(&d, &q), upload(&d, &k), upload(&d, &v));
             let (ql, kl) = (layout_of(&q), layout_of(&k));
             let scale = 1.0 / (hd as f64).sqrt();
@@ -518,21 +525,10 @@ fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
     let mut checked = 0;
     for cache in [DType::F16, DType::BF16] {
         for (n, &(b, heads, kv, t, len, hd)) in shapes.iter().enumerate() {
-            let seed = 300 + n as u64;
-            let q = tensor(
-                &random(DType::F32, b * heads * t * hd, -2.0, 2.0, seed),
-                DType::F32,
-                &[b, heads, t, hd],
-            );
-            let k = tensor(
-                &random(cache, b * kv * len * hd, -2.0, 2.0, seed + 1),
-                cache,
-                &[b, kv, len, hd],
-            );
-            let v = tensor(
-                &random(cache, b * kv * len * hd, -3.0, 3.0, seed + 2),
-                cache,
-                &[b, kv, len, hd],
+            let (q, k, v) = attention_inputs(
+                (DType::F32, cache),
+                (b, heads, kv, t, len, hd),
+                300 + n as u64,
             );
             let (qb, kb, vb) = (upload(&d, &q), upload(&d, &k), upload(&d, &v));
             let (ql, kl) = (layout_of(&q), layout_of(&k));
