@@ -148,7 +148,8 @@ DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* 
 }
 
 // Split over the cache (flash-decoding), for few query rows over a long cache: one block of
-// ATTN_SPLIT_THREADS threads per (row, run of ATTN_SPLIT_KEYS cache positions) writes the run's
+// whole warps, up to ATTN_SPLIT_THREADS threads, per (row, run of ATTN_SPLIT_KEYS cache
+// positions) writes the run's
 // max score, its sum of exp(score - max) and its weighted sum of v rows to `partial` ((rows,
 // splits, head_dim + 2) in the accumulator type); the last of a row's blocks to finish (by a
 // ticket, see attn_combine_runs) rescales the runs to their common max and sums them in order
@@ -160,9 +161,10 @@ DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* 
 //   ATTN_SPLIT_UNROLL keys before it multiplies; the group's sum by shuffles;
 // - weights x v: thread (group g, pack p) adds keys g, g + groups, ... at the pack's dims,
 //   ATTN_SPLIT_UNROLL rows loaded at once; the groups' sums are added in order at the end.
-// 256 threads: every key of a run scored in one round of loads (8 warps, 8 keys each); at the
-// 8B llama's decode shape 12.6 us a launch against 14.4 with 128 (runs of 64 and 8 loads in
-// flight a lane remain the best: bench/results/2026-11-26-h100-split-attention-lab.md)
+// The host gives a block the threads that score a run in one round of loads (ATTN_SPLIT_KEYS /
+// ATTN_SPLIT_UNROLL key groups of lanes), at most ATTN_SPLIT_THREADS: at the 8B llama's decode
+// shape (f32 rows of 32 packs) 256 threads, 12.6 us a launch against 14.4 with 128; f16 rows
+// (16 packs) 128 (bench/results/2026-11-26-h100-split-attention-lab.md, -split-256.md).
 #define ATTN_SPLIT_THREADS 256
 #define ATTN_SPLIT_KEYS 64
 #define ATTN_SPLIT_UNROLL 8

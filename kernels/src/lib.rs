@@ -341,8 +341,10 @@ pub mod attention {
     pub const MODE_CAUSAL: u32 = 1;
     /// Query i sees positions `0..=positions[i]` (a u32 tensor on the device).
     pub const MODE_POSITIONS: u32 = 2;
-    /// Threads a block of the split form (`attention_split`): built for exactly this many.
+    /// Threads a block of the split form (`attention_split`), at most (its launch bound).
     pub const SPLIT_THREADS: u32 = 256;
+    /// Key rows a lane of the split form loads at once.
+    pub const SPLIT_UNROLL: u32 = 8;
     /// Cache positions a block of the split form takes.
     pub const SPLIT_KEYS: u32 = 64;
 }
@@ -590,6 +592,7 @@ mod tests {
         assert_eq!(define("ATTN_MAX_HEAD_DIM"), attention::MAX_HEAD_DIM);
         assert_eq!(define("ATTN_SPLIT_THREADS"), attention::SPLIT_THREADS);
         assert_eq!(define("ATTN_SPLIT_KEYS"), attention::SPLIT_KEYS);
+        assert_eq!(define("ATTN_SPLIT_UNROLL"), attention::SPLIT_UNROLL);
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);

@@ -546,6 +546,29 @@ pub enum AttentionPath {
     Split,
 }
 
+/// Threads of a split-form block for cache rows of `head_dim` elements of `elem_bytes`: the
+/// whole warps that score a run of keys in one round of loads (each key read by the fewest
+/// power of two of lanes, at most a warp, that covers its 16-byte packs, or its elements where
+/// the row is not whole packs; SPLIT_UNROLL keys a lane), at most SPLIT_THREADS.
+fn split_threads(head_dim: usize, elem_bytes: usize, warp: u32) -> u32 {
+    use kernels::attention as abi;
+    // rows of whole 16-byte packs are read a pack at a time, others an element at a time
+    let row_bytes = head_dim * elem_bytes;
+    let packs = if row_bytes % 16 == 0 {
+        row_bytes / 16
+    } else {
+        head_dim
+    }
+    .max(1) as u32;
+    let lanes_per_key = packs.next_power_of_two().min(warp);
+    let threads = abi::SPLIT_KEYS / abi::SPLIT_UNROLL * lanes_per_key;
+    threads
+        .div_ceil(warp)
+        .max(1)
+        .saturating_mul(warp)
+        .min(abi::SPLIT_THREADS)
+}
+
 /// [`cached_attention`] through a chosen path (for tests and benchmarks).
 pub fn cached_attention_via(
     device: &Device,
@@ -666,10 +689,11 @@ pub fn cached_attention_via(
         .push(scale)
         .push(mode);
     if partial.is_some() {
+        let warp = device.info().warp_size.max(1);
         let f = device.kernel(&kernels::ATTENTION, split_op, dtype.as_str())?;
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
-            block: [abi::SPLIT_THREADS, 1, 1],
+            block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
             shared_mem_bytes: 0,
         };
         return device.launch(&f, config, &mut args).map(|()| out);
@@ -804,6 +828,19 @@ pub fn rope_kv_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_attention_blocks_score_a_run_in_one_round() {
+        // head_dim 128: f32 rows are 32 packs (a warp a key, 8 warps), f16 rows 16 (4 warps)
+        assert_eq!(split_threads(128, 4, 32), 256);
+        assert_eq!(split_threads(128, 2, 32), 128);
+        assert_eq!(split_threads(64, 4, 32), 128);
+        // 64-lane wavefronts: whole wavefronts, at most the launch bound
+        assert_eq!(split_threads(128, 4, 64), 256);
+        assert_eq!(split_threads(16, 2, 64), 64);
+        assert_eq!(split_threads(256, 8, 32), 256);
+        assert_eq!(split_threads(7, 4, 32), 64);
+    }
 
     #[test]
     fn long_reductions_with_few_outputs_are_split() {
