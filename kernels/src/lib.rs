@@ -313,7 +313,7 @@ pub const ATTENTION: KernelModule = KernelModule {
             ops: &["cached_attention", "attention_split", "rope_kv_write"],
             dtypes: &["bf16", "f16", "f32", "f64"],
         },
-        // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>`
+        // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>` (attention::CACHE_OPS)
         EntryGroup {
             ops: &[
                 "cached_attention_cache_f16",
@@ -345,6 +345,25 @@ pub mod attention {
     pub const SPLIT_THREADS: u32 = 256;
     /// Key rows a lane of the split form loads at once.
     pub const SPLIT_UNROLL: u32 = 8;
+    /// The ops of f32 queries over a 16-bit cache: (op, its entry over an f16 cache, over a bf16
+    /// cache), the second group of [`ATTENTION`](super::ATTENTION).
+    pub const CACHE_OPS: [(&str, &str, &str); 3] = [
+        (
+            "cached_attention",
+            "cached_attention_cache_f16",
+            "cached_attention_cache_bf16",
+        ),
+        (
+            "attention_split",
+            "attention_split_cache_f16",
+            "attention_split_cache_bf16",
+        ),
+        (
+            "rope_kv_write",
+            "rope_kv_write_cache_f16",
+            "rope_kv_write_cache_bf16",
+        ),
+    ];
     /// Cache positions a block of the split form takes.
     pub const SPLIT_KEYS: u32 = 64;
 }
@@ -593,6 +612,15 @@ mod tests {
         assert_eq!(define("ATTN_SPLIT_THREADS"), attention::SPLIT_THREADS);
         assert_eq!(define("ATTN_SPLIT_KEYS"), attention::SPLIT_KEYS);
         assert_eq!(define("ATTN_SPLIT_UNROLL"), attention::SPLIT_UNROLL);
+        for (op, over_f16, over_bf16) in attention::CACHE_OPS {
+            assert!(ATTENTION.entry_point(op, "f32").is_some(), "{op}");
+            for entry in [over_f16, over_bf16] {
+                assert_eq!(
+                    ATTENTION.entry_point(entry, "f32"),
+                    Some(format!("{entry}_f32"))
+                );
+            }
+        }
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);

@@ -275,7 +275,7 @@ pub fn compile_in_background(device: &Device, ty: GgmlType) {
 /// Every value of `w` as a new contiguous (rows, k) buffer of `out` (f32, f16 or bf16).
 pub fn dequantize(device: &Device, w: QWeights<'_>, out: DType) -> Result<Buffer> {
     w.check("dequantize")?;
-    dequantize_rows(device, w, 0..w.rows, (out, w.rows))
+    dequantize_rows(device, w, 0..w.rows, (out, 0))
 }
 
 /// The rows `rows` of a checked `w` as a new contiguous (rows.len(), k) buffer of `out`, its

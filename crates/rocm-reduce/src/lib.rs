@@ -240,36 +240,53 @@ fn same_dtype(
     }
 }
 
-/// The attention family's op name for queries of `dtype` over a cache of `cache` dtype (both
-/// caches alike): the queries' own dtype, or a 16-bit float cache under f32 queries
-/// (`<op>_cache_f16`, `<op>_cache_bf16`); else a typed error.
-fn cache_op(
+/// The cache of the attention family's ops: in the queries' dtype, or 16-bit under f32 queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CacheKind {
+    Same,
+    F16,
+    Bf16,
+}
+
+/// The cache kind of queries of `dtype` over the caches `k` and `v` (one dtype), or a typed
+/// error.
+fn cache_kind(
     op: &'static str,
     dtype: DType,
     (k_name, k): (&str, &Operand<'_>),
     (v_name, v): (&str, &Operand<'_>),
-) -> Result<&'static str> {
+) -> Result<CacheKind> {
     same_dtype(op, (k_name, k), &[(v_name, v)])?;
-    let cache = k.dtype;
-    match (dtype, cache) {
-        (q, c) if q == c => Ok(op),
-        (DType::F32, DType::F16) => Ok(match op {
-            "cached_attention" => "cached_attention_cache_f16",
-            "attention_split" => "attention_split_cache_f16",
-            _ => "rope_kv_write_cache_f16",
-        }),
-        (DType::F32, DType::BF16) => Ok(match op {
-            "cached_attention" => "cached_attention_cache_bf16",
-            "attention_split" => "attention_split_cache_bf16",
-            _ => "rope_kv_write_cache_bf16",
-        }),
-        _ => Err(Error::DTypeMismatch {
+    match (dtype, k.dtype) {
+        (q, c) if q == c => Ok(CacheKind::Same),
+        (DType::F32, DType::F16) => Ok(CacheKind::F16),
+        (DType::F32, DType::BF16) => Ok(CacheKind::Bf16),
+        (q, c) => Err(Error::DTypeMismatch {
             op,
             detail: format!(
-                "queries of {dtype} over a cache of {cache}: the cache is the queries' dtype, or f16/bf16 under f32"
+                "queries of {q} over a cache of {c}: the cache is the queries' dtype, or f16/bf16 under f32"
             ),
         }),
     }
+}
+
+/// The entry op of `op` over a cache of `kind` (kernels::attention::CACHE_OPS).
+fn cache_entry(op: &'static str, kind: CacheKind) -> Result<&'static str> {
+    if kind == CacheKind::Same {
+        return Ok(op);
+    }
+    let (_, over_f16, over_bf16) = kernels::attention::CACHE_OPS
+        .into_iter()
+        .find(|e| e.0 == op)
+        .ok_or_else(|| Error::DTypeMismatch {
+            op,
+            detail: "no form over a 16-bit cache".into(),
+        })?;
+    Ok(if kind == CacheKind::F16 {
+        over_f16
+    } else {
+        over_bf16
+    })
 }
 
 /// (rows, row length) of a layout whose last dim is the row.
@@ -581,8 +598,7 @@ pub fn cached_attention_via(
     use kernels::attention as abi;
     let dtype = q.dtype;
     check_float(OP, dtype)?;
-    let attention_op = cache_op(OP, dtype, ("k", &k), ("v", &v))?;
-    let split_op = cache_op("attention_split", dtype, ("k", &k), ("v", &v))?;
+    let cache = cache_kind(OP, dtype, ("k", &k), ("v", &v))?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
     let dims4 = |name: &str, x: &Operand<'_>| -> Result<[usize; 4]> {
         <[usize; 4]>::try_from(x.layout.dims.as_slice()).map_err(|_| {
@@ -690,6 +706,7 @@ pub fn cached_attention_via(
         .push(mode);
     if partial.is_some() {
         let warp = device.info().warp_size.max(1);
+        let split_op = cache_entry("attention_split", cache)?;
         let f = device.kernel(&kernels::ATTENTION, split_op, dtype.as_str())?;
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
@@ -698,7 +715,7 @@ pub fn cached_attention_via(
         };
         return device.launch(&f, config, &mut args).map(|()| out);
     }
-    let f = device.kernel(&kernels::ATTENTION, attention_op, dtype.as_str())?;
+    let f = device.kernel(&kernels::ATTENTION, cache_entry(OP, cache)?, dtype.as_str())?;
     let config = LaunchConfig {
         grid: [fit("rows", rows)?, 1, 1],
         block: [abi::BLOCK, 1, 1],
@@ -739,7 +756,10 @@ pub fn rope_kv_write(
     check_float(OP, dtype)?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
     same_dtype(OP, ("qkv", &qkv), &[("cos", &cos), ("sin", &sin)])?;
-    let rope_op = cache_op(OP, dtype, ("k_cache", &cache.k), ("v_cache", &cache.v))?;
+    let rope_op = cache_entry(
+        OP,
+        cache_kind(OP, dtype, ("k_cache", &cache.k), ("v_cache", &cache.v))?,
+    )?;
     // [kv_heads, cache_len, head_dim] after leading dims of 1
     let cache_dims = |x: &Operand<'_>| -> Option<[usize; 3]> {
         let d = &x.layout.dims;
@@ -828,6 +848,23 @@ pub fn rope_kv_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_16_bit_cache_picks_its_own_entries() {
+        assert_eq!(
+            cache_entry("cached_attention", CacheKind::Same).unwrap(),
+            "cached_attention"
+        );
+        assert_eq!(
+            cache_entry("attention_split", CacheKind::F16).unwrap(),
+            "attention_split_cache_f16"
+        );
+        assert_eq!(
+            cache_entry("rope_kv_write", CacheKind::Bf16).unwrap(),
+            "rope_kv_write_cache_bf16"
+        );
+        assert!(cache_entry("softmax", CacheKind::F16).is_err());
+    }
 
     #[test]
     fn split_attention_blocks_score_a_run_in_one_round() {
