@@ -248,7 +248,7 @@ def gguf_table(work):
     """The GGUF models: one row per shape x type x peer."""
     peaks = memory_by_pid(work, "mem-gguf.csv")
     md, raw = [], []
-    for shape in ("1b", "8b"):
+    for shape in ("1b", "8b", "30b-a3b"):
         for ty in ("q4_0", "q4k", "q6k", "q8_0"):
             for peer in GGUF_PEERS:
                 path = f"{work}/gguf-{shape}-{ty}-{peer.removesuffix('-fa')}.json"
@@ -274,7 +274,11 @@ def gguf_table(work):
         "of one type for every matrix, the same file for every peer. Prefill 512 tokens, then 128 "
         "decoded at batch 1 (Candle: median of 3 after a warm-up; llama.cpp: llama-bench -p 512 "
         "-n 128 -d 0,512 -fa 0,1 -r 3 -ngl 99: its prefill from an empty cache, its decode after 512 "
-        "tokens of context, as Candle's). The static llama (`static_llama::StaticLlama::from_gguf`, same file) "
+        "tokens of context, as Candle's). The shape 30b-a3b is Qwen3-30B-A3B's (qwen3moe: hidden 2048, 48 layers, "
+        "32/4 heads of 128, every feed-forward 8 of 128 experts of ffn 768, router weights in f32), run by "
+        "candle-transformers' `quantized_qwen3_moe` with f32 activations: one timed sequence after a warm-up "
+        "one on the same cache (the model cannot clear it), so its prefill starts at depth 12 and its decode "
+        "follows it. The static llama (`static_llama::StaticLlama::from_gguf`, same file) "
         "prefills in one pass and decodes by replaying one captured step, each token read back. "
         "Process memory: the largest nvidia-smi sample (every 0.5 s).",
         "",

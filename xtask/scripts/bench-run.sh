@@ -89,7 +89,8 @@ if [ $decode = 1 ]; then
     echo "FAILED: the decode report"
 fi
 # 4. GGUF llama models of 1B and 8B shapes (random blocks, SmolLM2's tokenizer) in Q4_0, Q4_K,
-# Q6_K and Q8_0 (GGUF_SHAPES and GGUF_TYPES pick some): candle-rocm, Candle CUDA and llama.cpp
+# Q6_K and Q8_0 (GGUF_SHAPES and GGUF_TYPES pick some; GGUF_SHAPES=30b-a3b: the Qwen3-30B-A3B
+# shaped mixture of experts, not run by default): candle-rocm, Candle CUDA and llama.cpp
 # (built here for this GPU from the packed source; flash attention off and on) on the same files;
 # device memory sampled by nvidia-smi every 0.5 s for all three.
 if [ $gguf = 1 ]; then
@@ -122,9 +123,12 @@ if [ $gguf = 1 ]; then
       f="$work/llama-$shape-$ty.gguf"
       "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
         { echo "FAILED: writing $f"; continue; }
-      # quantized_llama on each backend; on ROCm also the static llama with a captured step,
-      # its KV cache in f32 and in f16 (llama.cpp's default)
-      for peer in rocm cuda rocm-static rocm-static-f16; do
+      # quantized_llama (quantized_qwen3_moe for the experts' shape) on each backend; on ROCm
+      # also the static llama with a captured step, its KV cache in f32 and in f16 (llama.cpp's
+      # default)
+      peers="rocm cuda rocm-static rocm-static-f16"
+      case $shape in *-a3b) peers="rocm cuda";; esac
+      for peer in $peers; do
         echo "== GGUF $shape $ty on $peer"
         args=(--device "${peer%%-*}")
         case $peer in rocm-static) args+=(--static);; rocm-static-f16) args+=(--static --cache f16);; esac

@@ -1,6 +1,7 @@
-//! GGUF llama models of a given shape and block type with seeded random blocks, written once
-//! and loaded by every peer (Candle on Device::Rocm, Candle's CUDA backend, llama.cpp):
-//! prefill and decode throughput through candle-transformers' `quantized_llama`.
+//! GGUF models of a given shape and block type with seeded random blocks, written once and
+//! loaded by every peer (Candle on Device::Rocm, Candle's CUDA backend, llama.cpp): prefill and
+//! decode throughput through candle-transformers' `quantized_llama` (llama shapes) or
+//! `quantized_qwen3_moe` (the mixture-of-experts shape).
 //!
 //! The blocks hold random quants and small fixed scales (weights of a few hundredths), so the
 //! activations stay finite through every layer; what is measured is the weight traffic and the
@@ -17,7 +18,8 @@ use candle_transformers::models::quantized_llama::ModelWeights;
 
 use crate::DemoResult;
 
-/// A llama shape: hidden size, layers, heads, kv heads, feed-forward size.
+/// A model's shape: hidden size, layers, heads, kv heads, head size, feed-forward size, and
+/// for a mixture of experts its experts in place of the feed-forward.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
     pub name: &'static str,
@@ -25,18 +27,42 @@ pub struct Shape {
     pub layers: usize,
     pub heads: usize,
     pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub experts: Option<Experts>,
+}
+
+/// A mixture-of-experts feed-forward: the experts, those a token uses, an expert's ffn size.
+#[derive(Debug, Clone, Copy)]
+pub struct Experts {
+    pub count: usize,
+    pub used: usize,
     pub ffn: usize,
 }
 
-/// Llama 3.2 1B's and Llama 3.1 8B's shapes (the vocabulary is the tokenizer's).
-pub const SHAPES: [Shape; 2] = [
+impl Shape {
+    /// The GGUF architecture (`general.architecture`) of the shape.
+    pub fn arch(&self) -> &'static str {
+        if self.experts.is_some() {
+            "qwen3moe"
+        } else {
+            "llama"
+        }
+    }
+}
+
+/// Llama 3.2 1B's, Llama 3.1 8B's and Qwen3-30B-A3B's shapes (the vocabulary is the
+/// tokenizer's).
+pub const SHAPES: [Shape; 3] = [
     Shape {
         name: "1b",
         hidden: 2048,
         layers: 16,
         heads: 32,
         kv_heads: 8,
+        head_dim: 64,
         ffn: 8192,
+        experts: None,
     },
     Shape {
         name: "8b",
@@ -44,7 +70,24 @@ pub const SHAPES: [Shape; 2] = [
         layers: 32,
         heads: 32,
         kv_heads: 8,
+        head_dim: 128,
         ffn: 14336,
+        experts: None,
+    },
+    // q is 4096 wide on a 2048 hidden state; every layer's feed-forward is 8 of 128 experts
+    Shape {
+        name: "30b-a3b",
+        hidden: 2048,
+        layers: 48,
+        heads: 32,
+        kv_heads: 4,
+        head_dim: 128,
+        ffn: 6144,
+        experts: Some(Experts {
+            count: 128,
+            used: 8,
+            ffn: 768,
+        }),
     },
 ];
 
@@ -52,7 +95,7 @@ pub fn shape(name: &str) -> DemoResult<Shape> {
     SHAPES
         .into_iter()
         .find(|s| s.name == name)
-        .ok_or_else(|| format!("unknown shape {name:?} (1b, 8b)").into())
+        .ok_or_else(|| format!("unknown shape {name:?} (1b, 8b, 30b-a3b)").into())
 }
 
 pub fn block_type(name: &str) -> DemoResult<GgmlDType> {
@@ -117,6 +160,16 @@ fn ones(n: usize) -> DemoResult<QTensor> {
     Ok(QTensor::quantize(&t, GgmlDType::F32)?)
 }
 
+/// An f32 tensor of values uniform in (-scale, scale).
+fn uniform(dims: &[usize], scale: f32, rng: &mut SplitMix64) -> DemoResult<QTensor> {
+    let n: usize = dims.iter().product();
+    let v: Vec<f32> = (0..n)
+        .map(|_| ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale)
+        .collect();
+    let t = Tensor::from_vec(v, dims, &Device::Cpu)?;
+    Ok(QTensor::quantize(&t, GgmlDType::F32)?)
+}
+
 /// Writes the model `shape` in `ty` to `out`, with the tokenizer metadata of `tokenizer_from`.
 pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> DemoResult<()> {
     let mut src = std::fs::File::open(tokenizer_from)
@@ -126,41 +179,50 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
         Some(gguf_file::Value::Array(tokens)) => tokens.len(),
         _ => return Err("the tokenizer GGUF has no tokenizer.ggml.tokens".into()),
     };
-    let head_dim = shape.hidden / shape.heads;
+    let (arch, head_dim) = (shape.arch(), shape.head_dim);
     let u32v = |v: usize| gguf_file::Value::U32(v as u32);
+    let key = |k: &str| format!("{arch}.{k}");
     let mut metadata: Vec<(String, gguf_file::Value)> = vec![
         (
             "general.architecture".into(),
-            gguf_file::Value::String("llama".into()),
+            gguf_file::Value::String(arch.into()),
         ),
         (
             "general.name".into(),
-            gguf_file::Value::String(format!("random llama {}", shape.name)),
+            gguf_file::Value::String(format!("random {arch} {}", shape.name)),
         ),
-        ("llama.context_length".into(), u32v(4096)),
-        ("llama.embedding_length".into(), u32v(shape.hidden)),
-        ("llama.block_count".into(), u32v(shape.layers)),
-        ("llama.feed_forward_length".into(), u32v(shape.ffn)),
-        ("llama.attention.head_count".into(), u32v(shape.heads)),
-        ("llama.attention.head_count_kv".into(), u32v(shape.kv_heads)),
-        ("llama.rope.dimension_count".into(), u32v(head_dim)),
+        (key("context_length"), u32v(4096)),
+        (key("embedding_length"), u32v(shape.hidden)),
+        (key("block_count"), u32v(shape.layers)),
+        (key("feed_forward_length"), u32v(shape.ffn)),
+        (key("attention.head_count"), u32v(shape.heads)),
+        (key("attention.head_count_kv"), u32v(shape.kv_heads)),
+        (key("attention.key_length"), u32v(head_dim)),
+        (key("attention.value_length"), u32v(head_dim)),
+        (key("rope.dimension_count"), u32v(head_dim)),
+        (key("rope.freq_base"), gguf_file::Value::F32(500_000.0)),
         (
-            "llama.rope.freq_base".into(),
-            gguf_file::Value::F32(500_000.0),
-        ),
-        (
-            "llama.attention.layer_norm_rms_epsilon".into(),
+            key("attention.layer_norm_rms_epsilon"),
             gguf_file::Value::F32(1e-5),
         ),
-        ("llama.vocab_size".into(), u32v(vocab)),
+        (key("vocab_size"), u32v(vocab)),
     ];
+    if let Some(e) = shape.experts {
+        metadata.push((key("expert_count"), u32v(e.count)));
+        metadata.push((key("expert_used_count"), u32v(e.used)));
+        metadata.push((key("expert_feed_forward_length"), u32v(e.ffn)));
+    }
     for (k, v) in &source.metadata {
         if k.starts_with("tokenizer.") {
             metadata.push((k.clone(), v.clone()));
         }
     }
     let mut rng = SplitMix64(0x5eed ^ shape.hidden as u64);
-    let (h, kv) = (shape.hidden, shape.kv_heads * head_dim);
+    let (h, q, kv) = (
+        shape.hidden,
+        shape.heads * head_dim,
+        shape.kv_heads * head_dim,
+    );
     let mut tensors: Vec<(String, QTensor)> = vec![
         (
             "token_embd.weight".into(),
@@ -174,15 +236,35 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
     ];
     for l in 0..shape.layers {
         let p = format!("blk.{l}");
-        for (name, dims) in [
-            ("attn_q", [h, h]),
-            ("attn_k", [kv, h]),
-            ("attn_v", [kv, h]),
-            ("attn_output", [h, h]),
-            ("ffn_gate", [shape.ffn, h]),
-            ("ffn_up", [shape.ffn, h]),
-            ("ffn_down", [h, shape.ffn]),
-        ] {
+        let mut matrices = vec![
+            ("attn_q", vec![q, h]),
+            ("attn_k", vec![kv, h]),
+            ("attn_v", vec![kv, h]),
+            ("attn_output", vec![h, q]),
+        ];
+        match shape.experts {
+            None => matrices.extend([
+                ("ffn_gate", vec![shape.ffn, h]),
+                ("ffn_up", vec![shape.ffn, h]),
+                ("ffn_down", vec![h, shape.ffn]),
+            ]),
+            Some(e) => {
+                matrices.extend([
+                    ("ffn_gate_exps", vec![e.count, e.ffn, h]),
+                    ("ffn_up_exps", vec![e.count, e.ffn, h]),
+                    ("ffn_down_exps", vec![e.count, h, e.ffn]),
+                ]);
+                // router logits of about unit spread over the normed state: tokens spread
+                // over the experts
+                tensors.push((
+                    format!("{p}.ffn_gate_inp.weight"),
+                    uniform(&[e.count, h], 0.04, &mut rng)?,
+                ));
+                tensors.push((format!("{p}.attn_q_norm.weight"), ones(head_dim)?));
+                tensors.push((format!("{p}.attn_k_norm.weight"), ones(head_dim)?));
+            }
+        }
+        for (name, dims) in matrices {
             tensors.push((
                 format!("{p}.{name}.weight"),
                 random_tensor(ty, &dims, &mut rng)?,
@@ -205,11 +287,20 @@ fn open_gguf(path: &Path) -> DemoResult<(std::fs::File, gguf_file::Content, usiz
     let content = gguf_file::Content::read(&mut file)?;
     let vocab = content
         .metadata
-        .get("llama.vocab_size")
+        .get(&format!("{}.vocab_size", architecture(&content)?))
         .map(|v| v.to_u32())
         .transpose()?
         .unwrap_or(32000) as usize;
     Ok((file, content, vocab))
+}
+
+fn architecture(content: &gguf_file::Content) -> DemoResult<String> {
+    Ok(content
+        .metadata
+        .get("general.architecture")
+        .ok_or("the GGUF file has no general.architecture")?
+        .to_string()?
+        .clone())
 }
 
 /// The prompt every peer gets: `prompt` seeded tokens below `vocab`.
@@ -233,6 +324,9 @@ pub fn run(
     decode: usize,
 ) -> DemoResult<serde_json::Value> {
     let (mut file, content, vocab) = open_gguf(path)?;
+    if architecture(&content)? == "qwen3moe" {
+        return run_qwen3_moe(path, (file, content, vocab), device, (prompt, decode));
+    }
     let t = Instant::now();
     let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
     device.synchronize()?;
@@ -282,6 +376,55 @@ pub fn run(
         "prefill_tokens_per_s": prompt as f64 / prefill,
         "decode_tokens_per_s": decode as f64 / dec,
         "finite_logits": runs.iter().all(|r| r.2),
+        "peak_bytes": peak_memory(device),
+    }))
+}
+
+/// A mixture-of-experts file through candle-transformers' `quantized_qwen3_moe` (f32
+/// activations). The model has no way to clear its KV cache and a reload of a 30B file takes
+/// longer than the run, so one sequence is timed after a warm-up one on the same cache: 8 tokens
+/// and 4 decode steps (kernels load, the pool fills), then the prompt at depth 12 and `decode`
+/// tokens after it.
+fn run_qwen3_moe(
+    path: &Path,
+    (mut file, content, vocab): (std::fs::File, gguf_file::Content, usize),
+    device: &Device,
+    (prompt, decode): (usize, usize),
+) -> DemoResult<serde_json::Value> {
+    use candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE;
+    const WARM: (usize, usize) = (8, 4);
+    let t = Instant::now();
+    let mut model = GGUFQWenMoE::from_gguf(content, &mut file, device, DType::F32)?;
+    device.synchronize()?;
+    let load_s = t.elapsed().as_secs_f64();
+    let tokens = prompt_tokens(vocab, prompt.max(WARM.0));
+    let mut sequence = |prompt: &[u32], offset: usize, decode: usize| -> DemoResult<(f64, f64)> {
+        device.synchronize()?;
+        let t = Instant::now();
+        let logits = model.forward(&Tensor::new(prompt, device)?.unsqueeze(0)?, offset)?;
+        let mut next = logits.argmax(candle_core::D::Minus1)?;
+        next.to_device(&Device::Cpu)?;
+        let prefill = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for i in 0..decode {
+            let logits = model.forward(&next.reshape((1, 1))?, offset + prompt.len() + i)?;
+            next = logits.argmax(candle_core::D::Minus1)?;
+        }
+        next.to_device(&Device::Cpu)?;
+        Ok((prefill, t.elapsed().as_secs_f64()))
+    };
+    sequence(&tokens[..WARM.0], 0, WARM.1)?;
+    let (prefill, dec) = sequence(&tokens[..prompt], WARM.0 + WARM.1, decode)?;
+    Ok(serde_json::json!({
+        "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "model": "quantized_qwen3_moe",
+        "bytes": std::fs::metadata(path)?.len(),
+        "load_s": load_s,
+        "prompt": prompt,
+        "decode": decode,
+        "depth": WARM.0 + WARM.1,
+        "prefill_tokens_per_s": prompt as f64 / prefill,
+        "decode_tokens_per_s": decode as f64 / dec,
         "peak_bytes": peak_memory(device),
     }))
 }

@@ -8,9 +8,10 @@
 //!                         [--save-weights F] [--save-config F]
 //! candle-rocm-bench launch
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
-//! candle-rocm-bench gguf-write --shape 1b|8b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
+//! candle-rocm-bench gguf-write --shape 1b|8b|30b-a3b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
-//!   (--static: the static llama with a captured decode step instead of quantized_llama;
+//!   (a qwen3moe file runs through quantized_qwen3_moe; --static: the static llama with a
+//!    captured decode step instead of quantized_llama;
 //!    --profile [--quantized-llama]: a short run for ncu, the static llama eagerly or
 //!    quantized_llama's steps inside the CUDA profiler's range; CANDLE_ROCM_HOST_TIME=1: the
 //!    host's time of a decode step by category)
