@@ -16,8 +16,9 @@
 // q4_0 or q4k) and `embedding_<out>_<type>` (the rows `ids` of a (rows, k) table) for every type;
 // for the float types `matvec_<x>_<type>` (x . w^T for up to 8 rows of activations x) and
 // `quantize_q8_<x>` (activations of dtype x to q8); for the block types `matvec_q8_<x>_<type>`
-// (the same product from q8 activations, with integer dot products) and `moe_q8_<x>_<type>`
-// (one expert matrix per token and slot). Every entry takes the weights as (w, total): the
+// (the same product from q8 activations, with integer dot products), `moe_q8_<x>_<type>`
+// (one expert matrix per token and slot) and `moe_grouped_q8_<x>_<type>` (the same, the pairs
+// of an expert taken together). Every entry takes the weights as (w, total): the
 // buffer and its number of blocks.
 
 DEVICE float q_f16(const u8* p) {
@@ -808,12 +809,23 @@ DEVICE float q8_sub_dot(const QSub& w, const u8* xs, const u8* rec_at) {
     return dots + d * (w.b[0] * (float)s0 + w.b[1] * (float)s1);
 }
 
+// The activation rows a dot reads: row r of a pass is row r of the q8 buffer (`QRowsIn`), or
+// row at[r] of it (`QRowsAt`, rows gathered).
+struct QRowsIn {
+    DEVICE u64 operator[](int r) const { return (u64)r; }
+};
+template <int N>
+struct QRowsAt {
+    u32 at[N];
+    DEVICE u64 operator[](int r) const { return at[r]; }
+};
+
 // The dot of one weight row (its first block `row0` of the `total` blocks at w) with `rows` rows
-// of q8 activations, added to acc: lane `lane` of `width` takes the 32-value sub-blocks lane,
-// lane + width, ...
-template <typename Q, int MAXR>
+// of q8 activations (rows xr[0], xr[1], ... of xq and meta), added to acc: lane `lane` of
+// `width` takes the 32-value sub-blocks lane, lane + width, ...
+template <typename Q, int MAXR, typename R = QRowsIn>
 DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8* meta, u64 k, u32 rows, u32 lane,
-                       u32 width, float* acc) {
+                       u32 width, float* acc, R xr = R()) {
     const u64 subs = k / 32;
     // unrolled so that the loads of several sub-blocks are in flight at once
 #pragma unroll 4
@@ -824,7 +836,7 @@ DEVICE void q8_row_dot(const u8* w, u64 total, u64 row0, const u8* xq, const u8*
 #pragma unroll
         for (int r = 0; r < MAXR; ++r) {
             if (r >= (int)rows) break;
-            acc[r] += q8_sub_dot<Q>(sw, xq + r * k + s * 32, meta + (r * subs + s) * 8);
+            acc[r] += q8_sub_dot<Q>(sw, xq + xr[r] * k + s * 32, meta + (xr[r] * subs + s) * 8);
         }
     }
 }
@@ -933,6 +945,71 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
     }
 }
 
+// Mixture of experts by expert: moe_q8's products with an expert's weight rows read once per
+// MOE_GROUP_PAIRS of its pairs instead of once per pair (a prompt's pairs share experts). Block
+// (x, y) takes expert y and the rows x, x + gridDim.x, ... of a warp's stride: it collects the
+// pairs whose id is y (MOE_WINDOW ids at a time, in shared memory), then each warp dots its rows
+// with up to MOE_GROUP_PAIRS of them at once. A pair's sums run in moe_q8's order, so the results
+// are moe_q8's bit for bit, whichever pairs share a pass. The blocks of expert 0 also write the
+// zero rows of ids past the experts (counted once, where `bad` is not null).
+#define MOE_GROUP_PAIRS 8
+#define MOE_WINDOW 1024
+
+template <typename Q, typename X>
+DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, u64 experts,
+                           u64 top, u64 x_slots, u64 pairs, u32* bad) {
+    __shared__ u32 mine[MOE_WINDOW], stray[MOE_WINDOW];
+    __shared__ u32 found, strays;
+    const u32 lane = threadIdx.x % warpSize;
+    const u64 warps = blockDim.x / warpSize, first_row = blockIdx.x * warps + threadIdx.x / warpSize;
+    const u64 row_stride = (u64)gridDim.x * warps;
+    const u64 e = blockIdx.y, row_blocks = k / Q::BLOCK;
+    const u8* meta = xq + pairs / top * x_slots * k;
+    for (u64 w0 = 0; w0 < pairs; w0 += MOE_WINDOW) {
+        const u64 w1 = pairs - w0 < MOE_WINDOW ? pairs : w0 + MOE_WINDOW;
+        if (threadIdx.x == 0) found = strays = 0;
+        __syncthreads();
+        for (u64 p = w0 + threadIdx.x; p < w1; p += blockDim.x) {
+            const u64 id = ids[p];
+            if (id == e) mine[atomicAdd(&found, 1u)] = (u32)p;
+            else if (e == 0 && id >= experts) stray[atomicAdd(&strays, 1u)] = (u32)p;
+        }
+        __syncthreads();
+        const u32 count = found;
+        for (u32 g = 0; g < count; g += MOE_GROUP_PAIRS) {
+            const u32 group = count - g < MOE_GROUP_PAIRS ? count - g : MOE_GROUP_PAIRS;
+            QRowsAt<MOE_GROUP_PAIRS> xr;
+            u32 pair[MOE_GROUP_PAIRS];
+#pragma unroll
+            for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
+                pair[r] = mine[g + (r < (int)group ? r : 0)];
+                xr.at[r] = x_slots == 1 ? pair[r] / (u32)top : pair[r];
+            }
+            for (u64 j = first_row; j < n; j += row_stride) {
+                float acc[MOE_GROUP_PAIRS];
+#pragma unroll
+                for (int r = 0; r < MOE_GROUP_PAIRS; ++r) acc[r] = 0.0f;
+                q8_row_dot<Q, MOE_GROUP_PAIRS>(w, total, (e * n + j) * row_blocks, xq, meta, k, group, lane,
+                                               warpSize, acc, xr);
+#pragma unroll
+                for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
+                    if (r >= (int)group) break;
+                    float v = acc[r];
+                    for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+                    if (lane == 0) q_store(y, (u64)pair[r] * n + j, v);
+                }
+            }
+        }
+        const u32 zeros = strays;
+        for (u32 i = 0; i < zeros; ++i) {
+            if (bad != 0 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(bad, 1u);
+            if (lane == 0)
+                for (u64 j = first_row; j < n; j += row_stride) q_store(y, (u64)stray[i] * n + j, 0.0f);
+        }
+        __syncthreads();
+    }
+}
+
 // Every type: dequantize and embedding.
 #define QUANT_KERNELS(NAME, Q)                                                                   \
     KERNEL void dequantize_f32_##NAME(const u8* w, u64 total, u64 first, float* out, u64 n) {    \
@@ -1000,6 +1077,10 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
     KERNEL void moe_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \
         moe_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                \
+    }                                                                                            \
+    KERNEL void moe_grouped_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, \
+                                             u64 k, u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) { \
+        moe_grouped_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);        \
     }
 #define BLOCK_KERNELS(NAME, Q)                                                                   \
     QUANT_KERNELS(NAME, Q)                                                                       \

@@ -1044,7 +1044,10 @@ pub fn moe_matvec(
             ),
         });
     }
-    let op = kernel_op("moe_q8", dtype)?;
+    // A token's experts are distinct: one token reads each of its experts once either way, and
+    // moe_q8's grid over the pairs alone fills the device; more tokens share experts.
+    let grouped = tokens > 1;
+    let op = kernel_op(if grouped { "moe_grouped_q8" } else { "moe_q8" }, dtype)?;
     let pairs = tokens * top;
     let y = device.alloc(pairs * n * dtype.size_in_bytes())?;
     if pairs * n == 0 {
@@ -1083,12 +1086,45 @@ pub fn moe_matvec(
         Some(b) => args.push_buffer(b),
         None => args.push(0u64),
     };
-    let config = matvec_config(device, n, 1, pairs.min(65535) as u32);
+    let config = if grouped {
+        moe_grouped_config(device, n, (experts, pairs))?
+    } else {
+        matvec_config(device, n, 1, pairs.min(65535) as u32)
+    };
     device.launch(&f, config, &mut args)?;
     if let Some(b) = bad {
         check_ids_counter(device, &b, (&ids_data, pairs), (OP, experts))?;
     }
     Ok(y)
+}
+
+/// The grouped mixture of experts' grid: a row of blocks per expert, as many blocks a row as
+/// spread the experts that have pairs (at most `pairs` of them) over the device's
+/// [`MATVEC_BLOCKS_PER_CU`] blocks a multiprocessor, and no more than the expert's rows need.
+fn moe_grouped_config(
+    device: &Device,
+    n: usize,
+    (experts, pairs): (usize, usize),
+) -> Result<LaunchConfig> {
+    // the kernel names pairs by u32 and an expert by a grid row
+    let experts = u32::try_from(experts)
+        .ok()
+        .filter(|&e| e <= 65535 && u32::try_from(pairs).is_ok())
+        .ok_or(Error::ShapeMismatch {
+            op: "indexed_moe_forward",
+            detail: format!("{experts} experts, {pairs} pairs: at most 65535 and 2^32 - 1"),
+        })?;
+    let warps = u64::from(MATVEC_BLOCK / device.info().warp_size.max(1)).max(1);
+    let slots = u64::from(device.info().multiprocessor_count.max(1)) * MATVEC_BLOCKS_PER_CU;
+    let busy = (pairs as u64).clamp(1, u64::from(experts.max(1)));
+    let per_expert = slots
+        .div_ceil(busy)
+        .clamp(1, (n as u64).div_ceil(warps).max(1));
+    Ok(LaunchConfig {
+        grid: [per_expert as u32, experts, 1],
+        block: [MATVEC_BLOCK, 1, 1],
+        shared_mem_bytes: 0,
+    })
 }
 
 /// After a kernel that counted out-of-range ids into `bad`: Ok when none were, else
@@ -1136,6 +1172,7 @@ mod tests {
                     "matvec1_q8",
                     "matvec1_q8f",
                     "moe_q8",
+                    "moe_grouped_q8",
                 ][..]
             } else {
                 &["matvec", "dequantize"][..]

@@ -599,6 +599,76 @@ fn moe_matvec_picks_each_tokens_experts() {
 }
 
 #[test]
+fn grouped_moe_is_each_tokens_own_product() {
+    // More than one token takes the kernel that groups the pairs by expert; one token the
+    // per-pair kernel. The grouped results must be the per-pair ones bit for bit: 300 tokens x 4
+    // slots over 6 experts (more pairs than one window of ids, runs of an expert longer than a
+    // pass), one id past the experts (a zero row, or the error with checks).
+    let d = device();
+    let (experts, n, k, tokens, top) = (6, 72, 512, 300, 4);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let mut ids_host: Vec<u32> = (0..tokens * top)
+        .map(|_| rng.random_range(0..experts as u32))
+        .collect();
+    ids_host[777] = experts as u32 + 3;
+    let ids = d.htod(&ids_host).unwrap();
+    let il = Layout::contiguous(&[tokens, top]);
+    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4K, GgmlType::Q6K] {
+        let q = quantized(ty, experts * n, k, 23);
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+        let w = rq::QExperts {
+            weights: QWeights {
+                buffer: &blocks,
+                ty,
+                rows: experts * n,
+                k,
+            },
+            experts,
+        };
+        for slots in [1, top] {
+            let xs: Vec<f32> = (0..tokens * slots * k)
+                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                .collect();
+            let xb = d.htod(&xs).unwrap();
+            let xl = Layout::contiguous(&[tokens, slots, k]);
+            let args = (
+                Operand::new(xb.as_buffer(), DType::F32, &xl),
+                Operand::new(ids.as_buffer(), DType::U32, &il),
+            );
+            let all = download(&d, &rq::moe_matvec(&d, w, args, false).unwrap());
+            let e = rq::moe_matvec(&d, w, args, true).unwrap_err();
+            assert!(
+                matches!(e, Error::IndexOutOfRange { index, .. } if index == experts as i64 + 3),
+                "{e}"
+            );
+            let row_bytes = n * 4;
+            for t in 0..tokens {
+                let xt = Layout::new(&[1, slots, k], &[slots * k, k, 1], t * slots * k);
+                let it = Layout::new(&[1, top], &[top, 1], t * top);
+                let one = rq::moe_matvec(
+                    &d,
+                    w,
+                    (
+                        Operand::new(xb.as_buffer(), DType::F32, &xt),
+                        Operand::new(ids.as_buffer(), DType::U32, &it),
+                    ),
+                    false,
+                )
+                .unwrap();
+                let one = download(&d, &one);
+                let at = t * top * row_bytes;
+                assert!(
+                    one == all[at..at + top * row_bytes],
+                    "{ty} slots {slots}: token {t}'s rows differ from its own product"
+                );
+            }
+            let bad = 777 * row_bytes;
+            assert!(all[bad..bad + row_bytes].iter().all(|&b| b == 0), "{ty}");
+        }
+    }
+}
+
+#[test]
 fn bad_input_is_a_typed_error() {
     let d = device();
     let blas = Blas::new(&d).unwrap();
