@@ -276,7 +276,7 @@ def gguf_table(work):
         "-n 128 -d 0,512 -fa 0,1 -r 3 -ngl 99: its prefill from an empty cache, its decode after 512 "
         "tokens of context, as Candle's). The shape 30b-a3b is Qwen3-30B-A3B's (qwen3moe: hidden 2048, 48 layers, "
         "32/4 heads of 128, every feed-forward 8 of 128 experts of ffn 768, router weights in f32), run by "
-        "candle-transformers' `quantized_qwen3_moe` with f32 activations: one timed sequence after a warm-up "
+        "candle-transformers' `quantized_qwen3_moe` with bf16 activations (Candle CUDA's MoE kernels take no other): one timed sequence after a warm-up "
         "one on the same cache (the model cannot clear it), so its prefill starts at depth 12 and its decode "
         "follows it. The static llama (`static_llama::StaticLlama::from_gguf`, same file) "
         "prefills in one pass and decodes by replaying one captured step, each token read back. "

@@ -127,12 +127,13 @@ if [ $gguf = 1 ]; then
       # also the static llama with a captured step, its KV cache in f32 and in f16 (llama.cpp's
       # default)
       peers="rocm cuda rocm-static rocm-static-f16"
-      case $shape in *-a3b) peers="rocm cuda";; esac
+      # the experts' model with bf16 activations: Candle CUDA's MoE kernels take no other
+      moe=(); case $shape in *-a3b) peers="rocm cuda"; moe=(--dtype bf16);; esac
       for peer in $peers; do
         echo "== GGUF $shape $ty on $peer"
         args=(--device "${peer%%-*}")
         case $peer in rocm-static) args+=(--static);; rocm-static-f16) args+=(--static --cache f16);; esac
-        "$here/bin/candle-rocm-bench" gguf "${args[@]}" --file "$f" > "$work/gguf-$shape-$ty-$peer.json" &
+        "$here/bin/candle-rocm-bench" gguf "${args[@]}" "${moe[@]}" --file "$f" > "$work/gguf-$shape-$ty-$peer.json" &
         pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on $peer"; echo $pid > "$work/pid-gguf-$shape-$ty-$peer"
       done
       if [ -n "$bench" ]; then

@@ -320,12 +320,12 @@ fn median<T>(runs: &[T], f: impl Fn(&T) -> f64) -> f64 {
 pub fn run(
     path: &Path,
     device: &Device,
-    prompt: usize,
-    decode: usize,
+    (prompt, decode): (usize, usize),
+    dtype: DType,
 ) -> DemoResult<serde_json::Value> {
     let (mut file, content, vocab) = open_gguf(path)?;
     if architecture(&content)? == "qwen3moe" {
-        return run_qwen3_moe(path, (file, content, vocab), device, (prompt, decode));
+        return run_qwen3_moe(path, (file, content, vocab), device, (prompt, decode), dtype);
     }
     let t = Instant::now();
     let mut model = ModelWeights::from_gguf(content, &mut file, device)?;
@@ -380,21 +380,23 @@ pub fn run(
     }))
 }
 
-/// A mixture-of-experts file through candle-transformers' `quantized_qwen3_moe` (f32
-/// activations). The model has no way to clear its KV cache and a reload of a 30B file takes
-/// longer than the run, so one sequence is timed after a warm-up one on the same cache: 8 tokens
-/// and 4 decode steps (kernels load, the pool fills), then the prompt at depth 12 and `decode`
-/// tokens after it.
+/// A mixture-of-experts file through candle-transformers' `quantized_qwen3_moe` (activations
+/// of `dtype`; Candle's CUDA kernels take bf16 only). The model has no way to clear its KV cache
+/// and a reload of a 30B file takes longer than the run, so the sequences are timed one after
+/// another on the same cache: a warm-up of 8 tokens and 4 decode steps (kernels load, the pool
+/// fills), then the prompt at depth 12 and `decode` tokens after it, then the prompt again
+/// after those (its prefill rate reported apart: the same work without anything first seen).
 fn run_qwen3_moe(
     path: &Path,
     (mut file, content, vocab): (std::fs::File, gguf_file::Content, usize),
     device: &Device,
     (prompt, decode): (usize, usize),
+    dtype: DType,
 ) -> DemoResult<serde_json::Value> {
     use candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE;
     const WARM: (usize, usize) = (8, 4);
     let t = Instant::now();
-    let mut model = GGUFQWenMoE::from_gguf(content, &mut file, device, DType::F32)?;
+    let mut model = GGUFQWenMoE::from_gguf(content, &mut file, device, dtype)?;
     device.synchronize()?;
     let load_s = t.elapsed().as_secs_f64();
     let tokens = prompt_tokens(vocab, prompt.max(WARM.0));
@@ -414,15 +416,19 @@ fn run_qwen3_moe(
         Ok((prefill, t.elapsed().as_secs_f64()))
     };
     sequence(&tokens[..WARM.0], 0, WARM.1)?;
-    let (prefill, dec) = sequence(&tokens[..prompt], WARM.0 + WARM.1, decode)?;
+    let depth = WARM.0 + WARM.1;
+    let (prefill, dec) = sequence(&tokens[..prompt], depth, decode)?;
+    let (again, _) = sequence(&tokens[..prompt], depth + prompt + decode, 0)?;
     Ok(serde_json::json!({
         "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
         "model": "quantized_qwen3_moe",
+        "dtype": format!("{dtype:?}").to_lowercase(),
+        "second_prefill_tokens_per_s": prompt as f64 / again,
         "bytes": std::fs::metadata(path)?.len(),
         "load_s": load_s,
         "prompt": prompt,
         "decode": decode,
-        "depth": WARM.0 + WARM.1,
+        "depth": depth,
         "prefill_tokens_per_s": prompt as f64 / prefill,
         "decode_tokens_per_s": decode as f64 / dec,
         "peak_bytes": peak_memory(device),

@@ -9,8 +9,10 @@
 //! candle-rocm-bench launch
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
 //! candle-rocm-bench gguf-write --shape 1b|8b|30b-a3b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
+//!                              [--layers N]
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
-//!   (a qwen3moe file runs through quantized_qwen3_moe; --static: the static llama with a
+//!   (a qwen3moe file runs through quantized_qwen3_moe, --dtype bf16|f32 (f32) its activations;
+//!    --static: the static llama with a
 //!    captured decode step instead of quantized_llama;
 //!    --profile [--quantized-llama]: a short run for ncu, the static llama eagerly or
 //!    quantized_llama's steps inside the CUDA profiler's range; CANDLE_ROCM_HOST_TIME=1: the
@@ -158,8 +160,12 @@ fn run(args: &[String]) -> DemoResult<()> {
         }
         Some("gguf-write") => {
             let need = |flag: &str| flag_value(args, flag).ok_or(format!("gguf-write needs {flag}"));
+            let mut shape = gguf::shape(need("--shape")?)?;
+            if let Some(layers) = flag_value(args, "--layers") {
+                shape.layers = layers.parse()?;
+            }
             gguf::write(
-                gguf::shape(need("--shape")?)?,
+                shape,
                 gguf::block_type(need("--type")?)?,
                 std::path::Path::new(need("--tokenizer-from")?),
                 std::path::Path::new(need("--out")?),
@@ -185,7 +191,12 @@ fn run(args: &[String]) -> DemoResult<()> {
                 };
                 gguf::run_static(path, &open(device)?, (prompt, decode), cache)?
             } else {
-                gguf::run(path, &open(device)?, prompt, decode)?
+                // activations of the mixture-of-experts model (quantized_llama's are f32)
+                let dtype = match flag_value(args, "--dtype") {
+                    Some(_) => dtype_flag(args)?,
+                    None => DType::F32,
+                };
+                gguf::run(path, &open(device)?, (prompt, decode), dtype)?
             };
             result["device"] = device.into();
             println!("{result}");
