@@ -277,7 +277,7 @@ def gguf_table(work):
         "tokens of context, as Candle's). The shape 30b-a3b is Qwen3-30B-A3B's (qwen3moe: hidden 2048, 48 layers, "
         "32/4 heads of 128, every feed-forward 8 of 128 experts of ffn 768, router weights in f32), run by "
         "candle-transformers' `quantized_qwen3_moe` with bf16 activations (Candle CUDA's MoE kernels take no other): one timed sequence after a warm-up "
-        "one on the same cache (the model cannot clear it), so its prefill starts at depth 12 and its decode "
+        "one on the same cache (the model cannot clear it), so its prefill starts at depth 68 and its decode "
         "follows it. The static llama (`static_llama::StaticLlama::from_gguf`, same file) "
         "prefills in one pass and decodes by replaying one captured step, each token read back. "
         "Process memory: the largest nvidia-smi sample (every 0.5 s).",

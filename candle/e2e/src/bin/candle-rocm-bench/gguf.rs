@@ -383,9 +383,10 @@ pub fn run(
 /// A mixture-of-experts file through candle-transformers' `quantized_qwen3_moe` (activations
 /// of `dtype`; Candle's CUDA kernels take bf16 only). The model has no way to clear its KV cache
 /// and a reload of a 30B file takes longer than the run, so the sequences are timed one after
-/// another on the same cache: a warm-up of 8 tokens and 4 decode steps (kernels load, the pool
-/// fills), then the prompt at depth 12 and `decode` tokens after it, then the prompt again
-/// after those (its prefill rate reported apart: the same work without anything first seen).
+/// another on the same cache: a warm-up of 64 tokens (the products take their many-row path, as
+/// the prompt's do) and 4 decode steps (kernels load, the pool fills), then the prompt at depth
+/// 68 and `decode` tokens after it, then the prompt again after those (its prefill rate
+/// reported apart: the same work with nothing first seen).
 fn run_qwen3_moe(
     path: &Path,
     (mut file, content, vocab): (std::fs::File, gguf_file::Content, usize),
@@ -394,7 +395,7 @@ fn run_qwen3_moe(
     dtype: DType,
 ) -> DemoResult<serde_json::Value> {
     use candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE;
-    const WARM: (usize, usize) = (8, 4);
+    const WARM: (usize, usize) = (64, 4);
     let t = Instant::now();
     let mut model = GGUFQWenMoE::from_gguf(content, &mut file, device, dtype)?;
     device.synchronize()?;
