@@ -570,6 +570,7 @@ pub const QUANTIZED: KernelModule = KernelModule {
                 "moe_grouped_q8_f32",
                 "moe_grouped_q8_f16",
                 "moe_grouped_q8_bf16",
+                "moe_route",
             ],
             dtypes: &GGML_BLOCK_TYPES,
         },

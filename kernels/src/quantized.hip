@@ -18,8 +18,8 @@
 // `quantize_q8_<x>` (activations of dtype x to q8); for the block types `matvec_q8_<x>_<type>`
 // (the same product from q8 activations, with integer dot products), `moe_q8_<x>_<type>`
 // (one expert matrix per token and slot) and `moe_grouped_q8_<x>_<type>` (the same, the pairs
-// of an expert taken together). Every entry takes the weights as (w, total): the
-// buffer and its number of blocks.
+// of an expert taken together, after `moe_route_<type>` sorts them). Every entry takes the
+// weights as (w, total): the buffer and its number of blocks.
 
 DEVICE float q_f16(const u8* p) {
     f16_t h;
@@ -946,67 +946,107 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
 }
 
 // Mixture of experts by expert: moe_q8's products with an expert's weight rows read once per
-// MOE_GROUP_PAIRS of its pairs instead of once per pair (a prompt's pairs share experts). Block
-// (x, y) takes expert y and the rows x, x + gridDim.x, ... of a warp's stride: it collects the
-// pairs whose id is y (MOE_WINDOW ids at a time, in shared memory), then each warp dots its rows
-// with up to MOE_GROUP_PAIRS of them at once. A pair's sums run in moe_q8's order, so the results
-// are moe_q8's bit for bit, whichever pairs share a pass. The blocks of expert 0 also write the
-// zero rows of ids past the experts (counted once, where `bad` is not null).
+// MOE_GROUP_PAIRS of its pairs instead of once per pair (a prompt's pairs share experts). Two
+// launches: `moe_route` sorts the pairs by expert on the device, then `moe_grouped_q8` gives each
+// block one chunk of up to MOE_GROUP_PAIRS pairs of one expert, so the work per block stays the
+// same however unevenly the experts are picked.
 #define MOE_GROUP_PAIRS 8
-#define MOE_WINDOW 1024
+// The most experts the routing sorts in shared memory (a count and a cursor each); more take
+// moe_q8.
+#define MOE_ROUTE_MAX_EXPERTS 4096
 
+// route (u32): [0, pairs) the pairs ordered by expert (ids past the experts last, as bucket
+// `experts`); then first[b], b in 0..=experts + 1: where bucket b's pairs start; then
+// chunk_first[b], b in 0..=experts + 1: the first chunk of bucket b (a chunk: MOE_GROUP_PAIRS
+// consecutive pairs of one bucket). One block; the order within a bucket is whatever the
+// atomics give (each pair's product does not depend on it).
+DEVICE void moe_route(const u32* ids, u32* route, u64 pairs, u64 experts) {
+    __shared__ u32 count[MOE_ROUTE_MAX_EXPERTS + 1], cursor[MOE_ROUTE_MAX_EXPERTS + 1];
+    const u64 buckets = experts + 1;
+    u32* first = route + pairs;
+    u32* chunk_first = first + buckets + 1;
+    for (u64 b = threadIdx.x; b < buckets; b += blockDim.x) count[b] = 0;
+    __syncthreads();
+    for (u64 p = threadIdx.x; p < pairs; p += blockDim.x) {
+        const u64 id = ids[p];
+        atomicAdd(&count[id < experts ? id : experts], 1u);
+    }
+    __syncthreads();
+    // the buckets' starts: a serial scan (at most a few thousand buckets, once a call)
+    if (threadIdx.x == 0) {
+        u32 at = 0, chunks = 0;
+        for (u64 b = 0; b < buckets; ++b) {
+            first[b] = at;
+            chunk_first[b] = chunks;
+            cursor[b] = at;
+            at += count[b];
+            chunks += (count[b] + MOE_GROUP_PAIRS - 1) / MOE_GROUP_PAIRS;
+        }
+        first[buckets] = at;
+        chunk_first[buckets] = chunks;
+    }
+    __syncthreads();
+    for (u64 p = threadIdx.x; p < pairs; p += blockDim.x) {
+        const u64 id = ids[p];
+        route[atomicAdd(&cursor[id < experts ? id : experts], 1u)] = (u32)p;
+    }
+}
+
+// Block (x, c) takes chunk c of the route (blocks past the last chunk return) and the rows x,
+// x + gridDim.x, ... of a warp's stride; each warp dots its rows with the chunk's pairs at once.
+// A pair's sums run in moe_q8's order, so the results are moe_q8's bit for bit, whichever pairs
+// share a chunk. A chunk of ids past the experts writes zero rows (counted once, where `bad` is
+// not null).
 template <typename Q, typename X>
-DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, u64 experts,
+DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* route, X* y, u64 n, u64 k, u64 experts,
                            u64 top, u64 x_slots, u64 pairs, u32* bad) {
-    __shared__ u32 mine[MOE_WINDOW], stray[MOE_WINDOW];
-    __shared__ u32 found, strays;
+    const u32* first = route + pairs;
+    const u32* chunk_first = first + experts + 2;
+    const u64 c = blockIdx.y;
+    if (c >= chunk_first[experts + 1]) return;
+    // the bucket whose chunks hold c: the last b with chunk_first[b] <= c
+    u64 lo = 0, hi = experts;
+    while (lo < hi) {
+        const u64 mid = (lo + hi + 1) / 2;
+        if (chunk_first[mid] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    const u64 e = lo;
+    const u64 start = first[e] + (c - chunk_first[e]) * MOE_GROUP_PAIRS;
+    const u64 left = first[e + 1] - start;
+    const u32 group = left < MOE_GROUP_PAIRS ? (u32)left : MOE_GROUP_PAIRS;
     const u32 lane = threadIdx.x % warpSize;
-    const u64 warps = blockDim.x / warpSize, first_row = blockIdx.x * warps + threadIdx.x / warpSize;
-    const u64 row_stride = (u64)gridDim.x * warps;
-    const u64 e = blockIdx.y, row_blocks = k / Q::BLOCK;
-    const u8* meta = xq + pairs / top * x_slots * k;
-    for (u64 w0 = 0; w0 < pairs; w0 += MOE_WINDOW) {
-        const u64 w1 = pairs - w0 < MOE_WINDOW ? pairs : w0 + MOE_WINDOW;
-        if (threadIdx.x == 0) found = strays = 0;
-        __syncthreads();
-        for (u64 p = w0 + threadIdx.x; p < w1; p += blockDim.x) {
-            const u64 id = ids[p];
-            if (id == e) mine[atomicAdd(&found, 1u)] = (u32)p;
-            else if (e == 0 && id >= experts) stray[atomicAdd(&strays, 1u)] = (u32)p;
-        }
-        __syncthreads();
-        const u32 count = found;
-        for (u32 g = 0; g < count; g += MOE_GROUP_PAIRS) {
-            const u32 group = count - g < MOE_GROUP_PAIRS ? count - g : MOE_GROUP_PAIRS;
-            QRowsAt<MOE_GROUP_PAIRS> xr;
-            u32 pair[MOE_GROUP_PAIRS];
+    const u64 warps = blockDim.x / warpSize;
+    const u64 first_row = blockIdx.x * warps + threadIdx.x / warpSize, row_stride = (u64)gridDim.x * warps;
+    u32 pair[MOE_GROUP_PAIRS];
+    QRowsAt<MOE_GROUP_PAIRS> xr;
 #pragma unroll
-            for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
-                pair[r] = mine[g + (r < (int)group ? r : 0)];
-                xr.at[r] = x_slots == 1 ? pair[r] / (u32)top : pair[r];
-            }
-            for (u64 j = first_row; j < n; j += row_stride) {
-                float acc[MOE_GROUP_PAIRS];
-#pragma unroll
-                for (int r = 0; r < MOE_GROUP_PAIRS; ++r) acc[r] = 0.0f;
-                q8_row_dot<Q, MOE_GROUP_PAIRS>(w, total, (e * n + j) * row_blocks, xq, meta, k, group, lane,
-                                               warpSize, acc, xr);
-#pragma unroll
-                for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
-                    if (r >= (int)group) break;
-                    float v = acc[r];
-                    for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
-                    if (lane == 0) q_store(y, (u64)pair[r] * n + j, v);
-                }
-            }
-        }
-        const u32 zeros = strays;
-        for (u32 i = 0; i < zeros; ++i) {
-            if (bad != 0 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(bad, 1u);
+    for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
+        pair[r] = route[start + (r < (int)group ? r : 0)];
+        xr.at[r] = x_slots == 1 ? pair[r] / (u32)top : pair[r];
+    }
+    if (e == experts) {
+        if (bad != 0 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(bad, group);
+        for (u32 r = 0; r < group; ++r)
             if (lane == 0)
-                for (u64 j = first_row; j < n; j += row_stride) q_store(y, (u64)stray[i] * n + j, 0.0f);
+                for (u64 j = first_row; j < n; j += row_stride) q_store(y, (u64)pair[r] * n + j, 0.0f);
+        return;
+    }
+    const u64 row_blocks = k / Q::BLOCK;
+    const u8* meta = xq + pairs / top * x_slots * k;
+    for (u64 j = first_row; j < n; j += row_stride) {
+        float acc[MOE_GROUP_PAIRS];
+#pragma unroll
+        for (int r = 0; r < MOE_GROUP_PAIRS; ++r) acc[r] = 0.0f;
+        q8_row_dot<Q, MOE_GROUP_PAIRS>(w, total, (e * n + j) * row_blocks, xq, meta, k, group, lane, warpSize, acc,
+                                       xr);
+#pragma unroll
+        for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
+            if (r >= (int)group) break;
+            float v = acc[r];
+            for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+            if (lane == 0) q_store(y, (u64)pair[r] * n + j, v);
         }
-        __syncthreads();
     }
 }
 
@@ -1078,12 +1118,15 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* ids,
                                      u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \
         moe_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                \
     }                                                                                            \
-    KERNEL void moe_grouped_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, \
+    KERNEL void moe_grouped_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* route, X* y, u64 n, \
                                              u64 k, u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) { \
-        moe_grouped_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);        \
+        moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \
     }
 #define BLOCK_KERNELS(NAME, Q)                                                                   \
     QUANT_KERNELS(NAME, Q)                                                                       \
+    KERNEL void moe_route_##NAME(const u32* ids, u32* route, u64 pairs, u64 experts) {          \
+        moe_route(ids, route, pairs, experts);                                                   \
+    }                                                                                            \
     BLOCK_MATVEC(NAME, Q, f32, float)                                                            \
     BLOCK_MATVEC(NAME, Q, f16, f16_t)                                                            \
     BLOCK_MATVEC(NAME, Q, bf16, bf16_t)

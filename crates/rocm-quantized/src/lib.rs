@@ -537,6 +537,15 @@ fn activation_rows(op: &'static str, x: &Operand<'_>) -> Result<(usize, usize)> 
 /// the float mat-vec takes at most this many, the integer one takes more in groups of it.
 pub const MATVEC_MAX_ROWS: usize = 8;
 
+/// Pairs of one expert the grouped mixture of experts dots at once (MOE_GROUP_PAIRS in
+/// quantized.hip).
+const MOE_GROUP_PAIRS: usize = 8;
+/// The most experts its routing sorts on the device (MOE_ROUTE_MAX_EXPERTS); more take the
+/// per-pair kernel.
+const MOE_ROUTE_MAX_EXPERTS: usize = 4096;
+/// Threads of the one block that sorts the pairs by expert.
+const MOE_ROUTE_BLOCK: u32 = 1024;
+
 /// Bytes of the q8 form of m rows of k activations: m * k signed bytes, then one 8-byte record
 /// (f32 scale, two i16 sums of 16 bytes) per 32 values.
 pub fn q8_bytes(m: usize, k: usize) -> usize {
@@ -1044,11 +1053,13 @@ pub fn moe_matvec(
             ),
         });
     }
-    // A token's experts are distinct: one token reads each of its experts once either way, and
-    // moe_q8's grid over the pairs alone fills the device; more tokens share experts.
-    let grouped = tokens > 1;
-    let op = kernel_op(if grouped { "moe_grouped_q8" } else { "moe_q8" }, dtype)?;
     let pairs = tokens * top;
+    // A token's experts are distinct: one token reads each of its experts once either way, and
+    // moe_q8's grid over the pairs alone fills the device; more tokens share experts, whose
+    // pairs the grouped kernel takes together (its grid holds a block row per chunk of pairs)
+    let chunks = pairs.div_ceil(MOE_GROUP_PAIRS) + experts + 1;
+    let grouped = tokens > 1 && experts <= MOE_ROUTE_MAX_EXPERTS && chunks <= 65_535;
+    let op = kernel_op(if grouped { "moe_grouped_q8" } else { "moe_q8" }, dtype)?;
     let y = device.alloc(pairs * n * dtype.size_in_bytes())?;
     if pairs * n == 0 {
         return Ok(y);
@@ -1069,12 +1080,36 @@ pub fn moe_matvec(
     } else {
         None
     };
+    // the pairs sorted by expert, with where each expert's pairs and chunks start
+    let route = if grouped {
+        let route = device.alloc((pairs + 2 * (experts + 2)) * 4)?;
+        let f = device.kernel(&kernels::QUANTIZED, "moe_route", weights.ty.key())?;
+        let mut args = LaunchArgs::new();
+        ids_data.push(&mut args)?;
+        args.push_buffer(&route)
+            .push(pairs as u64)
+            .push(experts as u64);
+        let config = LaunchConfig {
+            grid: [1, 1, 1],
+            block: [MOE_ROUTE_BLOCK, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        device.launch(&f, config, &mut args)?;
+        Some(route)
+    } else {
+        None
+    };
     let f = device.kernel(&kernels::QUANTIZED, op, weights.ty.key())?;
     let mut args = LaunchArgs::new();
     args.push_buffer(weights.buffer)
         .push(weights.buffer_blocks() as u64)
         .push_buffer(&xq);
-    ids_data.push(&mut args)?;
+    match &route {
+        Some(r) => {
+            args.push_buffer(r);
+        }
+        None => ids_data.push(&mut args)?,
+    }
     args.push_buffer(&y)
         .push(n as u64)
         .push(k as u64)
@@ -1087,7 +1122,7 @@ pub fn moe_matvec(
         None => args.push(0u64),
     };
     let config = if grouped {
-        moe_grouped_config(device, n, (experts, pairs))?
+        moe_grouped_config(device, n, chunks)
     } else {
         matvec_config(device, n, 1, pairs.min(65535) as u32)
     };
@@ -1098,33 +1133,21 @@ pub fn moe_matvec(
     Ok(y)
 }
 
-/// The grouped mixture of experts' grid: a row of blocks per expert, as many blocks a row as
-/// spread the experts that have pairs (at most `pairs` of them) over the device's
-/// [`MATVEC_BLOCKS_PER_CU`] blocks a multiprocessor, and no more than the expert's rows need.
-fn moe_grouped_config(
-    device: &Device,
-    n: usize,
-    (experts, pairs): (usize, usize),
-) -> Result<LaunchConfig> {
-    // the kernel names pairs by u32 and an expert by a grid row
-    let experts = u32::try_from(experts)
-        .ok()
-        .filter(|&e| e <= 65535 && u32::try_from(pairs).is_ok())
-        .ok_or(Error::ShapeMismatch {
-            op: "indexed_moe_forward",
-            detail: format!("{experts} experts, {pairs} pairs: at most 65535 and 2^32 - 1"),
-        })?;
+/// The grouped mixture of experts' grid: a block row per chunk of pairs (`chunks` at most;
+/// the rows past the route's last chunk return at once), and as many blocks a row as make
+/// about four times the device's [`MATVEC_BLOCKS_PER_CU`] blocks a multiprocessor in all, no
+/// more than the rows need.
+fn moe_grouped_config(device: &Device, n: usize, chunks: usize) -> LaunchConfig {
     let warps = u64::from(MATVEC_BLOCK / device.info().warp_size.max(1)).max(1);
     let slots = u64::from(device.info().multiprocessor_count.max(1)) * MATVEC_BLOCKS_PER_CU;
-    let busy = (pairs as u64).clamp(1, u64::from(experts.max(1)));
-    let per_expert = slots
-        .div_ceil(busy)
+    let per_chunk = (4 * slots)
+        .div_ceil(chunks.max(1) as u64)
         .clamp(1, (n as u64).div_ceil(warps).max(1));
-    Ok(LaunchConfig {
-        grid: [per_expert as u32, experts, 1],
+    LaunchConfig {
+        grid: [per_chunk as u32, chunks as u32, 1],
         block: [MATVEC_BLOCK, 1, 1],
         shared_mem_bytes: 0,
-    })
+    }
 }
 
 /// After a kernel that counted out-of-range ids into `bad`: Ok when none were, else
@@ -1217,5 +1240,7 @@ mod tests {
         };
         assert_eq!(define("MATVEC_MAX_ROWS"), MATVEC_MAX_ROWS);
         assert_eq!(define("RMS_Q8_MAX_THREADS"), RMS_Q8_MAX_THREADS);
+        assert_eq!(define("MOE_GROUP_PAIRS"), MOE_GROUP_PAIRS);
+        assert_eq!(define("MOE_ROUTE_MAX_EXPERTS"), MOE_ROUTE_MAX_EXPERTS);
     }
 }
