@@ -543,7 +543,7 @@ const MOE_GROUP_PAIRS: usize = 8;
 /// The most experts its routing sorts on the device (MOE_ROUTE_MAX_EXPERTS); more take the
 /// per-pair kernel.
 const MOE_ROUTE_MAX_EXPERTS: usize = 4096;
-/// Threads of the one block that sorts the pairs by expert.
+/// Threads of the one block that sorts the pairs by expert, at most (any count sorts them).
 const MOE_ROUTE_BLOCK: u32 = 1024;
 
 /// Bytes of the q8 form of m rows of k activations: m * k signed bytes, then one 8-byte record
@@ -1089,9 +1089,11 @@ pub fn moe_matvec(
         args.push_buffer(&route)
             .push(pairs as u64)
             .push(experts as u64);
+        // (the wave64 emulation's blocks hold fewer threads)
+        let block = MOE_ROUTE_BLOCK.min(device.info().max_threads_per_block);
         let config = LaunchConfig {
             grid: [1, 1, 1],
-            block: [MOE_ROUTE_BLOCK, 1, 1],
+            block: [block, 1, 1],
             shared_mem_bytes: 0,
         };
         device.launch(&f, config, &mut args)?;
