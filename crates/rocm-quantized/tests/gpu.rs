@@ -495,6 +495,28 @@ fn matmul_of_a_strided_input_is_the_contiguous_ones() {
     }
 }
 
+/// `experts` (n, k) matrices of `ty` one after the other in `blocks`.
+fn experts_of(
+    blocks: &rocm_quantized::Buffer,
+    ty: GgmlType,
+    (experts, n, k): (usize, usize, usize),
+) -> rq::QExperts<'_> {
+    rq::QExperts {
+        weights: QWeights {
+            buffer: blocks,
+            ty,
+            rows: experts * n,
+            k,
+        },
+        experts,
+    }
+}
+
+/// `len` values uniform in [-1, 1).
+fn uniform(rng: &mut rand::rngs::StdRng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect()
+}
+
 #[test]
 fn moe_matvec_picks_each_tokens_experts() {
     let d = device();
@@ -515,19 +537,9 @@ fn moe_matvec_picks_each_tokens_experts() {
             .to_vec1()
             .unwrap();
         let scheme = ty.q8_scheme().unwrap();
-        let w = rq::QExperts {
-            weights: QWeights {
-                buffer: &blocks,
-                ty,
-                rows: experts * n,
-                k,
-            },
-            experts,
-        };
+        let w = experts_of(&blocks, ty, (experts, n, k));
         for slots in [1, top] {
-            let xs: Vec<f32> = (0..tokens * slots * k)
-                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
-                .collect();
+            let xs = uniform(&mut rng, tokens * slots * k);
             let x = Tensor::from_vec(xs, (tokens, slots, k), &Cpu::Cpu).unwrap();
             for dtype in [DType::F32, DType::BF16] {
                 let xr = x.to_dtype(cdtype(dtype)).unwrap().to_dtype(C::F32).unwrap();
@@ -616,19 +628,9 @@ fn grouped_moe_is_each_tokens_own_product() {
     for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4K, GgmlType::Q6K] {
         let q = quantized(ty, experts * n, k, 23);
         let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
-        let w = rq::QExperts {
-            weights: QWeights {
-                buffer: &blocks,
-                ty,
-                rows: experts * n,
-                k,
-            },
-            experts,
-        };
+        let w = experts_of(&blocks, ty, (experts, n, k));
         for slots in [1, top] {
-            let xs: Vec<f32> = (0..tokens * slots * k)
-                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
-                .collect();
+            let xs = uniform(&mut rng, tokens * slots * k);
             let xb = d.htod(&xs).unwrap();
             let xl = Layout::contiguous(&[tokens, slots, k]);
             let args = (
