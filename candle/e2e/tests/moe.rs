@@ -326,6 +326,28 @@ fn write_qwen3_moe_gguf(ty: GgmlDType, experts: usize, used: usize) -> std::path
     path
 }
 
+/// The file at `path`, open, and its GGUF header.
+fn read_gguf(
+    path: &std::path::Path,
+) -> (
+    std::fs::File,
+    candle_core::quantized::gguf_file::Content,
+) {
+    let mut file = std::fs::File::open(path).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
+    (file, content)
+}
+
+/// candle-transformers' `quantized_qwen3_moe` loaded on `device` from the file at `path`.
+fn quantized_qwen3_moe(
+    path: &std::path::Path,
+    device: &Device,
+) -> candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE {
+    use candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE;
+    let (mut file, content) = read_gguf(path);
+    GGUFQWenMoE::from_gguf(content, &mut file, device, DType::F32).unwrap()
+}
+
 /// candle-transformers' `quantized_qwen3_moe` on `device` from the file at `path`: the logits
 /// after `prompt` (one forward), then after each of `forced` fed in turn.
 fn qwen3_moe_logits(
@@ -334,11 +356,7 @@ fn qwen3_moe_logits(
     prompt: &[u32],
     forced: &[u32],
 ) -> Vec<Vec<f32>> {
-    use candle_core::quantized::gguf_file;
-    use candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE;
-    let mut file = std::fs::File::open(path).unwrap();
-    let content = gguf_file::Content::read(&mut file).unwrap();
-    let mut model = GGUFQWenMoE::from_gguf(content, &mut file, device, DType::F32).unwrap();
+    let mut model = quantized_qwen3_moe(path, device);
     let row = |t: Tensor| {
         t.flatten_all()
             .unwrap()
@@ -367,11 +385,7 @@ fn qwen3_moe_greedy(
     prompt: &[u32],
     steps: usize,
 ) -> (Vec<u32>, Vec<Vec<f32>>) {
-    use candle_core::quantized::gguf_file;
-    use candle_transformers::models::quantized_qwen3_moe::GGUFQWenMoE;
-    let mut file = std::fs::File::open(path).unwrap();
-    let content = gguf_file::Content::read(&mut file).unwrap();
-    let mut model = GGUFQWenMoE::from_gguf(content, &mut file, device, DType::F32).unwrap();
+    let mut model = quantized_qwen3_moe(path, device);
     let (mut tokens, mut all) = (Vec::new(), Vec::new());
     let mut input = Tensor::new(prompt, device).unwrap().unsqueeze(0).unwrap();
     let mut pos = 0;
@@ -427,10 +441,8 @@ fn dense_qwen3_moe_logits(
     prompt: &[u32],
     forced: &[u32],
 ) -> Vec<Vec<f32>> {
-    use candle_core::quantized::gguf_file;
     use candle_transformers::models::qwen3_moe::{Config, ModelForCausalLM};
-    let mut file = std::fs::File::open(path).unwrap();
-    let content = gguf_file::Content::read(&mut file).unwrap();
+    let (mut file, content) = read_gguf(path);
     let md = |key: &str| &content.metadata[&format!("qwen3moe.{key}")];
     let count = |key: &str| md(key).to_u32().unwrap() as usize;
     let (layers, experts) = (count("block_count"), count("expert_count"));
