@@ -13,7 +13,8 @@
 //!   and a kernel reads the blocks in place with integer dot products (dp4a / dot4); for more
 //!   rows the weights are dequantized to 16-bit floats a slice of rows at a time and gemms on
 //!   the matrix units run (rocm-blas).
-//! - [`moe_matvec`]: Candle's `indexed_moe_forward` (one expert matrix per token and slot).
+//! - [`moe_matvec`]: Candle's `indexed_moe_forward` (one expert matrix per token and slot; a
+//!   prompt's pairs grouped by expert).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -1000,8 +1001,10 @@ pub struct QExperts<'a> {
 /// Candle's `indexed_moe_forward`: for x (tokens, slots, k) with slots = top or 1 and u32 ids
 /// (tokens, top) naming an expert per token and slot, y[t, e, :] = experts[ids[t, e]] .
 /// x[t, e or 0, :]^T, a new contiguous (tokens, top, n) buffer of x's dtype (f32, f16, bf16).
-/// Block types only. An id past the experts gives a zero row, or with `check_ids`
-/// `Error::IndexOutOfRange` (one sync).
+/// Block types only. One token: a mat-vec per pair (`moe_q8`); more: the pairs sorted by expert
+/// on the device (`moe_route`) and a block per chunk of up to [`MOE_GROUP_PAIRS`] pairs of one
+/// expert (`moe_grouped_q8`), the same results bit for bit. An id past the experts gives a zero
+/// row, or with `check_ids` `Error::IndexOutOfRange` (one sync).
 pub fn moe_matvec(
     device: &Device,
     w: QExperts<'_>,

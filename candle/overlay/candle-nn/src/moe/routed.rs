@@ -1,7 +1,9 @@
 //! `moe_gemm` and `moe_gemm_gguf` on devices without CUDA's fused kernels: ROCm, where the
-//! GGUF form runs as the quantized crate's indexed product (`QTensor::indexed_moe_forward`, one
-//! launch over every (token, slot) pair), and the CPU (the tests' reference, and where a model
-//! runs on the CPU). Same arguments and results as the CUDA functions.
+//! GGUF form runs as the quantized crate's indexed product (`QTensor::indexed_moe_forward`: one
+//! launch over every (token, slot) pair for one token; for more, the pairs sorted by expert on
+//! the device and each expert's rows read once per 8 of its pairs), and the CPU (the tests'
+//! reference, and where a model runs on the CPU). Same arguments and results as the CUDA
+//! functions.
 //!
 //! The routing comes sorted by expert: position i of `sorted_token_ids` names a pair p (token
 //! p / topk, slot p % topk) and `experts_ids[i]` its expert. The output row p is that expert's
