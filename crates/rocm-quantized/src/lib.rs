@@ -1002,7 +1002,7 @@ pub struct QExperts<'a> {
 /// (tokens, top) naming an expert per token and slot, y[t, e, :] = experts[ids[t, e]] .
 /// x[t, e or 0, :]^T, a new contiguous (tokens, top, n) buffer of x's dtype (f32, f16, bf16).
 /// Block types only. One token: a mat-vec per pair (`moe_q8`); more: the pairs sorted by expert
-/// on the device (`moe_route`) and a block per chunk of up to [`MOE_GROUP_PAIRS`] pairs of one
+/// on the device (`moe_route`) and a block per chunk of up to 8 pairs of one
 /// expert (`moe_grouped_q8`), the same results bit for bit. An id past the experts gives a zero
 /// row, or with `check_ids` `Error::IndexOutOfRange` (one sync).
 pub fn moe_matvec(
