@@ -27,6 +27,7 @@ pub use rocm_dnn::{
     Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams, DnnPath,
 };
 pub use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
+pub use rocm_reduce::AttentionMask;
 pub use rocm_reduce::ReduceOp;
 pub use storage::{binary_op_from_name, unary_op_from_name, CacheMask, RocmStorage};
 

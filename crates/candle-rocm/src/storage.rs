@@ -10,16 +10,9 @@ use rocm_reduce::ReduceOp;
 
 use crate::RocmDevice;
 
-/// Which cache positions each query of [`RocmStorage::cached_attention`] sees.
-#[derive(Debug, Clone, Copy)]
-pub enum CacheMask<'a> {
-    /// Every position.
-    None,
-    /// The queries are the cache's last positions, each seeing those up to its own.
-    Causal,
-    /// Query i sees positions `0..=positions[i]` (u32, one per query, on the device).
-    Positions(&'a RocmStorage, &'a Layout),
-}
+/// Which cache positions each query of [`RocmStorage::cached_attention`] sees: the positions
+/// (u32, one per query, on the device) as a storage and its layout.
+pub type CacheMask<'a> = rocm_reduce::AttentionMask<(&'a RocmStorage, &'a Layout)>;
 
 /// A buffer of `dtype` elements on a [`RocmDevice`]. Views (layouts) are passed per call, as
 /// Candle does.
@@ -487,11 +480,7 @@ impl RocmStorage {
         mask: CacheMask<'_>,
         scale: f32,
     ) -> Result<Self> {
-        let mask = match mask {
-            CacheMask::None => rocm_reduce::AttentionMask::None,
-            CacheMask::Causal => rocm_reduce::AttentionMask::Causal,
-            CacheMask::Positions(p, l) => rocm_reduce::AttentionMask::Positions(p.operand(l)),
-        };
+        let mask = mask.map(|(p, l)| p.operand(l));
         let out = rocm_reduce::cached_attention(
             self.raw(),
             self.operand(q_l),

@@ -518,9 +518,11 @@ pub fn layer_norm(
     Ok(out)
 }
 
-/// Which cache positions each query of [`cached_attention`] sees.
+/// Which cache positions each query of [`cached_attention`] sees. `P` is how the positions
+/// are held: an [`Operand`] here, a storage and its layout or a tensor in the layers above,
+/// which map it down ([`AttentionMask::map`]).
 #[derive(Debug, Clone, Copy)]
-pub enum AttentionMask<'a> {
+pub enum AttentionMask<P> {
     /// Every position.
     None,
     /// The queries are the cache's last positions, each seeing those up to its own (the
@@ -529,7 +531,26 @@ pub enum AttentionMask<'a> {
     /// Query i sees positions `0..=positions[i]` (u32, one per query, read on the device and
     /// clamped to the cache): a cache preallocated to its maximum length and filled up to a
     /// position only the device knows, as a captured decode step has it.
-    Positions(Operand<'a>),
+    Positions(P),
+}
+
+impl<P> AttentionMask<P> {
+    /// The same mask with its positions turned into `Q` by `f`.
+    pub fn map<Q>(self, f: impl FnOnce(P) -> Q) -> AttentionMask<Q> {
+        match self {
+            AttentionMask::None => AttentionMask::None,
+            AttentionMask::Causal => AttentionMask::Causal,
+            AttentionMask::Positions(p) => AttentionMask::Positions(f(p)),
+        }
+    }
+
+    /// The positions, where the mask has them.
+    pub fn positions(&self) -> Option<&P> {
+        match self {
+            AttentionMask::Positions(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// `softmax(q k^T * scale) v` in one launch, for queries over a key/value cache: `q` is
@@ -545,7 +566,7 @@ pub fn cached_attention(
     q: Operand<'_>,
     k: Operand<'_>,
     v: Operand<'_>,
-    mask: AttentionMask<'_>,
+    mask: AttentionMask<Operand<'_>>,
     scale: f32,
 ) -> Result<Buffer> {
     cached_attention_via(device, (q, k, v), mask, scale, AttentionPath::Auto)
@@ -590,7 +611,7 @@ fn split_threads(head_dim: usize, elem_bytes: usize, warp: u32) -> u32 {
 pub fn cached_attention_via(
     device: &Device,
     (q, k, v): (Operand<'_>, Operand<'_>, Operand<'_>),
-    mask: AttentionMask<'_>,
+    mask: AttentionMask<Operand<'_>>,
     scale: f32,
     path: AttentionPath,
 ) -> Result<Buffer> {

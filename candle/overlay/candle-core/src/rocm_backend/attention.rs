@@ -5,18 +5,11 @@
 use crate::op::BackpropOp;
 use crate::{Result, Storage, Tensor};
 
-/// Which cache positions each query of [`cached_attention`] sees.
-#[derive(Debug, Clone, Copy)]
-pub enum CacheMask<'a> {
-    /// Every position.
-    None,
-    /// The queries are the cache's last positions, each seeing those up to its own.
-    Causal,
-    /// Query i sees positions `0..=positions[i]` (u32 `[queries]` on the same device, read
-    /// there: a cache preallocated to its maximum length and filled up to a position the host
-    /// need not know, as a captured decode step has it).
-    Positions(&'a Tensor),
-}
+/// Which cache positions each query of [`cached_attention`] sees. With `Positions(p)`, query i
+/// sees positions `0..=p[i]` (u32 `[queries]` on the same device, read there: a cache
+/// preallocated to its maximum length and filled up to a position the host need not know, as a
+/// captured decode step has it).
+pub type CacheMask<'a> = candle_rocm::AttentionMask<&'a Tensor>;
 
 /// `q` `[batch, heads, queries, head_dim]` over `k` and `v` `[batch, kv_heads, cache_len,
 /// head_dim]` (`heads` a multiple of `kv_heads`; query head h reads kv head
@@ -32,10 +25,7 @@ pub fn cached_attention(
     scale: f32,
 ) -> Result<Tensor> {
     const OP: &str = "cached_attention";
-    let positions = match mask {
-        CacheMask::Positions(p) => Some(p),
-        _ => None,
-    };
+    let positions = mask.positions().copied();
     for other in [Some(k), Some(v), positions].into_iter().flatten() {
         if !other.device().same_device(q.device()) {
             return Err(crate::Error::DeviceMismatchBinaryOp {
@@ -57,7 +47,7 @@ pub fn cached_attention(
     let pl = ps.as_ref().map(|(_, l)| super::layout(l));
     let rocm_mask = match (&ps, &pl) {
         (Some((p, _)), Some(pl)) => match &**p {
-            Storage::Rocm(p) => candle_rocm::CacheMask::Positions(p.inner(), pl),
+            Storage::Rocm(p) => candle_rocm::CacheMask::Positions((p.inner(), pl)),
             _ => {
                 return Err(crate::Error::Msg(format!(
                     "{OP}: the positions are not on a ROCm device"
