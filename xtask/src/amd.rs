@@ -14,23 +14,13 @@ const AMD_TIER_PACKAGES: [&str; 4] = ["rocm-device", "rocm-blas", "rocm-dnn", "r
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
 pub(crate) const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
 
-/// C++ probe printing the ROCm headers' value of every ABI table entry (HIP, rocBLAS, MIOpen).
+/// C++ probe printing the ROCm headers' value of every ABI table entry (HIP, rocBLAS, MIOpen,
+/// RCCL: rocm_device::sys holds them all).
 fn abi_probe_source() -> String {
-    let headers: Vec<&str> = [
-        rocm_device::amd_abi::HEADERS,
-        rocm_blas::rocblas::abi::HEADERS,
-        rocm_dnn::miopen::abi::HEADERS,
-        rocm_ccl::library::abi::HEADERS,
-    ]
-    .concat();
-    let tables: Vec<&[rocm_device::abi::AbiValue]> = [
-        rocm_device::amd_abi::TABLES,
-        &[rocm_blas::rocblas::abi::TABLE],
-        rocm_dnn::miopen::abi::TABLES,
-        &[rocm_ccl::library::abi::TABLE],
-    ]
-    .concat();
-    rocm_device::abi::probe_source(&headers, &tables)
+    rocm_device::sys::abi::probe_source(
+        &rocm_device::sys::all_headers(),
+        &rocm_device::sys::all_tables(),
+    )
 }
 
 /// Where this machine's AMD tier runs: natively where ROCm and an AMD GPU are installed, else

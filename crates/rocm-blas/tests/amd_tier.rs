@@ -9,10 +9,10 @@ use rocm_blas::rocblas::{self, abi};
 fn every_rocblas_symbol_resolves() {
     let status = rocblas::library_status();
     println!("rocBLAS: {:?} (tried {:?})", status.found, status.tried);
-    let lib = rocblas::RocBlasLib::load().expect("rocBLAS loads and every symbol resolves");
+    let lib = rocblas::Functions::load(&status).expect("rocBLAS loads and every symbol resolves");
     println!(
         "AMD tier: {} rocBLAS symbols resolve: {lib:?}",
-        abi::SYMBOLS.len()
+        rocblas::Functions::SYMBOLS.len()
     );
 }
 

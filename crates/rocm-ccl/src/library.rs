@@ -1,229 +1,50 @@
-//! RCCL (amd platform) or NCCL (nvidia platform), loaded at run time with a minimal FFI table
-//! of our own: the calls below and the enum values they take. RCCL keeps NCCL's API (same
-//! names, `hipStream_t` for `cudaStream_t`); the AMD tier checks every symbol against the real
-//! librccl and every value against rccl.h.
+//! RCCL (amd platform) or NCCL (nvidia platform) through their table in `rocm_device::sys`
+//! (the same API; the AMD tier checks every symbol against the real librccl and every value
+//! against rccl.h): the library loaded once per process and its checked calls.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, CStr};
 
+pub(crate) use rocm_device::sys::nccl::RawComm;
+pub use rocm_device::sys::nccl::{abi, Functions, UniqueId};
 use rocm_device::{LibraryStatus, Platform};
 
 use crate::error::{Error, Result};
 
-/// NCCL/RCCL enum values (rccl.h, nccl.h) and the symbols we call.
-pub mod abi {
-    rocm_device::abi_constants!(TABLE;
-        NCCL_SUCCESS: u32 = 0 => "ncclSuccess";
-        NCCL_UNHANDLED_DEVICE_ERROR: u32 = 1 => "ncclUnhandledCudaError";
-        NCCL_SYSTEM_ERROR: u32 = 2 => "ncclSystemError";
-        NCCL_INTERNAL_ERROR: u32 = 3 => "ncclInternalError";
-        NCCL_INVALID_ARGUMENT: u32 = 4 => "ncclInvalidArgument";
-        NCCL_INVALID_USAGE: u32 = 5 => "ncclInvalidUsage";
-        NCCL_REMOTE_ERROR: u32 = 6 => "ncclRemoteError";
-        NCCL_INT8: u32 = 0 => "ncclInt8";
-        NCCL_UINT8: u32 = 1 => "ncclUint8";
-        NCCL_INT32: u32 = 2 => "ncclInt32";
-        NCCL_UINT32: u32 = 3 => "ncclUint32";
-        NCCL_INT64: u32 = 4 => "ncclInt64";
-        NCCL_UINT64: u32 = 5 => "ncclUint64";
-        NCCL_FLOAT16: u32 = 6 => "ncclFloat16";
-        NCCL_FLOAT32: u32 = 7 => "ncclFloat32";
-        NCCL_FLOAT64: u32 = 8 => "ncclFloat64";
-        NCCL_BFLOAT16: u32 = 9 => "ncclBfloat16";
-        NCCL_SUM: u32 = 0 => "ncclSum";
-        NCCL_PROD: u32 = 1 => "ncclProd";
-        NCCL_MAX: u32 = 2 => "ncclMax";
-        NCCL_MIN: u32 = 3 => "ncclMin";
-        NCCL_AVG: u32 = 4 => "ncclAvg";
-        UNIQUE_ID_BYTES: usize = 128 => "NCCL_UNIQUE_ID_BYTES";
-    );
-    /// `ncclInProgress` (NCCL 2.14+, RCCL 5.5+; not in older headers): a non-blocking call
-    /// still running. Only compared with, never passed.
-    pub const NCCL_IN_PROGRESS: u32 = 7;
-    /// The header the table's expressions need.
-    pub const HEADERS: &[&str] = &["rccl/rccl.h"];
-    /// Every function of the FFI table.
-    pub const SYMBOLS: [&str; 19] = [
-        "ncclGetVersion",
-        "ncclGetUniqueId",
-        "ncclCommInitRank",
-        "ncclCommDestroy",
-        "ncclCommAbort",
-        "ncclCommGetAsyncError",
-        "ncclGetErrorString",
-        "ncclGetLastError",
-        "ncclCommCount",
-        "ncclCommUserRank",
-        "ncclAllReduce",
-        "ncclBroadcast",
-        "ncclReduce",
-        "ncclAllGather",
-        "ncclReduceScatter",
-        "ncclSend",
-        "ncclRecv",
-        "ncclGroupStart",
-        "ncclGroupEnd",
-    ];
-}
-
-pub(crate) type RawComm = *mut c_void;
-pub(crate) type Stream = *mut c_void;
-
-/// The 128 bytes that name a communicator being formed.
-#[repr(C)]
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct UniqueId(pub [u8; abi::UNIQUE_ID_BYTES]);
-
-impl std::fmt::Debug for UniqueId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let head: String = self.0[..8].iter().map(|b| format!("{b:02x}")).collect();
-        write!(f, "UniqueId({head}...)")
-    }
-}
-
-type GetVersion = unsafe extern "C" fn(*mut c_int) -> u32;
-type GetUniqueId = unsafe extern "C" fn(*mut UniqueId) -> u32;
-type CommInitRank = unsafe extern "C" fn(*mut RawComm, c_int, UniqueId, c_int) -> u32;
-type CommFn = unsafe extern "C" fn(RawComm) -> u32;
-type CommAsyncError = unsafe extern "C" fn(RawComm, *mut u32) -> u32;
-type ErrorString = unsafe extern "C" fn(u32) -> *const c_char;
-type LastError = unsafe extern "C" fn(RawComm) -> *const c_char;
-type CommInt = unsafe extern "C" fn(RawComm, *mut c_int) -> u32;
-type AllReduce =
-    unsafe extern "C" fn(*const c_void, *mut c_void, usize, u32, u32, RawComm, Stream) -> u32;
-type Broadcast =
-    unsafe extern "C" fn(*const c_void, *mut c_void, usize, u32, c_int, RawComm, Stream) -> u32;
-#[allow(clippy::type_complexity)]
-type Reduce = unsafe extern "C" fn(
-    *const c_void,
-    *mut c_void,
-    usize,
-    u32,
-    u32,
-    c_int,
-    RawComm,
-    Stream,
-) -> u32;
-type AllGather =
-    unsafe extern "C" fn(*const c_void, *mut c_void, usize, u32, RawComm, Stream) -> u32;
-type ReduceScatter =
-    unsafe extern "C" fn(*const c_void, *mut c_void, usize, u32, u32, RawComm, Stream) -> u32;
-type Send = unsafe extern "C" fn(*const c_void, usize, u32, c_int, RawComm, Stream) -> u32;
-type Recv = unsafe extern "C" fn(*mut c_void, usize, u32, c_int, RawComm, Stream) -> u32;
-type Group = unsafe extern "C" fn() -> u32;
-
-/// The library of a platform: its role, the names tried (unversioned first) and the hint.
-fn names(platform: Platform) -> (&'static str, &'static [&'static str], &'static str) {
-    match platform {
-        Platform::Amd => (
-            "RCCL (librccl)",
-            &["librccl.so", "librccl.so.1"],
-            "install RCCL (the ROCm package rccl, or Debian/Ubuntu librccl1), or set ROCM_PATH",
-        ),
-        Platform::Nvidia => (
-            "NCCL (libnccl)",
-            &["libnccl.so.2", "libnccl.so"],
-            "install NCCL (the nvidia-nccl-cu13 wheel or the libnccl2 package) and put its lib \
-             folder on LD_LIBRARY_PATH",
-        ),
-    }
-}
-
 /// Where the platform's collective library was looked for and found.
 pub fn library_status(platform: Platform) -> LibraryStatus {
-    let (role, names, hint) = names(platform);
-    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-    let dirs = match platform {
-        Platform::Amd => rocm_device::rocm_library_dirs(),
-        Platform::Nvidia => Vec::new(),
-    };
-    rocm_device::find_library(role, &names, &dirs, hint)
+    match platform {
+        Platform::Amd => rocm_device::sys::nccl::rccl_library_status(),
+        Platform::Nvidia => rocm_device::sys::nccl::nccl_library_status(),
+    }
 }
 
-/// The loaded library and its functions.
+/// The platform's collective library and its functions.
 pub struct CclLib {
     platform: Platform,
-    path: String,
-    _lib: libloading::Library,
-    pub(crate) get_version: GetVersion,
-    pub(crate) get_unique_id: GetUniqueId,
-    pub(crate) comm_init_rank: CommInitRank,
-    pub(crate) comm_destroy: CommFn,
-    pub(crate) comm_abort: CommFn,
-    pub(crate) comm_get_async_error: CommAsyncError,
-    pub(crate) get_error_string: ErrorString,
-    pub(crate) get_last_error: LastError,
-    pub(crate) comm_count: CommInt,
-    pub(crate) comm_user_rank: CommInt,
-    pub(crate) all_reduce: AllReduce,
-    pub(crate) broadcast: Broadcast,
-    pub(crate) reduce: Reduce,
-    pub(crate) all_gather: AllGather,
-    pub(crate) reduce_scatter: ReduceScatter,
-    pub(crate) send: Send,
-    pub(crate) recv: Recv,
-    pub(crate) group_start: Group,
-    pub(crate) group_end: Group,
+    functions: Functions,
+}
+
+impl std::ops::Deref for CclLib {
+    type Target = Functions;
+    fn deref(&self) -> &Functions {
+        &self.functions
+    }
 }
 
 impl std::fmt::Debug for CclLib {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CclLib({} at {})", self.platform, self.path)
+        write!(f, "CclLib({} at {})", self.platform, self.path())
     }
 }
 
 impl CclLib {
-    /// Loads the platform's library and resolves every symbol of the table.
+    /// Loads the platform's library and resolves every function of the table.
     pub fn load(platform: Platform) -> Result<Self> {
-        let status = library_status(platform);
-        status.require()?;
-        let path = status.found.unwrap_or_default();
-        let (role, _, hint) = names(platform);
-        // SAFETY: loading the collective library runs its initialisers, which is what using
-        // it requires.
-        let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| {
-            rocm_device::Error::LibraryMissing {
-                library: role,
-                tried: format!("{path}: {e}"),
-                hint,
-            }
-        })?;
-        fn sym<T: Copy>(lib: &libloading::Library, role: &'static str, name: &str) -> Result<T> {
-            // SAFETY: each name is looked up with the signature nccl.h / rccl.h declare for
-            // it (the types above); the pointer is used only while `lib` is loaded.
-            let s = unsafe { lib.get::<T>(name.as_bytes()) }.map_err(|e| {
-                rocm_device::Error::LibraryMissing {
-                    library: role,
-                    tried: format!("symbol {name}: {e}"),
-                    hint: "a newer NCCL/RCCL is needed",
-                }
-            })?;
-            Ok(*s)
-        }
-        let [get_version, get_unique_id, comm_init_rank, comm_destroy, comm_abort, comm_get_async_error, get_error_string, get_last_error, comm_count, comm_user_rank, all_reduce, broadcast, reduce, all_gather, reduce_scatter, send, recv, group_start, group_end] =
-            abi::SYMBOLS;
+        let functions =
+            Functions::load(&library_status(platform)).map_err(rocm_device::Error::from)?;
         Ok(Self {
             platform,
-            get_version: sym(&lib, role, get_version)?,
-            get_unique_id: sym(&lib, role, get_unique_id)?,
-            comm_init_rank: sym(&lib, role, comm_init_rank)?,
-            comm_destroy: sym(&lib, role, comm_destroy)?,
-            comm_abort: sym(&lib, role, comm_abort)?,
-            comm_get_async_error: sym(&lib, role, comm_get_async_error)?,
-            get_error_string: sym(&lib, role, get_error_string)?,
-            get_last_error: sym(&lib, role, get_last_error)?,
-            comm_count: sym(&lib, role, comm_count)?,
-            comm_user_rank: sym(&lib, role, comm_user_rank)?,
-            all_reduce: sym(&lib, role, all_reduce)?,
-            broadcast: sym(&lib, role, broadcast)?,
-            reduce: sym(&lib, role, reduce)?,
-            all_gather: sym(&lib, role, all_gather)?,
-            reduce_scatter: sym(&lib, role, reduce_scatter)?,
-            send: sym(&lib, role, send)?,
-            recv: sym(&lib, role, recv)?,
-            group_start: sym(&lib, role, group_start)?,
-            group_end: sym(&lib, role, group_end)?,
-            path,
-            _lib: lib,
+            functions,
         })
     }
 
@@ -248,7 +69,7 @@ impl CclLib {
 
     /// The file that was loaded.
     pub fn path(&self) -> &str {
-        &self.path
+        self.functions.library().path()
     }
 
     /// NCCL_VERSION_CODE (e.g. 22805 for 2.28.5; RCCL reports the NCCL version it follows).
@@ -290,7 +111,7 @@ impl CclLib {
         // SAFETY: a live communicator handle or null, as the call allows.
         let detail = Self::text(unsafe { (self.get_last_error)(handle) });
         Err(Error::Library {
-            library: names(self.platform).0,
+            library: self.functions.library().role(),
             call,
             code,
             name,

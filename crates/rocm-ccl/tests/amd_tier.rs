@@ -3,7 +3,7 @@
 //! enum value we pass equals rccl.h's (printed by the probe xtask builds against the header).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rocm_ccl::library::abi;
+use rocm_ccl::library::{abi, Functions};
 use rocm_device::Platform;
 
 /// The RCCL library file: the loader's pick where it loads, else the chroot's unpacked copy.
@@ -27,7 +27,7 @@ fn every_rccl_symbol_of_the_table_is_exported() {
     let path = rccl_file();
     let image = std::fs::read(&path).unwrap();
     let exported = rocm_device::code_object::kernel_symbols(&image).unwrap();
-    let missing: Vec<&str> = abi::SYMBOLS
+    let missing: Vec<&str> = Functions::SYMBOLS
         .iter()
         .copied()
         .filter(|s| exported.binary_search(&s.to_string()).is_err())
@@ -35,7 +35,7 @@ fn every_rccl_symbol_of_the_table_is_exported() {
     assert!(missing.is_empty(), "{} lacks {missing:?}", path.display());
     println!(
         "AMD tier: {} RCCL symbols exported by {}",
-        abi::SYMBOLS.len(),
+        Functions::SYMBOLS.len(),
         path.display()
     );
 }

@@ -160,5 +160,15 @@ pub unsafe fn library_error(
     }
 }
 
+impl From<crate::sys::library::LibraryMissing> for Error {
+    fn from(e: crate::sys::library::LibraryMissing) -> Self {
+        Error::LibraryMissing {
+            library: e.library,
+            tried: e.tried,
+            hint: e.hint,
+        }
+    }
+}
+
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -16,7 +16,6 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod abi;
 pub mod code_object;
 pub mod compile;
 pub mod config;
@@ -27,6 +26,7 @@ mod launch;
 mod operand;
 mod platform;
 mod pool;
+pub mod sys;
 mod tensor;
 
 pub use config::{Config, ReducedPrecision};
@@ -37,21 +37,13 @@ pub use device::{
 pub use error::{library_error, Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_ARGS, MAX_DIMS};
 pub use operand::{Contiguous, Operand};
-pub use platform::{find_library, platform_of, selected_platform, LibraryStatus, Platform};
+pub use platform::{platform_of, selected_platform, Platform};
+pub use sys::abi;
+pub use sys::library::{find_library, rocm_library_dirs, Library, LibraryMissing, LibraryStatus};
 
-/// Where ROCm libraries are looked for before the loader's path: `$ROCM_PATH/lib`,
-/// `$HIP_PATH/lib`, `/opt/rocm/lib`.
-pub fn rocm_library_dirs() -> Vec<std::path::PathBuf> {
-    platform::amd::search_dirs()
-}
 pub use pool::{size_class, MemoryStats};
 pub use rocm_kernels as kernels;
 pub use tensor::{DType, Layout, Scalar};
-
-/// ABI values the amd platform passes to HIP, for the AMD tier to check against the headers.
-pub mod amd_abi {
-    pub use crate::platform::amd::abi::*;
-}
 
 /// What one platform offers on this machine.
 #[derive(Debug)]

@@ -142,7 +142,7 @@ fn abi_values_match_the_rocm_headers() {
     let path = std::env::var("CANDLE_ROCM_ABI_PROBE")
         .expect("CANDLE_ROCM_ABI_PROBE names the probe output");
     let text = std::fs::read_to_string(&path).expect("probe output readable");
-    let checked = rocm_device::abi::check_against_probe(rocm_device::amd_abi::TABLES, &text)
+    let checked = rocm_device::abi::check_against_probe(rocm_device::sys::hip::abi::TABLES, &text)
         .unwrap_or_else(|problems| panic!("{}", problems.join("\n")));
     println!("AMD tier: {checked} ABI values equal the ROCm headers'");
 }

@@ -1,5 +1,5 @@
-//! MIOpen, loaded at run time with a minimal FFI table of our own: the calls below and the
-//! enum values and structs they take, checked against the ROCm headers in the AMD tier.
+//! MIOpen through its table in `rocm_device::sys` (functions, enum values and structs,
+//! checked against the ROCm headers in the AMD tier): handles, descriptors and plans.
 //!
 //! The call sequence (miopen.h of ROCm 6.4):
 //! - `miopenCreateWithStream`: one handle per device, on the device's stream.
@@ -20,198 +20,29 @@
 //! Plans (descriptors and the chosen solution) are cached per shape and dtype.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
-use rocm_device::{Buffer, DType, Device, Error, LibraryStatus, Result};
+pub use rocm_device::sys::miopen::{abi, library_status, Functions, Ptr};
+use rocm_device::{Buffer, DType, Device, Error, Result};
 
 use crate::params::{ConvSpec, Direction, Pool2dParams};
 
-/// Opaque MIOpen object (handle or descriptor).
-type Ptr = *mut c_void;
+/// MIOpen's table, loaded once per process and shared by the devices' handles.
+#[derive(Debug)]
+pub struct MiOpenLib(Functions);
 
-/// MIOpen enum values and structs (miopen.h).
-pub mod abi {
-    use rocm_device::abi::AbiValue;
-
-    rocm_device::abi_constants!(TABLE;
-        MIOPEN_STATUS_SUCCESS: i32 = 0 => "miopenStatusSuccess";
-        MIOPEN_HALF: i32 = 0 => "miopenHalf";
-        MIOPEN_FLOAT: i32 = 1 => "miopenFloat";
-        MIOPEN_BFLOAT16: i32 = 5 => "miopenBFloat16";
-        MIOPEN_CONVOLUTION: i32 = 0 => "miopenConvolution";
-        MIOPEN_TRANSPOSE: i32 = 1 => "miopenTranspose";
-        MIOPEN_POOLING_MAX: i32 = 0 => "miopenPoolingMax";
-        MIOPEN_POOLING_AVERAGE: i32 = 1 => "miopenPoolingAverage";
-        /// The algorithm enums are ints (the union in `miopenConvAlgoPerf_t` is one int).
-        ALGORITHM_ENUM_BYTES: usize = 4 => "sizeof(miopenConvFwdAlgorithm_t)";
-    );
-
-    /// `miopenConvSolution_t`.
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct ConvSolution {
-        pub time: f32,
-        pub workspace_size: usize,
-        pub solution_id: u64,
-        pub algorithm: i32,
-    }
-
-    /// `miopenConvAlgoPerf_t` (the union of algorithm enums is one int).
-    #[repr(C)]
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct ConvAlgoPerf {
-        pub algo: i32,
-        pub time: f32,
-        pub memory: usize,
-    }
-
-    pub const CONV_SOLUTION_LAYOUT: &[AbiValue] = rocm_device::struct_layout!(
-        ConvSolution,
-        "miopenConvSolution_t",
-        [
-            time => "time",
-            workspace_size => "workspace_size",
-            solution_id => "solution_id",
-            algorithm => "algorithm",
-        ]
-    );
-
-    pub const CONV_ALGO_PERF_LAYOUT: &[AbiValue] = rocm_device::struct_layout!(
-        ConvAlgoPerf,
-        "miopenConvAlgoPerf_t",
-        [algo => "fwd_algo", time => "time", memory => "memory"]
-    );
-
-    /// Every table of the MIOpen FFI.
-    pub const TABLES: &[&[AbiValue]] = &[TABLE, CONV_SOLUTION_LAYOUT, CONV_ALGO_PERF_LAYOUT];
-    /// The header the tables' expressions need.
-    pub const HEADERS: &[&str] = &["miopen/miopen.h"];
-}
-
-/// Declares the FFI table: one field per symbol, resolved together at load.
-macro_rules! ffi_table {
-    ($($field:ident = $symbol:literal: fn($($arg:ty),*) -> $ret:ty;)*) => {
-        /// The loaded library and its functions.
-        pub struct MiOpenLib {
-            $($field: unsafe extern "C" fn($($arg),*) -> $ret,)*
-            _lib: libloading::Library,
-        }
-
-        /// Every function of the FFI table.
-        pub const SYMBOLS: &[&str] = &[$($symbol),*];
-
-        impl MiOpenLib {
-            fn resolve(lib: libloading::Library) -> Result<Self> {
-                Ok(MiOpenLib {
-                    $($field: symbol(&lib, $symbol)?,)*
-                    _lib: lib,
-                })
-            }
-        }
-    };
-}
-
-ffi_table! {
-    create_with_stream = "miopenCreateWithStream": fn(*mut Ptr, Ptr) -> i32;
-    destroy = "miopenDestroy": fn(Ptr) -> i32;
-    error_string = "miopenGetErrorString": fn(i32) -> *const c_char;
-    create_tensor = "miopenCreateTensorDescriptor": fn(*mut Ptr) -> i32;
-    set_tensor = "miopenSetTensorDescriptor": fn(Ptr, i32, i32, *const i32, *const i32) -> i32;
-    destroy_tensor = "miopenDestroyTensorDescriptor": fn(Ptr) -> i32;
-    create_conv = "miopenCreateConvolutionDescriptor": fn(*mut Ptr) -> i32;
-    init_conv = "miopenInitConvolutionNdDescriptor":
-        fn(Ptr, i32, *const i32, *const i32, *const i32, i32) -> i32;
-    set_group_count = "miopenSetConvolutionGroupCount": fn(Ptr, i32) -> i32;
-    set_output_padding = "miopenSetTransposeConvNdOutputPadding": fn(Ptr, i32, *const i32) -> i32;
-    conv_output_dim = "miopenGetConvolutionForwardOutputDim":
-        fn(Ptr, Ptr, Ptr, *mut i32, *mut i32, *mut i32, *mut i32) -> i32;
-    destroy_conv = "miopenDestroyConvolutionDescriptor": fn(Ptr) -> i32;
-    fwd_solution_count = "miopenConvolutionForwardGetSolutionCount":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
-    fwd_solution = "miopenConvolutionForwardGetSolution":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, usize, *mut usize, *mut abi::ConvSolution) -> i32;
-    fwd_compile = "miopenConvolutionForwardCompileSolution": fn(Ptr, Ptr, Ptr, Ptr, Ptr, u64) -> i32;
-    fwd_immediate = "miopenConvolutionForwardImmediate":
-        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, Ptr, usize, u64) -> i32;
-    bwd_solution_count = "miopenConvolutionBackwardDataGetSolutionCount":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
-    bwd_solution = "miopenConvolutionBackwardDataGetSolution":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, usize, *mut usize, *mut abi::ConvSolution) -> i32;
-    bwd_compile = "miopenConvolutionBackwardDataCompileSolution":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, u64) -> i32;
-    bwd_immediate = "miopenConvolutionBackwardDataImmediate":
-        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, Ptr, usize, u64) -> i32;
-    fwd_workspace = "miopenConvolutionForwardGetWorkSpaceSize":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
-    fwd_find = "miopenFindConvolutionForwardAlgorithm":
-        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, i32, *mut i32,
-           *mut abi::ConvAlgoPerf, Ptr, usize, bool) -> i32;
-    fwd_run = "miopenConvolutionForward":
-        fn(Ptr, *const c_void, Ptr, *const c_void, Ptr, *const c_void, Ptr, i32, *const c_void,
-           Ptr, Ptr, Ptr, usize) -> i32;
-    bwd_workspace = "miopenConvolutionBackwardDataGetWorkSpaceSize":
-        fn(Ptr, Ptr, Ptr, Ptr, Ptr, *mut usize) -> i32;
-    bwd_find = "miopenFindConvolutionBackwardDataAlgorithm":
-        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, Ptr, Ptr, Ptr, i32, *mut i32,
-           *mut abi::ConvAlgoPerf, Ptr, usize, bool) -> i32;
-    bwd_run = "miopenConvolutionBackwardData":
-        fn(Ptr, *const c_void, Ptr, *const c_void, Ptr, *const c_void, Ptr, i32, *const c_void,
-           Ptr, Ptr, Ptr, usize) -> i32;
-    create_pool = "miopenCreatePoolingDescriptor": fn(*mut Ptr) -> i32;
-    set_pool = "miopenSet2dPoolingDescriptor": fn(Ptr, i32, i32, i32, i32, i32, i32, i32) -> i32;
-    pool_output_dim = "miopenGetPoolingForwardOutputDim":
-        fn(Ptr, Ptr, *mut i32, *mut i32, *mut i32, *mut i32) -> i32;
-    pool_forward = "miopenPoolingForward":
-        fn(Ptr, Ptr, *const c_void, Ptr, *const c_void, *const c_void, Ptr, Ptr, bool, Ptr, usize)
-            -> i32;
-    destroy_pool = "miopenDestroyPoolingDescriptor": fn(Ptr) -> i32;
-}
-
-const LIBRARY: &str = "MIOpen (libMIOpen)";
-const HINT: &str = "install MIOpen (Debian/Ubuntu: apt install libmiopen-dev, or the ROCm \
-    packages), or set ROCM_PATH; CANDLE_ROCM_DISABLE_MIOPEN=1 uses the portable path";
-/// The library names tried, unversioned first.
-const NAMES: [&str; 2] = ["libMIOpen.so", "libMIOpen.so.1"];
-
-fn symbol<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T> {
-    // SAFETY: each name is looked up with the signature miopen.h declares for it, which the
-    // table above spells out.
-    unsafe { lib.get::<T>(name.as_bytes()) }
-        .map(|s| *s)
-        .map_err(|e| Error::LibraryMissing {
-            library: LIBRARY,
-            tried: format!("symbol {name}: {e}"),
-            hint: HINT,
-        })
-}
-
-/// Where MIOpen was looked for and found.
-pub fn library_status() -> LibraryStatus {
-    let names: Vec<String> = NAMES.iter().map(|s| s.to_string()).collect();
-    rocm_device::find_library(LIBRARY, &names, &rocm_device::rocm_library_dirs(), HINT)
-}
-
-impl std::fmt::Debug for MiOpenLib {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MiOpenLib({} symbols)", SYMBOLS.len())
+impl std::ops::Deref for MiOpenLib {
+    type Target = Functions;
+    fn deref(&self) -> &Functions {
+        &self.0
     }
 }
 
 impl MiOpenLib {
-    /// Loads MIOpen and resolves every symbol of the table.
+    /// Loads MIOpen and resolves every function of the table.
     pub fn load() -> Result<Arc<Self>> {
-        let status = library_status();
-        status.require()?;
-        let path = status.found.unwrap_or_default();
-        // SAFETY: loading MIOpen runs its initialisers, which is what using it requires.
-        let lib =
-            unsafe { libloading::Library::new(&path) }.map_err(|e| Error::LibraryMissing {
-                library: LIBRARY,
-                tried: format!("{path}: {e}"),
-                hint: HINT,
-            })?;
-        Ok(Arc::new(Self::resolve(lib)?))
+        Ok(Arc::new(MiOpenLib(Functions::load(&library_status())?)))
     }
 
     fn check(&self, call: &'static str, status: i32) -> Result<()> {

@@ -22,7 +22,7 @@ fn every_miopen_symbol_resolves() {
     let lib = MiOpenLib::load().expect("MIOpen loads and every symbol resolves");
     println!(
         "AMD tier: {} MIOpen symbols resolve: {lib:?}",
-        miopen::SYMBOLS.len()
+        miopen::Functions::SYMBOLS.len()
     );
 }
 

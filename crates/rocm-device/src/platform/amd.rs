@@ -1,83 +1,14 @@
-//! The amd platform: libamdhip64 and hiprtc through cubecl-hip-sys's dynamically loaded
-//! bindings. Only calls whose ABI is stable from ROCm 6.2 on are used
-//! (hipGetDevicePropertiesR0600, hipMalloc, hipModule*, streams, events); the AMD tier checks
-//! the enum values and struct offsets below against the ROCm 6.4 headers.
+//! The amd platform: libamdhip64 and hiprtc through `sys::hip` (cubecl-hip-sys's dynamically
+//! loaded bindings, and the ABI facts the AMD tier checks against the ROCm 6.4 headers).
 
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::path::PathBuf;
 use std::ptr;
 
-use cubecl_hip_sys as hip;
+pub(crate) use crate::sys::hip::library_status as libraries;
+use crate::sys::hip::{abi, sys as hip, HINT};
 
-use super::{
-    find_library, AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, LibraryStatus,
-    Platform, RawDevice,
-};
+use super::{AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, Platform, RawDevice};
 use crate::error::{Error, Result};
-
-/// Enum values passed to or compared with HIP, and the `hipDeviceProp_tR0600` fields read;
-/// the AMD tier compares each with the ROCm headers.
-pub mod abi {
-    use crate::abi::AbiValue;
-
-    crate::abi_constants!(TABLE;
-        HIP_SUCCESS: u32 = 0 => "hipSuccess";
-        HIP_ERROR_OUT_OF_MEMORY: u32 = 2 => "hipErrorOutOfMemory";
-        HIP_ERROR_NO_DEVICE: u32 = 100 => "hipErrorNoDevice";
-        HIP_ERROR_NOT_FOUND: u32 = 500 => "hipErrorNotFound";
-        HIP_ERROR_NOT_READY: u32 = 600 => "hipErrorNotReady";
-        HIP_STREAM_NON_BLOCKING: u32 = 1 => "hipStreamNonBlocking";
-        HIP_STREAM_CAPTURE_MODE_RELAXED: u32 = 2 => "hipStreamCaptureModeRelaxed";
-        HIPRTC_SUCCESS: u32 = 0 => "HIPRTC_SUCCESS";
-    );
-
-    /// Size and offsets of the hipDeviceProp_tR0600 fields we read.
-    pub const DEVICE_PROP_LAYOUT: &[AbiValue] = crate::struct_layout!(
-        cubecl_hip_sys::hipDeviceProp_tR0600,
-        "hipDeviceProp_tR0600",
-        [
-            name => "name",
-            totalGlobalMem => "totalGlobalMem",
-            sharedMemPerBlock => "sharedMemPerBlock",
-            warpSize => "warpSize",
-            maxThreadsPerBlock => "maxThreadsPerBlock",
-            multiProcessorCount => "multiProcessorCount",
-            gcnArchName => "gcnArchName",
-        ]
-    );
-
-    /// Every table of the amd platform.
-    pub const TABLES: &[&[AbiValue]] = &[TABLE, DEVICE_PROP_LAYOUT];
-    /// The headers the tables' expressions need.
-    pub const HEADERS: &[&str] = &["hip/hip_runtime_api.h", "hip/hiprtc.h"];
-}
-
-const HINT: &str = "install ROCm 6.2 or newer (libamdhip64, libhiprtc; Debian/Ubuntu: \
-    apt install libamdhip64-dev libhiprtc-dev or the ROCm packages), or set ROCM_PATH";
-
-pub(crate) fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = ["ROCM_PATH", "HIP_PATH"]
-        .into_iter()
-        .filter_map(std::env::var_os)
-        .map(|p| PathBuf::from(p).join("lib"))
-        .collect();
-    dirs.push(PathBuf::from("/opt/rocm/lib"));
-    dirs
-}
-
-/// The HIP runtime and hiprtc, by the names cubecl-hip-sys loads (unversioned first).
-pub(crate) fn libraries() -> Vec<LibraryStatus> {
-    let dirs = search_dirs();
-    vec![
-        find_library(
-            "HIP runtime (libamdhip64)",
-            &["libamdhip64.so".into()],
-            &dirs,
-            HINT,
-        ),
-        find_library("hiprtc (libhiprtc)", &["libhiprtc.so".into()], &dirs, HINT),
-    ]
-}
 
 /// Checked before any binding call: the bindings panic when the library is missing.
 fn ensure_loaded() -> Result<()> {

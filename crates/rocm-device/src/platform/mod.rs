@@ -12,6 +12,8 @@ pub(crate) mod nvidia;
 use std::ffi::c_void;
 use std::fmt;
 
+pub(crate) use crate::sys::library::{find_library, LibraryStatus};
+
 use crate::error::{Error, Result};
 
 /// Which vendor runtime serves the HIP API.
@@ -212,68 +214,6 @@ pub(crate) fn log_text(buf: &[u8]) -> String {
         .to_string()
 }
 
-/// Whether one library was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LibraryStatus {
-    /// What it is for (`HIP runtime`, `NVRTC`, ...).
-    pub role: &'static str,
-    /// The file that was loaded, or `None`.
-    pub found: Option<String>,
-    /// The names tried, for the message when none loaded.
-    pub tried: Vec<String>,
-    /// How to install it.
-    pub hint: &'static str,
-}
-
-/// Looks for a library under `dirs` then through the loader, by each of `names` in order.
-/// Looks for a library under `dirs` by each of `names`, then by the loader's own path.
-pub fn find_library(
-    role: &'static str,
-    names: &[String],
-    dirs: &[std::path::PathBuf],
-    hint: &'static str,
-) -> LibraryStatus {
-    let mut tried = Vec::new();
-    let candidates = dirs
-        .iter()
-        .flat_map(|dir| names.iter().map(move |n| dir.join(n).display().to_string()))
-        .chain(names.iter().cloned());
-    for candidate in candidates {
-        // SAFETY: loading a vendor runtime library runs its initialisers; these are the
-        // libraries the platform is about to use anyway, and the handle is dropped right away.
-        let loaded = unsafe { libloading::Library::new(&candidate) };
-        if loaded.is_ok() {
-            return LibraryStatus {
-                role,
-                found: Some(candidate),
-                tried,
-                hint,
-            };
-        }
-        tried.push(candidate);
-    }
-    LibraryStatus {
-        role,
-        found: None,
-        tried,
-        hint,
-    }
-}
-
-impl LibraryStatus {
-    /// `Ok` if found, else the typed error naming it and how to install it.
-    pub fn require(&self) -> Result<()> {
-        match self.found {
-            Some(_) => Ok(()),
-            None => Err(Error::LibraryMissing {
-                library: self.role,
-                tried: self.tried.join(", "),
-                hint: self.hint,
-            }),
-        }
-    }
-}
-
 /// What a device is: what its platform reports of it (and, with emulated wave64, what the
 /// emulation presents instead).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,20 +338,5 @@ mod tests {
         let nv = Platform::Nvidia.base_compile_options("sm_90");
         assert_eq!(nv[0], "-DCANDLE_ROCM_NVIDIA");
         assert!(nv.contains(&"--gpu-architecture=sm_90".to_string()));
-    }
-
-    #[test]
-    fn a_missing_library_names_itself_and_the_fix() {
-        let status = find_library(
-            "test runtime",
-            &["libdefinitely-not-here-candle-rocm.so".to_string()],
-            &[std::path::PathBuf::from("/nonexistent")],
-            "install the test runtime",
-        );
-        assert!(status.found.is_none());
-        assert_eq!(status.tried.len(), 2);
-        let err = status.require().unwrap_err().to_string();
-        assert!(err.contains("test runtime") && err.contains("install the test runtime"));
-        assert!(err.contains("/nonexistent/libdefinitely-not-here-candle-rocm.so"));
     }
 }

@@ -40,10 +40,10 @@ pub(crate) fn libraries() -> Vec<LibraryStatus> {
 }
 
 fn ensure_driver() -> Result<()> {
-    libraries()[0].require()
+    Ok(libraries()[0].require()?)
 }
 fn ensure_nvrtc() -> Result<()> {
-    libraries()[1].require()
+    Ok(libraries()[1].require()?)
 }
 
 fn check(call: &'static str, code: cu::CUresult) -> Result<()> {
