@@ -24,24 +24,6 @@
 #define ATTN_CAUSAL 1u
 #define ATTN_POSITIONS 2u
 
-// The block's max (MAX) or sum of `v`, in every thread.
-template <typename A, bool MAX>
-DEVICE A attn_block_reduce(A v, A* scratch) {
-    const u32 ws = warpSize;
-    const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
-    const u32 nwarps = (blockDim.x + ws - 1) / ws;
-    for (u32 off = ws / 2; off > 0; off /= 2) {
-        const A o = warp_shfl_xor(v, off);
-        v = MAX ? (o > v ? o : v) : v + o;
-    }
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = scratch[0];
-    for (u32 w = 1; w < nwarps; ++w) v = MAX ? (scratch[w] > v ? scratch[w] : v) : v + scratch[w];
-    __syncthreads();
-    return v;
-}
-
 // T: the queries' and the output's dtype; C: the cache's (T, or a 16-bit float type under f32
 // queries: a cache of half the bytes). N: cache elements a thread reads at once from a row (a
 // 16-byte pack, or 1 where rows are not whole aligned packs).
@@ -53,7 +35,6 @@ DEVICE void cached_attention_impl(const T* q, const C* k, const C* v, const u32*
     typedef typename RawOf<sizeof(C) * N>::type Raw;
     __shared__ A qs[ATTN_MAX_HEAD_DIM];
     __shared__ A weights[ATTN_BLOCK];
-    __shared__ A scratch[ATTN_BLOCK / 32];
     __shared__ A partial[ATTN_BLOCK * N];
     const u32 tid = threadIdx.x, nthreads = blockDim.x;
     const u64 row = blockIdx.x;
@@ -96,13 +77,13 @@ DEVICE void cached_attention_impl(const T* q, const C* k, const C* v, const u32*
             }
             score = dot;
         }
-        const A chunk_max = attn_block_reduce<A, true>(score, scratch);
+        const A chunk_max = block_combine_all<MaxOf<A> >(score);
         const A m_new = chunk_max > m ? chunk_max : m;
         const A w = j < len ? m_exp(score - m_new) : (A)0;
         // m is -inf only before the first chunk, where s and acc are still 0
         const A rescale = m == neg_inf ? (A)0 : m_exp(m - m_new);
         weights[tid] = w;
-        const A chunk_sum = attn_block_reduce<A, false>(w, scratch);  // its barrier publishes weights
+        const A chunk_sum = block_combine_all<SumOf<A> >(w);  // its barrier publishes weights
         s = s * rescale + chunk_sum;
         m = m_new;
         // weights x v: thread (group g, pack p) takes the chunk's keys g, g + groups, ...
@@ -238,7 +219,7 @@ DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* 
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            for (u32 o = lanes_per_key / 2; o > 0; o >>= 1) dot[u] += warp_shfl_xor(dot[u], o);
+            dot[u] = warp_combine<SumOf<A> >(dot[u], lanes_per_key);
             const u32 j = mine + (r0 + u) * stride;
             if (kl == 0 && j < n) weights[j] = dot[u];  // the score, until the weights replace it
         }
@@ -247,13 +228,10 @@ DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* 
     // the run's max and sum, each warp alike (lanes, then shuffles: a fixed order)
     A m = neg_inf;
     for (u32 j = lane; j < n; j += warpSize) m = weights[j] > m ? weights[j] : m;
-    for (u32 o = warpSize / 2; o > 0; o >>= 1) {
-        const A other = warp_shfl_xor(m, o);
-        m = other > m ? other : m;
-    }
+    m = warp_max(m);
     A sum = (A)0;
     for (u32 j = lane; j < n; j += warpSize) sum += m_exp(weights[j] - m);
-    for (u32 o = warpSize / 2; o > 0; o >>= 1) sum += warp_shfl_xor(sum, o);
+    sum = warp_sum(sum);
     __syncthreads();  // every warp has read the scores
     for (u32 j = tid; j < n; j += blockDim.x) weights[j] = m_exp(weights[j] - m);
     __syncthreads();

@@ -3,7 +3,8 @@
 //! Each op family is one `.hip` file whose templates are instantiated per dtype as
 //! `extern "C"` entry points named `<op>_<dtype>` (dtype names as Candle's `DType::as_str`).
 //! The runtime compiles a module with [`prelude`] in front: `compat.h`, the only place where
-//! the AMD (hiprtc) and NVIDIA (NVRTC) builds differ, then the shared layout header.
+//! the AMD (hiprtc) and NVIDIA (NVRTC) builds differ, then the shared layout, elementwise-loop
+//! and reduction headers.
 
 /// `compat.h`: per-platform types, shuffles, ballots and narrow atomics.
 pub const COMPAT_H: &str = include_str!("../include/compat.h");
@@ -11,6 +12,8 @@ pub const COMPAT_H: &str = include_str!("../include/compat.h");
 pub const LAYOUT_H: &str = include_str!("../include/layout.h");
 /// `map.h`: grid-stride elementwise loops with 16-byte contiguous paths.
 pub const MAP_H: &str = include_str!("../include/map.h");
+/// `reduce.h`: the warp and block combines of every kernel that reduces.
+pub const REDUCE_H: &str = include_str!("../include/reduce.h");
 
 /// Dtype names as Candle 0.11.1's `DType::as_str`, in the order modules instantiate them.
 pub const DTYPES: [&str; 10] = [
@@ -139,7 +142,8 @@ impl KernelModule {
 /// The headers every module is compiled with, in order.
 pub fn prelude() -> String {
     format!(
-        "#line 1 \"compat.h\"\n{COMPAT_H}\n#line 1 \"layout.h\"\n{LAYOUT_H}\n#line 1 \"map.h\"\n{MAP_H}\n"
+        "#line 1 \"compat.h\"\n{COMPAT_H}\n#line 1 \"layout.h\"\n{LAYOUT_H}\n#line 1 \"map.h\"\n{MAP_H}\n\
+         #line 1 \"reduce.h\"\n{REDUCE_H}\n"
     )
 }
 

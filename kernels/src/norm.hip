@@ -22,24 +22,10 @@
 // Every combine formula is symmetric in its two operands, so every lane of a butterfly ends
 // with bit-identical statistics.
 
-template <typename A, typename S, typename Op>
-DEVICE S norm_block_combine(S v) {
-    __shared__ S partial[MAX_BLOCK_WARPS];
-    const u32 ws = warpSize;
-    const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
-    const u32 nwarps = (blockDim.x + ws - 1) / ws;
-    for (u32 off = ws / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = partial[0];
-    for (u32 w = 1; w < nwarps; ++w) v = Op::combine(v, partial[w]);  // every thread: broadcast
-    __syncthreads();
-    return v;
-}
-
 template <typename A> struct MaxSum { A m, s; };
 template <typename A> struct SoftmaxOp {
     typedef MaxSum<A> S;
+    typedef S State;
     DEVICE static S combine(S a, S b) {
         const A m = a.m > b.m ? a.m : b.m;
         if (m == m_neg_inf((A)0)) { S r; r.m = m; r.s = a.s + b.s; return r; }
@@ -51,11 +37,6 @@ template <typename A> struct SoftmaxOp {
     DEVICE static S shfl(S v, int mask) {
         S r; r.m = warp_shfl_xor(v.m, mask); r.s = warp_shfl_xor(v.s, mask); return r;
     }
-};
-template <typename A> struct SumSq {
-    typedef A S;
-    DEVICE static S combine(S a, S b) { return a + b; }
-    DEVICE static S shfl(S v, int mask) { return warp_shfl_xor(v, mask); }
 };
 template <typename A> struct SoftmaxVisit {
     MaxSum<A> st;
@@ -145,7 +126,7 @@ DEVICE void softmax_impl(const T* x, T* out, u64 rows, u64 len) {
         visit.st.m = m_neg_inf((A)0); visit.st.s = (A)0;
         block_visit(xr, 0, len, visit);
         MaxSum<A> st = visit.st;
-        st = norm_block_combine<A, MaxSum<A>, SoftmaxOp<A> >(st);
+        st = block_combine_all<SoftmaxOp<A> >(st);
         SoftmaxWrite<T, A, LOG> write;
         write.m = st.m;
         write.log_s = m_log(st.s);
@@ -164,7 +145,7 @@ DEVICE void rms_norm_impl(const T* x, const T* alpha, T* out, u64 rows, u64 len,
         visit.ss = (A)0;
         block_visit(xr, 0, len, visit);
         A ss = visit.ss;
-        ss = norm_block_combine<A, A, SumSq<A> >(ss);
+        ss = block_combine_all<SumOf<A> >(ss);
         RmsWrite<T, A> write;
         write.alpha = alpha;
         write.scale = (A)1 / m_sqrt(ss / (A)len + (A)eps);
@@ -185,12 +166,12 @@ DEVICE void layer_norm_impl(const T* x, const T* alpha, const T* beta, T* out, u
         visit.sum = (A)0;
         visit.square = false;
         block_visit(xr, 0, len, visit);
-        const A mean_d = norm_block_combine<A, A, SumSq<A> >(visit.sum) / (A)len;
+        const A mean_d = block_combine_all<SumOf<A> >(visit.sum) / (A)len;
         visit.c = mean_d;
         visit.sum = (A)0;
         visit.square = true;
         block_visit(xr, 0, len, visit);
-        const A var = norm_block_combine<A, A, SumSq<A> >(visit.sum) / (A)len;
+        const A var = block_combine_all<SumOf<A> >(visit.sum) / (A)len;
         LayerNormWrite<T, A> write;
         write.alpha = alpha;
         write.beta = beta;
@@ -211,19 +192,18 @@ DEVICE void layer_norm_impl(const T* x, const T* alpha, const T* beta, T* out, u
 // G is uniform over the block, so every thread reaches the barriers. A group wider than a warp
 // spans at most MAX_BLOCK_WARPS <= warpSize warps.
 template <typename Op>
-DEVICE typename Op::S group_combine(typename Op::S v, u32 G) {
-    typedef typename Op::S S;
+DEVICE typename Op::State group_combine(typename Op::State v, u32 G) {
+    typedef typename Op::State S;
     __shared__ S partial[MAX_BLOCK_WARPS];
     const u32 ws = warpSize;
-    for (u32 off = (G < ws ? G : ws) / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
+    v = warp_combine<Op>(v, G < ws ? G : ws);
     if (G <= ws) return v;
     // The group's warps' partials, one per lane, combined by a butterfly in every warp of the
     // group (log2 steps instead of a chain through all of them).
     const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws, warps = G / ws;
     if (lane == 0) partial[warp] = v;
     __syncthreads();
-    v = partial[warp / warps * warps + lane % warps];  // every aligned run of `warps` lanes
-    for (u32 off = warps / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
+    v = warp_combine<Op>(partial[warp / warps * warps + lane % warps], warps);  // every aligned run of `warps` lanes
     __syncthreads();
     return v;
 }
@@ -232,6 +212,7 @@ DEVICE typename Op::S group_combine(typename Op::S v, u32 G) {
 template <typename A> struct Moments { A n, mean, m2; };
 template <typename A> struct MomentsOp {
     typedef Moments<A> S;
+    typedef S State;
     DEVICE static S combine(S a, S b) {
         if (a.n == (A)0) return b;
         if (b.n == (A)0) return a;
@@ -400,7 +381,7 @@ template <typename T> struct RmsRegBody {
         SumSqVisit<A> sq;
         sq.ss = (A)0;
         part.each(sq);
-        const A ss = group_combine<SumSq<A> >(sq.ss, G);
+        const A ss = group_combine<SumOf<A> >(sq.ss, G);
         RmsWrite<T, A> write;
         write.alpha = alpha;
         write.scale = (A)1 / m_sqrt(ss / (A)len + (A)eps);

@@ -487,7 +487,7 @@ DEVICE void matvec(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 r
         for (int r = 0; r < MATVEC_MAX_ROWS; ++r) {
             if (r >= (int)rows) break;
             float s = acc[r];
-            for (int o = warpSize / 2; o > 0; o >>= 1) s += warp_shfl_xor(s, o);
+            s = warp_sum(s);
             if (lane == 0) q_store(y, r * n + j, s);
         }
     }
@@ -655,17 +655,10 @@ DEVICE void q8_write_quarter(const float* v, u64 s, u32 quarter, bool live, u8* 
     }
 }
 
-// 1 / sqrt(mean(s^2) + eps) of a row of k values from each thread's sum of squares `ss`: a
-// butterfly in each warp, then the warps' sums in order (every thread alike).
-DEVICE float rms_q8_scale(float ss, u64 k, float eps, float* warp_ss) {
-    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-    const u32 warps = (blockDim.x + warpSize - 1) / warpSize;
-    for (int o = warpSize / 2; o > 0; o >>= 1) ss += warp_shfl_xor(ss, o);
-    if (lane == 0) warp_ss[warp] = ss;
-    __syncthreads();
-    ss = 0.0f;
-    for (u32 w = 0; w < warps; ++w) ss += warp_ss[w];
-    __syncthreads();
+// 1 / sqrt(mean(s^2) + eps) of a row of k values from each thread's sum of squares `ss`
+// (every thread alike).
+DEVICE float rms_q8_scale(float ss, u64 k, float eps) {
+    ss = block_combine_all<SumOf<float> >(ss);
     return 1.0f / m_sqrt(ss / (float)k + eps);
 }
 
@@ -700,7 +693,6 @@ DEVICE void rms_q8_load(const X* x, const X* r, X* sum, u64 at, u32 has_residual
 template <typename X>
 DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
                         u32 scheme, u32 has_residual) {
-    __shared__ float warp_ss[MAX_BLOCK_WARPS];
     const u32 lane = threadIdx.x % warpSize;
     const u64 runs = k / 8;
     const bool in_registers = runs <= (u64)RMS_Q8_RUNS * blockDim.x;
@@ -721,7 +713,7 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
                     for (int e = 0; e < 8; ++e) ss += v[i][e] * v[i][e];
                 }
             }
-            const float scale = rms_q8_scale(ss, k, eps, warp_ss);
+            const float scale = rms_q8_scale(ss, k, eps);
 #pragma unroll
             for (int i = 0; i < RMS_Q8_RUNS; ++i) {
                 const u64 base = threadIdx.x - lane + (u64)i * blockDim.x;  // the same for the warp
@@ -741,7 +733,7 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
 #pragma unroll
             for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
         }
-        const float scale = rms_q8_scale(ss, k, eps, warp_ss);
+        const float scale = rms_q8_scale(ss, k, eps);
         const X* src = has_residual ? sr : xr;
         for (u64 base = threadIdx.x - lane; base < runs; base += blockDim.x) {
             const u64 c = base + lane;
@@ -873,7 +865,7 @@ DEVICE void matvec_q8(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, 
             for (int r = 0; r < MAXR; ++r) {
                 if (r >= (int)group) break;
                 float v = acc[r];
-                for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+                v = warp_sum(v);
                 acc[r] = v;
             }
             if (wpr == 1) {
@@ -939,7 +931,7 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
             q8_row_dot<Q, 1>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane,
                              warpSize, acc);
             float v = acc[0];
-            for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+            v = warp_sum(v);
             if (lane == 0) q_store(y, p * n + j, v);
         }
     }
@@ -1044,7 +1036,7 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
         for (int r = 0; r < MOE_GROUP_PAIRS; ++r) {
             if (r >= (int)group) break;
             float v = acc[r];
-            for (int o = warpSize / 2; o > 0; o >>= 1) v += warp_shfl_xor(v, o);
+            v = warp_sum(v);
             if (lane == 0) q_store(y, (u64)pair[r] * n + j, v);
         }
     }

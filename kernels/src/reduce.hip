@@ -94,25 +94,6 @@ template <typename V, bool IS_MAX> struct MinMaxOp {
     }
 };
 
-// Combines one value per thread; the result is valid in thread 0.
-template <typename Op>
-DEVICE typename Op::State block_combine(typename Op::State v) {
-    typedef typename Op::State S;
-    __shared__ S partial[MAX_BLOCK_WARPS];
-    const u32 ws = warpSize;
-    const u32 lane = threadIdx.x % ws, warp = threadIdx.x / ws;
-    const u32 nwarps = (blockDim.x + ws - 1) / ws;
-    for (u32 off = ws / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < nwarps ? partial[lane] : Op::identity();
-        for (u32 off = ws / 2; off > 0; off /= 2) v = Op::combine(v, Op::shfl(v, off));
-    }
-    __syncthreads();
-    return v;
-}
-
 // Folds visited elements into a running state (for block_visit).
 template <typename Op> struct StepInto {
     typename Op::State acc;
@@ -146,7 +127,7 @@ DEVICE void reduce_impl(const T* in, Out* out, typename Op::State* partials, u64
             for (u64 r = r0 + threadIdx.x; r < r1; r += blockDim.x)
                 acc = Op::step(acc, base[red_offset(red, r)], r);
         }
-        acc = block_combine<Op>(acc);
+        acc = block_combine_first<Op>(acc);
         if (threadIdx.x == 0) {
             if (gridDim.y == 1) out[o] = fin(acc);
             else partials[o * gridDim.y + chunk] = acc;
@@ -163,7 +144,7 @@ DEVICE void finish_impl(const typename Op::State* partials, Out* out, u64 n_out,
             // chunks are visited in increasing order per thread: ties keep the lower index
             acc = Op::combine(acc, partials[o * chunks + c]);
         }
-        acc = block_combine<Op>(acc);
+        acc = block_combine_first<Op>(acc);
         if (threadIdx.x == 0) out[o] = fin(acc);
     }
 }
