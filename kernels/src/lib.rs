@@ -260,7 +260,8 @@ pub const ROPE: KernelModule = KernelModule {
     }],
 };
 
-/// Reductions over any dims: `<op>_<dtype>` and the second pass `<op>_finish_<dtype>`.
+/// Reductions over any dims: `<op>_<dtype>`, the second pass `<op>_finish_<dtype>`, and a
+/// thread an output `<op>_columns_<dtype>`.
 pub const REDUCE: KernelModule = KernelModule {
     name: "reduce",
     source: include_str!("reduce.hip"),
@@ -276,6 +277,11 @@ pub const REDUCE: KernelModule = KernelModule {
             "max_finish",
             "argmin_finish",
             "argmax_finish",
+            "sum_columns",
+            "min_columns",
+            "max_columns",
+            "argmin_columns",
+            "argmax_columns",
         ],
         dtypes: &DTYPES,
     }],

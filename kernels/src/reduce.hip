@@ -11,8 +11,9 @@
 // values; a NaN is picked only when it is element 0 of the reduction (the CPU loop starts
 // from element 0 and `acc < NaN` is false), later NaNs are passed over.
 
-// Entry points per dtype: sum, min, max, argmin, argmax (first pass) and sum_finish,
-// min_finish, max_finish, argmin_finish, argmax_finish (second pass).
+// Entry points per dtype: sum, min, max, argmin, argmax (first pass), sum_finish,
+// min_finish, max_finish, argmin_finish, argmax_finish (second pass), and sum_columns,
+// min_columns, max_columns, argmin_columns, argmax_columns (a thread an output).
 
 template <typename T> struct SumAcc { typedef float type; };
 template <> struct SumAcc<double> { typedef double type; };
@@ -135,6 +136,21 @@ DEVICE void reduce_impl(const T* in, Out* out, typename Op::State* partials, u64
     }
 }
 
+// A thread an output, the reduction's elements in order (element 0 seeded first, as thread 0
+// of the block path does): for many outputs whose reduction is short or not contiguous (a sum
+// over dim -2), where neighbouring threads then read neighbouring addresses and a block an
+// output would read one element a thread at the reduction's stride.
+template <typename T, typename Op, typename Out, typename Fin>
+DEVICE void columns_impl(const T* in, Out* out, u64 n_out, u64 red_len, const KernelLayout& kept,
+                         const KernelLayout& red, Fin fin) {
+    for (u64 o = grid_tid(); o < n_out; o += grid_threads()) {
+        const T* base = in + layout_offset(kept, o);
+        typename Op::State acc = Op::seed(Op::identity(), base);
+        for (u64 r = 0; r < red_len; ++r) acc = Op::step(acc, base[red_offset(red, r)], r);
+        out[o] = fin(acc);
+    }
+}
+
 template <typename Op, typename Out, typename Fin>
 DEVICE void finish_impl(const typename Op::State* partials, Out* out, u64 n_out, u64 chunks, Fin fin) {
     typedef typename Op::State S;
@@ -171,6 +187,10 @@ INT_SUM_FIN(u8) INT_SUM_FIN(u32) INT_SUM_FIN(i16) INT_SUM_FIN(i32) INT_SUM_FIN(i
     }                                                                                            \
     KERNEL void OP##_finish_##NAME(const OPT::State* partials, OUT* out, u64 n_out, u64 chunks) { \
         finish_impl<OPT>(partials, out, n_out, chunks, FIN());                                   \
+    }                                                                                            \
+    KERNEL void OP##_columns_##NAME(const T* in, OUT* out, u64 n_out, u64 red_len,               \
+                                    KernelLayout kept, KernelLayout red) {                       \
+        columns_impl<T, OPT>(in, out, n_out, red_len, kept, red, FIN());                         \
     }
 #define REDUCE_ALL(NAME, T)                                                                      \
     REDUCE_OP(sum, NAME, T, SumOp<typename SumAcc<T>::type>, T, FinSum<T>)                      \

@@ -109,6 +109,23 @@ impl ReducePlan {
     }
 }
 
+/// Outputs a multiprocessor below which a block an output keeps the device busier than a
+/// thread an output.
+const COLUMNS_OUTPUTS_PER_MULTIPROCESSOR: u64 = 512;
+/// Reductions up to this long take a thread an output even where their elements are contiguous
+/// (a block of 64 threads for 8 elements leaves most of it idle).
+const COLUMNS_SHORT_LEN: u64 = 32;
+/// Threads a block of the thread-an-output kernels.
+const COLUMNS_BLOCK: u32 = 256;
+
+/// Whether a reduction runs a thread an output (`<op>_columns`): many outputs, and a reduction
+/// that is short or not contiguous (a sum over dim -2, where a block an output reads one
+/// element a thread at the reduction's stride).
+pub fn by_columns(n_out: u64, red_len: u64, red_contiguous: bool, multiprocessors: u32) -> bool {
+    n_out >= u64::from(multiprocessors.max(1)) * COLUMNS_OUTPUTS_PER_MULTIPROCESSOR
+        && (!red_contiguous || red_len <= COLUMNS_SHORT_LEN)
+}
+
 /// Splits `layout` into the kept dims (with the start offset) and the reduced dims.
 fn split_layout(op: &'static str, layout: &Layout, dims: &[usize]) -> Result<(Layout, Layout)> {
     let nd = layout.dims.len();
@@ -161,14 +178,43 @@ pub fn reduce(
         }
         return Ok(out);
     }
+    let (kept_kl, red_kl): (KernelLayout, KernelLayout) =
+        (kept.kernel_layout()?, red.kernel_layout()?);
+    let multiprocessors = device.info().multiprocessor_count;
+    // the kernels' own test of a contiguous reduction (reduce.hip's block path)
+    let red_contiguous = red_kl.ndim == 0 || (red_kl.ndim == 1 && red_kl.strides[0] == 1);
+    if by_columns(n_out, red_len, red_contiguous, multiprocessors) {
+        let _span =
+            tracing::debug_span!("reduce by columns", op = name, %dtype, n_out, red_len).entered();
+        let columns = kernels::REDUCE
+            .op_named(&[name, "columns"])
+            .ok_or(Error::UnsupportedDType { op: name, dtype })?;
+        let f = device.kernel(&kernels::REDUCE, columns, dtype.as_str())?;
+        let mut args = LaunchArgs::new();
+        args.push_buffer(src.buffer)
+            .push_buffer(&out)
+            .push(n_out)
+            .push(red_len)
+            .push(kept_kl)
+            .push(red_kl);
+        let config = LaunchConfig {
+            grid: [
+                n_out.div_ceil(COLUMNS_BLOCK.into()).min(1 << 20) as u32,
+                1,
+                1,
+            ],
+            block: [COLUMNS_BLOCK, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        device.launch(&f, config, &mut args)?;
+        return Ok(out);
+    }
     let plan = ReducePlan::new(
         n_out,
         red_len,
         dtype.size_in_bytes() as u64,
-        device.info().multiprocessor_count,
+        multiprocessors,
     );
-    let (kept_kl, red_kl): (KernelLayout, KernelLayout) =
-        (kept.kernel_layout()?, red.kernel_layout()?);
     let _span =
         tracing::debug_span!("reduce", op = name, %dtype, n_out, red_len, chunks = plan.chunks)
             .entered();
@@ -898,6 +944,19 @@ mod tests {
         assert_eq!(split_threads(16, 2, 64), 64);
         assert_eq!(split_threads(256, 8, 32), 256);
         assert_eq!(split_threads(7, 4, 32), 64);
+    }
+
+    #[test]
+    fn many_short_or_strided_reductions_take_a_thread_an_output() {
+        // the MoE block's sum of each token's expert rows: 512 x 2048 outputs of 8, strided
+        assert!(by_columns(512 * 2048, 8, false, 132));
+        // contiguous and short, or strided and long: many outputs
+        assert!(by_columns(1 << 20, 8, true, 132));
+        assert!(by_columns(1 << 20, 4096, false, 132));
+        // contiguous rows of more than COLUMNS_SHORT_LEN keep a block a row
+        assert!(!by_columns(1 << 20, 33, true, 132));
+        // too few outputs to fill the device
+        assert!(!by_columns(132 * 512 - 1, 8, false, 132));
     }
 
     #[test]

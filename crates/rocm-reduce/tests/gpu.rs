@@ -167,6 +167,58 @@ fn row_lengths_from_1_to_a_million() {
 }
 
 #[test]
+fn many_short_or_strided_reductions_take_a_thread_an_output_and_match_the_cpu() {
+    let d = device();
+    let info = d.info();
+    // enough outputs for the thread-an-output path on this device (checked below, so the
+    // cases cannot drift to the block path unnoticed)
+    let n = (u64::from(info.multiprocessor_count) * 512).next_multiple_of(64) as usize;
+    let mut checked = 0;
+    // (shape, reduce dims, reduction contiguous): dim -2 of (a, 8, n / a) as the MoE block sums
+    // each token's expert rows; 8 contiguous elements a row; dim 0 of 3 rows
+    for (shape, dims, red_contiguous) in [
+        (vec![64, 8, n / 64], vec![1], false),
+        (vec![n, 8], vec![1], true),
+        (vec![3, n], vec![0], false),
+    ] {
+        let n_out = n as u64;
+        let red_len = shape[dims[0]] as u64;
+        assert!(
+            rr::by_columns(n_out, red_len, red_contiguous, info.multiprocessor_count),
+            "{shape:?} over {dims:?} should take a thread an output"
+        );
+        for dtype in ALL {
+            let elems: usize = shape.iter().product();
+            let base = tensor(&random(dtype, elems, -100.0, 100.0, 11), dtype, &shape);
+            for op in ReduceOp::ALL {
+                check(
+                    op,
+                    dtype,
+                    &base,
+                    &base,
+                    &dims,
+                    &format!("{shape:?} over {dims:?}"),
+                );
+                checked += 1;
+            }
+        }
+    }
+    // NaNs at a column's element 0 (kept by min and max) and later (passed over), ties
+    let mut col = vec![1.0f32; 3 * n];
+    col[5] = f32::NAN; // column 5, element 0
+    col[n + 9] = f32::NAN; // column 9, element 1
+    col[2 * n + 9] = 4.0;
+    col[n + 12] = 4.0; // column 12: a tie at elements 1 and 2
+    col[2 * n + 12] = 4.0;
+    let x = Tensor::from_vec(col, (3, n), &candle_core::Device::Cpu).unwrap();
+    for op in ReduceOp::ALL {
+        check(op, DType::F32, &x, &x, &[0], "columns with NaNs and ties");
+        checked += 1;
+    }
+    println!("thread-an-output reductions: {checked} cases equal the CPU backend");
+}
+
+#[test]
 fn nan_ties_and_empty_tensors_follow_the_cpu_backend() {
     let d = device();
     let nan = f32::NAN;

@@ -12,7 +12,7 @@ pub(crate) mod nvidia;
 use std::ffi::c_void;
 use std::fmt;
 
-pub(crate) use crate::sys::library::{find_library, LibraryStatus};
+pub(crate) use crate::sys::library::LibraryStatus;
 
 use crate::error::{Error, Result};
 

@@ -10,10 +10,10 @@ use cudarc::driver::sys as cu;
 use cudarc::nvrtc::sys as rtc;
 
 use super::{
-    find_library, AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, LibraryStatus,
-    Platform, RawDevice,
+    AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, LibraryStatus, Platform, RawDevice,
 };
 use crate::error::{Error, Result};
+use crate::sys::library::find_library;
 
 const DRIVER_HINT: &str = "install the NVIDIA driver (libcuda.so)";
 const NVRTC_HINT: &str = "install NVRTC (CUDA toolkit, or the nvidia-cuda-nvrtc wheel) and put \
