@@ -502,6 +502,26 @@ pub const CONV: KernelModule = KernelModule {
     ],
 };
 
+/// Dense products of a few activation rows by a matrix read along k (a decode step's linear
+/// layers, attention scores over a cache): `gemv_<dtype>` (up to [`gemv::MAX_ROWS`] rows) and
+/// the one-row `gemv1_<dtype>`, f32 sums, the output in the inputs' dtype or f32.
+pub const GEMV: KernelModule = KernelModule {
+    name: "gemv",
+    source: include_str!("gemv.hip"),
+    groups: &[EntryGroup {
+        ops: &["gemv", "gemv1"],
+        dtypes: &["bf16", "f16", "f32"],
+    }],
+};
+
+/// The launch facts of `gemv` (gemv.hip's `GEMV_*` defines; a test checks the two agree).
+pub mod gemv {
+    /// Activation rows one launch of `gemv_<dtype>` takes.
+    pub const MAX_ROWS: u32 = 8;
+    /// Packs a lane loads before its first multiply.
+    pub const UNROLL: u32 = 4;
+}
+
 /// Dtypes the random draws produce directly.
 pub const RANDOM_DTYPES: [&str; 5] = ["bf16", "f16", "f32", "f64", "f8e4m3"];
 
@@ -590,7 +610,7 @@ pub const QUANTIZED: KernelModule = KernelModule {
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
-    &CONV, &RANDOM, &QUANTIZED, &ATTENTION,
+    &CONV, &RANDOM, &QUANTIZED, &ATTENTION, &GEMV,
 ];
 
 #[cfg(test)]
@@ -638,6 +658,13 @@ mod tests {
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);
+    }
+
+    #[test]
+    fn gemv_constants_match_the_kernel_source() {
+        let define = |name: &str| GEMV.define(name).and_then(|v| u32::try_from(v).ok());
+        assert_eq!(define("GEMV_MAX_ROWS"), Some(gemv::MAX_ROWS));
+        assert_eq!(define("GEMV_UNROLL"), Some(gemv::UNROLL));
     }
 
     #[test]

@@ -12,9 +12,10 @@ use crate::tools::{
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
-const CRATE_BENCHES: [(&str, &str); 6] = [
+const CRATE_BENCHES: [(&str, &str); 7] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
+    ("rocm-blas", "gemv_bench"),
     ("rocm-reduce", "reduce_bench"),
     ("rocm-indexing", "indexing_bench"),
     ("rocm-dnn", "conv_bench"),
@@ -22,7 +23,7 @@ const CRATE_BENCHES: [(&str, &str); 6] = [
 ];
 
 /// The Python side: torch peers and the report.
-const SCRIPTS: [&str; 11] = [
+const SCRIPTS: [&str; 12] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -32,6 +33,7 @@ const SCRIPTS: [&str; 11] = [
     "torch_candle_ops.py",
     "torch_llama.py",
     "torch_quantized.py",
+    "torch_gemv.py",
     "report.py",
     "report_decode.py",
 ];

@@ -32,7 +32,7 @@
 use std::sync::Arc;
 
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
-use candle_core::rocm_backend::attention::{cached_attention, CacheMask};
+use candle_core::rocm_backend::attention::{cached_attention, rope_kv_write, CacheMask};
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
@@ -101,6 +101,14 @@ impl FusedLayer {
             _ => None,
         }
     }
+}
+
+/// What the ops' form of a step (the rotary embedding by candle-nn, the cache written by
+/// scatters) needs of the positions: their rotary rows and the scatter's index.
+struct OpsInputs {
+    cos: Tensor,
+    sin: Tensor,
+    slot: Tensor,
 }
 
 /// Linear layers of the same input stacked by output rows (one gemm computes them all).
@@ -629,13 +637,6 @@ impl StaticLlama {
         let (heads, kv_heads, hd, max) = (self.heads, self.kv_heads, self.head_dim, self.max_len);
         let group = heads / kv_heads;
         let t = positions.dim(0)?;
-        let cos = self.cos.index_select(positions, 0)?;
-        let sin = self.sin.index_select(positions, 0)?;
-        // The scatter's index: each token's position at every element of its `[1, kv, 1, hd]`.
-        let slot = positions
-            .reshape((1, 1, t, 1))?
-            .broadcast_as((1, kv_heads, t, hd))?
-            .contiguous()?;
         // A prompt's attention as matrix products over the cache (the BLAS, every query of a
         // kv head in one product); a few tokens' through `cached_attention`, one block a query
         // row, made for decode (8B, 512-token prompt: 6924 tokens/s through it against 10484
@@ -656,52 +657,49 @@ impl StaticLlama {
             )?)
         };
         let scale = 1.0 / (hd as f64).sqrt();
+        // Without a mask (a few tokens), one stacked q/k/v product a layer and no collective,
+        // `rope_kv_write` ropes and writes the cache; else the ops below, with the rotary rows
+        // of the positions and the scatter's index (each token's position at every element of
+        // its `[1, kv, 1, hd]`).
+        let written = mask.is_none()
+            && self.comm.is_none()
+            && self.layers.iter().all(|l| l.qkv.len() == 1);
+        let ops = if written {
+            None
+        } else {
+            Some(OpsInputs {
+                cos: self.cos.index_select(positions, 0)?,
+                sin: self.sin.index_select(positions, 0)?,
+                slot: positions
+                    .reshape((1, 1, t, 1))?
+                    .broadcast_as((1, kv_heads, t, hd))?
+                    .contiguous()?,
+            })
+        };
 
         let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
         for (n, layer) in self.layers.iter().enumerate() {
             let residual = &x;
             let h = layer.input_norm.forward(&x)?;
-            // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`:
-            // one cast of the stacked output, q and k roped together; views for one token,
-            // copies for a prompt
-            let rope = |x: &Tensor| {
-                if self.rope_interleaved {
-                    candle_nn::rotary_emb::rope_i(x, &cos, &sin)
-                } else {
-                    candle_nn::rotary_emb::rope(x, &cos, &sin)
+            // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`
+            let q = match &ops {
+                None => rope_kv_write(
+                    &layer.qkv[0].forward(&h)?.to_dtype(DType::F32)?,
+                    &self.cos,
+                    &self.sin,
+                    positions,
+                    &state.k[n],
+                    &state.v[n],
+                    heads,
+                    self.rope_interleaved,
+                )?,
+                Some(ops) => {
+                    let (q, k, v) = self.roped_qkv(layer, &h, ops, t)?;
+                    state.k[n].scatter_set(&ops.slot, &k.to_dtype(self.cache_dtype)?, 2)?;
+                    state.v[n].scatter_set(&ops.slot, &v.to_dtype(self.cache_dtype)?, 2)?;
+                    q
                 }
             };
-            // `[1, T, n * hd]` as `[1, n, T, hd]`
-            let split_heads = |x: &Tensor, n: usize| -> Result<Tensor> {
-                x.reshape((1, t, n, hd))?.transpose(1, 2)?.contiguous()
-            };
-            let (q, k, v) = match layer.qkv.as_slice() {
-                [qkv] => {
-                    let qkv = qkv.forward(&h)?.to_dtype(DType::F32)?;
-                    let part = |from: usize, n: usize| -> Result<Tensor> {
-                        split_heads(&qkv.narrow(2, from * hd, n * hd)?, n)
-                    };
-                    let qk = rope(&part(0, heads + kv_heads)?)?;
-                    (
-                        qk.narrow(1, 0, heads)?,
-                        qk.narrow(1, heads, kv_heads)?,
-                        part(heads + kv_heads, kv_heads)?,
-                    )
-                }
-                [q, k, v] => {
-                    let f32_heads = |p: &Proj, n: usize| -> Result<Tensor> {
-                        split_heads(&p.forward(&h)?.to_dtype(DType::F32)?, n)
-                    };
-                    (
-                        rope(&f32_heads(q, heads)?)?,
-                        rope(&f32_heads(k, kv_heads)?)?,
-                        f32_heads(v, kv_heads)?,
-                    )
-                }
-                _ => candle_core::bail!("static llama: q/k/v as one or three projections"),
-            };
-            state.k[n].scatter_set(&slot, &k.to_dtype(self.cache_dtype)?, 2)?;
-            state.v[n].scatter_set(&slot, &v.to_dtype(self.cache_dtype)?, 2)?;
             let y = match &mask {
                 // Query head h reads kv head h / group, as the llama's repeat_kv has it.
                 None => cached_attention(
@@ -753,6 +751,54 @@ impl StaticLlama {
             .flatten_all()
     }
 
+    /// A layer's q, k and v in f32 as `[1, heads, T, hd]`, q and k roped by the ops: one cast
+    /// of the stacked output, q and k roped together; views for one token, copies for a prompt.
+    fn roped_qkv(
+        &self,
+        layer: &Layer,
+        h: &Tensor,
+        ops: &OpsInputs,
+        t: usize,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (heads, kv_heads, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let rope = |x: &Tensor| {
+            if self.rope_interleaved {
+                candle_nn::rotary_emb::rope_i(x, &ops.cos, &ops.sin)
+            } else {
+                candle_nn::rotary_emb::rope(x, &ops.cos, &ops.sin)
+            }
+        };
+        // `[1, T, n * hd]` as `[1, n, T, hd]`
+        let split_heads = |x: &Tensor, n: usize| -> Result<Tensor> {
+            x.reshape((1, t, n, hd))?.transpose(1, 2)?.contiguous()
+        };
+        match layer.qkv.as_slice() {
+            [qkv] => {
+                let qkv = qkv.forward(h)?.to_dtype(DType::F32)?;
+                let part = |from: usize, n: usize| -> Result<Tensor> {
+                    split_heads(&qkv.narrow(2, from * hd, n * hd)?, n)
+                };
+                let qk = rope(&part(0, heads + kv_heads)?)?;
+                Ok((
+                    qk.narrow(1, 0, heads)?,
+                    qk.narrow(1, heads, kv_heads)?,
+                    part(heads + kv_heads, kv_heads)?,
+                ))
+            }
+            [q, k, v] => {
+                let f32_heads = |p: &Proj, n: usize| -> Result<Tensor> {
+                    split_heads(&p.forward(h)?.to_dtype(DType::F32)?, n)
+                };
+                Ok((
+                    rope(&f32_heads(q, heads)?)?,
+                    rope(&f32_heads(k, kv_heads)?)?,
+                    f32_heads(v, kv_heads)?,
+                ))
+            }
+            _ => candle_core::bail!("static llama: q/k/v as one or three projections"),
+        }
+    }
+
     /// One token through the model with GGUF projections, in 9 launches a layer where the ops'
     /// form takes 19: each rms norm (the residual add before it folded in) writes the q8
     /// activations the next mat-vec reads; q/k/v and gate/up are one mat-vec each; the rotary
@@ -769,7 +815,6 @@ impl StaticLlama {
         positions: &Tensor,
     ) -> Result<Tensor> {
         use candle_core::quantized::rocm::{matmul_q8, rms_norm_q8, swiglu_q8};
-        use candle_core::rocm_backend::attention::rope_kv_write;
         let (heads, hd) = (self.heads, self.head_dim);
         let scale = if self.q_prescaled {
             1.0

@@ -6,12 +6,15 @@
 //! (see [`plan`]); batch dims collapse to one stride or broadcast with stride 0; a layout no
 //! gemm call can read is copied to a contiguous one first instead of being refused. The BLAS is
 //! rocBLAS on the amd platform (loaded at run time, our own FFI table) and cuBLAS on the
-//! nvidia platform (cargo feature `nvidia`).
+//! nvidia platform (cargo feature `nvidia`). Products of a few rows read along k go to the
+//! project's own kernel instead ([`gemv`]; `CANDLE_ROCM_GEMV=0` or [`Blas::set_gemv`] turns it
+//! off).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 #[cfg(feature = "nvidia")]
 mod cublas;
+pub mod gemv;
 pub mod plan;
 pub mod rocblas;
 
@@ -19,6 +22,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use gemv::GemvPlan;
 use plan::{GemmOperand, GemmPlan, Op};
 pub use plan::{MatmulShape, OutputLayout};
 pub use rocm_device::Operand;
@@ -62,6 +66,7 @@ pub struct Blas {
     reduced_f16: AtomicBool,
     reduced_bf16: AtomicBool,
     reduced_f32: AtomicBool,
+    gemv: AtomicBool,
 }
 
 impl Drop for Blas {
@@ -106,6 +111,7 @@ impl Blas {
             reduced_f16: AtomicBool::new(reduced.f16),
             reduced_bf16: AtomicBool::new(reduced.bf16),
             reduced_f32: AtomicBool::new(reduced.f32),
+            gemv: AtomicBool::new(std::env::var("CANDLE_ROCM_GEMV").as_deref() != Ok("0")),
         })
     }
 
@@ -126,6 +132,12 @@ impl Blas {
     /// f32 gemms may use TF32 (cuBLAS `32F_FAST_TF32`; rocBLAS keeps f32).
     pub fn set_reduced_precision_f32(&self, on: bool) {
         self.reduced_f32.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether products of a few rows read along k run on the project's gemv kernel (on by
+    /// default; `CANDLE_ROCM_GEMV=0` starts with it off). Off, every product is a BLAS call.
+    pub fn set_gemv(&self, on: bool) {
+        self.gemv.store(on, Ordering::Relaxed);
     }
 
     /// `lhs . rhs` into a new contiguous (batch, m, n) buffer.
@@ -214,6 +226,23 @@ impl Blas {
         let (lhs_op, lhs_data) = Self::readable(lhs, m, k)?;
         let (rhs_op, rhs_data) = Self::readable(rhs, k, n)?;
         let p = GemmPlan::with_output(shape, lhs_op, rhs_op, out_l)?;
+        if self.gemv.load(Ordering::Relaxed) {
+            let (rhs_buf, lhs_buf) = (rhs_data.buffer(), lhs_data.buffer());
+            let ptrs = [
+                rhs_buf.device_ptr() + (p.a.offset * size) as u64,
+                lhs_buf.device_ptr() + (p.b.offset * size) as u64,
+                out.device_ptr(),
+            ];
+            let info = self.device.info();
+            if let Some(g) =
+                GemvPlan::of(&p, dtype, ptrs, info.warp_size, info.multiprocessor_count)
+            {
+                let _span = tracing::debug_span!("gemv", rows = g.rows, group = g.group).entered();
+                g.launch(&self.device, &p, dtype, (rhs_buf, lhs_buf, out), widened)?;
+                drop((lhs_data, rhs_data));
+                return Ok(());
+            }
+        }
         let matrix = |ptr: u64, offset: usize, ld: usize, stride: usize| GemmMatrix {
             ptr: ptr + (offset * size) as u64,
             ld: ld as i32,
