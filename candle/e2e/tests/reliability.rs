@@ -460,11 +460,15 @@ fn bad_input_gives_the_cpus_result_or_a_typed_error() {
             gather_oob,
         ),
     );
-    let config = candle_rocm::Config {
-        check_indices: true,
-        ..candle_rocm::Config::from_env().unwrap()
+    let options = candle_rocm::Options {
+        index: candle_rocm::IndexOptions {
+            check_indices: true,
+            ..candle_rocm::IndexOptions::global()
+        },
+        ..candle_rocm::Options::global()
     };
-    let checked = Device::Rocm(candle_core::RocmDevice::with_config(0, config).unwrap());
+    let config = candle_rocm::Config::from_env().unwrap();
+    let checked = Device::Rocm(candle_core::RocmDevice::with_options(0, config, options).unwrap());
     tally.run(
         &checked,
         case("index_select id 9 of 4, checked".into(), Expect::Error, oob),

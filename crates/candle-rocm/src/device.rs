@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use rocm_blas::Blas;
+use rocm_blas::{Blas, BlasOptions};
 use rocm_device::{
     kernels, Buffer, Config, DType, Device, Error, LaunchArgs, LaunchConfig, Result,
 };
-use rocm_dnn::Dnn;
+use rocm_dnn::{Dnn, DnnOptions};
 use rocm_indexing::IndexOptions;
 
 use crate::RocmStorage;
@@ -22,12 +22,32 @@ struct RngState {
     offset: u64,
 }
 
+/// The op crates' options a device uses, each crate's own type (the runtime's are in
+/// [`Config`]); [`Options::global`] is the environment's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub index: IndexOptions,
+    pub blas: BlasOptions,
+    pub dnn: DnnOptions,
+}
+
+impl Options {
+    /// Each crate's options from the process's environment (read once).
+    pub fn global() -> Self {
+        Options {
+            index: IndexOptions::global(),
+            blas: BlasOptions::global(),
+            dnn: DnnOptions::global(),
+        }
+    }
+}
+
 struct Inner {
     device: Device,
     blas: Mutex<Option<Arc<Blas>>>,
     dnn: Mutex<Option<Arc<Dnn>>>,
     rng: Mutex<RngState>,
-    index_options: IndexOptions,
+    options: Options,
 }
 
 /// A GPU as Candle's backend device: `BackendDevice`'s 13 methods (names and semantics as in
@@ -44,21 +64,35 @@ impl std::fmt::Debug for RocmDevice {
 }
 
 impl RocmDevice {
-    /// The device of `ordinal` on the selected platform, with the process's configuration
-    /// (the environment, read once: `rocm_device::Config::global`).
+    /// The device of `ordinal` on the selected platform, with the process's configuration and
+    /// options (the environment, read once: `rocm_device::Config::global`, [`Options::global`]).
     pub fn new(ordinal: usize) -> Result<Self> {
-        Ok(Self::from_device(Device::new(ordinal)?))
+        Ok(Self::from_device(Device::new(ordinal)?, Options::global()))
     }
 
-    /// The device of `ordinal` with `config` (platform, kernel cache, pool, index checks,
-    /// MIOpen, reduced-precision gemms): how code sets options without the environment.
+    /// The device of `ordinal` with `config` (platform, kernel cache, pool, compiles) and the
+    /// environment's options.
     pub fn with_config(ordinal: usize, config: Config) -> Result<Self> {
-        Ok(Self::from_device(Device::with_config(ordinal, config)?))
+        Self::with_options(ordinal, config, Options::global())
+    }
+
+    /// The device of `ordinal` with `config` and `options` (index checks, MIOpen,
+    /// reduced-precision gemms, the gemv kernel): how code sets them without the environment.
+    pub fn with_options(ordinal: usize, config: Config, options: Options) -> Result<Self> {
+        Ok(Self::from_device(
+            Device::with_config(ordinal, config)?,
+            options,
+        ))
     }
 
     /// The configuration this device was opened with.
     pub fn config(&self) -> &Config {
         self.inner.device.config()
+    }
+
+    /// The op crates' options this device uses.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
     }
 
     /// How many devices the selected platform (`CANDLE_ROCM_PLATFORM`) has, or why it has none.
@@ -67,7 +101,7 @@ impl RocmDevice {
     }
 
     /// Wraps an opened device handle.
-    pub fn from_device(device: Device) -> Self {
+    pub fn from_device(device: Device, options: Options) -> Self {
         RocmDevice {
             inner: Arc::new(Inner {
                 blas: Mutex::new(None),
@@ -76,7 +110,7 @@ impl RocmDevice {
                     seed: DEFAULT_SEED,
                     offset: 0,
                 }),
-                index_options: IndexOptions::of(&device),
+                options,
                 device,
             }),
         }
@@ -98,7 +132,7 @@ impl RocmDevice {
     }
 
     pub(crate) fn index_options(&self) -> &IndexOptions {
-        &self.inner.index_options
+        &self.inner.options.index
     }
 
     /// The BLAS handle, made on first use (rocBLAS or cuBLAS is loaded then).
@@ -107,7 +141,10 @@ impl RocmDevice {
         if let Some(b) = slot.as_ref() {
             return Ok(b.clone());
         }
-        let b = Arc::new(Blas::new(&self.inner.device)?);
+        let b = Arc::new(Blas::with_options(
+            &self.inner.device,
+            self.inner.options.blas,
+        )?);
         *slot = Some(b.clone());
         Ok(b)
     }
@@ -118,7 +155,7 @@ impl RocmDevice {
         if let Some(d) = slot.as_ref() {
             return Ok(d.clone());
         }
-        let d = Arc::new(Dnn::new(self.blas()?)?);
+        let d = Arc::new(Dnn::with_options(self.blas()?, self.inner.options.dnn)?);
         *slot = Some(d.clone());
         Ok(d)
     }

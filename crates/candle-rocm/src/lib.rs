@@ -17,16 +17,17 @@ mod device;
 pub mod quantized;
 mod storage;
 
-pub use device::{RocmDevice, DEFAULT_SEED};
+pub use device::{Options, RocmDevice, DEFAULT_SEED};
+pub use rocm_blas::{BlasOptions, ReducedPrecision};
 pub use rocm_device::host_time;
 pub use rocm_device::{
-    Config, DType, Error, Graph, Layout, MemoryStats, Operand, Platform, ReducedPrecision, Result,
-    Scalar,
+    Config, DType, Error, Graph, Layout, MemoryStats, Operand, Platform, Result, Scalar,
 };
 pub use rocm_dnn::{
-    Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams, DnnPath,
+    Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams, DnnOptions, DnnPath,
 };
 pub use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
+pub use rocm_indexing::IndexOptions;
 pub use rocm_reduce::AttentionMask;
 pub use rocm_reduce::ReduceOp;
 pub use storage::{binary_op_from_name, unary_op_from_name, CacheMask, RocmStorage};

@@ -45,7 +45,7 @@ impl QMatrix<'_> {
     /// device's configuration checks indices, else a zero row.
     pub fn embedding(&self, ids: &RocmStorage, ids_l: &Layout, out: DType) -> Result<RocmStorage> {
         let device = self.blocks.device();
-        let check = device.config().check_indices;
+        let check = device.index_options().check_indices;
         let values = rocm_quantized::embedding(
             device.raw(),
             self.weights()?,
@@ -75,7 +75,7 @@ impl QMatrix<'_> {
     /// Candle's `indexed_moe_forward` with this matrix as `experts` (n, k) matrices (rows =
     /// experts * n): x (tokens, top or 1, k), u32 ids (tokens, top); a contiguous
     /// (tokens, top, n) storage of x's dtype. An expert id past the experts is an error when
-    /// the device's configuration checks indices, else a zero row.
+    /// the device's options check indices, else a zero row.
     pub fn moe_forward(
         &self,
         experts: usize,
@@ -83,7 +83,7 @@ impl QMatrix<'_> {
         (ids, ids_l): (&RocmStorage, &Layout),
     ) -> Result<RocmStorage> {
         let device = self.blocks.device();
-        let check = device.config().check_indices;
+        let check = device.index_options().check_indices;
         let w = QExperts {
             weights: self.weights()?,
             experts,

@@ -32,7 +32,7 @@ const KNOWN_GAPS: &[(&str, DType)] = &[
 ];
 
 fn device() -> RocmDevice {
-    RocmDevice::from_device(rocm_test_support::device())
+    RocmDevice::from_device(rocm_test_support::device(), candle_rocm::Options::global())
 }
 
 fn cpu_of(bytes: &[u8], dt: DType) -> CpuStorage {

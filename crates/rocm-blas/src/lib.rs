@@ -8,7 +8,7 @@
 //! rocBLAS on the amd platform (loaded at run time, our own FFI table) and cuBLAS on the
 //! nvidia platform (cargo feature `nvidia`). Products of a few rows read along k go to the
 //! project's own kernel instead ([`gemv`]; `CANDLE_ROCM_GEMV=0` or [`Blas::set_gemv`] turns it
-//! off).
+//! off). [`BlasOptions`] are the crate's options, from the environment by default.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -51,6 +51,58 @@ pub struct GemmCall {
     pub beta: *const c_void,
 }
 
+/// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
+pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
+/// `0`: every product goes to the BLAS, none to the gemv kernel.
+pub const GEMV_ENV: &str = "CANDLE_ROCM_GEMV";
+
+/// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReducedPrecision {
+    pub f16: bool,
+    pub bf16: bool,
+    pub f32: bool,
+}
+
+/// How a [`Blas`] computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlasOptions {
+    pub reduced_precision: ReducedPrecision,
+    /// Products of a few rows read along k on the project's gemv kernel ([`gemv`]).
+    pub gemv: bool,
+}
+
+impl Default for BlasOptions {
+    fn default() -> Self {
+        BlasOptions {
+            reduced_precision: ReducedPrecision::default(),
+            gemv: true,
+        }
+    }
+}
+
+impl BlasOptions {
+    /// The options `lookup` (a variable name to its value) describes.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let reduced = lookup(REDUCED_PRECISION_ENV).unwrap_or_default();
+        let has = |d: &str| reduced.split(',').any(|x| x.trim() == d);
+        BlasOptions {
+            reduced_precision: ReducedPrecision {
+                f16: has("f16"),
+                bf16: has("bf16"),
+                f32: has("f32"),
+            },
+            gemv: lookup(GEMV_ENV).is_none_or(|v| v.trim() != "0"),
+        }
+    }
+
+    /// The process's environment, read once.
+    pub fn global() -> Self {
+        static GLOBAL: std::sync::OnceLock<BlasOptions> = std::sync::OnceLock::new();
+        *GLOBAL.get_or_init(|| Self::from_lookup(rocm_device::config::env_lookup))
+    }
+}
+
 enum Backend {
     RocBlas(rocblas::RocBlasHandle),
     #[cfg(feature = "nvidia")]
@@ -89,6 +141,11 @@ impl Blas {
     /// rocBLAS on an amd device, cuBLAS on an nvidia one, and on an amd device whose HIP
     /// runtime is the project's shim over CUDA (`Config::hip_on_cuda`, a verification mode).
     pub fn new(device: &Device) -> Result<Self> {
+        Self::with_options(device, BlasOptions::global())
+    }
+
+    /// As [`Blas::new`], with `options` in place of the environment's.
+    pub fn with_options(device: &Device, options: BlasOptions) -> Result<Self> {
         let backend = match device.info().platform {
             #[cfg(feature = "nvidia")]
             Platform::Amd if device.config().hip_on_cuda => {
@@ -104,14 +161,14 @@ impl Blas {
             #[cfg(not(feature = "nvidia"))]
             Platform::Nvidia => return Err(Error::PlatformNotBuilt(Platform::Nvidia)),
         };
-        let reduced = device.config().reduced_precision;
+        let reduced = options.reduced_precision;
         Ok(Blas {
             device: device.clone(),
             backend: Mutex::new(backend),
             reduced_f16: AtomicBool::new(reduced.f16),
             reduced_bf16: AtomicBool::new(reduced.bf16),
             reduced_f32: AtomicBool::new(reduced.f32),
-            gemv: AtomicBool::new(std::env::var("CANDLE_ROCM_GEMV").as_deref() != Ok("0")),
+            gemv: AtomicBool::new(options.gemv),
         })
     }
 
@@ -407,5 +464,33 @@ impl Blas {
             Error::InvalidLayout(format!("matmul: contiguous {:?} unreadable", x.layout.dims))
         })?;
         Ok((o, copy))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocm_device::config::lookup_in;
+
+    #[test]
+    fn options_come_from_their_variables() {
+        assert_eq!(
+            BlasOptions::from_lookup(lookup_in(&[])),
+            BlasOptions::default()
+        );
+        let o = BlasOptions::from_lookup(lookup_in(&[
+            (REDUCED_PRECISION_ENV, "bf16, f32"),
+            (GEMV_ENV, " 0 "),
+        ]));
+        assert_eq!(
+            o.reduced_precision,
+            ReducedPrecision {
+                f16: false,
+                bf16: true,
+                f32: true
+            }
+        );
+        assert!(!o.gemv);
+        assert!(BlasOptions::from_lookup(lookup_in(&[(GEMV_ENV, "1")])).gemv);
     }
 }

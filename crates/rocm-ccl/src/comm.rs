@@ -246,10 +246,26 @@ impl Shared {
     }
 }
 
-/// How long a collective may make no progress before the communicator is aborted: the
-/// process's configuration (`CANDLE_ROCM_CCL_TIMEOUT` seconds, default 300).
+/// Seconds a collective may make no progress before its communicator is aborted.
+pub const TIMEOUT_ENV: &str = "CANDLE_ROCM_CCL_TIMEOUT";
+/// The timeout where [`TIMEOUT_ENV`] sets none: long enough for a first kernel compile or a
+/// slow peer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a collective may make no progress before the communicator is aborted, as `lookup`
+/// (a variable name to its value) says: [`TIMEOUT_ENV`] seconds, a positive number, else
+/// [`DEFAULT_TIMEOUT`].
+pub fn timeout_from(lookup: impl Fn(&str) -> Option<String>) -> Duration {
+    lookup(TIMEOUT_ENV)
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64)
+}
+
+/// [`timeout_from`] the process's environment, read once.
 pub fn default_timeout() -> Duration {
-    rocm_device::Config::global().map_or(Duration::from_secs(300), |c| c.ccl_timeout)
+    static GLOBAL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *GLOBAL.get_or_init(|| timeout_from(rocm_device::config::env_lookup))
 }
 
 /// One rank of a communicator on one device.
@@ -834,6 +850,25 @@ impl Drop for Comm {
             if let Err(e) = lib.check("ncclCommDestroy", code, None) {
                 tracing::warn!("{e}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+    use rocm_device::config::lookup_in;
+
+    #[test]
+    fn the_timeout_comes_from_its_variable() {
+        assert_eq!(timeout_from(lookup_in(&[])), DEFAULT_TIMEOUT);
+        let t = timeout_from(lookup_in(&[(TIMEOUT_ENV, " 2.5 ")]));
+        assert_eq!(t, Duration::from_millis(2500));
+        for bad in ["-1", "0", "inf", "soon"] {
+            assert_eq!(
+                timeout_from(lookup_in(&[(TIMEOUT_ENV, bad)])),
+                DEFAULT_TIMEOUT
+            );
         }
     }
 }

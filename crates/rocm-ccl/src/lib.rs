@@ -33,7 +33,9 @@ mod error;
 pub mod library;
 mod rendezvous;
 
-pub use comm::{default_timeout, unique_id, Comm, ReduceOp};
+pub use comm::{
+    default_timeout, timeout_from, unique_id, Comm, ReduceOp, DEFAULT_TIMEOUT, TIMEOUT_ENV,
+};
 pub use error::{Error, Result};
 pub use library::{library_status, CclLib, UniqueId};
 pub use rendezvous::Rendezvous;

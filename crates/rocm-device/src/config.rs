@@ -1,6 +1,9 @@
-//! The one run-time configuration of candle-rocm: every knob the environment can set, read
-//! once per process ([`Config::global`]) or built in code and given to a device
-//! ([`crate::Device::with_config`]). The op crates read their options from the device's copy.
+//! The runtime's configuration: the platform, the kernel cache, the pool, the compiles and the
+//! verification modes, read from the environment once per process ([`Config::global`]) or
+//! built in code and given to a device ([`crate::Device::with_config`]). The op crates own
+//! their options (rocm-blas's `BlasOptions`, rocm-indexing's `IndexOptions`, rocm-dnn's
+//! `DnnOptions`, rocm-ccl's timeout) and read their variables with [`env_lookup`] and
+//! [`flag`], the rules every variable follows.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -19,14 +22,6 @@ pub const DISABLE_KERNEL_CACHE_ENV: &str = "CANDLE_ROCM_DISABLE_KERNEL_CACHE";
 pub const SYNC_LAUNCH_ENV: &str = "CANDLE_ROCM_SYNC_LAUNCH";
 /// Most bytes the memory pool keeps cached.
 pub const POOL_MAX_CACHED_ENV: &str = "CANDLE_ROCM_POOL_MAX_CACHED_BYTES";
-/// `1`: out-of-range ids are an error.
-pub const CHECK_INDICES_ENV: &str = "CANDLE_ROCM_CHECK_INDICES";
-/// `1`: convolutions take the portable path even where MIOpen loads.
-pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
-/// `1`: MIOpen's find mode (benchmarks the solutions) instead of immediate mode.
-pub const MIOPEN_FIND_ENV: &str = "CANDLE_ROCM_MIOPEN_FIND";
-/// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
-pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
 /// `1` (nvidia platform): emulated 64-lane wavefronts, two hardware warps each, with AMD's
 /// cross-lane semantics (the verification mode of the wave64 kernels).
 pub const WAVE64_EMULATION_ENV: &str = "CANDLE_ROCM_WAVE64_EMULATION";
@@ -37,33 +32,17 @@ pub const HIP_ON_CUDA_ENV: &str = "CANDLE_ROCM_HIP_ON_CUDA";
 /// on its own thread); default: the machine's cores.
 pub const COMPILE_THREADS_ENV: &str = "CANDLE_ROCM_COMPILE_THREADS";
 
-/// Seconds a collective (rocm-ccl) may make no progress before its communicator is aborted.
-pub const CCL_TIMEOUT_ENV: &str = "CANDLE_ROCM_CCL_TIMEOUT";
-
 /// Every variable [`Config::from_env`] reads, for documentation and tests.
-pub const ENV_VARS: [&str; 13] = [
+pub const ENV_VARS: [&str; 8] = [
     PLATFORM_ENV,
     CACHE_DIR_ENV,
     DISABLE_KERNEL_CACHE_ENV,
     SYNC_LAUNCH_ENV,
     POOL_MAX_CACHED_ENV,
-    CHECK_INDICES_ENV,
-    DISABLE_MIOPEN_ENV,
-    MIOPEN_FIND_ENV,
-    REDUCED_PRECISION_ENV,
     COMPILE_THREADS_ENV,
     WAVE64_EMULATION_ENV,
     HIP_ON_CUDA_ENV,
-    CCL_TIMEOUT_ENV,
 ];
-
-/// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReducedPrecision {
-    pub f16: bool,
-    pub bf16: bool,
-    pub f32: bool,
-}
 
 /// The run-time configuration. `Default` is what an empty environment gives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +53,6 @@ pub struct Config {
     pub kernel_cache_dir: Option<PathBuf>,
     pub sync_launch: bool,
     pub pool_max_cached_bytes: usize,
-    pub check_indices: bool,
-    pub use_miopen: bool,
-    pub miopen_find: bool,
-    pub reduced_precision: ReducedPrecision,
     /// Kernel compiles at once ([`crate::Device::prepare`], and the background compiles when a
     /// dtype is first used; 0 turns the latter off).
     pub compile_threads: usize,
@@ -85,15 +60,9 @@ pub struct Config {
     /// are real).
     pub wave64_emulation: bool,
     /// The amd platform runs on the HIP shim over CUDA: cuBLAS serves the BLAS, and MIOpen is
-    /// off (`use_miopen` false), as neither vendor library exists there.
+    /// off, as neither vendor library exists there.
     pub hip_on_cuda: bool,
-    /// How long a collective may make no progress (a peer died or stopped calling) before
-    /// its communicator is aborted and every rank's call returns an error.
-    pub ccl_timeout: std::time::Duration,
 }
-
-/// The default of `Config::ccl_timeout`: long enough for a first kernel compile or a slow peer.
-const DEFAULT_CCL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The machine's cores, the default of `Config::compile_threads`.
 fn cores() -> usize {
@@ -107,14 +76,9 @@ impl Default for Config {
             kernel_cache_dir: None,
             sync_launch: false,
             pool_max_cached_bytes: usize::MAX,
-            check_indices: false,
-            use_miopen: true,
-            miopen_find: false,
-            reduced_precision: ReducedPrecision::default(),
             compile_threads: cores(),
             wave64_emulation: false,
             hip_on_cuda: false,
-            ccl_timeout: DEFAULT_CCL_TIMEOUT,
         }
     }
 }
@@ -163,7 +127,7 @@ impl Config {
     }
 
     fn from_lookup_lenient(lookup: impl Fn(&str) -> Option<String>) -> Config {
-        let on = |k: &str| lookup(k).is_some_and(|v| v.trim() == "1");
+        let on = |k: &str| flag(lookup(k));
         let non_empty = |k: &str| lookup(k).filter(|v| !v.is_empty()).map(PathBuf::from);
         let kernel_cache_dir = if on(DISABLE_KERNEL_CACHE_ENV) {
             None
@@ -172,8 +136,6 @@ impl Config {
                 .or_else(|| non_empty("XDG_CACHE_HOME").map(|p| p.join("candle-rocm")))
                 .or_else(|| non_empty("HOME").map(|p| p.join(".cache").join("candle-rocm")))
         };
-        let reduced = lookup(REDUCED_PRECISION_ENV).unwrap_or_default();
-        let has = |d: &str| reduced.split(',').any(|x| x.trim() == d);
         Config {
             platform: lookup(PLATFORM_ENV).and_then(|v| v.parse().ok()),
             kernel_cache_dir,
@@ -181,25 +143,34 @@ impl Config {
             pool_max_cached_bytes: lookup(POOL_MAX_CACHED_ENV)
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(usize::MAX),
-            check_indices: on(CHECK_INDICES_ENV),
-            use_miopen: !on(DISABLE_MIOPEN_ENV) && !on(HIP_ON_CUDA_ENV),
-            miopen_find: on(MIOPEN_FIND_ENV),
-            reduced_precision: ReducedPrecision {
-                f16: has("f16"),
-                bf16: has("bf16"),
-                f32: has("f32"),
-            },
             compile_threads: lookup(COMPILE_THREADS_ENV)
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or_else(cores),
             wave64_emulation: on(WAVE64_EMULATION_ENV),
             hip_on_cuda: on(HIP_ON_CUDA_ENV),
-            ccl_timeout: lookup(CCL_TIMEOUT_ENV)
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map_or(DEFAULT_CCL_TIMEOUT, std::time::Duration::from_secs_f64),
         }
     }
+}
+
+/// The process's environment as a lookup (a variable name to its value), the form every
+/// options type of the crates reads (`from_lookup`), so tests can hand one in.
+pub fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// A lookup over fixed (name, value) pairs: an environment for the options types' tests.
+pub fn lookup_in<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    |name| {
+        pairs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+/// A switch variable's value: on only for `1` (spaces around it ignored).
+pub fn flag(value: Option<String>) -> bool {
+    value.is_some_and(|v| v.trim() == "1")
 }
 
 #[cfg(test)]
@@ -207,11 +178,7 @@ mod tests {
     use super::*;
 
     fn from(pairs: &[(&str, &str)]) -> Result<Config> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::from_lookup(|k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        Config::from_lookup(lookup_in(pairs))
     }
 
     #[test]
@@ -233,38 +200,20 @@ mod tests {
             ("XDG_CACHE_HOME", "/x"),
             (SYNC_LAUNCH_ENV, "1"),
             (POOL_MAX_CACHED_ENV, " 4096 "),
-            (CHECK_INDICES_ENV, "1"),
-            (DISABLE_MIOPEN_ENV, "1"),
-            (MIOPEN_FIND_ENV, "1"),
-            (REDUCED_PRECISION_ENV, "bf16, f32"),
             (COMPILE_THREADS_ENV, " 3 "),
             (WAVE64_EMULATION_ENV, "1"),
             (HIP_ON_CUDA_ENV, "1"),
-            (CCL_TIMEOUT_ENV, " 2.5 "),
         ])
         .unwrap();
         assert_eq!(c.compile_threads, 3);
-        assert_eq!(c.ccl_timeout, std::time::Duration::from_millis(2500));
-        assert_eq!(
-            from(&[(CCL_TIMEOUT_ENV, "-1")]).unwrap().ccl_timeout,
-            DEFAULT_CCL_TIMEOUT
-        );
         assert!(c.wave64_emulation && c.hip_on_cuda);
         assert_eq!(c.platform, Some(Platform::Nvidia));
         assert_eq!(
             c.kernel_cache_dir.as_deref(),
             Some(std::path::Path::new("/c"))
         );
-        assert!(c.sync_launch && c.check_indices && !c.use_miopen && c.miopen_find);
+        assert!(c.sync_launch);
         assert_eq!(c.pool_max_cached_bytes, 4096);
-        assert_eq!(
-            c.reduced_precision,
-            ReducedPrecision {
-                f16: false,
-                bf16: true,
-                f32: true
-            }
-        );
         let off = from(&[(DISABLE_KERNEL_CACHE_ENV, "1"), (CACHE_DIR_ENV, "/c")]).unwrap();
         assert_eq!(off.kernel_cache_dir, None);
         // only "1" switches a flag on
@@ -285,9 +234,7 @@ mod tests {
                 PLATFORM_ENV => "nvidia",
                 CACHE_DIR_ENV => "/c",
                 POOL_MAX_CACHED_ENV => "4096",
-                REDUCED_PRECISION_ENV => "f16",
                 COMPILE_THREADS_ENV => "0",
-                CCL_TIMEOUT_ENV => "30",
                 _ => "1",
             };
             assert_ne!(from(&[base[0], (var, value)]).unwrap(), plain, "{var}");

@@ -29,7 +29,7 @@ mod pool;
 pub mod sys;
 mod tensor;
 
-pub use config::{Config, ReducedPrecision};
+pub use config::Config;
 pub use device::{
     Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Graph,
     Module, Stream, Tickets, PREFETCH_MODULES,

@@ -84,7 +84,7 @@ fn main() -> Result<()> {
         blas.clone(),
         DnnOptions {
             use_miopen: false,
-            ..DnnOptions::of(&d)
+            ..DnnOptions::default()
         },
     )?;
     for dtype in [DType::F16, DType::BF16] {

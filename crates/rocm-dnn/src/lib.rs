@@ -55,17 +55,38 @@ pub struct DnnOptions {
     pub direct_transpose_max_macs: usize,
 }
 
-impl DnnOptions {
-    /// The device configuration's `use_miopen` and `miopen_find`
-    /// (`CANDLE_ROCM_DISABLE_MIOPEN`, `CANDLE_ROCM_MIOPEN_FIND`).
-    pub fn of(device: &Device) -> Self {
-        let config = device.config();
+/// `1`: convolutions and pooling take the portable path even where MIOpen loads.
+pub const DISABLE_MIOPEN_ENV: &str = "CANDLE_ROCM_DISABLE_MIOPEN";
+/// `1`: MIOpen's find mode (times the solutions once per shape) instead of immediate mode.
+pub const MIOPEN_FIND_ENV: &str = "CANDLE_ROCM_MIOPEN_FIND";
+
+impl Default for DnnOptions {
+    fn default() -> Self {
         DnnOptions {
-            use_miopen: config.use_miopen,
-            find_mode: config.miopen_find,
+            use_miopen: true,
+            find_mode: false,
             col_budget_bytes: portable::COL_BUDGET_BYTES,
             direct_transpose_max_macs: portable::DIRECT_TRANSPOSE_MAX_MACS,
         }
+    }
+}
+
+impl DnnOptions {
+    /// The options `lookup` (a variable name to its value) describes: `use_miopen` unless
+    /// [`DISABLE_MIOPEN_ENV`], `find_mode` from [`MIOPEN_FIND_ENV`], the rest the defaults.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        use rocm_device::config::flag;
+        DnnOptions {
+            use_miopen: !flag(lookup(DISABLE_MIOPEN_ENV)),
+            find_mode: flag(lookup(MIOPEN_FIND_ENV)),
+            ..DnnOptions::default()
+        }
+    }
+
+    /// The process's environment, read once.
+    pub fn global() -> Self {
+        static GLOBAL: std::sync::OnceLock<DnnOptions> = std::sync::OnceLock::new();
+        *GLOBAL.get_or_init(|| Self::from_lookup(rocm_device::config::env_lookup))
     }
 }
 
@@ -92,16 +113,19 @@ impl Drop for Dnn {
 }
 
 impl Dnn {
-    /// With options from the device's configuration. On the amd platform MIOpen is loaded;
-    /// where it is missing, a warning says so and the portable path serves every call.
+    /// With the environment's options ([`DnnOptions::global`]). On the amd platform MIOpen is
+    /// loaded (not on the HIP shim over CUDA, which has none); where it is missing, a warning
+    /// says so and the portable path serves every call.
     pub fn new(blas: Arc<Blas>) -> Result<Self> {
-        let options = DnnOptions::of(blas.device());
-        Self::with_options(blas, options)
+        Self::with_options(blas, DnnOptions::global())
     }
 
     pub fn with_options(blas: Arc<Blas>, options: DnnOptions) -> Result<Self> {
         let device = blas.device();
-        let miopen = if options.use_miopen && device.info().platform == Platform::Amd {
+        let miopen = if options.use_miopen
+            && device.info().platform == Platform::Amd
+            && !device.config().hip_on_cuda
+        {
             match miopen::MiOpen::new(device, options.find_mode) {
                 Ok(m) => Some(m),
                 Err(e) => {
@@ -265,5 +289,24 @@ impl Dnn {
         }
         let x4 = Operand::new(input.buffer, dtype, &x_l);
         portable::pool2d(self.device(), is_max, x4, p, (oh, ow))
+    }
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+    use rocm_device::config::lookup_in;
+
+    #[test]
+    fn options_come_from_their_variables() {
+        assert_eq!(
+            DnnOptions::from_lookup(lookup_in(&[])),
+            DnnOptions::default()
+        );
+        let o = DnnOptions::from_lookup(lookup_in(&[
+            (DISABLE_MIOPEN_ENV, "1"),
+            (MIOPEN_FIND_ENV, "1"),
+        ]));
+        assert!(!o.use_miopen && o.find_mode);
     }
 }

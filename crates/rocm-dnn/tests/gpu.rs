@@ -391,7 +391,7 @@ fn small_transposed_convolutions_run_directly_and_match_the_cpu() {
     let n = check_all(&direct, &transpose_grid(false)) + check_all(&direct, &transpose_grid(true));
     println!("direct conv_transpose2d/1d: {n} cases");
     // the default limit sends the grid's sizes there too
-    let default = DnnOptions::of(&device()).direct_transpose_max_macs;
+    let default = DnnOptions::default().direct_transpose_max_macs;
     let macs = |s: &Shape| s.b * s.c_out * s.kh * s.kw * s.h * s.w * (s.c_in / s.groups);
     assert!(transpose_grid(false).iter().all(|s| macs(s) <= default));
 }

@@ -12,7 +12,7 @@
 //!
 //! Ids may be u8, u32, i16, i32 or i64. An id equal to its dtype's maximum is masked: a gather
 //! yields zero, a scatter skips it. Any other id outside the dim never touches memory out of
-//! bounds: it acts as masked, and with the configuration's `check_indices`
+//! bounds: it acts as masked, and with the options' `check_indices`
 //! (`CANDLE_ROCM_CHECK_INDICES=1`, or [`IndexOptions::check_indices`]) the op returns
 //! [`Error::IndexOutOfRange`] after the kernel.
 
@@ -39,13 +39,23 @@ pub struct IndexOptions {
     pub strategy: ScatterStrategy,
 }
 
+/// `1`: out-of-range ids are an error ([`IndexOptions::check_indices`]).
+pub const CHECK_INDICES_ENV: &str = "CANDLE_ROCM_CHECK_INDICES";
+
 impl IndexOptions {
-    /// The defaults, with `check_indices` from the device's configuration.
-    pub fn of(device: &Device) -> Self {
+    /// The options `lookup` (a variable name to its value) describes: `check_indices` from
+    /// [`CHECK_INDICES_ENV`], the rest the defaults.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         IndexOptions {
-            check_indices: device.config().check_indices,
+            check_indices: rocm_device::config::flag(lookup(CHECK_INDICES_ENV)),
             strategy: ScatterStrategy::Auto,
         }
+    }
+
+    /// The process's environment, read once.
+    pub fn global() -> Self {
+        static GLOBAL: std::sync::OnceLock<IndexOptions> = std::sync::OnceLock::new();
+        *GLOBAL.get_or_init(|| Self::from_lookup(rocm_device::config::env_lookup))
     }
 }
 
@@ -618,4 +628,21 @@ pub fn index_add_set(
         opts,
     };
     scatter_core(job, Update::Add, (dst, src), &ids_strides)
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+    use rocm_device::config::lookup_in;
+
+    #[test]
+    fn options_come_from_their_variable() {
+        assert_eq!(
+            IndexOptions::from_lookup(lookup_in(&[])),
+            IndexOptions::default()
+        );
+        let checked = IndexOptions::from_lookup(lookup_in(&[(CHECK_INDICES_ENV, "1")]));
+        assert!(checked.check_indices);
+        assert_eq!(checked.strategy, ScatterStrategy::Auto);
+    }
 }

@@ -2,7 +2,31 @@
 //! or one of its symbols is missing, and [`ffi_table!`](crate::ffi_table), the one way a table
 //! of its functions is declared and resolved.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The libraries this process has opened, by the path they were opened by: [`find_library`]
+/// keeps what it opens here and [`Library::load`] takes it from here, so a library's
+/// initialisers run once (a vendor runtime's set-up is not cheap, and unloading one while its
+/// threads run is not safe). They stay loaded for the life of the process.
+fn opened() -> &'static Mutex<HashMap<String, Arc<libloading::Library>>> {
+    static OPENED: OnceLock<Mutex<HashMap<String, Arc<libloading::Library>>>> = OnceLock::new();
+    OPENED.get_or_init(Default::default)
+}
+
+/// The library at `path`, opened once per process.
+fn open(path: &str) -> Result<Arc<libloading::Library>, libloading::Error> {
+    let mut opened = opened().lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(l) = opened.get(path) {
+        return Ok(l.clone());
+    }
+    // SAFETY: loading a vendor runtime library runs its initialisers; these are the libraries
+    // the platform uses, opened once and never closed.
+    let library = Arc::new(unsafe { libloading::Library::new(path) }?);
+    opened.insert(path.to_string(), library.clone());
+    Ok(library)
+}
 
 /// A vendor library that could not be loaded, or that lacks a function of its table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,10 +92,7 @@ pub fn find_library(
         .flat_map(|dir| names.iter().map(move |n| dir.join(n).display().to_string()))
         .chain(names.iter().cloned());
     for candidate in candidates {
-        // SAFETY: loading a vendor runtime library runs its initialisers; these are the
-        // libraries the platform is about to use anyway, and the handle is dropped right away.
-        let loaded = unsafe { libloading::Library::new(&candidate) };
-        if loaded.is_ok() {
+        if open(&candidate).is_ok() {
             return LibraryStatus {
                 role,
                 found: Some(candidate),
@@ -94,7 +115,7 @@ pub struct Library {
     role: &'static str,
     hint: &'static str,
     path: String,
-    library: libloading::Library,
+    library: Arc<libloading::Library>,
 }
 
 impl std::fmt::Debug for Library {
@@ -104,13 +125,11 @@ impl std::fmt::Debug for Library {
 }
 
 impl Library {
-    /// Loads the library `status` found.
+    /// The library `status` found (opened when it was found; opened now if it was not).
     pub fn load(status: &LibraryStatus) -> Result<Self, LibraryMissing> {
         status.require()?;
         let path = status.found.clone().unwrap_or_default();
-        // SAFETY: loading a vendor library runs its initialisers, which is what using it
-        // requires.
-        let library = unsafe { libloading::Library::new(&path) }.map_err(|e| LibraryMissing {
+        let library = open(&path).map_err(|e| LibraryMissing {
             library: status.role,
             tried: format!("{path}: {e}"),
             hint: status.hint,

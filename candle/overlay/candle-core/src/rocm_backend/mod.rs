@@ -117,11 +117,19 @@ impl RocmDevice {
         self.0.ordinal()
     }
 
-    /// The device of `ordinal` with `config` instead of the process's environment (every
-    /// option of `candle_rocm::Config`); use it as `Device::Rocm(RocmDevice::with_config(..)?)`.
+    /// The device of `ordinal` with `config` (the runtime's: `candle_rocm::Config`) instead of
+    /// the process's environment; use it as `Device::Rocm(RocmDevice::with_config(..)?)`.
     pub fn with_config(ordinal: usize, config: rocm::Config) -> Result<Self> {
         Ok(RocmDevice(
             rocm::RocmDevice::with_config(ordinal, config).map_err(wrap)?,
+        ))
+    }
+
+    /// As [`RocmDevice::with_config`], with the op crates' `options` too (index checks,
+    /// MIOpen, reduced-precision gemms, the gemv kernel: `candle_rocm::Options`).
+    pub fn with_options(ordinal: usize, config: rocm::Config, options: rocm::Options) -> Result<Self> {
+        Ok(RocmDevice(
+            rocm::RocmDevice::with_options(ordinal, config, options).map_err(wrap)?,
         ))
     }
 
