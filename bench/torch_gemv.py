@@ -1,5 +1,6 @@
-"""torch's F.linear on the shapes of crates/rocm-blas/examples/gemv_bench.rs (weights rotated
-over 200 MB of copies, as there), beside that bench's lines (the gemv kernel and the BLAS).
+"""torch on the shapes of crates/rocm-blas/examples/gemv_bench.rs (F.linear for one weight,
+torch.matmul over w^T for a matrix a batch entry; matrices rotated over 200 MB of copies, as
+there), beside that bench's lines (the gemv kernel and the BLAS).
 Usage: python3 torch_gemv.py OURS.jsonl OUT.md"""
 import sys
 
@@ -19,24 +20,26 @@ def main():
     for r in ours:
         if not r["op"].startswith("gemv"):
             continue
-        m, n, k = (int(v) for v in r["op"].split()[1].split("x"))
-        key = (f"gemv {m}x{n}x{k}", r["dtype"])
+        b, m, n, k = (int(v) for v in r["op"].split()[1].split("x"))
+        key = (f"gemv {b}x{m}x{n}x{k}", r["dtype"])
         if key not in theirs:
             dt = DT[r["dtype"]]
             copies = max(1, -(-ROTATE_BYTES // r["bytes"]))
-            ws = [torch.full((n, k), 0.01, dtype=dt, device="cuda") for _ in range(copies)]
-            x = torch.full((m, k), 0.01, dtype=dt, device="cuda")
+            ws = [torch.full((b, n, k), 0.01, dtype=dt, device="cuda") for _ in range(copies)]
+            x = torch.full((b, m, k), 0.01, dtype=dt, device="cuda")
             state = {"i": 0}
 
             def call():
                 state["i"] += 1
-                return F.linear(x, ws[state["i"] % copies])
+                w = ws[state["i"] % copies]
+                # one weight: F.linear; a matrix a batch entry: a batched matmul over w^T
+                return F.linear(x[0], w[0]) if b == 1 else torch.matmul(x, w.transpose(1, 2))
 
             theirs[key] = time_ms(call)
             del ws
         theirs[(r["op"], r["dtype"])] = theirs[key]
     write(bandwidth_table(ours, theirs, "weight bytes only; (BLAS): the same product with the "
-                          "gemv kernel off; torch: F.linear"), sys.argv[2])
+                          "gemv kernel off; torch: F.linear, torch.matmul for the scores"), sys.argv[2])
 
 
 main()

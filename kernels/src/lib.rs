@@ -502,22 +502,21 @@ pub const CONV: KernelModule = KernelModule {
     ],
 };
 
-/// Dense products of a few activation rows by a matrix read along k (a decode step's linear
-/// layers, attention scores over a cache): `gemv_<dtype>` (up to [`gemv::MAX_ROWS`] rows) and
-/// the one-row `gemv1_<dtype>`, f32 sums, the output in the inputs' dtype or f32.
+/// One activation row times a matrix read along k (a decode step's linear layers, attention
+/// scores over a cache): `gemv_<dtype>`, f32 sums, the output in the inputs' dtype or f32.
 pub const GEMV: KernelModule = KernelModule {
     name: "gemv",
     source: include_str!("gemv.hip"),
     groups: &[EntryGroup {
-        ops: &["gemv", "gemv1"],
+        ops: &["gemv"],
         dtypes: &["bf16", "f16", "f32"],
     }],
 };
 
 /// The launch facts of `gemv` (gemv.hip's `GEMV_*` defines; a test checks the two agree).
 pub mod gemv {
-    /// Activation rows one launch of `gemv_<dtype>` takes.
-    pub const MAX_ROWS: u32 = 8;
+    /// Threads a block: the kernel is built for at most this many.
+    pub const BLOCK: u32 = 256;
     /// Packs a lane loads before its first multiply.
     pub const UNROLL: u32 = 4;
 }
@@ -663,7 +662,7 @@ mod tests {
     #[test]
     fn gemv_constants_match_the_kernel_source() {
         let define = |name: &str| GEMV.define(name).and_then(|v| u32::try_from(v).ok());
-        assert_eq!(define("GEMV_MAX_ROWS"), Some(gemv::MAX_ROWS));
+        assert_eq!(define("GEMV_BLOCK"), Some(gemv::BLOCK));
         assert_eq!(define("GEMV_UNROLL"), Some(gemv::UNROLL));
     }
 

@@ -1,35 +1,42 @@
-//! Few-row products on the project's own kernel (`gemv.hip`) instead of the BLAS: lhs rows
-//! and rhs columns both contiguous along k (a linear layer's `x . w^T`, attention scores
-//! `q . k^T` over a cache), at most [`kernels::gemv::MAX_ROWS`] rows a matrix. A vendor gemm
-//! of one row reads such a matrix well below the copy bandwidth (a 2048 x 2048 bf16 weight at
-//! 32% of it on an H100); the kernel streams the weights once with 16-byte loads.
+//! One-row products on the project's own kernel (`gemv.hip`) instead of the BLAS: the lhs row
+//! and the rhs columns both contiguous along k (a linear layer's `x . w^T` at batch 1,
+//! attention scores `q . k^T` over a cache, a matrix a batch entry). On an H100 it reads a
+//! 2048 x 2048 bf16 weight at 37% of the copy bandwidth where cuBLAS reaches 32%, and the
+//! attention scores' many small matrices in one launch; from two rows on, the BLAS's tensor
+//! cores are faster (bench/results/2026-11-26-h100-gemv.md), so those stay with it.
 
 use rocm_device::kernels;
 use rocm_device::{Buffer, DType, Device, LaunchArgs, LaunchConfig, Result};
 
 use crate::plan::{GemmPlan, Op};
 
-/// Threads a block of the gemv kernels (whole warps of 32 and 64 lanes).
-const BLOCK: u32 = 256;
-/// Weight rows (outputs of a matrix times the batch) a device's multiprocessors must have at
-/// least this many of, each, before the kernel takes a product: fewer rows than that leave
-/// the device idle unless k is split, which the BLAS does.
+/// Threads a block of the gemv kernel.
+const BLOCK: u32 = kernels::gemv::BLOCK;
+/// Weight rows a device's multiprocessors must have at least this many of, each, before the
+/// kernel takes a product: fewer leave the device idle unless k is split far more than a
+/// block can, which the BLAS does.
 const MIN_ROWS_PER_MULTIPROCESSOR: usize = 4;
+/// Warps a multiprocessor should have at work (half of what an H100's holds): rows over few
+/// outputs are split over several warps until the device has them.
+const WARPS_PER_MULTIPROCESSOR: usize = 32;
+/// Blocks a multiprocessor holds at once (2048 threads of 256-thread blocks); the grid is at
+/// most this many a multiprocessor and its blocks loop over the rows.
+const BLOCKS_PER_MULTIPROCESSOR: usize = 8;
 
 /// One gemv launch: the plan of a product the kernel can take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GemvPlan {
-    /// Activation rows (lhs rows of one matrix).
-    pub rows: usize,
-    /// Lanes a weight row: a power of two dividing the warp.
+    /// Lanes a weight row: a power of two, at most a block.
     pub group: u32,
     /// Every row start 16-byte aligned and k a whole number of packs.
     pub packed: bool,
+    /// Blocks of the launch.
+    pub blocks: u32,
 }
 
 impl GemvPlan {
-    /// The kernel's plan for `p`, if it takes it: f32/f16/bf16, rhs read along k (transposed
-    /// in the column-major call), lhs row-major, at most `MAX_ROWS` rows, enough outputs to
+    /// The kernel's plan for `p`, if it takes it: f32/f16/bf16, one lhs row (per batch entry)
+    /// read along k, rhs read along k (transposed in the column-major call), enough outputs to
     /// fill the device. `ptrs` are the device addresses of rhs, lhs and the output.
     pub fn of(
         p: &GemmPlan,
@@ -38,29 +45,52 @@ impl GemvPlan {
         warp_size: u32,
         multiprocessors: u32,
     ) -> Option<Self> {
+        let mps = multiprocessors as usize;
+        let rows = p.m * p.batch;
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
             || p.a.op != Op::Transpose
             || p.b.op != Op::None
-            || p.n > kernels::gemv::MAX_ROWS as usize
-            || p.m * p.batch < MIN_ROWS_PER_MULTIPROCESSOR * multiprocessors as usize
+            || p.n != 1
+            || rows < MIN_ROWS_PER_MULTIPROCESSOR * mps
         {
             return None;
         }
         let pack = 16 / dtype.size_in_bytes();
         let whole = |v: usize| v % pack == 0;
         let packed = whole(p.k)
-            && [p.a.offset, p.a.ld, p.a.batch_stride]
-                .into_iter()
-                .chain([p.b.offset, p.b.ld, p.b.batch_stride])
-                .all(whole)
+            && [
+                p.a.offset,
+                p.a.ld,
+                p.a.batch_stride,
+                p.b.offset,
+                p.b.batch_stride,
+            ]
+            .into_iter()
+            .all(whole)
             && ptrs[..2].iter().all(|ptr| ptr % 16 == 0);
-        // the fewest lanes that give each lane a share of the row, at most a warp
         let per_row = if packed { p.k.div_ceil(pack) } else { p.k };
-        let group = per_row.next_power_of_two().clamp(1, warp_size as usize) as u32;
+        let warp = warp_size as usize;
+        let group = if per_row <= warp {
+            // short rows: the fewest lanes that give each a value or pack, several rows a warp
+            per_row.next_power_of_two()
+        } else {
+            // long rows: whole warps, split further where the rows alone give the device too
+            // few warps, each lane keeping at least an unrolled round of packs
+            let wanted = (WARPS_PER_MULTIPROCESSOR * mps).div_ceil(rows);
+            let most = (BLOCK as usize / warp)
+                .min(per_row.div_ceil(warp * kernels::gemv::UNROLL as usize))
+                .max(1)
+                .next_power_of_two();
+            warp * wanted.next_power_of_two().clamp(1, most)
+        };
+        let rows_per_block = BLOCK as usize / group;
+        let blocks = rows
+            .div_ceil(rows_per_block)
+            .min(BLOCKS_PER_MULTIPROCESSOR * mps);
         Some(GemvPlan {
-            rows: p.n,
-            group,
+            group: group as u32,
             packed,
+            blocks: blocks as u32,
         })
     }
 
@@ -76,9 +106,7 @@ impl GemvPlan {
     ) -> Result<()> {
         let size = dtype.size_in_bytes();
         let out_size = if out_f32 { 4 } else { size };
-        let op = if self.rows == 1 { "gemv1" } else { "gemv" };
-        let f = device.kernel(&kernels::GEMV, op, dtype.as_str())?;
-        let u64_of = |v: usize| v as u64;
+        let f = device.kernel(&kernels::GEMV, "gemv", dtype.as_str())?;
         let mut args = LaunchArgs::new();
         args.push_buffer_at(rhs, p.a.offset * size)?
             .push_buffer_at(lhs, p.b.offset * size)?
@@ -89,21 +117,16 @@ impl GemvPlan {
             p.batch,
             p.a.ld,
             p.a.batch_stride,
-            p.b.ld,
             p.b.batch_stride,
-            p.ldc,
             p.stride_c,
         ] {
-            args.push(u64_of(v));
+            args.push(v as u64);
         }
-        args.push(self.rows as u32)
-            .push(self.group)
+        args.push(self.group)
             .push(u32::from(self.packed))
             .push(u32::from(out_f32));
-        let groups = p.m * p.batch;
-        let groups_per_block = (BLOCK / self.group) as usize;
         let config = LaunchConfig {
-            grid: [groups.div_ceil(groups_per_block).min(1 << 20) as u32, 1, 1],
+            grid: [self.blocks, 1, 1],
             block: [BLOCK, 1, 1],
             shared_mem_bytes: 0,
         };
@@ -134,18 +157,27 @@ mod tests {
     }
 
     #[test]
-    fn few_rows_over_many_outputs_take_the_kernel() {
+    fn one_row_over_many_outputs_takes_the_kernel() {
         let of = |p: &GemmPlan, dtype| GemvPlan::of(p, dtype, [0, 0, 0], 32, 132);
-        let g = of(&plan(1, 2048, 2048, 2048), DType::BF16).unwrap();
-        assert_eq!((g.rows, g.group, g.packed), (1, 32, true));
-        // head dim 64 in f16: 8 packs a row, 8 lanes
-        let g = of(&plan(4, 4096, 64, 64), DType::F16).unwrap();
-        assert_eq!((g.rows, g.group, g.packed), (4, 8, true));
+        // a 16384 x 2048 bf16 weight: a warp a row, the grid what the device holds
+        let g = of(&plan(1, 16384, 2048, 2048), DType::BF16).unwrap();
+        assert_eq!((g.group, g.packed, g.blocks), (32, true, 8 * 132));
+        // 2048 rows of 8192: four warps a row (4224 warps wanted of 2048 rows)
+        let g = of(&plan(1, 2048, 8192, 8192), DType::BF16).unwrap();
+        assert_eq!((g.group, g.blocks), (128, 1024));
+        // 2048 rows of 2048: split only as far as an unrolled round a lane
+        assert_eq!(
+            of(&plan(1, 2048, 2048, 2048), DType::BF16).unwrap().group,
+            64
+        );
+        // head dim 64 in f16: 8 packs a row, 8 lanes, 32 rows a block
+        let g = of(&plan(1, 4096, 64, 64), DType::F16).unwrap();
+        assert_eq!((g.group, g.packed, g.blocks), (8, true, 128));
         // a row stride off the 16-byte grid: value by value
         let g = of(&plan(1, 4096, 64, 65), DType::F16).unwrap();
         assert_eq!((g.group, g.packed), (32, false));
-        // too many rows, too few outputs, f64: the BLAS
-        assert_eq!(of(&plan(9, 4096, 64, 64), DType::F32), None);
+        // two rows, too few outputs, f64: the BLAS
+        assert_eq!(of(&plan(2, 4096, 64, 64), DType::F32), None);
         assert_eq!(of(&plan(1, 527, 4096, 4096), DType::F32), None);
         assert_eq!(of(&plan(1, 4096, 64, 64), DType::F64), None);
         // a misaligned address

@@ -6,7 +6,7 @@
 //! (see [`plan`]); batch dims collapse to one stride or broadcast with stride 0; a layout no
 //! gemm call can read is copied to a contiguous one first instead of being refused. The BLAS is
 //! rocBLAS on the amd platform (loaded at run time, our own FFI table) and cuBLAS on the
-//! nvidia platform (cargo feature `nvidia`). Products of a few rows read along k go to the
+//! nvidia platform (cargo feature `nvidia`). One-row products read along k go to the
 //! project's own kernel instead ([`gemv`]; `CANDLE_ROCM_GEMV=0` or [`Blas::set_gemv`] turns it
 //! off). [`BlasOptions`] are the crate's options, from the environment by default.
 
@@ -68,7 +68,7 @@ pub struct ReducedPrecision {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlasOptions {
     pub reduced_precision: ReducedPrecision,
-    /// Products of a few rows read along k on the project's gemv kernel ([`gemv`]).
+    /// One-row products read along k on the project's gemv kernel ([`gemv`]).
     pub gemv: bool,
 }
 
@@ -191,7 +191,7 @@ impl Blas {
         self.reduced_f32.store(on, Ordering::Relaxed);
     }
 
-    /// Whether products of a few rows read along k run on the project's gemv kernel (on by
+    /// Whether one-row products read along k run on the project's gemv kernel (on by
     /// default; `CANDLE_ROCM_GEMV=0` starts with it off). Off, every product is a BLAS call.
     pub fn set_gemv(&self, on: bool) {
         self.gemv.store(on, Ordering::Relaxed);
@@ -294,7 +294,7 @@ impl Blas {
             if let Some(g) =
                 GemvPlan::of(&p, dtype, ptrs, info.warp_size, info.multiprocessor_count)
             {
-                let _span = tracing::debug_span!("gemv", rows = g.rows, group = g.group).entered();
+                let _span = tracing::debug_span!("gemv", group = g.group).entered();
                 g.launch(&self.device, &p, dtype, (rhs_buf, lhs_buf, out), widened)?;
                 drop((lhs_data, rhs_data));
                 return Ok(());
