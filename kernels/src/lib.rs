@@ -502,25 +502,6 @@ pub const CONV: KernelModule = KernelModule {
     ],
 };
 
-/// One activation row times a matrix read along k (a decode step's linear layers, attention
-/// scores over a cache): `gemv_<dtype>`, f32 sums, the output in the inputs' dtype or f32.
-pub const GEMV: KernelModule = KernelModule {
-    name: "gemv",
-    source: include_str!("gemv.hip"),
-    groups: &[EntryGroup {
-        ops: &["gemv"],
-        dtypes: &["bf16", "f16", "f32"],
-    }],
-};
-
-/// The launch facts of `gemv` (gemv.hip's `GEMV_*` defines; a test checks the two agree).
-pub mod gemv {
-    /// Threads a block: the kernel is built for at most this many.
-    pub const BLOCK: u32 = 256;
-    /// Packs a lane loads before its first multiply.
-    pub const UNROLL: u32 = 4;
-}
-
 /// Dtypes the random draws produce directly.
 pub const RANDOM_DTYPES: [&str; 5] = ["bf16", "f16", "f32", "f64", "f8e4m3"];
 
@@ -609,7 +590,7 @@ pub const QUANTIZED: KernelModule = KernelModule {
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
-    &CONV, &RANDOM, &QUANTIZED, &ATTENTION, &GEMV,
+    &CONV, &RANDOM, &QUANTIZED, &ATTENTION,
 ];
 
 #[cfg(test)]
@@ -657,13 +638,6 @@ mod tests {
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);
-    }
-
-    #[test]
-    fn gemv_constants_match_the_kernel_source() {
-        let define = |name: &str| GEMV.define(name).and_then(|v| u32::try_from(v).ok());
-        assert_eq!(define("GEMV_BLOCK"), Some(gemv::BLOCK));
-        assert_eq!(define("GEMV_UNROLL"), Some(gemv::UNROLL));
     }
 
     #[test]

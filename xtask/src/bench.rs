@@ -12,10 +12,9 @@ use crate::tools::{
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
-const CRATE_BENCHES: [(&str, &str); 7] = [
+const CRATE_BENCHES: [(&str, &str); 6] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
-    ("rocm-blas", "gemv_bench"),
     ("rocm-reduce", "reduce_bench"),
     ("rocm-indexing", "indexing_bench"),
     ("rocm-dnn", "conv_bench"),
@@ -23,7 +22,7 @@ const CRATE_BENCHES: [(&str, &str); 7] = [
 ];
 
 /// The Python side: torch peers and the report.
-const SCRIPTS: [&str; 12] = [
+const SCRIPTS: [&str; 11] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -33,7 +32,6 @@ const SCRIPTS: [&str; 12] = [
     "torch_candle_ops.py",
     "torch_llama.py",
     "torch_quantized.py",
-    "torch_gemv.py",
     "report.py",
     "report_decode.py",
 ];

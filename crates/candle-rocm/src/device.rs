@@ -77,7 +77,7 @@ impl RocmDevice {
     }
 
     /// The device of `ordinal` with `config` and `options` (index checks, MIOpen,
-    /// reduced-precision gemms, the gemv kernel): how code sets them without the environment.
+    /// reduced-precision gemms): how code sets them without the environment.
     pub fn with_options(ordinal: usize, config: Config, options: Options) -> Result<Self> {
         Ok(Self::from_device(
             Device::with_config(ordinal, config)?,

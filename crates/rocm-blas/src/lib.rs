@@ -6,15 +6,13 @@
 //! (see [`plan`]); batch dims collapse to one stride or broadcast with stride 0; a layout no
 //! gemm call can read is copied to a contiguous one first instead of being refused. The BLAS is
 //! rocBLAS on the amd platform (loaded at run time, our own FFI table) and cuBLAS on the
-//! nvidia platform (cargo feature `nvidia`). One-row products read along k go to the
-//! project's own kernel instead ([`gemv`]; `CANDLE_ROCM_GEMV=0` or [`Blas::set_gemv`] turns it
-//! off). [`BlasOptions`] are the crate's options, from the environment by default.
+//! nvidia platform (cargo feature `nvidia`). [`BlasOptions`] are the crate's options, from the
+//! environment by default.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 #[cfg(feature = "nvidia")]
 mod cublas;
-pub mod gemv;
 pub mod plan;
 pub mod rocblas;
 
@@ -22,7 +20,6 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use gemv::GemvPlan;
 use plan::{GemmOperand, GemmPlan, Op};
 pub use plan::{MatmulShape, OutputLayout};
 pub use rocm_device::Operand;
@@ -53,8 +50,6 @@ pub struct GemmCall {
 
 /// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
 pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
-/// `0`: every product goes to the BLAS, none to the gemv kernel.
-pub const GEMV_ENV: &str = "CANDLE_ROCM_GEMV";
 
 /// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,20 +60,9 @@ pub struct ReducedPrecision {
 }
 
 /// How a [`Blas`] computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlasOptions {
     pub reduced_precision: ReducedPrecision,
-    /// One-row products read along k on the project's gemv kernel ([`gemv`]).
-    pub gemv: bool,
-}
-
-impl Default for BlasOptions {
-    fn default() -> Self {
-        BlasOptions {
-            reduced_precision: ReducedPrecision::default(),
-            gemv: true,
-        }
-    }
 }
 
 impl BlasOptions {
@@ -92,7 +76,6 @@ impl BlasOptions {
                 bf16: has("bf16"),
                 f32: has("f32"),
             },
-            gemv: lookup(GEMV_ENV).is_none_or(|v| v.trim() != "0"),
         }
     }
 
@@ -118,7 +101,6 @@ pub struct Blas {
     reduced_f16: AtomicBool,
     reduced_bf16: AtomicBool,
     reduced_f32: AtomicBool,
-    gemv: AtomicBool,
 }
 
 impl Drop for Blas {
@@ -168,7 +150,6 @@ impl Blas {
             reduced_f16: AtomicBool::new(reduced.f16),
             reduced_bf16: AtomicBool::new(reduced.bf16),
             reduced_f32: AtomicBool::new(reduced.f32),
-            gemv: AtomicBool::new(options.gemv),
         })
     }
 
@@ -189,12 +170,6 @@ impl Blas {
     /// f32 gemms may use TF32 (cuBLAS `32F_FAST_TF32`; rocBLAS keeps f32).
     pub fn set_reduced_precision_f32(&self, on: bool) {
         self.reduced_f32.store(on, Ordering::Relaxed);
-    }
-
-    /// Whether one-row products read along k run on the project's gemv kernel (on by
-    /// default; `CANDLE_ROCM_GEMV=0` starts with it off). Off, every product is a BLAS call.
-    pub fn set_gemv(&self, on: bool) {
-        self.gemv.store(on, Ordering::Relaxed);
     }
 
     /// `lhs . rhs` into a new contiguous (batch, m, n) buffer.
@@ -283,23 +258,6 @@ impl Blas {
         let (lhs_op, lhs_data) = Self::readable(lhs, m, k)?;
         let (rhs_op, rhs_data) = Self::readable(rhs, k, n)?;
         let p = GemmPlan::with_output(shape, lhs_op, rhs_op, out_l)?;
-        if self.gemv.load(Ordering::Relaxed) {
-            let (rhs_buf, lhs_buf) = (rhs_data.buffer(), lhs_data.buffer());
-            let ptrs = [
-                rhs_buf.device_ptr() + (p.a.offset * size) as u64,
-                lhs_buf.device_ptr() + (p.b.offset * size) as u64,
-                out.device_ptr(),
-            ];
-            let info = self.device.info();
-            if let Some(g) =
-                GemvPlan::of(&p, dtype, ptrs, info.warp_size, info.multiprocessor_count)
-            {
-                let _span = tracing::debug_span!("gemv", group = g.group).entered();
-                g.launch(&self.device, &p, dtype, (rhs_buf, lhs_buf, out), widened)?;
-                drop((lhs_data, rhs_data));
-                return Ok(());
-            }
-        }
         let matrix = |ptr: u64, offset: usize, ld: usize, stride: usize| GemmMatrix {
             ptr: ptr + (offset * size) as u64,
             ld: ld as i32,
@@ -478,10 +436,7 @@ mod tests {
             BlasOptions::from_lookup(lookup_in(&[])),
             BlasOptions::default()
         );
-        let o = BlasOptions::from_lookup(lookup_in(&[
-            (REDUCED_PRECISION_ENV, "bf16, f32"),
-            (GEMV_ENV, " 0 "),
-        ]));
+        let o = BlasOptions::from_lookup(lookup_in(&[(REDUCED_PRECISION_ENV, "bf16, f32")]));
         assert_eq!(
             o.reduced_precision,
             ReducedPrecision {
@@ -490,7 +445,5 @@ mod tests {
                 f32: true
             }
         );
-        assert!(!o.gemv);
-        assert!(BlasOptions::from_lookup(lookup_in(&[(GEMV_ENV, "1")])).gemv);
     }
 }

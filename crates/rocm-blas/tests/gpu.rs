@@ -72,10 +72,6 @@ enum Store {
     Broadcast,
     /// Every other column of a wider matrix: no gemm call reads it, so it is copied first.
     EveryOtherColumn,
-    /// Transposed behind 3 elements of padding (rows off the 16-byte grid).
-    TransposedOffset,
-    /// One transposed matrix for the whole batch (a linear layer's weight).
-    TransposedBroadcast,
 }
 
 /// The operand's storage (as f64 values) and layout; `get(b, r, c)` reads the logical value.
@@ -112,13 +108,6 @@ impl Operand {
                 [rows * cols * 2, cols * 2, 2],
                 0,
             ),
-            Store::TransposedOffset => (
-                3 + batch * rows * cols,
-                [batch, rows, cols],
-                [rows * cols, 1, rows],
-                3,
-            ),
-            Store::TransposedBroadcast => (rows * cols, [batch, rows, cols], [0, 1, rows], 0),
         };
         let storage = (0..storage_len)
             .map(|_| rng.random_range(-1.0..1.0))
@@ -264,70 +253,6 @@ fn offsets_broadcast_batches_and_layouts_that_need_a_copy() {
         }
     }
     println!("offsets/broadcast/copies: {cases} cases within tolerance");
-}
-
-/// Whether the product of `ls` x `rs` of these sizes runs on the gemv kernel (the plan the
-/// library makes for it).
-fn takes_gemv(
-    dtype: DType,
-    (batch, m, n, k): (usize, usize, usize, usize),
-    ls: Store,
-    rs: Store,
-) -> bool {
-    use rocm_blas::gemv::GemvPlan;
-    use rocm_blas::plan::{operand, GemmPlan};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
-    let (l, r) = (
-        Operand::new(ls, batch, m, k, &mut rng),
-        Operand::new(rs, batch, k, n, &mut rng),
-    );
-    let (Some(lo), Some(ro)) = (operand(&l.layout, m, k), operand(&r.layout, k, n)) else {
-        return false;
-    };
-    let p = GemmPlan::new(MatmulShape { batch, m, n, k }, lo, ro).unwrap();
-    let info = blas().device().info();
-    GemvPlan::of(&p, dtype, [0; 3], info.warp_size, info.multiprocessor_count).is_some()
-}
-
-#[test]
-fn one_row_read_along_k_takes_the_gemv_kernel() {
-    // One activation row (two: the BLAS again) by a matrix read along k: whole 16-byte packs,
-    // rows off the pack grid (value by value), k shorter than a warp's packs (several rows a
-    // warp), long rows split over warps, a weight shared by the batch and one per batch entry
-    // (attention scores).
-    // enough outputs for the kernel on this device (4 rows a multiprocessor), and a ragged end
-    let n = 4 * blas().device().info().multiprocessor_count as usize + 77;
-    let mut cases = 0;
-    for dtype in [DType::F32, DType::F16, DType::BF16] {
-        let mut worst = 0f64;
-        for (ls, rs) in [
-            (Store::RowMajor, Store::TransposedBroadcast),
-            (Store::RowMajor, Store::Transposed),
-            (Store::Offset, Store::TransposedOffset),
-            (Store::RowMajor, Store::TransposedOffset),
-        ] {
-            for m in [1, 2] {
-                for k in [7, 64, 128, 264, 2048, 8192] {
-                    // a shared weight folds a batch's rows into one matrix of `batch` rows
-                    let batch = if rs == Store::TransposedBroadcast {
-                        1
-                    } else {
-                        2
-                    };
-                    let dims = (batch, m, n, k);
-                    assert_eq!(
-                        takes_gemv(dtype, dims, ls, rs),
-                        m == 1,
-                        "{dtype} {dims:?} {ls:?} x {rs:?}"
-                    );
-                    worst = worst.max(check(dtype, dims, ls, rs));
-                    cases += 1;
-                }
-            }
-        }
-        println!("{dtype}: worst error / dot scale {worst:.2e}");
-    }
-    println!("gemv: {cases} cases within tolerance");
 }
 
 #[test]
@@ -483,25 +408,14 @@ fn half_inputs_write_an_f32_output_slice() {
     // f16/bf16 operands, f32 accumulators written unrounded into columns [3, 3 + n) of a wider
     // f32 matrix: within f32 accumulation error (far below 16-bit output rounding), and the
     // columns around the slice untouched. (Refused dtype pairs: bad_input_is_a_typed_error.)
-    // Through the BLAS, and through the gemv kernel (3 rows, the rhs read along k).
-    f32_output_slice((37, 50, 300), Store::RowMajor);
-    assert!(takes_gemv(
-        DType::BF16,
-        (1, 3, 700, 264),
-        Store::RowMajor,
-        Store::Transposed
-    ));
-    f32_output_slice((3, 700, 264), Store::Transposed);
-}
-
-fn f32_output_slice((m, n, k): (usize, usize, usize), rs: Store) {
     let b = blas();
     let d = b.device();
+    let (m, n, k) = (37, 50, 300);
     let width = n + 11;
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     for dtype in [DType::F16, DType::BF16] {
         let lhs = Operand::new(Store::RowMajor, 1, m, k, &mut rng);
-        let mut rhs = Operand::new(rs, 1, k, n, &mut rng);
+        let mut rhs = Operand::new(Store::RowMajor, 1, k, n, &mut rng);
         let (lx, lb) = encode(dtype, &lhs.storage);
         let (rx, rb) = encode(dtype, &rhs.storage);
         rhs.storage = rx;

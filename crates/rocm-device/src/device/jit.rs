@@ -71,8 +71,8 @@ pub(crate) const WAVE64_MAX_WAVES: u32 = 8;
 
 /// Modules nearly every model of a dtype uses: when a kernel of a key is first needed, the
 /// variants of these for that key compile in the background ([`Device::kernel`]).
-pub const PREFETCH_MODULES: [&str; 10] = [
-    "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope", "gemv",
+pub const PREFETCH_MODULES: [&str; 9] = [
+    "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope",
 ];
 
 /// Background compiles and process exit. A compile thread still inside NVRTC or hiprtc, or

@@ -126,7 +126,7 @@ impl RocmDevice {
     }
 
     /// As [`RocmDevice::with_config`], with the op crates' `options` too (index checks,
-    /// MIOpen, reduced-precision gemms, the gemv kernel: `candle_rocm::Options`).
+    /// MIOpen, reduced-precision gemms: `candle_rocm::Options`).
     pub fn with_options(ordinal: usize, config: rocm::Config, options: rocm::Options) -> Result<Self> {
         Ok(RocmDevice(
             rocm::RocmDevice::with_options(ordinal, config, options).map_err(wrap)?,
