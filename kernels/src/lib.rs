@@ -6,6 +6,12 @@
 //! the AMD (hiprtc) and NVIDIA (NVRTC) builds differ, then the shared layout, elementwise-loop
 //! and reduction headers.
 
+pub mod layout;
+pub mod params;
+
+pub use layout::{KernelLayout, LayoutError, MAX_DIMS};
+pub use params::{ArgSink, DevicePtr, Entry, KernelArg, KernelParams, ParamsDecl};
+
 /// `compat.h`: per-platform types, shuffles, ballots and narrow atomics.
 pub const COMPAT_H: &str = include_str!("../include/compat.h");
 /// `layout.h`: the by-value strided layout struct and its index decoding.
@@ -43,6 +49,8 @@ pub struct KernelModule {
     pub source: &'static str,
     /// The entry points, as op x dtype groups.
     pub groups: &'static [EntryGroup],
+    /// The parameter lists its entries take (see [`params`]), defined before its source.
+    pub params: &'static [ParamsDecl],
 }
 
 impl KernelModule {
@@ -130,8 +138,9 @@ impl KernelModule {
 
     /// The full translation unit: prelude, then the module source with its own line numbers.
     pub fn full_source(&self) -> String {
+        let defines: String = self.params.iter().map(|p| p.define() + "\n").collect();
         format!(
-            "{}\n#line 1 \"{}.hip\"\n{}",
+            "{}\n{defines}#line 1 \"{}.hip\"\n{}",
             prelude(),
             self.name,
             self.source
@@ -169,6 +178,7 @@ pub const FILL: KernelModule = KernelModule {
             dtypes: &WIDTHS,
         },
     ],
+    params: &[],
 };
 
 /// Math ops that only floats have.
@@ -199,6 +209,7 @@ pub const UNARY: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
+    params: &[],
 };
 
 /// Binary arithmetic and comparisons (comparisons write u8).
@@ -211,6 +222,7 @@ pub const BINARY: KernelModule = KernelModule {
         ],
         dtypes: &DTYPES,
     }],
+    params: &[],
 };
 
 /// Casts between every pair of dtypes: `cast_<from>_<to>`, op `cast_<from>`, key `<to>`.
@@ -232,6 +244,7 @@ pub const CAST: KernelModule = KernelModule {
         ],
         dtypes: &DTYPES,
     }],
+    params: &[],
 };
 
 /// `where_<condition dtype>_<value dtype>`.
@@ -248,7 +261,28 @@ pub const TERNARY: KernelModule = KernelModule {
         ],
         dtypes: &DTYPES,
     }],
+    params: &[ternary::WhereParams::DECL],
 };
+
+/// The parameters of `where` (ternary.hip).
+pub mod ternary {
+    use crate::{DevicePtr, KernelLayout};
+
+    crate::kernel_params! {
+        /// `where_<cond dtype>_<dtype>`'s parameters: out[i] = cond[i] != 0 ? t[i] : f[i] over
+        /// `n` elements of three layouts.
+        pub struct WhereParams = "WHERE_PARAMS(CT, T)" {
+            cond: DevicePtr = "const CT*",
+            t: DevicePtr = "const T*",
+            f: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            n: u64,
+            lc: KernelLayout,
+            lt: KernelLayout,
+            lf: KernelLayout,
+        }
+    }
+}
 
 /// Rotary embeddings (candle-nn's rope_i, rope, rope_thd).
 pub const ROPE: KernelModule = KernelModule {
@@ -258,7 +292,37 @@ pub const ROPE: KernelModule = KernelModule {
         ops: &["rope_i", "rope", "rope_thd"],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
+    params: &[rope::Params::DECL],
 };
+
+/// The rotary embeddings' entries and parameters (rope.hip).
+pub mod rope {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// The parameters of every rotary embedding: x, the cos/sin tables and the output
+        /// (contiguous), the tensor's first three dims (b, h, t; b, t, h for `rope_thd`),
+        /// the head dim and the tables' batch stride (0: one table for the batch).
+        pub struct Params = "ROPE_PARAMS(T)" {
+            x: DevicePtr = "const T*",
+            cos: DevicePtr = "const T*",
+            sin: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            d0: u64,
+            d1: u64,
+            d2: u64,
+            d: u64,
+            cs_batch_stride: u64,
+        }
+    }
+
+    /// Pairs interleaved (candle-nn's `rope_i`).
+    pub const ROPE_I: Entry<Params> = Entry::new(&super::ROPE, "rope_i");
+    /// Pairs across the halves of a head (candle-nn's `rope`).
+    pub const ROPE: Entry<Params> = Entry::new(&super::ROPE, "rope");
+    /// Halves, (b, t, h, d) layout (candle-nn's `rope_thd`).
+    pub const ROPE_THD: Entry<Params> = Entry::new(&super::ROPE, "rope_thd");
+}
 
 /// Reductions over any dims: `<op>_<dtype>`, the second pass `<op>_finish_<dtype>`, and a
 /// thread an output `<op>_columns_<dtype>`.
@@ -285,6 +349,7 @@ pub const REDUCE: KernelModule = KernelModule {
         ],
         dtypes: &DTYPES,
     }],
+    params: &[],
 };
 
 /// softmax / log-softmax over the last dim, rms_norm, layer_norm: one block per row
@@ -310,6 +375,7 @@ pub const NORM: KernelModule = KernelModule {
         ],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
+    params: &[],
 };
 
 /// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`), and a
@@ -336,6 +402,7 @@ pub const ATTENTION: KernelModule = KernelModule {
             dtypes: &["f32"],
         },
     ],
+    params: &[],
 };
 
 /// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
@@ -447,6 +514,7 @@ pub const INDEXING: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
+    params: &[],
 };
 
 /// Nearest upsampling by width, bilinear by dtype.
@@ -463,6 +531,7 @@ pub const UPSAMPLE: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
+    params: &[],
 };
 
 /// arg_sort along the last dim: tile sort and merge passes.
@@ -473,6 +542,7 @@ pub const SORT: KernelModule = KernelModule {
         ops: &["argsort_tile", "argsort_merge"],
         dtypes: &DTYPES,
     }],
+    params: &[],
 };
 
 /// The portable convolution path (im2col by width, col2im by float dtype, direct transposed
@@ -500,6 +570,7 @@ pub const CONV: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
+    params: &[],
 };
 
 /// Dtypes the random draws produce directly.
@@ -513,6 +584,7 @@ pub const RANDOM: KernelModule = KernelModule {
         ops: &["rand_uniform", "rand_normal"],
         dtypes: &RANDOM_DTYPES,
     }],
+    params: &[],
 };
 
 /// GGUF block types, named as the keys of the quantized kernels (Candle's `GgmlDType`).
@@ -585,6 +657,7 @@ pub const QUANTIZED: KernelModule = KernelModule {
             dtypes: &GGML_BLOCK_TYPES,
         },
     ],
+    params: &[],
 };
 
 /// Every module, for the compile tiers to iterate over.
@@ -638,6 +711,28 @@ mod tests {
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);
+    }
+
+    #[test]
+    fn every_declared_parameter_list_is_taken_by_its_source() {
+        for module in ALL_MODULES {
+            for decl in module.params {
+                let name = decl.macro_name();
+                assert!(
+                    module.source.contains(&format!("{name}(")),
+                    "module {} never takes {name}",
+                    module.name
+                );
+                assert!(
+                    !module.source.contains(&format!("#define {name}")),
+                    "module {} defines {name} itself",
+                    module.name
+                );
+            }
+        }
+        assert!(ROPE
+            .full_source()
+            .contains("#define ROPE_PARAMS(T) const T* x, const T* cos"));
     }
 
     #[test]

@@ -119,18 +119,18 @@ DEVICE void rope_thd_impl(const T* x, const T* cos, const T* sin, T* out, u64 b,
     }
 }
 
+// ROPE_PARAMS(T): the parameter list declared in rocm-kernels (`rope::Params`: x, cos, sin,
+// out, the first three dims d0 d1 d2, the head dim d, the tables' batch stride), defined by the
+// runtime before this file.
 #define ROPE_ENTRIES(NAME, T)                                                                   \
-    KERNEL void rope_i_##NAME(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 h,    \
-                              u64 t, u64 d, u64 cs_batch_stride) {                              \
-        rope_i_impl(x, cos, sin, out, b * h, h, t * d, cs_batch_stride);                        \
+    KERNEL void rope_i_##NAME(ROPE_PARAMS(T)) {                                                 \
+        rope_i_impl(x, cos, sin, out, d0 * d1, d1, d2 * d, cs_batch_stride);                    \
     }                                                                                           \
-    KERNEL void rope_##NAME(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 h,      \
-                            u64 t, u64 d, u64 cs_batch_stride) {                                \
-        rope_impl(x, cos, sin, out, b * h, h, t, d, cs_batch_stride);                           \
+    KERNEL void rope_##NAME(ROPE_PARAMS(T)) {                                                   \
+        rope_impl(x, cos, sin, out, d0 * d1, d1, d2, d, cs_batch_stride);                       \
     }                                                                                           \
-    KERNEL void rope_thd_##NAME(const T* x, const T* cos, const T* sin, T* out, u64 b, u64 t,  \
-                                u64 h, u64 d, u64 cs_batch_stride) {                            \
-        rope_thd_impl(x, cos, sin, out, b, t, h, d, cs_batch_stride);                           \
+    KERNEL void rope_thd_##NAME(ROPE_PARAMS(T)) {                                               \
+        rope_thd_impl(x, cos, sin, out, d0, d1, d2, d, cs_batch_stride);                        \
     }
 CANDLE_ROCM_KEEP(bf16)(ROPE_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(ROPE_ENTRIES(f16, f16_t))

@@ -50,9 +50,10 @@ DEVICE void where_impl(const C* cond, const T* t, const T* f, T* out, u64 n,
     }
 }
 
+// WHERE_PARAMS(CT, T): the parameter list declared in rocm-kernels (`ternary::WhereParams`),
+// defined by the runtime before this file.
 #define WHERE(CN, CT, NAME, T)                                                                  \
-    KERNEL void where_##CN##_##NAME(const CT* cond, const T* t, const T* f, T* out, u64 n,     \
-                                    KernelLayout lc, KernelLayout lt, KernelLayout lf) {       \
+    KERNEL void where_##CN##_##NAME(WHERE_PARAMS(CT, T)) {                                      \
         where_impl(cond, t, f, out, n, lc, lt, lf);                                             \
     }
 #define WHERE_COND(NAME, T)                                                                     \

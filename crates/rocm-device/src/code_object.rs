@@ -171,6 +171,7 @@ mod tests {
                 ops: &["a", "b"],
                 dtypes: &["f32"],
             }],
+            params: &[],
         };
         let img = elf(&[("a_f32", 0x12), ("c_f32", 0x12)]);
         let (missing, unlisted) = compare_with_table(&module, &img).unwrap();

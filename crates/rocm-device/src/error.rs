@@ -172,3 +172,9 @@ impl From<crate::sys::library::LibraryMissing> for Error {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<rocm_kernels::LayoutError> for Error {
+    fn from(e: rocm_kernels::LayoutError) -> Self {
+        Error::InvalidLayout(e.0)
+    }
+}

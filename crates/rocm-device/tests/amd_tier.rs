@@ -74,6 +74,7 @@ fn integer_dot_products_are_native_on_every_target() {
             ops: &["dot4"],
             dtypes: &["probe"],
         }],
+        params: &[],
     };
     for arch in ARCHS {
         let compiled = compile_for_arch(Platform::Amd, &probe, arch, &[], None)
@@ -91,6 +92,7 @@ fn rocm_kernels_bad_module() -> kernels::KernelModule {
         name: "broken",
         source: "KERNEL void k(float* x) { x[0] = undeclared_thing; }",
         groups: &[],
+        params: &[],
     }
 }
 

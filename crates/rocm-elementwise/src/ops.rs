@@ -490,15 +490,17 @@ pub fn where_cond(
     let dtype = on_true.dtype;
     let n = cond.elem_count();
     let out = alloc_out(device, dtype, n)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(cond.buffer)
-        .push_buffer(on_true.buffer)
-        .push_buffer(on_false.buffer)
-        .push_buffer(&out)
-        .push(n as u64)
-        .push(lc)
-        .push(lt)
-        .push(lf);
+    let params = kernels::ternary::WhereParams {
+        cond: cond.buffer.ptr(),
+        t: on_true.buffer.ptr(),
+        f: on_false.buffer.ptr(),
+        out: out.ptr(),
+        n: n as u64,
+        lc,
+        lt,
+        lf,
+    };
+    let mut args = LaunchArgs::from_params(&params);
     launch_elements(device, &kernels::TERNARY, kernel, dtype, n, &mut args)?;
     Ok(out)
 }

@@ -1,7 +1,7 @@
 //! Host side of rope.hip: candle-nn's rotary embeddings.
 
 use rocm_device::kernels;
-use rocm_device::{Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Operand, Result};
+use rocm_device::{Buffer, DType, Device, Error, LaunchConfig, Operand, Result};
 
 /// Which of candle-nn's three rotary embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,20 +91,28 @@ pub fn rope(
     // The CPU backend steps through per-batch tables with t * d/2, whatever their seq length.
     let cs_batch_stride = if batched { t * (d / 2) } else { 0 };
     let size = dtype.size_in_bytes();
-    let mut args = LaunchArgs::new();
-    args.push_buffer_at(x.buffer, x_l.start * size)?;
-    args.push_buffer_at(cos.buffer, cos_l.start * size)?;
-    args.push_buffer_at(sin.buffer, sin_l.start * size)?;
-    args.push_buffer(&out);
-    for v in [d0, d1, d2, d, cs_batch_stride] {
-        args.push(v as u64);
-    }
+    let params = kernels::rope::Params {
+        x: x.buffer.ptr_at(x_l.start * size)?,
+        cos: cos.buffer.ptr_at(cos_l.start * size)?,
+        sin: sin.buffer.ptr_at(sin_l.start * size)?,
+        out: out.ptr(),
+        d0: d0 as u64,
+        d1: d1 as u64,
+        d2: d2 as u64,
+        d: d as u64,
+        cs_batch_stride: cs_batch_stride as u64,
+    };
+    let entry = match variant {
+        RopeVariant::Interleaved => kernels::rope::ROPE_I,
+        RopeVariant::Halves => kernels::rope::ROPE,
+        RopeVariant::Thd => kernels::rope::ROPE_THD,
+    };
     let _span = tracing::debug_span!("op", op, dtype = %dtype, n).entered();
-    let function = device.kernel(&kernels::ROPE, op, dtype.as_str())?;
-    device.launch(
-        &function,
+    device.launch_entry(
+        entry,
+        dtype.as_str(),
         LaunchConfig::for_elements((n / 2) as u64, device.info()),
-        &mut args,
+        &params,
     )?;
     Ok(out)
 }

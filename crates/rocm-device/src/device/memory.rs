@@ -272,6 +272,28 @@ impl Buffer {
     pub fn device_ptr(&self) -> u64 {
         self.block.map_or(0, |b| b.ptr)
     }
+
+    /// The device address `byte_offset` bytes in (at most the length), as a kernel parameter.
+    pub fn ptr_at(&self, byte_offset: usize) -> Result<rocm_kernels::DevicePtr> {
+        if byte_offset > self.len() {
+            return Err(Error::SizeMismatch {
+                op: "kernel argument",
+                detail: format!("offset {byte_offset} past a buffer of {} bytes", self.len()),
+            });
+        }
+        Ok(rocm_kernels::DevicePtr {
+            addr: self.device_ptr() + byte_offset as u64,
+            device: self.device().id(),
+        })
+    }
+
+    /// The device address of the first byte, as a kernel parameter.
+    pub fn ptr(&self) -> rocm_kernels::DevicePtr {
+        rocm_kernels::DevicePtr {
+            addr: self.device_ptr(),
+            device: self.device().id(),
+        }
+    }
 }
 
 impl Drop for Buffer {

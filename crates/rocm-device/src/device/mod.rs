@@ -240,6 +240,19 @@ impl Device {
         )
     }
 
+    /// Queues `entry`'s kernel for `key` (a dtype or width) with `params`, the parameter list
+    /// the entry's kernel is declared with.
+    pub fn launch_entry<P: rocm_kernels::KernelParams>(
+        &self,
+        entry: rocm_kernels::Entry<P>,
+        key: &'static str,
+        config: LaunchConfig,
+        params: &P,
+    ) -> Result<()> {
+        let function = self.kernel(entry.module, entry.op, key)?;
+        self.launch(&function, config, &mut LaunchArgs::from_params(params))
+    }
+
     /// Queues `function` on the stream. Buffers named in `args` must belong to this handle.
     pub fn launch(
         &self,
