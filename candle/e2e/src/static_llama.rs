@@ -661,9 +661,8 @@ impl StaticLlama {
         // `rope_kv_write` ropes and writes the cache; else the ops below, with the rotary rows
         // of the positions and the scatter's index (each token's position at every element of
         // its `[1, kv, 1, hd]`).
-        let written = mask.is_none()
-            && self.comm.is_none()
-            && self.layers.iter().all(|l| l.qkv.len() == 1);
+        let written =
+            mask.is_none() && self.comm.is_none() && self.layers.iter().all(|l| l.qkv.len() == 1);
         let ops = if written {
             None
         } else {
@@ -683,15 +682,11 @@ impl StaticLlama {
             let h = layer.input_norm.forward(&x)?;
             // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`
             let q = match &ops {
-                None => rope_kv_write(
+                None => self.rope_kv_write(
                     &layer.qkv[0].forward(&h)?.to_dtype(DType::F32)?,
-                    &self.cos,
-                    &self.sin,
                     positions,
-                    &state.k[n],
-                    &state.v[n],
-                    heads,
-                    self.rope_interleaved,
+                    state,
+                    n,
                 )?,
                 Some(ops) => {
                     let (q, k, v) = self.roped_qkv(layer, &h, ops, t)?;
@@ -749,6 +744,27 @@ impl StaticLlama {
         self.lm_head
             .forward(&self.norm.forward(&x.narrow(1, t - 1, 1)?)?)?
             .flatten_all()
+    }
+
+    /// Layer `n`'s stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
+    /// written into the layer's cache, q roped returned as `[1, heads, T, hd]`.
+    fn rope_kv_write(
+        &self,
+        qkv: &Tensor,
+        positions: &Tensor,
+        state: &DecodeState,
+        n: usize,
+    ) -> Result<Tensor> {
+        rope_kv_write(
+            qkv,
+            &self.cos,
+            &self.sin,
+            positions,
+            &state.k[n],
+            &state.v[n],
+            self.heads,
+            self.rope_interleaved,
+        )
     }
 
     /// A layer's q, k and v in f32 as `[1, heads, T, hd]`, q and k roped by the ops: one cast
@@ -840,16 +856,7 @@ impl StaticLlama {
                 x = sum;
             }
             let qkv = matmul_q8(&f.qkv, &hq)?;
-            let q = rope_kv_write(
-                &qkv,
-                &self.cos,
-                &self.sin,
-                positions,
-                &state.k[n],
-                &state.v[n],
-                heads,
-                self.rope_interleaved,
-            )?;
+            let q = self.rope_kv_write(&qkv, positions, state, n)?;
             let y = cached_attention(
                 &q,
                 &state.k[n],

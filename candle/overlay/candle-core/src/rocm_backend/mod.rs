@@ -127,7 +127,11 @@ impl RocmDevice {
 
     /// As [`RocmDevice::with_config`], with the op crates' `options` too (index checks,
     /// MIOpen, reduced-precision gemms: `candle_rocm::Options`).
-    pub fn with_options(ordinal: usize, config: rocm::Config, options: rocm::Options) -> Result<Self> {
+    pub fn with_options(
+        ordinal: usize,
+        config: rocm::Config,
+        options: rocm::Options,
+    ) -> Result<Self> {
         Ok(RocmDevice(
             rocm::RocmDevice::with_options(ordinal, config, options).map_err(wrap)?,
         ))
