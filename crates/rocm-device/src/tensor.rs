@@ -226,7 +226,11 @@ impl Layout {
 
     /// The by-value kernel form of this layout.
     pub fn kernel_layout(&self) -> Result<crate::KernelLayout> {
-        Ok(crate::KernelLayout::new(&self.dims, &self.strides, self.start)?)
+        Ok(crate::KernelLayout::new(
+            &self.dims,
+            &self.strides,
+            self.start,
+        )?)
     }
 }
 
