@@ -131,10 +131,6 @@ impl RocmDevice {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    pub(crate) fn index_options(&self) -> &IndexOptions {
-        &self.inner.options.index
-    }
-
     /// The BLAS handle, made on first use (rocBLAS or cuBLAS is loaded then).
     pub fn blas(&self) -> Result<Arc<Blas>> {
         let mut slot = self.inner.blas.lock().unwrap_or_else(|e| e.into_inner());

@@ -42,10 +42,10 @@ impl QMatrix<'_> {
     }
 
     /// Rows `ids` (u32) of the table, in `out`; an id past the table is an error when the
-    /// device's configuration checks indices, else a zero row.
+    /// device's options check indices, else a zero row.
     pub fn embedding(&self, ids: &RocmStorage, ids_l: &Layout, out: DType) -> Result<RocmStorage> {
         let device = self.blocks.device();
-        let check = device.index_options().check_indices;
+        let check = device.options().index.check_indices;
         let values = rocm_quantized::embedding(
             device.raw(),
             self.weights()?,
@@ -83,7 +83,7 @@ impl QMatrix<'_> {
         (ids, ids_l): (&RocmStorage, &Layout),
     ) -> Result<RocmStorage> {
         let device = self.blocks.device();
-        let check = device.index_options().check_indices;
+        let check = device.options().index.check_indices;
         let w = QExperts {
             weights: self.weights()?,
             experts,

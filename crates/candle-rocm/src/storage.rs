@@ -320,7 +320,7 @@ impl RocmStorage {
             self.operand(layout),
             ids.operand(ids_l),
             dim,
-            self.device.index_options(),
+            &self.device.options().index,
         )?;
         Ok(self.wrap(out, self.dtype))
     }
@@ -338,7 +338,7 @@ impl RocmStorage {
         self.same_dtype("scatter", &[src])?;
         self.same_device("scatter", &[ids])?;
         let operands = (self.operand(layout), ids.operand(ids_l), src.operand(src_l));
-        rocm_indexing::scatter_set(self.raw(), operands, dim, self.device.index_options())
+        rocm_indexing::scatter_set(self.raw(), operands, dim, &self.device.options().index)
     }
 
     /// `scatter_add_set`: in place on `self` (viewed as `layout`).
@@ -354,7 +354,7 @@ impl RocmStorage {
         self.same_dtype("scatter_add", &[src])?;
         self.same_device("scatter_add", &[ids])?;
         let operands = (self.operand(layout), ids.operand(ids_l), src.operand(src_l));
-        rocm_indexing::scatter_add_set(self.raw(), operands, dim, self.device.index_options())
+        rocm_indexing::scatter_add_set(self.raw(), operands, dim, &self.device.options().index)
     }
 
     /// `index_select`: `self` (viewed as `layout`) is the source.
@@ -371,7 +371,7 @@ impl RocmStorage {
             self.operand(layout),
             ids.operand(ids_l),
             dim,
-            self.device.index_options(),
+            &self.device.options().index,
         )?;
         Ok(self.wrap(out, self.dtype))
     }
@@ -391,7 +391,7 @@ impl RocmStorage {
         let out = self.contiguous_copy(layout)?;
         let out_l = Layout::contiguous(&layout.dims);
         let operands = (out.operand(&out_l), ids.operand(ids_l), src.operand(src_l));
-        rocm_indexing::index_add_set(self.raw(), operands, dim, self.device.index_options())?;
+        rocm_indexing::index_add_set(self.raw(), operands, dim, &self.device.options().index)?;
         Ok(out)
     }
 

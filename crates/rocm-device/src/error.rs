@@ -160,6 +160,12 @@ pub unsafe fn library_error(
     }
 }
 
+impl From<rocm_kernels::LayoutError> for Error {
+    fn from(e: rocm_kernels::LayoutError) -> Self {
+        Error::InvalidLayout(e.0)
+    }
+}
+
 impl From<crate::sys::library::LibraryMissing> for Error {
     fn from(e: crate::sys::library::LibraryMissing) -> Self {
         Error::LibraryMissing {
@@ -172,9 +178,3 @@ impl From<crate::sys::library::LibraryMissing> for Error {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-impl From<rocm_kernels::LayoutError> for Error {
-    fn from(e: rocm_kernels::LayoutError) -> Self {
-        Error::InvalidLayout(e.0)
-    }
-}

@@ -179,8 +179,8 @@ impl LaunchArgs {
 
     /// The device address of `buffer`'s first byte.
     pub fn push_buffer(&mut self, buffer: &Buffer) -> &mut Self {
-        self.note_device(buffer.device().id());
-        self.push(buffer.device_ptr())
+        rocm_kernels::ArgSink::pointer(self, buffer.ptr());
+        self
     }
 
     /// The address of a device's ticket counters ([`crate::Tickets`]).
