@@ -1,7 +1,8 @@
 // binary.hip: add, sub, mul, div, maximum, minimum and the comparisons (to u8), for every dtype,
 // with Candle's CPU semantics: floats compute in Acc<T> and round once (as half/float8 do for
 // one op); integers wrap; an integer division by zero gives 0 (the CPU backend panics there).
-// maximum/minimum return one of the operands unchanged: max(a, b) = a < b ? b : a.
+// maximum/minimum return one of the operands unchanged: max(a, b) = a < b ? b : a. silu_mul
+// (floats): silu(a) * b.
 
 template <typename T> struct Arith {
     typedef typename Acc<T>::type A;
@@ -59,3 +60,15 @@ CMP_FN(ge, key(a) >= key(b))
     CMP(eq, NAME, T) CMP(ne, NAME, T) CMP(lt, NAME, T) CMP(le, NAME, T) CMP(gt, NAME, T)       \
     CMP(ge, NAME, T)
 CANDLE_ROCM_FOR_EACH_DTYPE(BINARY_ALL)
+
+// silu(a) * b for floats, rounded to T after the silu and after the product as silu then mul
+// give it: candle-nn's gated MLP, silu(gate) * up, in one launch.
+template <typename T> struct Bin_silu_mul {
+    DEVICE T operator()(T a, T b) const {
+        typedef typename Acc<T>::type A;
+        const A x = cvt<A>(a);
+        return Arith<T>::mul(cvt<T>(x / ((A)1 + m_exp(-x))), b);
+    }
+};
+#define SILU_MUL(NAME, T) BINARY(silu_mul, NAME, T)
+CANDLE_ROCM_FOR_EACH_FLOAT(SILU_MUL)

@@ -212,16 +212,24 @@ pub const UNARY: KernelModule = KernelModule {
     params: &[],
 };
 
-/// Binary arithmetic and comparisons (comparisons write u8).
+/// Binary arithmetic and comparisons (comparisons write u8); `silu_mul` (silu(a) * b) for
+/// floats.
 pub const BINARY: KernelModule = KernelModule {
     name: "binary",
     source: include_str!("binary.hip"),
-    groups: &[EntryGroup {
-        ops: &[
-            "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-        ],
-        dtypes: &DTYPES,
-    }],
+    groups: &[
+        EntryGroup {
+            ops: &[
+                "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+                "ge",
+            ],
+            dtypes: &DTYPES,
+        },
+        EntryGroup {
+            ops: &["silu_mul"],
+            dtypes: &FLOAT_DTYPES,
+        },
+    ],
     params: &[],
 };
 
@@ -352,7 +360,7 @@ pub const REDUCE: KernelModule = KernelModule {
     params: &[],
 };
 
-/// softmax / log-softmax over the last dim, rms_norm, layer_norm: one block per row
+/// softmax / log-softmax over the last dim, rms_norm, add_rms_norm, layer_norm: one block per row
 /// (`<op>_<dtype>`), or rows held in registers as 16-byte packs (`<op>_regpack_<dtype>`) or
 /// elements (`<op>_regelem_<dtype>`).
 pub const NORM: KernelModule = KernelModule {
@@ -372,11 +380,45 @@ pub const NORM: KernelModule = KernelModule {
             "log_softmax_regelem",
             "rms_norm_regelem",
             "layer_norm_regelem",
+            "add_rms_norm",
+            "add_rms_norm_regpack",
+            "add_rms_norm_regelem",
         ],
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
-    params: &[],
+    params: &[norm::AddRmsNormParams::DECL],
 };
+
+/// The norms' typed entries (norm.hip).
+pub mod norm {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// `add_rms_norm`: `sum = x + r` (rounded to T, as Candle's add) and `out =
+        /// rms_norm(sum) * alpha` over `rows` contiguous rows of `len`; `group`: the threads
+        /// that hold a row in the register forms (unused by the block form).
+        pub struct AddRmsNormParams = "ADD_RMS_NORM_PARAMS(T)" {
+            x: DevicePtr = "const T*",
+            r: DevicePtr = "const T*",
+            alpha: DevicePtr = "const T*",
+            sum: DevicePtr = "T*",
+            out: DevicePtr = "T*",
+            rows: u64,
+            len: u64,
+            eps: f32,
+            group: u32,
+        }
+    }
+
+    /// Rows too long for registers: a block a row.
+    pub const ADD_RMS_NORM: Entry<AddRmsNormParams> = Entry::new(&super::NORM, "add_rms_norm");
+    /// Rows in registers, 16-byte packs.
+    pub const ADD_RMS_NORM_REGPACK: Entry<AddRmsNormParams> =
+        Entry::new(&super::NORM, "add_rms_norm_regpack");
+    /// Rows in registers, an element at a time.
+    pub const ADD_RMS_NORM_REGELEM: Entry<AddRmsNormParams> =
+        Entry::new(&super::NORM, "add_rms_norm_regelem");
+}
 
 /// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`), and a
 /// decode step's rotary embedding with its cache write (`rope_kv_write_<dtype>`); the cache in

@@ -10,7 +10,8 @@
 //   - softmax: each thread's max and its sum of exp(x - max), combined as (max, sum) pairs;
 //     f32/f64 keep the exps in place of the inputs, so the write is a multiply; 16-bit rows
 //     have no room for them and take the exps again;
-//   - rms_norm: sum of squares;
+//   - rms_norm: sum of squares; add_rms_norm first adds a residual row (rounded to T, as
+//     Candle's add) and writes that sum too: a pre-norm block's residual add and next norm;
 //   - layer_norm: of d = x - k, k the row's first element: each thread's count, mean and sum
 //     of squared deviations from that mean (two passes over registers), combined with Chan's
 //     formula, so nothing like E[x^2] - mean^2 cancels; the output is formed from d - mean(d).
@@ -115,6 +116,12 @@ template <typename T, typename A> struct LayerNormWrite {
     }
 };
 
+// x + r rounded to T, as Candle's add gives it.
+template <typename T> struct Add2 {
+    typedef typename Acc<T>::type A;
+    DEVICE T operator()(T x, T r) const { return cvt<T>(cvt<A>(x) + cvt<A>(r)); }
+};
+
 // LOG: log-softmax.
 template <typename T, bool LOG>
 DEVICE void softmax_impl(const T* x, T* out, u64 rows, u64 len) {
@@ -135,21 +142,38 @@ DEVICE void softmax_impl(const T* x, T* out, u64 rows, u64 len) {
     }
 }
 
+// One row of rms_norm by a block.
+template <typename T>
+DEVICE void rms_norm_row(const T* xr, const T* alpha, T* yr, u64 len, float eps) {
+    typedef typename Acc<T>::type A;
+    SumSqVisit<A> visit;
+    visit.ss = (A)0;
+    block_visit(xr, 0, len, visit);
+    A ss = visit.ss;
+    ss = block_combine_all<SumOf<A> >(ss);
+    RmsWrite<T, A> write;
+    write.alpha = alpha;
+    write.scale = (A)1 / m_sqrt(ss / (A)len + (A)eps);
+    block_map_row(xr, yr, len, write);
+}
+
 template <typename T>
 DEVICE void rms_norm_impl(const T* x, const T* alpha, T* out, u64 rows, u64 len, float eps) {
-    typedef typename Acc<T>::type A;
+    for (u64 row = blockIdx.x; row < rows; row += gridDim.x)
+        rms_norm_row(x + row * len, alpha, out + row * len, len, eps);
+}
+
+// add_rms_norm, rows too long for registers: the block writes the row's sum, then norms it as
+// rms_norm would (the same reads, so the same order of the sum of squares).
+template <typename T>
+DEVICE void add_rms_norm_impl(ADD_RMS_NORM_PARAMS(T)) {
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const T* xr = x + row * len;
-        T* yr = out + row * len;
-        SumSqVisit<A> visit;
-        visit.ss = (A)0;
-        block_visit(xr, 0, len, visit);
-        A ss = visit.ss;
-        ss = block_combine_all<SumOf<A> >(ss);
-        RmsWrite<T, A> write;
-        write.alpha = alpha;
-        write.scale = (A)1 / m_sqrt(ss / (A)len + (A)eps);
-        block_map_row(xr, yr, len, write);
+        const T* rr = r + row * len;
+        T* sr = sum + row * len;
+        for (u64 i = threadIdx.x; i < len; i += blockDim.x) sr[i] = Add2<T>()(xr[i], rr[i]);
+        __syncthreads();
+        rms_norm_row((const T*)sr, alpha, out + row * len, len, eps);
     }
 }
 
@@ -268,6 +292,15 @@ template <typename T, int N, int U> struct RowPart {
             if (has(k)) {
 #pragma unroll
                 for (int j = 0; j < N; ++j) u[k].v[j] = f(u[k].v[j]);
+            }
+    }
+    // Each element held replaced by f(element, o's element at the same place).
+    template <typename F> DEVICE void update_with(const RowPart& o, const F& f) {
+#pragma unroll
+        for (int k = 0; k < U; ++k)
+            if (has(k)) {
+#pragma unroll
+                for (int j = 0; j < N; ++j) u[k].v[j] = f(u[k].v[j], o.u[k].v[j]);
             }
     }
     // The held units of the output row, each computed by f.unit.
@@ -389,6 +422,25 @@ template <typename T> struct RmsRegBody {
     }
 };
 
+template <typename T> struct CopyWrite {
+    template <int N> DEVICE void unit(const Pack<T, N>& x, Pack<T, N>& y, u32) const { y = x; }
+};
+
+// add_rms_norm in registers: the part of x plus the same part of r, rounded to T, written as
+// the row's sum and normed from registers as RmsRegBody norms a row it loaded.
+template <typename T> struct AddRmsRegBody {
+    const T* r;
+    T* sum;
+    RmsRegBody<T> norm;
+    template <typename P> DEVICE void operator()(P& part, u64 row) {
+        P rp = part;
+        rp.load(r + row * norm.len);
+        part.update_with(rp, Add2<T>());
+        part.write(sum + row * norm.len, CopyWrite<T>());
+        norm(part, row);
+    }
+};
+
 // The statistics of d = x - k, k the row's first element (as the block kernel does), so the
 // sums are of small values even at a large offset, and the output is formed from d - mean(d).
 template <typename T> struct LayerNormRegBody {
@@ -448,6 +500,10 @@ template <typename T, bool VEC> struct UnitWidth { static constexpr int n = VEC 
         RmsRegBody<T> body = {alpha, out, len, G, eps};                                          \
         reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, G, body);                     \
     }                                                                                            \
+    REG_KERNEL void add_rms_norm_##SUFFIX##_##NAME(ADD_RMS_NORM_PARAMS(T)) {                     \
+        AddRmsRegBody<T> body = {r, sum, {alpha, out, len, group, eps}};                         \
+        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, group, body);                 \
+    }                                                                                            \
     REG_KERNEL void layer_norm_##SUFFIX##_##NAME(const T* x, const T* alpha, const T* beta,      \
                                                  T* out, u64 rows, u64 len, float eps,           \
                                                  u32 has_beta, u32 G) {                          \
@@ -464,6 +520,9 @@ template <typename T, bool VEC> struct UnitWidth { static constexpr int n = VEC 
     }                                                                                            \
     KERNEL void rms_norm_##NAME(const T* x, const T* alpha, T* out, u64 rows, u64 len, float eps) { \
         rms_norm_impl<T>(x, alpha, out, rows, len, eps);                                         \
+    }                                                                                            \
+    KERNEL void add_rms_norm_##NAME(ADD_RMS_NORM_PARAMS(T)) {                                    \
+        add_rms_norm_impl<T>(x, r, alpha, sum, out, rows, len, eps, group);                      \
     }                                                                                            \
     KERNEL void layer_norm_##NAME(const T* x, const T* alpha, const T* beta, T* out, u64 rows,   \
                                   u64 len, float eps, u32 has_beta) {                            \

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::rocm_backend::attention::{cached_attention, rope_kv_write, CacheMask};
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
+use candle_core::rocm_backend::fused::add_rms_norm;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
 use candle_transformers::models::llama::Config;
@@ -256,6 +257,34 @@ fn rotary_tables(
         .reshape((max_len, 1))?
         .matmul(&inv_freq)?;
     Ok((angles.cos()?, angles.sin()?))
+}
+
+/// `x + pending` (x alone without it) and its norm: on ROCm one launch for both (the values of
+/// the add and the norm, bit for bit), elsewhere the two ops.
+fn add_norm(x: Tensor, pending: Option<Tensor>, norm: &RmsNorm) -> Result<(Tensor, Tensor)> {
+    match pending {
+        None => {
+            let h = norm.forward(&x)?;
+            Ok((x, h))
+        }
+        Some(p) if x.device().is_rocm() => {
+            add_rms_norm(&p, &x, norm.weight(), norm.eps() as f32)
+        }
+        Some(p) => {
+            let sum = (p + x)?;
+            let h = norm.forward(&sum)?;
+            Ok((sum, h))
+        }
+    }
+}
+
+/// candle-nn's `silu(gate) * up`: one launch on ROCm.
+fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    if gate.device().is_rocm() {
+        candle_core::rocm_backend::fused::silu_mul(gate, up)
+    } else {
+        candle_nn::ops::silu(gate)? * up
+    }
 }
 
 /// One sequence: its KV cache (`[1, kv_heads, max_len, head_dim]` a layer, in the model's
@@ -677,9 +706,11 @@ impl StaticLlama {
         };
 
         let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
+        // the last sublayer's output, added to x by the next norm
+        let mut pending: Option<Tensor> = None;
         for (n, layer) in self.layers.iter().enumerate() {
-            let residual = &x;
-            let h = layer.input_norm.forward(&x)?;
+            let h;
+            (x, h) = add_norm(x, pending.take(), &layer.input_norm)?;
             // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`
             let q = match &ops {
                 None => self.rope_kv_write(
@@ -726,24 +757,23 @@ impl StaticLlama {
                 .reshape((1, heads, t, hd))?
                 .transpose(1, 2)?
                 .reshape((1, t, heads * hd))?;
-            x = (self.all_reduce(layer.o.forward(&y)?)? + residual)?;
-            let residual = &x;
-            let h = layer.post_norm.forward(&x)?;
+            let o = self.all_reduce(layer.o.forward(&y)?)?;
+            let h;
+            (x, h) = add_norm(x, Some(o), &layer.post_norm)?;
             let mlp = match layer.gate_up.as_slice() {
                 [gate_up] => {
                     let gate_up = gate_up.forward(&h)?;
                     let width = gate_up.dim(2)? / 2;
-                    (candle_nn::ops::silu(&gate_up.narrow(2, 0, width)?)?
-                        * gate_up.narrow(2, width, width)?)?
+                    silu_mul(&gate_up.narrow(2, 0, width)?, &gate_up.narrow(2, width, width)?)?
                 }
-                [gate, up] => (candle_nn::ops::silu(&gate.forward(&h)?)? * up.forward(&h)?)?,
+                [gate, up] => silu_mul(&gate.forward(&h)?, &up.forward(&h)?)?,
                 _ => candle_core::bail!("static llama: gate/up as one or two projections"),
             };
-            x = (self.all_reduce(layer.down.forward(&mlp)?)? + residual)?;
+            pending = Some(self.all_reduce(layer.down.forward(&mlp)?)?);
         }
-        self.lm_head
-            .forward(&self.norm.forward(&x.narrow(1, t - 1, 1)?)?)?
-            .flatten_all()
+        let last = |x: Tensor| x.narrow(1, t - 1, 1);
+        let (_, h) = add_norm(last(x)?, pending.map(last).transpose()?, &self.norm)?;
+        self.lm_head.forward(&h)?.flatten_all()
     }
 
     /// Layer `n`'s stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
@@ -874,10 +904,8 @@ impl StaticLlama {
             let hd_q8 = swiglu_q8(&gate_up, &f.down)?;
             pending = Some(matmul_q8(&f.down, &hd_q8)?);
         }
-        if let Some(p) = pending {
-            x = (x + p)?;
-        }
-        self.lm_head.forward(&self.norm.forward(&x)?)?.flatten_all()
+        let (_, h) = add_norm(x, pending, &self.norm)?;
+        self.lm_head.forward(&h)?.flatten_all()
     }
 
     /// The sum of the ranks' partial outputs of a row-parallel layer, in place.

@@ -548,6 +548,33 @@ impl RocmStorage {
         Ok(self.wrap(out, self.dtype))
     }
 
+    /// `sum = self + residual` and candle-nn's `rms_norm(sum)` in one launch
+    /// (`rocm_reduce::add_rms_norm`); returns `(sum, normed)`.
+    pub fn add_rms_norm(
+        &self,
+        layout: &Layout,
+        (residual, residual_l): (&Self, &Layout),
+        (alpha, alpha_l): (&Self, &Layout),
+        eps: f32,
+    ) -> Result<(Self, Self)> {
+        self.same_dtype("add_rms_norm", &[residual, alpha])?;
+        let (sum, out) = rocm_reduce::add_rms_norm(
+            self.raw(),
+            self.operand(layout),
+            residual.operand(residual_l),
+            alpha.operand(alpha_l),
+            eps,
+        )?;
+        Ok((self.wrap(sum, self.dtype), self.wrap(out, self.dtype)))
+    }
+
+    /// `silu(self) * up` elementwise in one launch (`rocm_elementwise::silu_mul`).
+    pub fn silu_mul(&self, layout: &Layout, (up, up_l): (&Self, &Layout)) -> Result<Self> {
+        self.same_dtype("silu_mul", &[up])?;
+        let out = rocm_elementwise::silu_mul(self.raw(), self.operand(layout), up.operand(up_l))?;
+        Ok(self.wrap(out, self.dtype))
+    }
+
     /// candle-nn's `layer_norm` over the last dim (`beta` optional).
     pub fn layer_norm(
         &self,

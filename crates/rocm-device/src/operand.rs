@@ -145,6 +145,12 @@ impl Contiguous<'_> {
         self.buffer().device_ptr() + (self.start() * self.dtype().size_in_bytes()) as u64
     }
 
+    /// The first element as a typed kernel parameter.
+    pub fn ptr(&self) -> Result<rocm_kernels::DevicePtr> {
+        self.buffer()
+            .ptr_at(self.start() * self.dtype().size_in_bytes())
+    }
+
     /// Pushes the address of the first element as a kernel argument.
     pub fn push(&self, args: &mut LaunchArgs) -> Result<()> {
         args.push_buffer_at(self.buffer(), self.start() * self.dtype().size_in_bytes())?;

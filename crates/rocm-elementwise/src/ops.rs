@@ -455,6 +455,26 @@ pub fn binary_into(
     map2_launch(device, op.name(), (lhs, rhs), lhs.dtype, out)
 }
 
+/// `silu(gate) * up` elementwise (candle-nn's gated MLP), floats only, each op rounded as
+/// [`unary`]'s silu and [`binary`]'s mul round it: the two ops' result in one launch.
+pub fn silu_mul(device: &Device, gate: Operand<'_>, up: Operand<'_>) -> Result<Buffer> {
+    const OP: &str = "silu_mul";
+    if !gate.dtype.is_float() {
+        return Err(Error::UnsupportedDType {
+            op: OP,
+            dtype: gate.dtype,
+        });
+    }
+    same_dims(OP, gate.layout, up.layout)?;
+    let out = alloc_out(device, gate.dtype, gate.elem_count())?;
+    let target = Out {
+        buffer: &out,
+        offset: 0,
+    };
+    map2_launch(device, OP, (gate, up), gate.dtype, target)?;
+    Ok(out)
+}
+
 /// `lhs op rhs` elementwise as u8 (1 or 0).
 pub fn cmp(device: &Device, op: CmpOp, lhs: Operand<'_>, rhs: Operand<'_>) -> Result<Buffer> {
     same_dims(op.name(), lhs.layout, rhs.layout)?;

@@ -246,6 +246,49 @@ fn binary_ops_and_comparisons_match_the_cpu_backend() {
 }
 
 #[test]
+fn silu_mul_is_the_silu_then_the_mul_bit_for_bit() {
+    let d = device();
+    let mut checked = 0;
+    for dtype in ALL {
+        let gate_cases = layout_cases(dtype, -6.0, 6.0, 21);
+        let up_cases = layout_cases(dtype, -4.0, 4.0, 22);
+        for (g, u) in pairs(&gate_cases, &up_cases) {
+            let (bg, bu) = (upload(&d, &g.base), upload(&d, &u.base));
+            let (lg, lu) = (layout_of(&g.view), layout_of(&u.view));
+            let what = format!("{dtype} {} x {}", g.name, u.name);
+            let got = ew::silu_mul(&d, O::new(&bg, dtype, &lg), O::new(&bu, dtype, &lu));
+            if !dtype.is_float() {
+                let e = got.unwrap_err();
+                assert!(matches!(e, Error::UnsupportedDType { .. }), "{what}: {e}");
+                continue;
+            }
+            let got = got.unwrap_or_else(|e| panic!("silu_mul {what}: {e}"));
+            // the two ops on the device, from the same views
+            let silu = ew::unary(&d, UnaryOp::Silu, O::new(&bg, dtype, &lg)).unwrap();
+            let dense = Layout::contiguous(g.view.dims());
+            let want = ew::binary(
+                &d,
+                BinaryOp::Mul,
+                O::new(&silu, dtype, &dense),
+                O::new(&bu, dtype, &lu),
+            )
+            .unwrap();
+            assert_eq!(download(&d, &got), download(&d, &want), "silu_mul {what}");
+            checked += 1;
+        }
+    }
+    let x = upload(&d, &layout_cases(DType::F32, -1.0, 1.0, 1)[0].base);
+    let e = ew::silu_mul(
+        &d,
+        O::new(&x, DType::F32, &Layout::contiguous(&[2, 3])),
+        O::new(&x, DType::F32, &Layout::contiguous(&[3, 2])),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    println!("silu_mul: {checked} dtype x layout-pair cases equal silu then mul");
+}
+
+#[test]
 fn integer_division_by_zero_gives_zero() {
     let d = device();
     let a = d.htod(&[7i32, i32::MIN, -9, 5]).unwrap();

@@ -5,9 +5,9 @@
 //!   values; a NaN wins only as element 0; min/max/arg* of an empty tensor are
 //!   [`Error::EmptyTensor`]). Long reductions with few outputs are split over many blocks and
 //!   finished by a second pass, so a whole-tensor sum uses the whole GPU.
-//! - [`softmax_last_dim`], [`log_softmax_last_dim`], [`rms_norm`], [`layer_norm`]: rows of up
-//!   to 8 K units (16-byte packs, or elements) are held in registers by a group of threads and
-//!   read once; longer rows get one block each. f32 statistics for the 16-bit floats,
+//! - [`softmax_last_dim`], [`log_softmax_last_dim`], [`rms_norm`], [`add_rms_norm`],
+//!   [`layer_norm`]: rows of up to 8 K units (16-byte packs, or elements) are held in
+//!   registers by a group of threads and read once; longer rows get one block each. f32 statistics for the 16-bit floats,
 //!   max-subtracted softmax, variance from deviations (never E[x^2] - mean^2). Strided inputs
 //!   are copied to contiguous ones first (`Operand::contiguous`).
 //! - [`cached_attention`]: `softmax(q k^T * scale) v` of queries over a key/value cache in one
@@ -530,6 +530,93 @@ pub fn rms_norm(device: &Device, x: Operand<'_>, alpha: Operand<'_>, eps: f32) -
     let addresses = [xc.address(), a.address(), out.device_ptr()];
     row_launch(device, (OP, dtype), (rows, len), &addresses, &mut args)?;
     Ok(out)
+}
+
+/// `sum = x + residual` (rounded to the dtype, as Candle's add) and `rms_norm(sum, alpha,
+/// eps)` over the last dim in one launch: a pre-norm block's residual add and the next norm.
+/// Both outputs are bit for bit those of an add then [`rms_norm`] (the same sums of squares
+/// in the same order). Returns `(sum, normed)`.
+pub fn add_rms_norm(
+    device: &Device,
+    x: Operand<'_>,
+    residual: Operand<'_>,
+    alpha: Operand<'_>,
+    eps: f32,
+) -> Result<(Buffer, Buffer)> {
+    const OP: &str = "add_rms_norm";
+    let dtype = x.dtype;
+    check_float(OP, dtype)?;
+    if residual.layout.dims != x.layout.dims {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "x has dims {:?}, the residual {:?}",
+                x.layout.dims, residual.layout.dims
+            ),
+        });
+    }
+    if residual.dtype != dtype {
+        return Err(Error::DTypeMismatch {
+            op: OP,
+            detail: format!("x {dtype}, residual {}", residual.dtype),
+        });
+    }
+    let (rows, len) = rows_of(OP, x.layout)?;
+    let a = weight(OP, "alpha", alpha, &x, len)?;
+    let xc = x.contiguous(OP)?;
+    let rc = residual.contiguous(OP)?;
+    let bytes = x.elem_count() * dtype.size_in_bytes();
+    let (sum, out) = (device.alloc(bytes)?, device.alloc(bytes)?);
+    if rows == 0 || len == 0 {
+        return Ok((sum, out));
+    }
+    let addresses = [
+        xc.address(),
+        rc.address(),
+        a.address(),
+        sum.device_ptr(),
+        out.device_ptr(),
+    ];
+    let plan = RowPlan::for_rows(
+        len,
+        dtype.size_in_bytes() as u64,
+        addresses.iter().all(|a| a % 16 == 0),
+        device.info().max_threads_per_block,
+        rows,
+    );
+    let (entry, group, block) = match plan {
+        RowPlan::Registers {
+            unit_elems: 1,
+            group,
+            block,
+        } => (kernels::norm::ADD_RMS_NORM_REGELEM, group, block),
+        RowPlan::Registers { group, block, .. } => {
+            (kernels::norm::ADD_RMS_NORM_REGPACK, group, block)
+        }
+        RowPlan::Block { block } => (kernels::norm::ADD_RMS_NORM, block, block),
+    };
+    let params = kernels::norm::AddRmsNormParams {
+        x: xc.ptr()?,
+        r: rc.ptr()?,
+        alpha: a.ptr()?,
+        sum: sum.ptr(),
+        out: out.ptr(),
+        rows,
+        len,
+        eps,
+        group,
+    };
+    let config = LaunchConfig {
+        grid: [
+            rows.div_ceil(u64::from(block / group)).min(1 << 20) as u32,
+            1,
+            1,
+        ],
+        block: [block, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch_entry(entry, dtype.as_str(), config, &params)?;
+    Ok((sum, out))
 }
 
 /// `(x - mean) / sqrt(var + eps) * alpha + beta` over the last dim; `beta` is optional.

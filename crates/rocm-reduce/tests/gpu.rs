@@ -425,6 +425,90 @@ fn softmax_and_norms_match_candle_nn() {
     );
 }
 
+#[test]
+fn add_rms_norm_is_the_add_then_the_norm_bit_for_bit() {
+    let d = device();
+    let mut checked = 0;
+    for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
+        // register rows (packs, and elements where a view starts off a pack), block rows
+        for (rows, len, start) in [
+            (3usize, 1usize, 0usize),
+            (300, 16, 0),
+            (5, 31, 0),
+            (4, 2048, 0),
+            (4, 2048, 1),
+            (3, 4097, 0),
+            (2, 65544, 0),
+        ] {
+            let n = rows * len;
+            let x = tensor(
+                &random(dtype, start + n, -4.0, 4.0, len as u64),
+                dtype,
+                &[start + n],
+            );
+            let r = tensor(&random(dtype, n, -4.0, 4.0, 7), dtype, &[rows, len]);
+            let alpha = tensor(&random(dtype, len, 0.5, 1.5, 3), dtype, &[len]);
+            let (xb, rb, ab) = (upload(&d, &x), upload(&d, &r), upload(&d, &alpha));
+            let xl = Layout::contiguous_at(&[rows, len], start);
+            let (rl, al) = (layout_of(&r), layout_of(&alpha));
+            let what = format!("{dtype} {rows}x{len} from {start}");
+            let (sum, normed) = rr::add_rms_norm(
+                &d,
+                O::new(&xb, dtype, &xl),
+                O::new(&rb, dtype, &rl),
+                O::new(&ab, dtype, &al),
+                1e-5,
+            )
+            .unwrap_or_else(|e| panic!("add_rms_norm {what}: {e}"));
+            // Candle's CPU add rounds each sum once to the dtype, as the kernel does.
+            let x_rows = x.narrow(0, start, n).unwrap().reshape((rows, len)).unwrap();
+            let want_sum = (&x_rows + &r).unwrap();
+            assert_eq!(download(&d, &sum), bytes_of(&want_sum), "sum {what}");
+            let sum_l = Layout::contiguous(&[rows, len]);
+            let want = rr::rms_norm(
+                &d,
+                O::new(&upload(&d, &want_sum), dtype, &sum_l),
+                O::new(&ab, dtype, &al),
+                1e-5,
+            )
+            .unwrap();
+            assert_eq!(download(&d, &normed), download(&d, &want), "norm {what}");
+            checked += 1;
+        }
+    }
+    // bad input: typed errors
+    let x = tensor(&random(DType::F32, 64, -1.0, 1.0, 1), DType::F32, &[4, 16]);
+    let xb = upload(&d, &x);
+    let (l, l15, w16) = (
+        Layout::contiguous(&[4, 16]),
+        Layout::contiguous(&[4, 15]),
+        Layout::contiguous(&[16]),
+    );
+    let call = |x: (DType, &Layout), r: (DType, &Layout), a: &Layout| {
+        rr::add_rms_norm(
+            &d,
+            O::new(&xb, x.0, x.1),
+            O::new(&xb, r.0, r.1),
+            O::new(&xb, x.0, a),
+            1e-5,
+        )
+        .unwrap_err()
+    };
+    let e = call((DType::F32, &l), (DType::F32, &l15), &w16);
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = call((DType::F32, &l), (DType::BF16, &l), &w16);
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    let e = call(
+        (DType::F32, &l),
+        (DType::F32, &l),
+        &Layout::contiguous(&[15]),
+    );
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    let e = call((DType::I32, &l), (DType::I32, &l), &w16);
+    assert!(matches!(e, Error::UnsupportedDType { .. }), "{e}");
+    println!("add_rms_norm: {checked} cases equal the add then rms_norm, 4 bad inputs rejected");
+}
+
 /// softmax(q k^T * scale + mask) v of the same values in f64 on the CPU, with query head h
 /// reading kv head h / group; `last[i]` is the last position query i sees.
 fn attention_reference(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, last: &[usize]) -> Tensor {
