@@ -357,67 +357,167 @@ pub const REDUCE: KernelModule = KernelModule {
         ],
         dtypes: &DTYPES,
     }],
-    params: &[],
+    params: &[
+        reduce::ReduceParams::DECL,
+        reduce::FinishParams::DECL,
+        reduce::ColumnsParams::DECL,
+    ],
 };
+
+/// The reductions' entries and parameter lists (reduce.hip), each table in the order sum,
+/// min, max, argmin, argmax.
+pub mod reduce {
+    use crate::{DevicePtr, Entry, KernelLayout};
+
+    crate::kernel_params! {
+        /// The first pass: `n_out` outputs (their elements at `kept`), each reducing `red_len`
+        /// elements (at `red`) in chunks of `chunk_len` (a grid row a chunk); with more than
+        /// one chunk each writes its partial state to `partials` for the second pass.
+        pub struct ReduceParams = "REDUCE_PARAMS(T, OUT)" {
+            input: DevicePtr = "const T*",
+            out: DevicePtr = "OUT*",
+            partials: DevicePtr = "void*",
+            n_out: u64,
+            red_len: u64,
+            kept: KernelLayout,
+            red: KernelLayout,
+            chunk_len: u64,
+        }
+    }
+
+    crate::kernel_params! {
+        /// The second pass: each output's `chunks` partial states combined.
+        pub struct FinishParams = "FINISH_PARAMS(OUT)" {
+            partials: DevicePtr = "const void*",
+            out: DevicePtr = "OUT*",
+            n_out: u64,
+            chunks: u64,
+        }
+    }
+
+    crate::kernel_params! {
+        /// A thread an output: `n_out` outputs at `kept`, `red_len` elements each at `red`.
+        pub struct ColumnsParams = "COLUMNS_PARAMS(T, OUT)" {
+            input: DevicePtr = "const T*",
+            out: DevicePtr = "OUT*",
+            n_out: u64,
+            red_len: u64,
+            kept: KernelLayout,
+            red: KernelLayout,
+        }
+    }
+
+    pub const FIRST_PASS: [Entry<ReduceParams>; 5] = [
+        Entry::new(&super::REDUCE, "sum"),
+        Entry::new(&super::REDUCE, "min"),
+        Entry::new(&super::REDUCE, "max"),
+        Entry::new(&super::REDUCE, "argmin"),
+        Entry::new(&super::REDUCE, "argmax"),
+    ];
+    pub const FINISH: [Entry<FinishParams>; 5] = [
+        Entry::new(&super::REDUCE, "sum_finish"),
+        Entry::new(&super::REDUCE, "min_finish"),
+        Entry::new(&super::REDUCE, "max_finish"),
+        Entry::new(&super::REDUCE, "argmin_finish"),
+        Entry::new(&super::REDUCE, "argmax_finish"),
+    ];
+    pub const COLUMNS: [Entry<ColumnsParams>; 5] = [
+        Entry::new(&super::REDUCE, "sum_columns"),
+        Entry::new(&super::REDUCE, "min_columns"),
+        Entry::new(&super::REDUCE, "max_columns"),
+        Entry::new(&super::REDUCE, "argmin_columns"),
+        Entry::new(&super::REDUCE, "argmax_columns"),
+    ];
+}
 
 /// softmax / log-softmax over the last dim, rms_norm, add_rms_norm, layer_norm: one block per row
 /// (`<op>_<dtype>`), or rows held in registers as 16-byte packs (`<op>_regpack_<dtype>`) or
-/// elements (`<op>_regelem_<dtype>`).
+/// elements (`<op>_regelem_<dtype>`); every entry takes [`norm::RowParams`].
 pub const NORM: KernelModule = KernelModule {
     name: "norm",
     source: include_str!("norm.hip"),
     groups: &[EntryGroup {
-        ops: &[
-            "softmax",
-            "log_softmax",
-            "rms_norm",
-            "layer_norm",
-            "softmax_regpack",
-            "log_softmax_regpack",
-            "rms_norm_regpack",
-            "layer_norm_regpack",
-            "softmax_regelem",
-            "log_softmax_regelem",
-            "rms_norm_regelem",
-            "layer_norm_regelem",
-            "add_rms_norm",
-            "add_rms_norm_regpack",
-            "add_rms_norm_regelem",
-        ],
+        ops: &norm::ROW_KERNELS,
         dtypes: &["bf16", "f16", "f32", "f64"],
     }],
-    params: &[norm::AddRmsNormParams::DECL],
+    params: &[norm::RowParams::DECL],
 };
 
-/// The norms' typed entries (norm.hip).
+/// The row kernels' entries and their one parameter list (norm.hip).
 pub mod norm {
     use crate::{DevicePtr, Entry};
 
     crate::kernel_params! {
-        /// `add_rms_norm`: `sum = x + r` (rounded to T, as Candle's add) and `out =
-        /// rms_norm(sum) * alpha` over `rows` contiguous rows of `len`; `group`: the threads
-        /// that hold a row in the register forms (unused by the block form).
-        pub struct AddRmsNormParams = "ADD_RMS_NORM_PARAMS(T)" {
+        /// Every row kernel's parameters, over `rows` contiguous rows of `len`: softmax and
+        /// log_softmax read x and write out; rms_norm also reads alpha (and eps);
+        /// add_rms_norm norms x + r and writes that sum too; layer_norm reads alpha and beta
+        /// (`has_beta` 0: no beta). `group`: the threads that hold a row in the register
+        /// forms (unused by the block form). A pointer an op does not read is never read.
+        pub struct RowParams = "ROW_PARAMS(T)" {
             x: DevicePtr = "const T*",
             r: DevicePtr = "const T*",
             alpha: DevicePtr = "const T*",
+            beta: DevicePtr = "const T*",
             sum: DevicePtr = "T*",
             out: DevicePtr = "T*",
             rows: u64,
             len: u64,
             eps: f32,
+            has_beta: u32,
             group: u32,
         }
     }
 
-    /// Rows too long for registers: a block a row.
-    pub const ADD_RMS_NORM: Entry<AddRmsNormParams> = Entry::new(&super::NORM, "add_rms_norm");
-    /// Rows in registers, 16-byte packs.
-    pub const ADD_RMS_NORM_REGPACK: Entry<AddRmsNormParams> =
-        Entry::new(&super::NORM, "add_rms_norm_regpack");
-    /// Rows in registers, an element at a time.
-    pub const ADD_RMS_NORM_REGELEM: Entry<AddRmsNormParams> =
-        Entry::new(&super::NORM, "add_rms_norm_regelem");
+    /// The row ops.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RowOp {
+        Softmax,
+        LogSoftmax,
+        RmsNorm,
+        AddRmsNorm,
+        LayerNorm,
+    }
+
+    impl RowOp {
+        pub const fn name(self) -> &'static str {
+            ROW_KERNELS[self as usize * 3]
+        }
+    }
+
+    /// How a kernel covers its rows.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RowShape {
+        /// A block a row.
+        Block,
+        /// A group of threads a row, in registers, 16-byte packs.
+        RegPack,
+        /// A group of threads a row, in registers, an element at a time.
+        RegElem,
+    }
+
+    /// The kernels, by op (in [`RowOp`]'s order) and shape (in [`RowShape`]'s).
+    pub const ROW_KERNELS: [&str; 15] = [
+        "softmax",
+        "softmax_regpack",
+        "softmax_regelem",
+        "log_softmax",
+        "log_softmax_regpack",
+        "log_softmax_regelem",
+        "rms_norm",
+        "rms_norm_regpack",
+        "rms_norm_regelem",
+        "add_rms_norm",
+        "add_rms_norm_regpack",
+        "add_rms_norm_regelem",
+        "layer_norm",
+        "layer_norm_regpack",
+        "layer_norm_regelem",
+    ];
+
+    /// The kernel of `op` in `shape`.
+    pub const fn entry(op: RowOp, shape: RowShape) -> Entry<RowParams> {
+        Entry::new(&super::NORM, ROW_KERNELS[op as usize * 3 + shape as usize])
+    }
 }
 
 /// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`), and a
@@ -573,8 +673,41 @@ pub const UPSAMPLE: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
-    params: &[],
+    params: &[upsample::Params::DECL],
 };
+
+/// The resizes' entries and their one parameter list (upsample.hip).
+pub mod upsample {
+    use crate::{DevicePtr, Entry, KernelLayout};
+
+    crate::kernel_params! {
+        /// `n` outputs of (b, c, [h,] w) images: the input's (b, c) offsets at `outer`, its
+        /// spatial strides, sizes in and out, the source step an output pixel per axis and
+        /// (bilinear) whether corners align. A 1-D resize leaves the h fields 1, 0.
+        pub struct Params = "UPSAMPLE_PARAMS(T)" {
+            src: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            n: u64,
+            outer: KernelLayout,
+            stride_h: u64,
+            stride_w: u64,
+            h_in: u64,
+            w_in: u64,
+            h_out: u64,
+            w_out: u64,
+            scale_h: f64,
+            scale_w: f64,
+            align_corners: u32,
+        }
+    }
+
+    /// Nearest, (b, c, w); keyed by element width.
+    pub const NEAREST_1D: Entry<Params> = Entry::new(&super::UPSAMPLE, "upsample_nearest1d");
+    /// Nearest, (b, c, h, w); keyed by element width.
+    pub const NEAREST_2D: Entry<Params> = Entry::new(&super::UPSAMPLE, "upsample_nearest2d");
+    /// Bilinear, (b, c, h, w); keyed by dtype.
+    pub const BILINEAR_2D: Entry<Params> = Entry::new(&super::UPSAMPLE, "upsample_bilinear2d");
+}
 
 /// arg_sort along the last dim: tile sort and merge passes.
 pub const SORT: KernelModule = KernelModule {
@@ -584,8 +717,47 @@ pub const SORT: KernelModule = KernelModule {
         ops: &["argsort_tile", "argsort_merge"],
         dtypes: &DTYPES,
     }],
-    params: &[],
+    params: &[sort::TileParams::DECL, sort::MergeParams::DECL],
 };
+
+/// The sort's entries and parameter lists (sort.hip).
+pub mod sort {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// Sorts tiles of `p2` (a power of two) elements of `rows` rows of `len`: the columns
+        /// to `final_out` where a row is one tile, else each tile's (key, column) pairs to
+        /// `keys_out` / `idx_out` for the merge passes (the pointers not written: null).
+        pub struct TileParams = "SORT_TILE_PARAMS(T)" {
+            src: DevicePtr = "const T*",
+            keys_out: Option<DevicePtr> = "u64*",
+            idx_out: Option<DevicePtr> = "u32*",
+            final_out: Option<DevicePtr> = "u32*",
+            rows: u64,
+            len: u64,
+            p2: u32,
+            descending: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// Merges sorted runs of `width` pairs into runs of twice that: to `kout` / `iout`,
+        /// or the last pass's columns to `final_out` (the pointers not written: null).
+        pub struct MergeParams = "SORT_MERGE_PARAMS(T)" {
+            kin: DevicePtr = "const u64*",
+            iin: DevicePtr = "const u32*",
+            kout: Option<DevicePtr> = "u64*",
+            iout: Option<DevicePtr> = "u32*",
+            final_out: Option<DevicePtr> = "u32*",
+            rows: u64,
+            len: u64,
+            width: u64,
+        }
+    }
+
+    pub const TILE: Entry<TileParams> = Entry::new(&super::SORT, "argsort_tile");
+    pub const MERGE: Entry<MergeParams> = Entry::new(&super::SORT, "argsort_merge");
+}
 
 /// The portable convolution path (im2col by width, col2im by float dtype, direct transposed
 /// convolutions of integers) and 2-D pooling.

@@ -166,7 +166,8 @@ DEVICE void rms_norm_impl(const T* x, const T* alpha, T* out, u64 rows, u64 len,
 // add_rms_norm, rows too long for registers: the block writes the row's sum, then norms it as
 // rms_norm would (the same reads, so the same order of the sum of squares).
 template <typename T>
-DEVICE void add_rms_norm_impl(ADD_RMS_NORM_PARAMS(T)) {
+DEVICE void add_rms_norm_impl(const T* x, const T* r, const T* alpha, T* sum, T* out, u64 rows,
+                              u64 len, float eps) {
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
         const T* xr = x + row * len;
         const T* rr = r + row * len;
@@ -486,46 +487,40 @@ template <typename T, bool VEC> struct UnitWidth { static constexpr int n = VEC 
 // Blocks of up to 1024 threads (one row of 8 K units): the compiler keeps to the registers that
 // allows.
 #define REG_KERNEL KERNEL __launch_bounds__(1024)
+// ROW_PARAMS(T): the one parameter list of every entry, declared in rocm-kernels
+// (`norm::RowParams`: x, r, alpha, beta, sum, out, rows, len, eps, has_beta, group).
 #define NORM_REG_ENTRIES(NAME, T, SUFFIX, VEC)                                                   \
-    REG_KERNEL void softmax_##SUFFIX##_##NAME(const T* x, T* out, u64 rows, u64 len, u32 G) {    \
-        SoftmaxRegBody<T, false> body = {out, len, G};                                           \
-        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, G, body);                     \
+    REG_KERNEL void softmax_##SUFFIX##_##NAME(ROW_PARAMS(T)) {                                   \
+        SoftmaxRegBody<T, false> body = {out, len, group};                                       \
+        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, group, body);                 \
     }                                                                                            \
-    REG_KERNEL void log_softmax_##SUFFIX##_##NAME(const T* x, T* out, u64 rows, u64 len, u32 G) { \
-        SoftmaxRegBody<T, true> body = {out, len, G};                                            \
-        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, G, body);                     \
+    REG_KERNEL void log_softmax_##SUFFIX##_##NAME(ROW_PARAMS(T)) {                               \
+        SoftmaxRegBody<T, true> body = {out, len, group};                                        \
+        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, group, body);                 \
     }                                                                                            \
-    REG_KERNEL void rms_norm_##SUFFIX##_##NAME(const T* x, const T* alpha, T* out, u64 rows,     \
-                                               u64 len, float eps, u32 G) {                      \
-        RmsRegBody<T> body = {alpha, out, len, G, eps};                                          \
-        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, G, body);                     \
+    REG_KERNEL void rms_norm_##SUFFIX##_##NAME(ROW_PARAMS(T)) {                                  \
+        RmsRegBody<T> body = {alpha, out, len, group, eps};                                      \
+        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, group, body);                 \
     }                                                                                            \
-    REG_KERNEL void add_rms_norm_##SUFFIX##_##NAME(ADD_RMS_NORM_PARAMS(T)) {                     \
+    REG_KERNEL void add_rms_norm_##SUFFIX##_##NAME(ROW_PARAMS(T)) {                              \
         AddRmsRegBody<T> body = {r, sum, {alpha, out, len, group, eps}};                         \
         reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, group, body);                 \
     }                                                                                            \
-    REG_KERNEL void layer_norm_##SUFFIX##_##NAME(const T* x, const T* alpha, const T* beta,      \
-                                                 T* out, u64 rows, u64 len, float eps,           \
-                                                 u32 has_beta, u32 G) {                          \
-        LayerNormRegBody<T> body = {x, alpha, beta, out, len, G, has_beta, eps};                 \
-        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, G, body);                     \
+    REG_KERNEL void layer_norm_##SUFFIX##_##NAME(ROW_PARAMS(T)) {                                \
+        LayerNormRegBody<T> body = {x, alpha, beta, out, len, group, has_beta, eps};             \
+        reg_rows<T, UnitWidth<T, VEC>::n, ROW_UNITS>(x, rows, len, group, body);                 \
     }
 
 #define NORM_ENTRIES(NAME, T)                                                                    \
-    KERNEL void softmax_##NAME(const T* x, T* out, u64 rows, u64 len) {                          \
-        softmax_impl<T, false>(x, out, rows, len);                                               \
-    }                                                                                            \
-    KERNEL void log_softmax_##NAME(const T* x, T* out, u64 rows, u64 len) {                      \
-        softmax_impl<T, true>(x, out, rows, len);                                                \
-    }                                                                                            \
-    KERNEL void rms_norm_##NAME(const T* x, const T* alpha, T* out, u64 rows, u64 len, float eps) { \
+    KERNEL void softmax_##NAME(ROW_PARAMS(T)) { softmax_impl<T, false>(x, out, rows, len); }     \
+    KERNEL void log_softmax_##NAME(ROW_PARAMS(T)) { softmax_impl<T, true>(x, out, rows, len); }  \
+    KERNEL void rms_norm_##NAME(ROW_PARAMS(T)) {                                                 \
         rms_norm_impl<T>(x, alpha, out, rows, len, eps);                                         \
     }                                                                                            \
-    KERNEL void add_rms_norm_##NAME(ADD_RMS_NORM_PARAMS(T)) {                                    \
-        add_rms_norm_impl<T>(x, r, alpha, sum, out, rows, len, eps, group);                      \
+    KERNEL void add_rms_norm_##NAME(ROW_PARAMS(T)) {                                             \
+        add_rms_norm_impl<T>(x, r, alpha, sum, out, rows, len, eps);                             \
     }                                                                                            \
-    KERNEL void layer_norm_##NAME(const T* x, const T* alpha, const T* beta, T* out, u64 rows,   \
-                                  u64 len, float eps, u32 has_beta) {                            \
+    KERNEL void layer_norm_##NAME(ROW_PARAMS(T)) {                                               \
         layer_norm_impl<T>(x, alpha, beta, out, rows, len, eps, has_beta);                       \
     }                                                                                            \
     NORM_REG_ENTRIES(NAME, T, regpack, true)                                                     \

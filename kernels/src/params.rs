@@ -67,6 +67,17 @@ impl KernelArg for DevicePtr {
     }
 }
 
+/// An optional device address: `None` passes a null pointer (a kernel's "not given").
+impl KernelArg for Option<DevicePtr> {
+    const C_TYPE: &'static str = "const void*";
+    fn push_to<S: ArgSink>(&self, sink: &mut S) {
+        match self {
+            Some(ptr) => sink.pointer(*ptr),
+            None => sink.scalar(0u64),
+        }
+    }
+}
+
 /// A parameter list declared by [`kernel_params!`](crate::kernel_params), as the module
 /// source sees it: the C macro's name and parameters (`ROPE_PARAMS(T)`) and each field's name
 /// and C type in order.

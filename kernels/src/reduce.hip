@@ -180,17 +180,19 @@ struct FinIdx {
     template <> struct FinSum<T> { template <typename S> DEVICE T operator()(S s) const { return (T)s; } };
 INT_SUM_FIN(u8) INT_SUM_FIN(u32) INT_SUM_FIN(i16) INT_SUM_FIN(i32) INT_SUM_FIN(i64)
 
+// REDUCE_PARAMS(T, OUT), FINISH_PARAMS(OUT), COLUMNS_PARAMS(T, OUT): the parameter lists
+// declared in rocm-kernels (`reduce::{ReduceParams, FinishParams, ColumnsParams}`); the partial
+// states are untyped there (their type is the op's).
 #define REDUCE_OP(OP, NAME, T, OPT, OUT, FIN)                                                    \
-    KERNEL void OP##_##NAME(const T* in, OUT* out, OPT::State* partials, u64 n_out, u64 red_len,  \
-                            KernelLayout kept, KernelLayout red, u64 chunk_len) {                \
-        reduce_impl<T, OPT>(in, out, partials, n_out, red_len, kept, red, chunk_len, FIN());     \
+    KERNEL void OP##_##NAME(REDUCE_PARAMS(T, OUT)) {                                             \
+        reduce_impl<T, OPT>(input, out, (OPT::State*)partials, n_out, red_len, kept, red,        \
+                            chunk_len, FIN());                                                   \
     }                                                                                            \
-    KERNEL void OP##_finish_##NAME(const OPT::State* partials, OUT* out, u64 n_out, u64 chunks) { \
-        finish_impl<OPT>(partials, out, n_out, chunks, FIN());                                   \
+    KERNEL void OP##_finish_##NAME(FINISH_PARAMS(OUT)) {                                         \
+        finish_impl<OPT>((const OPT::State*)partials, out, n_out, chunks, FIN());                \
     }                                                                                            \
-    KERNEL void OP##_columns_##NAME(const T* in, OUT* out, u64 n_out, u64 red_len,               \
-                                    KernelLayout kept, KernelLayout red) {                       \
-        columns_impl<T, OPT>(in, out, n_out, red_len, kept, red, FIN());                         \
+    KERNEL void OP##_columns_##NAME(COLUMNS_PARAMS(T, OUT)) {                                    \
+        columns_impl<T, OPT>(input, out, n_out, red_len, kept, red, FIN());                      \
     }
 #define REDUCE_ALL(NAME, T)                                                                      \
     REDUCE_OP(sum, NAME, T, SumOp<typename SumAcc<T>::type>, T, FinSum<T>)                      \

@@ -114,13 +114,13 @@ DEVICE void argsort_merge_impl(const u64* kin, const u32* iin, u64* kout, u32* i
     }
 }
 
+// SORT_TILE_PARAMS(T), SORT_MERGE_PARAMS(T): the parameter lists declared in rocm-kernels
+// (`sort::{TileParams, MergeParams}`).
 #define SORT_KERNELS(NAME, T)                                                                      \
-    KERNEL void argsort_tile_##NAME(const T* src, u64* keys_out, u32* idx_out, u32* final_out,      \
-                                    u64 rows, u64 len, u32 p2, u32 descending) {                    \
+    KERNEL void argsort_tile_##NAME(SORT_TILE_PARAMS(T)) {                                         \
         argsort_tile_impl(src, keys_out, idx_out, final_out, rows, len, p2, descending);            \
     }                                                                                               \
-    KERNEL void argsort_merge_##NAME(const u64* kin, const u32* iin, u64* kout, u32* iout,          \
-                                     u32* final_out, u64 rows, u64 len, u64 width) {                \
+    KERNEL void argsort_merge_##NAME(SORT_MERGE_PARAMS(T)) {                                       \
         argsort_merge_impl(kin, iin, kout, iout, final_out, rows, len, width);                      \
     }
 

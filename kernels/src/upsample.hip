@@ -67,22 +67,18 @@ DEVICE void bilinear2d_impl(const T* src, T* out, u64 n, const KernelLayout& out
     }
 }
 
+// UPSAMPLE_PARAMS(T): the one parameter list of every entry, declared in rocm-kernels
+// (`upsample::Params`).
 #define NEAREST_KERNELS(W, R)                                                                      \
-    KERNEL void upsample_nearest1d_##W(const R* src, R* out, u64 n, KernelLayout outer,             \
-                                       u64 stride_w, u64 w_in, u64 w_out, double scale_w) {         \
+    KERNEL void upsample_nearest1d_##W(UPSAMPLE_PARAMS(R)) {                                       \
         nearest1d_impl(src, out, n, outer, stride_w, w_in, w_out, scale_w);                         \
     }                                                                                               \
-    KERNEL void upsample_nearest2d_##W(const R* src, R* out, u64 n, KernelLayout outer,             \
-                                       u64 stride_h, u64 stride_w, u64 h_in, u64 w_in, u64 h_out,   \
-                                       u64 w_out, double scale_h, double scale_w) {                 \
+    KERNEL void upsample_nearest2d_##W(UPSAMPLE_PARAMS(R)) {                                       \
         nearest2d_impl(src, out, n, outer, stride_h, stride_w, h_in, w_in, h_out, w_out, scale_h,   \
                        scale_w);                                                                    \
     }
 #define BILINEAR_KERNEL(NAME, T)                                                                   \
-    KERNEL void upsample_bilinear2d_##NAME(const T* src, T* out, u64 n, KernelLayout outer,         \
-                                           u64 stride_h, u64 stride_w, u64 h_in, u64 w_in,          \
-                                           u64 h_out, u64 w_out, double scale_h, double scale_w,    \
-                                           u32 align_corners) {                                     \
+    KERNEL void upsample_bilinear2d_##NAME(UPSAMPLE_PARAMS(T)) {                                   \
         bilinear2d_impl(src, out, n, outer, stride_h, stride_w, h_in, w_in, h_out, w_out, scale_h,  \
                         scale_w, align_corners);                                                    \
     }

@@ -213,6 +213,11 @@ pub struct StaticLlama {
     eps: f32,
     /// The KV cache's dtype (f32, or f16/bf16: half the bytes, values rounded as stored).
     cache_dtype: DType,
+    /// The activations' dtype (the dense weights', f32 for GGUF).
+    dtype: DType,
+    /// The rotary tables in the activations' 16-bit dtype, where the cache is in it too: a
+    /// decode step's q, k and v then stay in that dtype (no casts around the attention).
+    native_tables: Option<(Tensor, Tensor)>,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -267,9 +272,7 @@ fn add_norm(x: Tensor, pending: Option<Tensor>, norm: &RmsNorm) -> Result<(Tenso
             let h = norm.forward(&x)?;
             Ok((x, h))
         }
-        Some(p) if x.device().is_rocm() => {
-            add_rms_norm(&p, &x, norm.weight(), norm.eps() as f32)
-        }
+        Some(p) if x.device().is_rocm() => add_rms_norm(&p, &x, norm.weight(), norm.eps() as f32),
         Some(p) => {
             let sum = (p + x)?;
             let h = norm.forward(&sum)?;
@@ -430,6 +433,8 @@ impl StaticLlama {
             rope_interleaved: false,
             eps: config.rms_norm_eps as f32,
             cache_dtype: DType::F32,
+            dtype: vb.dtype(),
+            native_tables: None,
         })
     }
 
@@ -562,6 +567,8 @@ impl StaticLlama {
             fused_attention: true,
             rope_interleaved: true,
             cache_dtype: DType::F32,
+            dtype: DType::F32,
+            native_tables: None,
         })
     }
 
@@ -574,12 +581,20 @@ impl StaticLlama {
     }
 
     /// The KV cache in `dtype`: f32 (the default), or f16/bf16 (as llama.cpp's f16 cache:
-    /// half the bytes, keys and values rounded as they are stored; attention still in f32).
+    /// half the bytes, keys and values rounded as they are stored; scores and sums in f32).
+    /// A 16-bit cache in the dtype of a 16-bit model (as candle-transformers' llama keeps it)
+    /// also keeps a decode step's q, k and v in that dtype: roped in f32 arithmetic and
+    /// rounded to it, the attention's output in it, no casts around the attention.
     pub fn with_cache_dtype(mut self, dtype: DType) -> Result<Self> {
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             candle_core::bail!("static llama: a KV cache of {dtype:?}: f32, f16 or bf16")
         }
         self.cache_dtype = dtype;
+        self.native_tables = if dtype == self.dtype && dtype != DType::F32 {
+            Some((self.cos.to_dtype(dtype)?, self.sin.to_dtype(dtype)?))
+        } else {
+            None
+        };
         Ok(self)
     }
 
@@ -706,19 +721,23 @@ impl StaticLlama {
         };
 
         let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
-        // the last sublayer's output, added to x by the next norm
+                                                 // the last sublayer's output, added to x by the next norm
         let mut pending: Option<Tensor> = None;
         for (n, layer) in self.layers.iter().enumerate() {
             let h;
             (x, h) = add_norm(x, pending.take(), &layer.input_norm)?;
-            // q, k, v in f32 (attention runs in f32, as the llama's does) as `[1, heads, T, hd]`
+            // q, k, v as `[1, heads, T, hd]` in f32 (attention runs in f32, as the llama's
+            // does), or with `native_tables` in the model's dtype (scores and sums in f32)
             let q = match &ops {
-                None => self.rope_kv_write(
-                    &layer.qkv[0].forward(&h)?.to_dtype(DType::F32)?,
-                    positions,
-                    state,
-                    n,
-                )?,
+                None => {
+                    let qkv = layer.qkv[0].forward(&h)?;
+                    let qkv = if self.native_tables.is_some() {
+                        qkv
+                    } else {
+                        qkv.to_dtype(DType::F32)?
+                    };
+                    self.rope_kv_write(&qkv, positions, state, n)?
+                }
                 Some(ops) => {
                     let (q, k, v) = self.roped_qkv(layer, &h, ops, t)?;
                     state.k[n].scatter_set(&ops.slot, &k.to_dtype(self.cache_dtype)?, 2)?;
@@ -764,7 +783,10 @@ impl StaticLlama {
                 [gate_up] => {
                     let gate_up = gate_up.forward(&h)?;
                     let width = gate_up.dim(2)? / 2;
-                    silu_mul(&gate_up.narrow(2, 0, width)?, &gate_up.narrow(2, width, width)?)?
+                    silu_mul(
+                        &gate_up.narrow(2, 0, width)?,
+                        &gate_up.narrow(2, width, width)?,
+                    )?
                 }
                 [gate, up] => silu_mul(&gate.forward(&h)?, &up.forward(&h)?)?,
                 _ => candle_core::bail!("static llama: gate/up as one or two projections"),
@@ -777,7 +799,8 @@ impl StaticLlama {
     }
 
     /// Layer `n`'s stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
-    /// written into the layer's cache, q roped returned as `[1, heads, T, hd]`.
+    /// written into the layer's cache, q roped returned as `[1, heads, T, hd]` (f32, or the
+    /// model's dtype with `native_tables`).
     fn rope_kv_write(
         &self,
         qkv: &Tensor,
@@ -785,10 +808,14 @@ impl StaticLlama {
         state: &DecodeState,
         n: usize,
     ) -> Result<Tensor> {
+        let (cos, sin) = match &self.native_tables {
+            Some((cos, sin)) if qkv.dtype() == cos.dtype() => (cos, sin),
+            _ => (&self.cos, &self.sin),
+        };
         rope_kv_write(
             qkv,
-            &self.cos,
-            &self.sin,
+            cos,
+            sin,
             positions,
             &state.k[n],
             &state.v[n],

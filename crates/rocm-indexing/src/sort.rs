@@ -1,7 +1,8 @@
 //! arg_sort along the last dim: rows up to one tile sorted in shared memory, longer rows
 //! sorted per tile and merged in passes (see sort.hip).
 
-use rocm_device::{kernels, Buffer, Device, Error, LaunchArgs, LaunchConfig, Operand, Result};
+use rocm_device::kernels::sort::{self, MergeParams, TileParams};
+use rocm_device::{Buffer, Device, Error, LaunchConfig, Operand, Result};
 
 /// Elements one block sorts in shared memory (ARGSORT_TILE in sort.hip).
 const TILE: usize = 2048;
@@ -42,61 +43,56 @@ pub fn arg_sort_last_dim(device: &Device, src: Operand<'_>, ascending: bool) -> 
     let rows = n / len;
     let x = src.contiguous(OP)?;
     let key = dtype.as_str();
-    let tile = device.kernel(&kernels::SORT, "argsort_tile", key)?;
     let _span = tracing::debug_span!("arg_sort", %dtype, rows, len).entered();
-    let desc = u32::from(!ascending);
+    let descending = u32::from(!ascending);
     if len <= TILE {
         let p2 = len.next_power_of_two();
-        let mut args = LaunchArgs::new();
-        x.push(&mut args)?;
-        args.push(0u64)
-            .push(0u64)
-            .push_buffer(&out)
-            .push(rows as u64)
-            .push(len as u64)
-            .push(p2 as u32)
-            .push(desc);
-        device.launch(&tile, tile_config(rows, p2), &mut args)?;
+        let params = TileParams {
+            src: x.ptr()?,
+            keys_out: None,
+            idx_out: None,
+            final_out: Some(out.ptr()),
+            rows: rows as u64,
+            len: len as u64,
+            p2: p2 as u32,
+            descending,
+        };
+        device.launch_entry(sort::TILE, key, tile_config(rows, p2), &params)?;
         return Ok(out);
     }
     // (key, column) pairs, ping-ponged between two buffers by the merge passes
     let keys = [device.alloc(n * 8)?, device.alloc(n * 8)?];
     let cols = [device.alloc(n * 4)?, device.alloc(n * 4)?];
-    let mut args = LaunchArgs::new();
-    x.push(&mut args)?;
-    args.push_buffer(&keys[0])
-        .push_buffer(&cols[0])
-        .push(0u64)
-        .push(rows as u64)
-        .push(len as u64)
-        .push(TILE as u32)
-        .push(desc);
-    device.launch(
-        &tile,
-        tile_config(rows * len.div_ceil(TILE), TILE),
-        &mut args,
-    )?;
-    let merge = device.kernel(&kernels::SORT, "argsort_merge", key)?;
+    let params = TileParams {
+        src: x.ptr()?,
+        keys_out: Some(keys[0].ptr()),
+        idx_out: Some(cols[0].ptr()),
+        final_out: None,
+        rows: rows as u64,
+        len: len as u64,
+        p2: TILE as u32,
+        descending,
+    };
+    let config = tile_config(rows * len.div_ceil(TILE), TILE);
+    device.launch_entry(sort::TILE, key, config, &params)?;
     let mut width = TILE;
     let mut from = 0;
     while width < len {
         let last = width * 2 >= len;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(&keys[from]).push_buffer(&cols[from]);
-        if last {
-            args.push(0u64).push(0u64).push_buffer(&out);
-        } else {
-            args.push_buffer(&keys[1 - from])
-                .push_buffer(&cols[1 - from])
-                .push(0u64);
-        }
-        args.push(rows as u64).push(len as u64).push(width as u64);
-        device.launch(
-            &merge,
-            LaunchConfig::for_elements(n as u64, device.info()),
-            &mut args,
-        )?;
-        from = 1 - from;
+        let to = 1 - from;
+        let params = MergeParams {
+            kin: keys[from].ptr(),
+            iin: cols[from].ptr(),
+            kout: (!last).then(|| keys[to].ptr()),
+            iout: (!last).then(|| cols[to].ptr()),
+            final_out: last.then(|| out.ptr()),
+            rows: rows as u64,
+            len: len as u64,
+            width: width as u64,
+        };
+        let config = LaunchConfig::for_elements(n as u64, device.info());
+        device.launch_entry(sort::MERGE, key, config, &params)?;
+        from = to;
         width *= 2;
     }
     Ok(out)

@@ -1,8 +1,8 @@
 //! Nearest and bilinear upsampling of (b, c, [h,] w) tensors of any layout.
 
-use rocm_device::{
-    kernels, Buffer, DType, Device, Error, KernelLayout, LaunchArgs, Operand, Result,
-};
+use rocm_device::kernels::upsample::{self, Params};
+use rocm_device::kernels::{self, Entry};
+use rocm_device::{Buffer, DType, Device, Error, KernelLayout, LaunchConfig, Operand, Result};
 
 /// (batch, channel) layout with the start offset, then the spatial (dim, stride) pairs.
 fn split(
@@ -52,17 +52,22 @@ pub fn upsample_nearest1d(device: &Device, src: Operand<'_>, w_out: usize) -> Re
         return Ok(out);
     }
     let (w_in, sw) = sp[0];
-    let key = width(dtype)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(src.buffer)
-        .push_buffer(&out)
-        .push(n as u64)
-        .push(outer)
-        .push(sw as u64)
-        .push(w_in as u64)
-        .push(w_out as u64)
-        .push(w_in as f64 / w_out as f64);
-    device.launch_elements((&kernels::UPSAMPLE, OP, key), n as u64, &mut args)?;
+    let params = Params {
+        src: src.buffer.ptr(),
+        out: out.ptr(),
+        n: n as u64,
+        outer,
+        stride_h: 0,
+        stride_w: sw as u64,
+        h_in: 1,
+        w_in: w_in as u64,
+        h_out: 1,
+        w_out: w_out as u64,
+        scale_h: 1.0,
+        scale_w: w_in as f64 / w_out as f64,
+        align_corners: 0,
+    };
+    launch(device, upsample::NEAREST_1D, width(dtype)?, &params)?;
     Ok(out)
 }
 
@@ -133,33 +138,43 @@ fn resize2d(
     if n == 0 {
         return Ok(out);
     }
-    let mut args = LaunchArgs::new();
-    args.push_buffer(src.buffer)
-        .push_buffer(&out)
-        .push(n as u64)
-        .push(outer)
-        .push(sh as u64)
-        .push(sw as u64)
-        .push(h_in as u64)
-        .push(w_in as u64)
-        .push(h_out as u64)
-        .push(w_out as u64);
-    let (op, key) = match bilinear {
-        None => {
-            args.push(h_in as f64 / h_out as f64)
-                .push(w_in as f64 / w_out as f64);
-            ("upsample_nearest2d", width(dtype)?)
-        }
-        Some(p) => {
-            let (fh, fw) = p.scale_factors;
-            args.push(bilinear_scale(h_in, h_out, p.align_corners, fh))
-                .push(bilinear_scale(w_in, w_out, p.align_corners, fw))
-                .push(u32::from(p.align_corners));
-            ("upsample_bilinear2d", dtype.as_str())
-        }
+    let axis_scales = |p: Bilinear| {
+        let (fh, fw) = p.scale_factors;
+        (
+            bilinear_scale(h_in, h_out, p.align_corners, fh),
+            bilinear_scale(w_in, w_out, p.align_corners, fw),
+        )
     };
-    device.launch_elements((&kernels::UPSAMPLE, op, key), n as u64, &mut args)?;
+    let ((scale_h, scale_w), align_corners) = match bilinear {
+        None => ((h_in as f64 / h_out as f64, w_in as f64 / w_out as f64), 0),
+        Some(p) => (axis_scales(p), u32::from(p.align_corners)),
+    };
+    let params = Params {
+        src: src.buffer.ptr(),
+        out: out.ptr(),
+        n: n as u64,
+        outer,
+        stride_h: sh as u64,
+        stride_w: sw as u64,
+        h_in: h_in as u64,
+        w_in: w_in as u64,
+        h_out: h_out as u64,
+        w_out: w_out as u64,
+        scale_h,
+        scale_w,
+        align_corners,
+    };
+    match bilinear {
+        None => launch(device, upsample::NEAREST_2D, width(dtype)?, &params)?,
+        Some(_) => launch(device, upsample::BILINEAR_2D, dtype.as_str(), &params)?,
+    }
     Ok(out)
+}
+
+/// An upsample entry over `params.n` outputs, a thread each.
+fn launch(device: &Device, entry: Entry<Params>, key: &'static str, params: &Params) -> Result<()> {
+    let config = LaunchConfig::for_elements(params.n, device.info());
+    device.launch_entry(entry, key, config, params)
 }
 
 #[cfg(test)]

@@ -16,10 +16,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use rocm_device::kernels;
+use rocm_device::kernels::norm::{RowOp, RowParams, RowShape};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{Contiguous, KernelLayout, LaunchArgs, LaunchConfig};
 
-/// Candle's `ReduceOp`.
+/// Candle's `ReduceOp`, in the order of the kernel tables (`kernels::reduce::FIRST_PASS`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     Sum,
@@ -186,17 +187,14 @@ pub fn reduce(
     if by_columns(n_out, red_len, red_contiguous, multiprocessors) {
         let _span =
             tracing::debug_span!("reduce by columns", op = name, %dtype, n_out, red_len).entered();
-        let columns = kernels::REDUCE
-            .op_named(&[name, "columns"])
-            .ok_or(Error::UnsupportedDType { op: name, dtype })?;
-        let f = device.kernel(&kernels::REDUCE, columns, dtype.as_str())?;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(src.buffer)
-            .push_buffer(&out)
-            .push(n_out)
-            .push(red_len)
-            .push(kept_kl)
-            .push(red_kl);
+        let params = kernels::reduce::ColumnsParams {
+            input: src.buffer.ptr(),
+            out: out.ptr(),
+            n_out,
+            red_len,
+            kept: kept_kl,
+            red: red_kl,
+        };
         let config = LaunchConfig {
             grid: [
                 n_out.div_ceil(COLUMNS_BLOCK.into()).min(1 << 20) as u32,
@@ -206,7 +204,8 @@ pub fn reduce(
             block: [COLUMNS_BLOCK, 1, 1],
             shared_mem_bytes: 0,
         };
-        device.launch(&f, config, &mut args)?;
+        let entry = kernels::reduce::COLUMNS[op as usize];
+        device.launch_entry(entry, dtype.as_str(), config, &params)?;
         return Ok(out);
     }
     let plan = ReducePlan::new(
@@ -225,40 +224,39 @@ pub fn reduce(
         None
     };
     let grid_x = n_out.min(1 << 20) as u32;
-    let f = device.kernel(&kernels::REDUCE, name, dtype.as_str())?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(src.buffer).push_buffer(&out);
-    match &partials {
-        Some(p) => args.push_buffer(p),
-        None => args.push(0u64),
+    let params = kernels::reduce::ReduceParams {
+        input: src.buffer.ptr(),
+        out: out.ptr(),
+        // without partials (one chunk) the kernel is given the output's address and writes
+        // no partial state
+        partials: partials.as_ref().unwrap_or(&out).ptr(),
+        n_out,
+        red_len,
+        kept: kept_kl,
+        red: red_kl,
+        chunk_len: plan.chunk_len,
     };
-    args.push(n_out)
-        .push(red_len)
-        .push(kept_kl)
-        .push(red_kl)
-        .push(plan.chunk_len);
     let config = LaunchConfig {
         grid: [grid_x, plan.chunks as u32, 1],
         block: [plan.block, 1, 1],
         shared_mem_bytes: 0,
     };
-    device.launch(&f, config, &mut args)?;
+    let entry = kernels::reduce::FIRST_PASS[op as usize];
+    device.launch_entry(entry, dtype.as_str(), config, &params)?;
     if let Some(p) = &partials {
-        let finish = kernels::REDUCE
-            .op_named(&[name, "finish"])
-            .ok_or(Error::UnsupportedDType { op: name, dtype })?;
-        let f = device.kernel(&kernels::REDUCE, finish, dtype.as_str())?;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(p)
-            .push_buffer(&out)
-            .push(n_out)
-            .push(plan.chunks);
+        let params = kernels::reduce::FinishParams {
+            partials: p.ptr(),
+            out: out.ptr(),
+            n_out,
+            chunks: plan.chunks,
+        };
         let config = LaunchConfig {
             grid: [grid_x, 1, 1],
             block: [block_for(plan.chunks), 1, 1],
             shared_mem_bytes: 0,
         };
-        device.launch(&f, config, &mut args)?;
+        let entry = kernels::reduce::FINISH[op as usize];
+        device.launch_entry(entry, dtype.as_str(), config, &params)?;
     }
     Ok(out)
 }
@@ -418,74 +416,92 @@ impl RowPlan {
     }
 }
 
-/// Launches the NORM kernel `op` (`<op>_<dtype>`, `<op>_regpack_<dtype>` or
-/// `<op>_regelem_<dtype>`) over `rows` rows of `len`; `args` holds the arguments common to
-/// all kernel shapes, `addresses` every address the kernel reads or writes from.
+/// Launches the row kernel of `op` over `params.rows` rows of `params.len` in the shape the
+/// [`RowPlan`] picks (which sets `params.group`); `addresses`: every address the kernel reads
+/// or writes from.
 fn row_launch(
     device: &Device,
-    (op, dtype): (&'static str, DType),
-    (rows, len): (u64, u64),
+    (op, dtype): (RowOp, DType),
+    mut params: RowParams,
     addresses: &[u64],
-    args: &mut LaunchArgs,
 ) -> Result<()> {
+    let (rows, len) = (params.rows, params.len);
     if rows == 0 || len == 0 {
         return Ok(());
     }
-    let aligned = addresses.iter().all(|a| a % 16 == 0);
     let plan = RowPlan::for_rows(
         len,
         dtype.size_in_bytes() as u64,
-        aligned,
+        addresses.iter().all(|a| a % 16 == 0),
         device.info().max_threads_per_block,
         rows,
     );
-    let (kernel, block, rows_per_block) = match plan {
+    let (shape, group, block) = match plan {
         RowPlan::Registers {
-            unit_elems,
+            unit_elems: 1,
             group,
             block,
-        } => {
-            args.push(group);
-            let shape = if unit_elems > 1 { "regpack" } else { "regelem" };
-            let kernel = kernels::NORM
-                .op_named(&[op, shape])
-                .ok_or(Error::UnsupportedDType { op, dtype })?;
-            (kernel, block, u64::from(block / group))
-        }
-        RowPlan::Block { block } => (op, block, 1),
+        } => (RowShape::RegElem, group, block),
+        RowPlan::Registers { group, block, .. } => (RowShape::RegPack, group, block),
+        RowPlan::Block { block } => (RowShape::Block, block, block),
     };
-    let f = device.kernel(&kernels::NORM, kernel, dtype.as_str())?;
+    params.group = group;
     let config = LaunchConfig {
-        grid: [rows.div_ceil(rows_per_block).min(1 << 20) as u32, 1, 1],
+        grid: [
+            rows.div_ceil(u64::from(block / group)).min(1 << 20) as u32,
+            1,
+            1,
+        ],
         block: [block, 1, 1],
         shared_mem_bytes: 0,
     };
-    device.launch(&f, config, args)
+    device.launch_entry(
+        kernels::norm::entry(op, shape),
+        dtype.as_str(),
+        config,
+        &params,
+    )
 }
 
-fn softmax_impl(device: &Device, src: Operand<'_>, log: bool) -> Result<Buffer> {
-    let op = if log { "log_softmax" } else { "softmax" };
+/// The row kernels' parameters reading `x` and writing `out`; the other pointers (read by
+/// none of the ops that leave them so) are x's and out's.
+fn row_params(x: &Contiguous<'_>, out: &Buffer, (rows, len): (u64, u64)) -> Result<RowParams> {
+    let (x, out) = (x.ptr()?, out.ptr());
+    Ok(RowParams {
+        x,
+        r: x,
+        alpha: x,
+        beta: x,
+        sum: out,
+        out,
+        rows,
+        len,
+        eps: 0.0,
+        has_beta: 0,
+        group: 0,
+    })
+}
+
+fn softmax_impl(device: &Device, src: Operand<'_>, op: RowOp) -> Result<Buffer> {
     let dtype = src.dtype;
-    check_float(op, dtype)?;
-    let (rows, len) = rows_of(op, src.layout)?;
-    let x = src.contiguous(op)?;
+    check_float(op.name(), dtype)?;
+    let (rows, len) = rows_of(op.name(), src.layout)?;
+    let x = src.contiguous(op.name())?;
     let out = device.alloc(src.elem_count() * dtype.size_in_bytes())?;
-    let mut args = LaunchArgs::new();
-    x.push(&mut args)?;
-    args.push_buffer(&out).push(rows).push(len);
+    let params = row_params(&x, &out, (rows, len))?;
     let addresses = [x.address(), out.device_ptr()];
-    row_launch(device, (op, dtype), (rows, len), &addresses, &mut args)?;
+    row_launch(device, (op, dtype), params, &addresses)?;
     Ok(out)
 }
 
 /// `exp(x - max) / sum(exp(x - max))` over the last dim.
 pub fn softmax_last_dim(device: &Device, src: Operand<'_>) -> Result<Buffer> {
-    softmax_impl(device, src, false)
+    softmax_impl(device, src, RowOp::Softmax)
 }
 
 /// `x - max - log(sum(exp(x - max)))` over the last dim.
 pub fn log_softmax_last_dim(device: &Device, src: Operand<'_>) -> Result<Buffer> {
-    softmax_impl(device, src, true)
+    softmax_impl(device, src, RowOp::LogSoftmax)
 }
 
 /// A weight of a norm: the row's length, the input's dtype, contiguous.
@@ -516,19 +532,20 @@ fn weight<'a>(
 
 /// `x / sqrt(mean(x^2) + eps) * alpha` over the last dim (`alpha` has the row's length).
 pub fn rms_norm(device: &Device, x: Operand<'_>, alpha: Operand<'_>, eps: f32) -> Result<Buffer> {
-    const OP: &str = "rms_norm";
+    const OP: RowOp = RowOp::RmsNorm;
     let dtype = x.dtype;
-    check_float(OP, dtype)?;
-    let (rows, len) = rows_of(OP, x.layout)?;
-    let a = weight(OP, "alpha", alpha, &x, len)?;
-    let xc = x.contiguous(OP)?;
+    check_float(OP.name(), dtype)?;
+    let (rows, len) = rows_of(OP.name(), x.layout)?;
+    let a = weight(OP.name(), "alpha", alpha, &x, len)?;
+    let xc = x.contiguous(OP.name())?;
     let out = device.alloc(x.elem_count() * dtype.size_in_bytes())?;
-    let mut args = LaunchArgs::new();
-    xc.push(&mut args)?;
-    a.push(&mut args)?;
-    args.push_buffer(&out).push(rows).push(len).push(eps);
+    let params = RowParams {
+        alpha: a.ptr()?,
+        eps,
+        ..row_params(&xc, &out, (rows, len))?
+    };
     let addresses = [xc.address(), a.address(), out.device_ptr()];
-    row_launch(device, (OP, dtype), (rows, len), &addresses, &mut args)?;
+    row_launch(device, (OP, dtype), params, &addresses)?;
     Ok(out)
 }
 
@@ -543,12 +560,12 @@ pub fn add_rms_norm(
     alpha: Operand<'_>,
     eps: f32,
 ) -> Result<(Buffer, Buffer)> {
-    const OP: &str = "add_rms_norm";
+    const OP: RowOp = RowOp::AddRmsNorm;
     let dtype = x.dtype;
-    check_float(OP, dtype)?;
+    check_float(OP.name(), dtype)?;
     if residual.layout.dims != x.layout.dims {
         return Err(Error::ShapeMismatch {
-            op: OP,
+            op: OP.name(),
             detail: format!(
                 "x has dims {:?}, the residual {:?}",
                 x.layout.dims, residual.layout.dims
@@ -557,19 +574,23 @@ pub fn add_rms_norm(
     }
     if residual.dtype != dtype {
         return Err(Error::DTypeMismatch {
-            op: OP,
+            op: OP.name(),
             detail: format!("x {dtype}, residual {}", residual.dtype),
         });
     }
-    let (rows, len) = rows_of(OP, x.layout)?;
-    let a = weight(OP, "alpha", alpha, &x, len)?;
-    let xc = x.contiguous(OP)?;
-    let rc = residual.contiguous(OP)?;
+    let (rows, len) = rows_of(OP.name(), x.layout)?;
+    let a = weight(OP.name(), "alpha", alpha, &x, len)?;
+    let xc = x.contiguous(OP.name())?;
+    let rc = residual.contiguous(OP.name())?;
     let bytes = x.elem_count() * dtype.size_in_bytes();
     let (sum, out) = (device.alloc(bytes)?, device.alloc(bytes)?);
-    if rows == 0 || len == 0 {
-        return Ok((sum, out));
-    }
+    let params = RowParams {
+        r: rc.ptr()?,
+        alpha: a.ptr()?,
+        sum: sum.ptr(),
+        eps,
+        ..row_params(&xc, &out, (rows, len))?
+    };
     let addresses = [
         xc.address(),
         rc.address(),
@@ -577,45 +598,7 @@ pub fn add_rms_norm(
         sum.device_ptr(),
         out.device_ptr(),
     ];
-    let plan = RowPlan::for_rows(
-        len,
-        dtype.size_in_bytes() as u64,
-        addresses.iter().all(|a| a % 16 == 0),
-        device.info().max_threads_per_block,
-        rows,
-    );
-    let (entry, group, block) = match plan {
-        RowPlan::Registers {
-            unit_elems: 1,
-            group,
-            block,
-        } => (kernels::norm::ADD_RMS_NORM_REGELEM, group, block),
-        RowPlan::Registers { group, block, .. } => {
-            (kernels::norm::ADD_RMS_NORM_REGPACK, group, block)
-        }
-        RowPlan::Block { block } => (kernels::norm::ADD_RMS_NORM, block, block),
-    };
-    let params = kernels::norm::AddRmsNormParams {
-        x: xc.ptr()?,
-        r: rc.ptr()?,
-        alpha: a.ptr()?,
-        sum: sum.ptr(),
-        out: out.ptr(),
-        rows,
-        len,
-        eps,
-        group,
-    };
-    let config = LaunchConfig {
-        grid: [
-            rows.div_ceil(u64::from(block / group)).min(1 << 20) as u32,
-            1,
-            1,
-        ],
-        block: [block, 1, 1],
-        shared_mem_bytes: 0,
-    };
-    device.launch_entry(entry, dtype.as_str(), config, &params)?;
+    row_launch(device, (OP, dtype), params, &addresses)?;
     Ok((sum, out))
 }
 
@@ -627,27 +610,27 @@ pub fn layer_norm(
     beta: Option<Operand<'_>>,
     eps: f32,
 ) -> Result<Buffer> {
-    const OP: &str = "layer_norm";
+    const OP: RowOp = RowOp::LayerNorm;
     let dtype = x.dtype;
-    check_float(OP, dtype)?;
-    let (rows, len) = rows_of(OP, x.layout)?;
-    let a = weight(OP, "alpha", alpha, &x, len)?;
-    let b = beta.map(|b| weight(OP, "beta", b, &x, len)).transpose()?;
-    let xc = x.contiguous(OP)?;
+    check_float(OP.name(), dtype)?;
+    let (rows, len) = rows_of(OP.name(), x.layout)?;
+    let a = weight(OP.name(), "alpha", alpha, &x, len)?;
+    let b = beta
+        .map(|b| weight(OP.name(), "beta", b, &x, len))
+        .transpose()?;
+    let xc = x.contiguous(OP.name())?;
     let out = device.alloc(x.elem_count() * dtype.size_in_bytes())?;
-    // Without beta the kernel reads alpha's address and ignores it (has_beta = 0).
+    // Without beta the kernel is given alpha's address and reads none (has_beta = 0).
     let b_ref = b.as_ref().unwrap_or(&a);
-    let mut args = LaunchArgs::new();
-    xc.push(&mut args)?;
-    a.push(&mut args)?;
-    b_ref.push(&mut args)?;
-    args.push_buffer(&out)
-        .push(rows)
-        .push(len)
-        .push(eps)
-        .push(u32::from(b.is_some()));
+    let params = RowParams {
+        alpha: a.ptr()?,
+        beta: b_ref.ptr()?,
+        eps,
+        has_beta: u32::from(b.is_some()),
+        ..row_params(&xc, &out, (rows, len))?
+    };
     let addresses = [xc.address(), a.address(), b_ref.address(), out.device_ptr()];
-    row_launch(device, (OP, dtype), (rows, len), &addresses, &mut args)?;
+    row_launch(device, (OP, dtype), params, &addresses)?;
     Ok(out)
 }
 
@@ -1002,6 +985,30 @@ pub fn rope_kv_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernel_tables_follow_reduce_ops_order() {
+        for op in ReduceOp::ALL {
+            let i = op as usize;
+            assert_eq!(kernels::reduce::FIRST_PASS[i].op, op.name());
+            assert_eq!(
+                kernels::reduce::FINISH[i].op,
+                format!("{}_finish", op.name())
+            );
+            assert_eq!(
+                kernels::reduce::COLUMNS[i].op,
+                format!("{}_columns", op.name())
+            );
+        }
+        for (op, shape, name) in [
+            (RowOp::LogSoftmax, RowShape::Block, "log_softmax"),
+            (RowOp::RmsNorm, RowShape::RegElem, "rms_norm_regelem"),
+            (RowOp::AddRmsNorm, RowShape::RegPack, "add_rms_norm_regpack"),
+            (RowOp::LayerNorm, RowShape::RegElem, "layer_norm_regelem"),
+        ] {
+            assert_eq!(kernels::norm::entry(op, shape).op, name);
+        }
+    }
 
     #[test]
     fn a_16_bit_cache_picks_its_own_entries() {

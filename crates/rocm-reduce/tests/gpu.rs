@@ -425,6 +425,14 @@ fn softmax_and_norms_match_candle_nn() {
     );
 }
 
+/// `got` and `want` equal byte for byte, else a panic naming the first difference.
+fn same_bytes(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: byte {i} of {} differs", got.len());
+    }
+}
+
 #[test]
 fn add_rms_norm_is_the_add_then_the_norm_bit_for_bit() {
     let d = device();
@@ -463,16 +471,27 @@ fn add_rms_norm_is_the_add_then_the_norm_bit_for_bit() {
             // Candle's CPU add rounds each sum once to the dtype, as the kernel does.
             let x_rows = x.narrow(0, start, n).unwrap().reshape((rows, len)).unwrap();
             let want_sum = (&x_rows + &r).unwrap();
-            assert_eq!(download(&d, &sum), bytes_of(&want_sum), "sum {what}");
-            let sum_l = Layout::contiguous(&[rows, len]);
+            same_bytes(
+                &download(&d, &sum),
+                &bytes_of(&want_sum),
+                &format!("sum {what}"),
+            );
+            // rms_norm of the sum at x's offset: the same plan (packs or elements), so the
+            // same order of the sum of squares
+            let lead = x.narrow(0, 0, start).unwrap();
+            let sum_at = Tensor::cat(&[&lead, &want_sum.flatten_all().unwrap()], 0).unwrap();
             let want = rr::rms_norm(
                 &d,
-                O::new(&upload(&d, &want_sum), dtype, &sum_l),
+                O::new(&upload(&d, &sum_at), dtype, &xl),
                 O::new(&ab, dtype, &al),
                 1e-5,
             )
             .unwrap();
-            assert_eq!(download(&d, &normed), download(&d, &want), "norm {what}");
+            same_bytes(
+                &download(&d, &normed),
+                &download(&d, &want),
+                &format!("norm {what}"),
+            );
             checked += 1;
         }
     }

@@ -325,7 +325,13 @@ pub fn run(
 ) -> DemoResult<serde_json::Value> {
     let (mut file, content, vocab) = open_gguf(path)?;
     if architecture(&content)? == "qwen3moe" {
-        return run_qwen3_moe(path, (file, content, vocab), device, (prompt, decode), dtype);
+        return run_qwen3_moe(
+            path,
+            (file, content, vocab),
+            device,
+            (prompt, decode),
+            dtype,
+        );
     }
     let t = Instant::now();
     let mut model = ModelWeights::from_gguf(content, &mut file, device)?;

@@ -140,21 +140,30 @@ fn run(args: &[String]) -> DemoResult<()> {
                 line["pass"] = pass.into();
                 println!("{line}");
                 if device == "rocm" {
-                    let eager = model::run_static(&config, &weights, dtype, &dev, false, true)?;
+                    let eager = model::run_static(&config, &weights, (dtype, None), &dev, false, true)?;
                     let mut line = model::static_report(device, "static llama, eager", dtype, &eager, &llama.tokens);
                     line["pass"] = pass.into();
                     println!("{line}");
-                    let captured = model::run_static(&config, &weights, dtype, &dev, true, true)?;
+                    let captured = model::run_static(&config, &weights, (dtype, None), &dev, true, true)?;
                     let mut line = model::static_report(device, "static llama, captured step replayed", dtype, &captured, &eager.tokens);
                     line["pass"] = pass.into();
                     line["first_logits_equal_to_eager"] = (captured.first_logits == eager.first_logits).into();
                     println!("{line}");
                     // the attention as separate ops (gemm, mask, softmax, gemm): what the fused
                     // kernel bought
-                    let unfused = model::run_static(&config, &weights, dtype, &dev, true, false)?;
+                    let unfused = model::run_static(&config, &weights, (dtype, None), &dev, true, false)?;
                     let mut line = model::static_report(device, "static llama, unfused attention, captured step replayed", dtype, &unfused, &eager.tokens);
                     line["pass"] = pass.into();
                     println!("{line}");
+                    // a 16-bit model's cache in its own dtype, as candle-transformers' llama
+                    // keeps it: q, k and v stay in that dtype
+                    if dtype != DType::F32 {
+                        let native = model::run_static(&config, &weights, (dtype, Some(dtype)), &dev, true, true)?;
+                        let variant = format!("static llama, {} KV cache, captured step replayed", dtype.as_str());
+                        let mut line = model::static_report(device, &variant, dtype, &native, &eager.tokens);
+                        line["pass"] = pass.into();
+                        println!("{line}");
+                    }
                 }
             }
         }

@@ -188,10 +188,11 @@ pub fn profile_static(
     dev.synchronize()
 }
 
+/// `cache`: the KV cache's dtype (f32 by default).
 pub fn run_static(
     config: &Config,
     weights: &HashMap<String, Tensor>,
-    dtype: DType,
+    (dtype, cache): (DType, Option<DType>),
     dev: &Device,
     captured: bool,
     fused_attention: bool,
@@ -199,6 +200,10 @@ pub fn run_static(
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
     let vb = VarBuilder::from_tensors(weights.clone(), dtype, dev);
     let model = StaticLlama::load(vb, config, PREFILL + DECODE + REPLAYS + 2)?;
+    let model = match cache {
+        Some(cache) => model.with_cache_dtype(cache)?,
+        None => model,
+    };
     let model = if fused_attention {
         model
     } else {
