@@ -388,22 +388,19 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
     }
 }
 
-// The three entries of queries of T over a cache of C, by their names.
+// The three entries of queries of T over a cache of C, by their names. ATTN_SPLIT_PARAMS,
+// ROPE_KV_PARAMS and CACHED_ATTN_PARAMS: the parameter lists declared in rocm-kernels
+// (`attention::{SplitParams, RopeKvParams, CachedParams}`).
 #define ATTENTION_ENTRY_SET(SPLIT, ROPE, CACHED, T, C)                                           \
-    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(                                     \
-        const T* q, const C* k, const C* v, const u32* positions, Acc<T>::type* partial, T* out, u32* tickets, \
-        u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) { \
-        attention_split<T, C>(q, k, v, positions, partial, out, tickets, heads, kv_heads, queries, head_dim, \
-                              cache_len, scale, mode);                                           \
+    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(ATTN_SPLIT_PARAMS(T, C)) {           \
+        attention_split<T, C>(q, k, v, positions, (Acc<T>::type*)partial, out, tickets, heads,   \
+                              kv_heads, queries, head_dim, cache_len, scale, mode);              \
     }                                                                                            \
-    KERNEL void ROPE(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, C* k_cache, \
-                     C* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved) { \
-        rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads, kv_heads, d, cache_len, \
-                            interleaved);                                                        \
+    KERNEL void ROPE(ROPE_KV_PARAMS(T, C)) {                                                     \
+        rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads,         \
+                            kv_heads, d, cache_len, interleaved);                                \
     }                                                                                            \
-    KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(                                            \
-        const T* q, const C* k, const C* v, const u32* positions, T* out, u32 heads, u32 kv_heads, \
-        u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode) {                       \
+    KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(CACHED_ATTN_PARAMS(T, C)) {                 \
         cached_attention_any<T, C>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,  \
                                    cache_len, scale, mode);                                      \
     }

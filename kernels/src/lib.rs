@@ -544,12 +544,117 @@ pub const ATTENTION: KernelModule = KernelModule {
             dtypes: &["f32"],
         },
     ],
-    params: &[],
+    params: &[
+        attention::SplitParams::DECL,
+        attention::RopeKvParams::DECL,
+        attention::CachedParams::DECL,
+    ],
 };
 
 /// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
-/// defines; a test checks the two agree).
+/// defines; a test checks the two agree), and the family's entries and parameter lists.
 pub mod attention {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// `cached_attention`: `heads` query heads of `queries` rows each over a cache of
+        /// `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out); `mode` one of
+        /// the `MODE_*` (positions: u32 `[queries]`, read with `MODE_POSITIONS` only).
+        pub struct CachedParams = "CACHED_ATTN_PARAMS(T, C)" {
+            q: DevicePtr = "const T*",
+            k: DevicePtr = "const C*",
+            v: DevicePtr = "const C*",
+            positions: DevicePtr = "const u32*",
+            out: DevicePtr = "T*",
+            heads: u32,
+            kv_heads: u32,
+            queries: u32,
+            head_dim: u32,
+            cache_len: u32,
+            scale: f32,
+            mode: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// The split form: [`CachedParams`]' fields, each block's run written to `partial`
+        /// (the accumulator type's (head_dim + 2) values a run) and combined by the last
+        /// block of a row to finish (a ticket a row).
+        pub struct SplitParams = "ATTN_SPLIT_PARAMS(T, C)" {
+            q: DevicePtr = "const T*",
+            k: DevicePtr = "const C*",
+            v: DevicePtr = "const C*",
+            positions: DevicePtr = "const u32*",
+            partial: DevicePtr = "void*",
+            out: DevicePtr = "T*",
+            tickets: DevicePtr = "u32*",
+            heads: u32,
+            kv_heads: u32,
+            queries: u32,
+            head_dim: u32,
+            cache_len: u32,
+            scale: f32,
+            mode: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// `rope_kv_write`: `t` tokens' stacked q/k/v rows, q roped to `q_out`, k roped and v
+        /// written into the caches at the tokens' positions.
+        pub struct RopeKvParams = "ROPE_KV_PARAMS(T, C)" {
+            qkv: DevicePtr = "const T*",
+            cos: DevicePtr = "const T*",
+            sin: DevicePtr = "const T*",
+            positions: DevicePtr = "const u32*",
+            q_out: DevicePtr = "T*",
+            k_cache: DevicePtr = "C*",
+            v_cache: DevicePtr = "C*",
+            t: u32,
+            heads: u32,
+            kv_heads: u32,
+            d: u32,
+            cache_len: u32,
+            interleaved: u32,
+        }
+    }
+
+    /// The cache of an attention entry: in the queries' dtype, or f16/bf16 under f32 queries.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Cache {
+        Same,
+        F16,
+        Bf16,
+    }
+
+    /// `cached_attention` over a cache of `cache`.
+    pub const fn cached(cache: Cache) -> Entry<CachedParams> {
+        Entry::new(&super::ATTENTION, CACHE_OPS[0].pick(cache))
+    }
+
+    /// `attention_split` over a cache of `cache`.
+    pub const fn split(cache: Cache) -> Entry<SplitParams> {
+        Entry::new(&super::ATTENTION, CACHE_OPS[1].pick(cache))
+    }
+
+    /// `rope_kv_write` into a cache of `cache`.
+    pub const fn rope_kv(cache: Cache) -> Entry<RopeKvParams> {
+        Entry::new(&super::ATTENTION, CACHE_OPS[2].pick(cache))
+    }
+
+    /// An op's entries by cache: (in the queries' dtype, f16, bf16).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct CacheOps(pub &'static str, pub &'static str, pub &'static str);
+
+    impl CacheOps {
+        const fn pick(&self, cache: Cache) -> &'static str {
+            match cache {
+                Cache::Same => self.0,
+                Cache::F16 => self.1,
+                Cache::Bf16 => self.2,
+            }
+        }
+    }
+
     /// Threads a block: the kernel is built for exactly this many.
     pub const BLOCK: u32 = 512;
     /// The longest head the kernel holds (one block of threads).
@@ -564,20 +669,20 @@ pub mod attention {
     pub const SPLIT_THREADS: u32 = 256;
     /// Key rows a lane of the split form loads at once.
     pub const SPLIT_UNROLL: u32 = 8;
-    /// The ops of f32 queries over a 16-bit cache: (op, its entry over an f16 cache, over a bf16
-    /// cache), the second group of [`ATTENTION`](super::ATTENTION).
-    pub const CACHE_OPS: [(&str, &str, &str); 3] = [
-        (
+    /// The ops and their entries over a 16-bit cache (under f32 queries: the second group of
+    /// [`ATTENTION`](super::ATTENTION)).
+    pub const CACHE_OPS: [CacheOps; 3] = [
+        CacheOps(
             "cached_attention",
             "cached_attention_cache_f16",
             "cached_attention_cache_bf16",
         ),
-        (
+        CacheOps(
             "attention_split",
             "attention_split_cache_f16",
             "attention_split_cache_bf16",
         ),
-        (
+        CacheOps(
             "rope_kv_write",
             "rope_kv_write_cache_f16",
             "rope_kv_write_cache_bf16",
@@ -913,7 +1018,7 @@ mod tests {
         assert_eq!(define("ATTN_SPLIT_THREADS"), attention::SPLIT_THREADS);
         assert_eq!(define("ATTN_SPLIT_KEYS"), attention::SPLIT_KEYS);
         assert_eq!(define("ATTN_SPLIT_UNROLL"), attention::SPLIT_UNROLL);
-        for (op, over_f16, over_bf16) in attention::CACHE_OPS {
+        for attention::CacheOps(op, over_f16, over_bf16) in attention::CACHE_OPS {
             assert!(ATTENTION.entry_point(op, "f32").is_some(), "{op}");
             for entry in [over_f16, over_bf16] {
                 assert_eq!(

@@ -743,8 +743,17 @@ mod rocm {
             GgmlDType::Q5K,
             GgmlDType::Q6K,
         ];
+        // the grid: every type x top-k x experts x tokens
+        let mut grid = Vec::new();
+        for topk in [1usize, 2, 8] {
+            for experts in [8usize, 64, 128] {
+                for tokens in [1usize, 7, 64, 513] {
+                    grid.push((experts, topk, tokens));
+                }
+            }
+        }
         for ty in types {
-            for (experts, topk, tokens) in [(8, 1, 1), (8, 2, 7), (64, 8, 64), (128, 8, 513)] {
+            for &(experts, topk, tokens) in &grid {
                 // 37 rows an expert: Candle's CPU multiplies a matrix of a multiple of 16 rows
                 // by other arithmetic where the host has AVX-512 VNNI (Q8_0: its activations
                 // quantized per 256 values instead of 32, 0.6% from ggml's result), so the

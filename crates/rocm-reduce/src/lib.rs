@@ -16,9 +16,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use rocm_device::kernels;
+use rocm_device::kernels::attention::Cache;
 use rocm_device::kernels::norm::{RowOp, RowParams, RowShape};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
-use rocm_device::{Contiguous, KernelLayout, LaunchArgs, LaunchConfig};
+use rocm_device::{Contiguous, KernelLayout, LaunchConfig};
 
 /// Candle's `ReduceOp`, in the order of the kernel tables (`kernels::reduce::FIRST_PASS`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -284,27 +285,18 @@ fn same_dtype(
     }
 }
 
-/// The cache of the attention family's ops: in the queries' dtype, or 16-bit under f32 queries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CacheKind {
-    Same,
-    F16,
-    Bf16,
-}
-
-/// The cache kind of queries of `dtype` over the caches `k` and `v` (one dtype), or a typed
-/// error.
+/// The cache of queries of `dtype` over the caches `k` and `v` (one dtype), or a typed error.
 fn cache_kind(
     op: &'static str,
     dtype: DType,
     (k_name, k): (&str, &Operand<'_>),
     (v_name, v): (&str, &Operand<'_>),
-) -> Result<CacheKind> {
+) -> Result<Cache> {
     same_dtype(op, (k_name, k), &[(v_name, v)])?;
     match (dtype, k.dtype) {
-        (q, c) if q == c => Ok(CacheKind::Same),
-        (DType::F32, DType::F16) => Ok(CacheKind::F16),
-        (DType::F32, DType::BF16) => Ok(CacheKind::Bf16),
+        (q, c) if q == c => Ok(Cache::Same),
+        (DType::F32, DType::F16) => Ok(Cache::F16),
+        (DType::F32, DType::BF16) => Ok(Cache::Bf16),
         (q, c) => Err(Error::DTypeMismatch {
             op,
             detail: format!(
@@ -312,25 +304,6 @@ fn cache_kind(
             ),
         }),
     }
-}
-
-/// The entry op of `op` over a cache of `kind` (kernels::attention::CACHE_OPS).
-fn cache_entry(op: &'static str, kind: CacheKind) -> Result<&'static str> {
-    if kind == CacheKind::Same {
-        return Ok(op);
-    }
-    let (_, over_f16, over_bf16) = kernels::attention::CACHE_OPS
-        .into_iter()
-        .find(|e| e.0 == op)
-        .ok_or_else(|| Error::DTypeMismatch {
-            op,
-            detail: "no form over a 16-bit cache".into(),
-        })?;
-    Ok(if kind == CacheKind::F16 {
-        over_f16
-    } else {
-        over_bf16
-    })
 }
 
 /// (rows, row length) of a layout whose last dim is the row.
@@ -811,54 +784,71 @@ pub fn cached_attention_via(
         AttentionPath::OneBlockARow => false,
         AttentionPath::Split => true,
     };
-    let mut args = LaunchArgs::new();
-    qc.push(&mut args)?;
-    kc.push(&mut args)?;
-    vc.push(&mut args)?;
     // Without positions the kernel never reads the pointer: q's stands in.
-    positions.as_ref().unwrap_or(&qc).push(&mut args)?;
-    // split: (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
-    // combined into the output by each row's last block (a ticket a row)
-    let splits = cache_len.div_ceil(split_keys);
-    let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
-    let partial = if split {
-        Some(device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?)
-    } else {
-        None
-    };
-    if let Some(partial) = &partial {
+    let positions = positions.as_ref().unwrap_or(&qc).ptr()?;
+    let (heads, kv_heads, queries) = (
+        fit("heads", heads)?,
+        fit("kv_heads", kv_heads)?,
+        fit("queries", queries)?,
+    );
+    let cache_len_u32 = fit("cache_len", cache_len)?;
+    if split {
+        // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
+        // combined into the output by each row's last block (a ticket a row)
+        let splits = cache_len.div_ceil(split_keys);
+        let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
+        let partial = device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?;
         let tickets = device.tickets(rows)?;
-        args.push_buffer(partial)
-            .push_buffer(&out)
-            .push_tickets(&tickets);
-    } else {
-        args.push_buffer(&out);
-    }
-    args.push(fit("heads", heads)?)
-        .push(fit("kv_heads", kv_heads)?)
-        .push(fit("queries", queries)?)
-        .push(head_dim as u32)
-        .push(fit("cache_len", cache_len)?)
-        .push(scale)
-        .push(mode);
-    if partial.is_some() {
+        let params = kernels::attention::SplitParams {
+            q: qc.ptr()?,
+            k: kc.ptr()?,
+            v: vc.ptr()?,
+            positions,
+            partial: partial.ptr(),
+            out: out.ptr(),
+            tickets: tickets.ptr(),
+            heads,
+            kv_heads,
+            queries,
+            head_dim: head_dim as u32,
+            cache_len: cache_len_u32,
+            scale,
+            mode,
+        };
         let warp = device.info().warp_size.max(1);
-        let split_op = cache_entry("attention_split", cache)?;
-        let f = device.kernel(&kernels::ATTENTION, split_op, dtype.as_str())?;
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
             block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
             shared_mem_bytes: 0,
         };
-        return device.launch(&f, config, &mut args).map(|()| out);
+        let entry = kernels::attention::split(cache);
+        return device
+            .launch_entry(entry, dtype.as_str(), config, &params)
+            .map(|()| out);
     }
-    let f = device.kernel(&kernels::ATTENTION, cache_entry(OP, cache)?, dtype.as_str())?;
+    let params = kernels::attention::CachedParams {
+        q: qc.ptr()?,
+        k: kc.ptr()?,
+        v: vc.ptr()?,
+        positions,
+        out: out.ptr(),
+        heads,
+        kv_heads,
+        queries,
+        head_dim: head_dim as u32,
+        cache_len: cache_len_u32,
+        scale,
+        mode,
+    };
     let config = LaunchConfig {
         grid: [fit("rows", rows)?, 1, 1],
         block: [abi::BLOCK, 1, 1],
         shared_mem_bytes: 0,
     };
-    device.launch(&f, config, &mut args).map(|()| out)
+    let entry = kernels::attention::cached(cache);
+    device
+        .launch_entry(entry, dtype.as_str(), config, &params)
+        .map(|()| out)
 }
 
 /// Where [`rope_kv_write`] puts a step's keys and values: the key and value caches, each
@@ -893,10 +883,12 @@ pub fn rope_kv_write(
     check_float(OP, dtype)?;
     let shape_error = |detail: String| Error::ShapeMismatch { op: OP, detail };
     same_dtype(OP, ("qkv", &qkv), &[("cos", &cos), ("sin", &sin)])?;
-    let rope_op = cache_entry(
+    let entry = kernels::attention::rope_kv(cache_kind(
         OP,
-        cache_kind(OP, dtype, ("k_cache", &cache.k), ("v_cache", &cache.v))?,
-    )?;
+        dtype,
+        ("k_cache", &cache.k),
+        ("v_cache", &cache.v),
+    )?);
     // [kv_heads, cache_len, head_dim] after leading dims of 1
     let cache_dims = |x: &Operand<'_>| -> Option<[usize; 3]> {
         let d = &x.layout.dims;
@@ -961,24 +953,23 @@ pub fn rope_kv_write(
         positions.contiguous(OP)?,
     );
     let (kc, vc) = (cache.k.contiguous(OP)?, cache.v.contiguous(OP)?);
-    let mut args = LaunchArgs::new();
-    for x in [&qc, &cc, &sc, &pc] {
-        x.push(&mut args)?;
-    }
-    args.push_buffer(&out);
-    kc.push(&mut args)?;
-    vc.push(&mut args)?;
-    args.push(fit("tokens", t)?)
-        .push(fit("heads", heads)?)
-        .push(fit("kv_heads", kv_heads)?)
-        .push(fit("head_dim", head_dim)?)
-        .push(fit("cache_len", cache_len)?)
-        .push(u32::from(interleaved));
-    device.launch_elements(
-        (&kernels::ATTENTION, rope_op, dtype.as_str()),
-        items,
-        &mut args,
-    )?;
+    let params = kernels::attention::RopeKvParams {
+        qkv: qc.ptr()?,
+        cos: cc.ptr()?,
+        sin: sc.ptr()?,
+        positions: pc.ptr()?,
+        q_out: out.ptr(),
+        k_cache: kc.ptr()?,
+        v_cache: vc.ptr()?,
+        t: fit("tokens", t)?,
+        heads: fit("heads", heads)?,
+        kv_heads: fit("kv_heads", kv_heads)?,
+        d: fit("head_dim", head_dim)?,
+        cache_len: fit("cache_len", cache_len)?,
+        interleaved: u32::from(interleaved),
+    };
+    let config = LaunchConfig::for_elements(items, device.info());
+    device.launch_entry(entry, dtype.as_str(), config, &params)?;
     Ok(out)
 }
 
@@ -1012,19 +1003,10 @@ mod tests {
 
     #[test]
     fn a_16_bit_cache_picks_its_own_entries() {
-        assert_eq!(
-            cache_entry("cached_attention", CacheKind::Same).unwrap(),
-            "cached_attention"
-        );
-        assert_eq!(
-            cache_entry("attention_split", CacheKind::F16).unwrap(),
-            "attention_split_cache_f16"
-        );
-        assert_eq!(
-            cache_entry("rope_kv_write", CacheKind::Bf16).unwrap(),
-            "rope_kv_write_cache_bf16"
-        );
-        assert!(cache_entry("softmax", CacheKind::F16).is_err());
+        use kernels::attention::{cached, rope_kv, split};
+        assert_eq!(cached(Cache::Same).op, "cached_attention");
+        assert_eq!(split(Cache::F16).op, "attention_split_cache_f16");
+        assert_eq!(rope_kv(Cache::Bf16).op, "rope_kv_write_cache_bf16");
     }
 
     #[test]

@@ -26,6 +26,14 @@ impl Tickets {
     pub fn count(&self) -> usize {
         self.count
     }
+
+    /// The first counter's address, as a kernel parameter.
+    pub fn ptr(&self) -> rocm_kernels::DevicePtr {
+        rocm_kernels::DevicePtr {
+            addr: self.ptr,
+            device: self.device,
+        }
+    }
 }
 
 /// Every allocation of counters a device made, from its pool (the newest, largest last). Older
