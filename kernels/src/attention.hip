@@ -388,11 +388,11 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
     }
 }
 
-// The three entries of queries of T over a cache of C, by their names. ATTN_SPLIT_PARAMS,
-// ROPE_KV_PARAMS and CACHED_ATTN_PARAMS: the parameter lists declared in rocm-kernels
-// (`attention::{SplitParams, RopeKvParams, CachedParams}`).
+// The three entries of queries of T over a cache of C, by their names. ATTN_PARAMS (both
+// attention forms) and ROPE_KV_PARAMS: the parameter lists declared in rocm-kernels
+// (`attention::{Params, RopeKvParams}`).
 #define ATTENTION_ENTRY_SET(SPLIT, ROPE, CACHED, T, C)                                           \
-    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(ATTN_SPLIT_PARAMS(T, C)) {           \
+    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(ATTN_PARAMS(T, C)) {                 \
         attention_split<T, C>(q, k, v, positions, (Acc<T>::type*)partial, out, tickets, heads,   \
                               kv_heads, queries, head_dim, cache_len, scale, mode);              \
     }                                                                                            \
@@ -400,7 +400,7 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
         rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads,         \
                             kv_heads, d, cache_len, interleaved);                                \
     }                                                                                            \
-    KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(CACHED_ATTN_PARAMS(T, C)) {                 \
+    KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(ATTN_PARAMS(T, C)) {                        \
         cached_attention_any<T, C>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,  \
                                    cache_len, scale, mode);                                      \
     }

@@ -544,11 +544,7 @@ pub const ATTENTION: KernelModule = KernelModule {
             dtypes: &["f32"],
         },
     ],
-    params: &[
-        attention::SplitParams::DECL,
-        attention::RopeKvParams::DECL,
-        attention::CachedParams::DECL,
-    ],
+    params: &[attention::Params::DECL, attention::RopeKvParams::DECL],
 };
 
 /// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
@@ -557,30 +553,13 @@ pub mod attention {
     use crate::{DevicePtr, Entry};
 
     crate::kernel_params! {
-        /// `cached_attention`: `heads` query heads of `queries` rows each over a cache of
-        /// `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out); `mode` one of
-        /// the `MODE_*` (positions: u32 `[queries]`, read with `MODE_POSITIONS` only).
-        pub struct CachedParams = "CACHED_ATTN_PARAMS(T, C)" {
-            q: DevicePtr = "const T*",
-            k: DevicePtr = "const C*",
-            v: DevicePtr = "const C*",
-            positions: DevicePtr = "const u32*",
-            out: DevicePtr = "T*",
-            heads: u32,
-            kv_heads: u32,
-            queries: u32,
-            head_dim: u32,
-            cache_len: u32,
-            scale: f32,
-            mode: u32,
-        }
-    }
-
-    crate::kernel_params! {
-        /// The split form: [`CachedParams`]' fields, each block's run written to `partial`
-        /// (the accumulator type's (head_dim + 2) values a run) and combined by the last
-        /// block of a row to finish (a ticket a row).
-        pub struct SplitParams = "ATTN_SPLIT_PARAMS(T, C)" {
+        /// `cached_attention` and its split form: `heads` query heads of `queries` rows each
+        /// over a cache of `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out);
+        /// `mode` one of the `MODE_*` (positions: u32 `[queries]`, read with `MODE_POSITIONS`
+        /// only). The split form writes each block's run to `partial` (the accumulator type's
+        /// head_dim + 2 values a run), combined by the last block of a row to finish (a ticket
+        /// a row); the one-block form reads neither.
+        pub struct Params = "ATTN_PARAMS(T, C)" {
             q: DevicePtr = "const T*",
             k: DevicePtr = "const C*",
             v: DevicePtr = "const C*",
@@ -627,12 +606,12 @@ pub mod attention {
     }
 
     /// `cached_attention` over a cache of `cache`.
-    pub const fn cached(cache: Cache) -> Entry<CachedParams> {
+    pub const fn cached(cache: Cache) -> Entry<Params> {
         Entry::new(&super::ATTENTION, CACHE_OPS[0].pick(cache))
     }
 
     /// `attention_split` over a cache of `cache`.
-    pub const fn split(cache: Cache) -> Entry<SplitParams> {
+    pub const fn split(cache: Cache) -> Entry<Params> {
         Entry::new(&super::ATTENTION, CACHE_OPS[1].pick(cache))
     }
 

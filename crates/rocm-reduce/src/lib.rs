@@ -791,61 +791,49 @@ pub fn cached_attention_via(
         fit("kv_heads", kv_heads)?,
         fit("queries", queries)?,
     );
-    let cache_len_u32 = fit("cache_len", cache_len)?;
-    if split {
-        // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
-        // combined into the output by each row's last block (a ticket a row)
-        let splits = cache_len.div_ceil(split_keys);
-        let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
-        let partial = device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?;
-        let tickets = device.tickets(rows)?;
-        let params = kernels::attention::SplitParams {
-            q: qc.ptr()?,
-            k: kc.ptr()?,
-            v: vc.ptr()?,
-            positions,
-            partial: partial.ptr(),
-            out: out.ptr(),
-            tickets: tickets.ptr(),
-            heads,
-            kv_heads,
-            queries,
-            head_dim: head_dim as u32,
-            cache_len: cache_len_u32,
-            scale,
-            mode,
-        };
-        let warp = device.info().warp_size.max(1);
-        let config = LaunchConfig {
-            grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
-            block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
-            shared_mem_bytes: 0,
-        };
-        let entry = kernels::attention::split(cache);
-        return device
-            .launch_entry(entry, dtype.as_str(), config, &params)
-            .map(|()| out);
-    }
-    let params = kernels::attention::CachedParams {
+    let mut params = kernels::attention::Params {
         q: qc.ptr()?,
         k: kc.ptr()?,
         v: vc.ptr()?,
         positions,
+        // the one-block form reads neither: out's address stands in
+        partial: out.ptr(),
         out: out.ptr(),
+        tickets: out.ptr(),
         heads,
         kv_heads,
         queries,
         head_dim: head_dim as u32,
-        cache_len: cache_len_u32,
+        cache_len: fit("cache_len", cache_len)?,
         scale,
         mode,
     };
+    if !split {
+        let config = LaunchConfig {
+            grid: [fit("rows", rows)?, 1, 1],
+            block: [abi::BLOCK, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        let entry = kernels::attention::cached(cache);
+        return device
+            .launch_entry(entry, dtype.as_str(), config, &params)
+            .map(|()| out);
+    }
+    // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
+    // combined into the output by each row's last block (a ticket a row)
+    let splits = cache_len.div_ceil(split_keys);
+    let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
+    let partial = device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?;
+    let tickets = device.tickets(rows)?;
+    params.partial = partial.ptr();
+    params.tickets = tickets.ptr();
+    let warp = device.info().warp_size.max(1);
     let config = LaunchConfig {
-        grid: [fit("rows", rows)?, 1, 1],
-        block: [abi::BLOCK, 1, 1],
+        grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
+        block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
         shared_mem_bytes: 0,
     };
-    let entry = kernels::attention::cached(cache);
+    let entry = kernels::attention::split(cache);
     device
         .launch_entry(entry, dtype.as_str(), config, &params)
         .map(|()| out)
