@@ -47,11 +47,11 @@ CMP_FN(gt, key(a) > key(b))
 CMP_FN(ge, key(a) >= key(b))
 
 #define BINARY(OP, NAME, T)                                                                     \
-    KERNEL void OP##_##NAME(const T* a, const T* b, T* out, u64 n, KernelLayout la, KernelLayout lb) { \
+    KERNEL void OP##_##NAME(BINARY_PARAMS(T)) {                                                 \
         map2(a, b, out, n, la, lb, Bin_##OP<T>());                                              \
     }
 #define CMP(OP, NAME, T)                                                                        \
-    KERNEL void OP##_##NAME(const T* a, const T* b, u8* out, u64 n, KernelLayout la, KernelLayout lb) { \
+    KERNEL void OP##_##NAME(CMP_PARAMS(T)) {                                                    \
         map2(a, b, out, n, la, lb, Cmp_##OP<T>());                                              \
     }
 #define BINARY_ALL(NAME, T)                                                                     \

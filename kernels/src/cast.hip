@@ -7,8 +7,8 @@ template <typename From, typename To> struct CastFn {
 };
 
 #define CAST(SN, ST, DN, DT)                                                                    \
-    KERNEL void cast_##SN##_##DN(const ST* in, DT* out, u64 n, KernelLayout l) {                \
-        map1(in, out, n, l, CastFn<ST, DT>());                                                  \
+    KERNEL void cast_##SN##_##DN(CAST_PARAMS(ST, DT)) {                                         \
+        map1(input, out, n, l, CastFn<ST, DT>());                                                  \
     }
 // Instantiated per destination dtype: `cast_<from>_<to>` is in the module variant of `to`
 // (the table's key is the entry's last part).

@@ -209,8 +209,41 @@ pub const UNARY: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
-    params: &[],
+    params: &[unary::Params::DECL, unary::AffineParams::DECL],
 };
+
+/// The parameters of the unary module's entries (unary.hip).
+pub mod unary {
+    use crate::{DevicePtr, Entry, KernelLayout};
+
+    crate::kernel_params! {
+        /// `<op>_<dtype>`: out[i] = op(input at i of `l`) over `n` elements, written
+        /// contiguously; `p` is the op's parameter (elu's alpha, powf's exponent; 0 for the
+        /// others).
+        pub struct Params = "UNARY_PARAMS(T)" {
+            input: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            n: u64,
+            l: KernelLayout,
+            p: f64,
+        }
+    }
+
+    crate::kernel_params! {
+        /// `affine_<dtype>`: out[i] = input[i] * mul + add (both rounded to the dtype first).
+        pub struct AffineParams = "AFFINE_PARAMS(T)" {
+            input: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            n: u64,
+            l: KernelLayout,
+            mul: f64,
+            add: f64,
+        }
+    }
+
+    /// `x * mul + add`.
+    pub const AFFINE: Entry<AffineParams> = Entry::new(&super::UNARY, "affine");
+}
 
 /// Binary arithmetic and comparisons (comparisons write u8); `silu_mul` (silu(a) * b) for
 /// floats.
@@ -230,8 +263,38 @@ pub const BINARY: KernelModule = KernelModule {
             dtypes: &FLOAT_DTYPES,
         },
     ],
-    params: &[],
+    params: &[binary::Params::DECL, binary::CmpParams::DECL],
 };
+
+/// The parameters of the binary module's entries (binary.hip).
+pub mod binary {
+    use crate::{DevicePtr, KernelLayout};
+
+    crate::kernel_params! {
+        /// `<op>_<dtype>` (arithmetic, `silu_mul`): out[i] = a[i] op b[i] over `n` elements
+        /// of two layouts of the same dims, written contiguously.
+        pub struct Params = "BINARY_PARAMS(T)" {
+            a: DevicePtr = "const T*",
+            b: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            n: u64,
+            la: KernelLayout,
+            lb: KernelLayout,
+        }
+    }
+
+    crate::kernel_params! {
+        /// `<cmp>_<dtype>`: as [`Params`], the result 1 or 0 as u8.
+        pub struct CmpParams = "CMP_PARAMS(T)" {
+            a: DevicePtr = "const T*",
+            b: DevicePtr = "const T*",
+            out: DevicePtr = "u8*",
+            n: u64,
+            la: KernelLayout,
+            lb: KernelLayout,
+        }
+    }
+}
 
 /// Casts between every pair of dtypes: `cast_<from>_<to>`, op `cast_<from>`, key `<to>`.
 pub const CAST: KernelModule = KernelModule {
@@ -252,8 +315,23 @@ pub const CAST: KernelModule = KernelModule {
         ],
         dtypes: &DTYPES,
     }],
-    params: &[],
+    params: &[cast::Params::DECL],
 };
+
+/// The parameters of the cast module's entries (cast.hip).
+pub mod cast {
+    use crate::{DevicePtr, KernelLayout};
+
+    crate::kernel_params! {
+        /// `cast_<from>_<to>`: out[i] = input at i of `l`, converted, over `n` elements.
+        pub struct Params = "CAST_PARAMS(ST, DT)" {
+            input: DevicePtr = "const ST*",
+            out: DevicePtr = "DT*",
+            n: u64,
+            l: KernelLayout,
+        }
+    }
+}
 
 /// `where_<condition dtype>_<value dtype>`.
 pub const TERNARY: KernelModule = KernelModule {

@@ -42,11 +42,11 @@ template <typename T, typename Op> struct FloatFn {
 };
 
 #define UNARY_FLOAT(OP, NAME, T)                                                                \
-    KERNEL void OP##_##NAME(const T* in, T* out, u64 n, KernelLayout l, double p) {             \
+    KERNEL void OP##_##NAME(UNARY_PARAMS(T)) {                                                  \
         typedef typename Acc<T>::type A;                                                        \
         FloatFn<T, Op_##OP> f;                                                                  \
         f.p = cvt<A>(cvt<T>(p));                                                                \
-        map1(in, out, n, l, f);                                                                 \
+        map1(input, out, n, l, f);                                                              \
     }
 #define UNARY_FLOAT_ALL(NAME, T)                                                                \
     UNARY_FLOAT(neg, NAME, T) UNARY_FLOAT(recip, NAME, T) UNARY_FLOAT(exp, NAME, T)            \
@@ -68,8 +68,8 @@ struct IntSign { template <typename T> DEVICE T operator()(T x) const { return (
 struct IntZero { template <typename T> DEVICE T operator()(T) const { return (T)0; } };
 
 #define UNARY_INT(OP, FN, NAME, T)                                                              \
-    KERNEL void OP##_##NAME(const T* in, T* out, u64 n, KernelLayout l, double) {               \
-        map1(in, out, n, l, FN());                                                              \
+    KERNEL void OP##_##NAME(UNARY_PARAMS(T)) {                                                  \
+        map1(input, out, n, l, FN());                                                              \
     }
 #define UNARY_INT_ALL(NAME, T)                                                                  \
     UNARY_INT(abs, IntAbs, NAME, T) UNARY_INT(ceil, IntIdentity, NAME, T)                      \
@@ -95,20 +95,20 @@ template <typename T> struct AffineInt {
     DEVICE T operator()(T x) const { return (T)((W)x * mul + add); }
 };
 #define AFFINE_FLOAT(NAME, T)                                                                   \
-    KERNEL void affine_##NAME(const T* in, T* out, u64 n, KernelLayout l, double mul, double add) { \
+    KERNEL void affine_##NAME(AFFINE_PARAMS(T)) {                                               \
         typedef typename Acc<T>::type A;                                                        \
         AffineFloat<T> f;                                                                       \
         f.mul = cvt<A>(cvt<T>(mul));                                                            \
         f.add = cvt<A>(cvt<T>(add));                                                            \
-        map1(in, out, n, l, f);                                                                 \
+        map1(input, out, n, l, f);                                                                 \
     }
 #define AFFINE_INT(NAME, T)                                                                     \
-    KERNEL void affine_##NAME(const T* in, T* out, u64 n, KernelLayout l, double mul, double add) { \
+    KERNEL void affine_##NAME(AFFINE_PARAMS(T)) {                                               \
         typedef typename Wide<T>::type W;                                                       \
         AffineInt<T> f;                                                                         \
         f.mul = (W)cvt<T>(mul);                                                                 \
         f.add = (W)cvt<T>(add);                                                                 \
-        map1(in, out, n, l, f);                                                                 \
+        map1(input, out, n, l, f);                                                                 \
     }
 CANDLE_ROCM_FOR_EACH_FLOAT(AFFINE_FLOAT)
 CANDLE_ROCM_FOR_EACH_INT(AFFINE_INT)

@@ -1,6 +1,6 @@
 //! Host side of unary.hip, binary.hip, cast.hip, ternary.hip and fill.hip.
 
-use rocm_device::kernels::{self, KernelModule};
+use rocm_device::kernels::{self, DevicePtr, Entry, KernelLayout, KernelParams};
 use rocm_device::{
     Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Operand, Result, Scalar,
 };
@@ -178,26 +178,25 @@ fn check_out(op: &'static str, dtype: DType, out: &Out<'_>, n: usize) -> Result<
     Ok(())
 }
 
-fn push_out(args: &mut LaunchArgs, dtype: DType, out: &Out<'_>) -> Result<()> {
-    args.push_buffer_at(out.buffer, out.offset * dtype.size_in_bytes())?;
-    Ok(())
+/// The output's address at its element offset.
+fn out_ptr(dtype: DType, out: &Out<'_>) -> Result<DevicePtr> {
+    out.buffer.ptr_at(out.offset * dtype.size_in_bytes())
 }
 
-/// Launches the kernel `op` of `module` for `key` (the dtype the module variant is built
-/// for) grid-stride over `n` elements (nothing when `n` is 0).
-fn launch_elements(
+/// Launches `entry` for `key` (the dtype the module variant is built for) grid-stride over
+/// `n` elements (nothing when `n` is 0).
+fn launch_elements<P: KernelParams>(
     device: &Device,
-    module: &'static KernelModule,
-    op: &'static str,
+    entry: Entry<P>,
     key: DType,
     n: usize,
-    args: &mut LaunchArgs,
+    params: &P,
 ) -> Result<()> {
     if n == 0 {
         return Ok(());
     }
-    let _span = tracing::debug_span!("op", op, dtype = %key, n).entered();
-    device.launch_elements((module, op, key.as_str()), n as u64, args)
+    let _span = tracing::debug_span!("op", op = entry.op, dtype = %key, n).entered();
+    device.launch_entry_elements(entry, key.as_str(), n as u64, params)
 }
 
 fn alloc_out(device: &Device, dtype: DType, n: usize) -> Result<Buffer> {
@@ -210,38 +209,38 @@ fn alloc_out(device: &Device, dtype: DType, n: usize) -> Result<Buffer> {
     device.alloc(bytes)
 }
 
-/// One kernel of the unary family: `kernel(in, out, n, layout, params...)`.
-struct Map1 {
-    module: &'static KernelModule,
-    /// The op's name in errors.
+/// A one-input map's checks: `src`'s kernel layout and element count, and room for them in
+/// `out`.
+fn map1_shape(
     op: &'static str,
-    /// The kernel's op in the table.
-    kernel: &'static str,
+    src: &Operand<'_>,
     out_dtype: DType,
-    /// The table key (module variant) of the kernel.
-    variant: DType,
+    out: &Out<'_>,
+) -> Result<(KernelLayout, usize)> {
+    let l = src.kernel_layout(op)?;
+    let n = src.elem_count();
+    check_out(op, out_dtype, out, n)?;
+    Ok((l, n))
 }
 
-impl Map1 {
-    fn launch(
-        &self,
-        device: &Device,
-        src: Operand<'_>,
-        out: Out<'_>,
-        params: &[f64],
-    ) -> Result<()> {
-        let kl = src.kernel_layout(self.op)?;
-        let n = src.elem_count();
-        check_out(self.op, self.out_dtype, &out, n)?;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(src.buffer);
-        push_out(&mut args, self.out_dtype, &out)?;
-        args.push(n as u64).push(kl);
-        for &p in params {
-            args.push(p);
-        }
-        launch_elements(device, self.module, self.kernel, self.variant, n, &mut args)
-    }
+/// The unary kernel `kernel` (an op of unary.hip) with its parameter `p`.
+fn unary_launch(
+    device: &Device,
+    (op, kernel): (&'static str, &'static str),
+    src: Operand<'_>,
+    out: Out<'_>,
+    p: f64,
+) -> Result<()> {
+    let (l, n) = map1_shape(op, &src, src.dtype, &out)?;
+    let params = kernels::unary::Params {
+        input: src.buffer.ptr(),
+        out: out_ptr(src.dtype, &out)?,
+        n: n as u64,
+        l,
+        p,
+    };
+    let entry = Entry::new(&kernels::UNARY, kernel);
+    launch_elements(device, entry, src.dtype, n, &params)
 }
 
 fn unary_checked(op: UnaryOp, dtype: DType) -> Result<()> {
@@ -272,18 +271,11 @@ pub fn unary_into(
     dst_offset: usize,
 ) -> Result<()> {
     unary_checked(op, src.dtype)?;
-    let map = Map1 {
-        module: &kernels::UNARY,
-        op: op.name(),
-        kernel: op.name(),
-        out_dtype: src.dtype,
-        variant: src.dtype,
-    };
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map.launch(device, src, out, &[0.0])
+    unary_launch(device, (op.name(), op.name()), src, out, 0.0)
 }
 
 fn float_param_op(
@@ -299,18 +291,11 @@ fn float_param_op(
         });
     }
     let out = alloc_out(device, src.dtype, src.elem_count())?;
-    let map = Map1 {
-        module: &kernels::UNARY,
-        op,
-        kernel: op,
-        out_dtype: src.dtype,
-        variant: src.dtype,
-    };
     let target = Out {
         buffer: &out,
         offset: 0,
     };
-    map.launch(device, src, target, &[param])?;
+    unary_launch(device, (op, op), src, target, param)?;
     Ok(out)
 }
 
@@ -341,18 +326,20 @@ pub fn affine_into(
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
-    let map = Map1 {
-        module: &kernels::UNARY,
-        op: "affine",
-        kernel: "affine",
-        out_dtype: src.dtype,
-        variant: src.dtype,
-    };
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map.launch(device, src, out, &[mul, add])
+    let (l, n) = map1_shape("affine", &src, src.dtype, &out)?;
+    let params = kernels::unary::AffineParams {
+        input: src.buffer.ptr(),
+        out: out_ptr(src.dtype, &out)?,
+        n: n as u64,
+        l,
+        mul,
+        add,
+    };
+    launch_elements(device, kernels::unary::AFFINE, src.dtype, n, &params)
 }
 
 /// Convert every element of `src` (any layout) to `to`, into a new contiguous buffer.
@@ -376,19 +363,20 @@ pub fn cast_into(
             op: "to_dtype",
             dtype: src.dtype,
         })?;
-    // The module variant is the destination dtype's (the entry's last part).
-    let map = Map1 {
-        module: &kernels::CAST,
-        op: "to_dtype",
-        kernel,
-        out_dtype: to,
-        variant: to,
-    };
     let out = Out {
         buffer: dst,
         offset: dst_offset,
     };
-    map.launch(device, src, out, &[])
+    let (l, n) = map1_shape("to_dtype", &src, to, &out)?;
+    let params = kernels::cast::Params {
+        input: src.buffer.ptr(),
+        out: out_ptr(to, &out)?,
+        n: n as u64,
+        l,
+    };
+    // The module variant is the destination dtype's (the entry's last part).
+    let entry = Entry::new(&kernels::CAST, kernel);
+    launch_elements(device, entry, to, n, &params)
 }
 
 fn same_dims(op: &'static str, a: &Layout, b: &Layout) -> Result<()> {
@@ -411,13 +399,40 @@ fn same_dtype(op: &'static str, a: DType, b: DType) -> Result<()> {
     Ok(())
 }
 
-/// The binary-family launch: `kernel(lhs, rhs, out, n, lhs layout, rhs layout)`.
-fn map2_launch(
+/// The addresses, element count and layouts a binary-family entry takes.
+type Map2Values = ([DevicePtr; 3], u64, [KernelLayout; 2]);
+
+/// Arithmetic entries' list (the output in the operands' dtype).
+fn arithmetic_params(([a, b, out], n, [la, lb]): Map2Values) -> kernels::binary::Params {
+    kernels::binary::Params {
+        a,
+        b,
+        out,
+        n,
+        la,
+        lb,
+    }
+}
+
+/// Comparison entries' list (the output u8).
+fn cmp_params(([a, b, out], n, [la, lb]): Map2Values) -> kernels::binary::CmpParams {
+    kernels::binary::CmpParams {
+        a,
+        b,
+        out,
+        n,
+        la,
+        lb,
+    }
+}
+
+/// The binary-family launch of the op `op` (binary.hip), its list built by `params`.
+fn map2_launch<P: KernelParams>(
     device: &Device,
     op: &'static str,
     (lhs, rhs): (Operand<'_>, Operand<'_>),
-    out_dtype: DType,
-    out: Out<'_>,
+    (out_dtype, out): (DType, Out<'_>),
+    params: fn(Map2Values) -> P,
 ) -> Result<()> {
     same_dims(op, lhs.layout, rhs.layout)?;
     same_dtype(op, lhs.dtype, rhs.dtype)?;
@@ -425,11 +440,14 @@ fn map2_launch(
     let lb = rhs.kernel_layout(op)?;
     let n = lhs.elem_count();
     check_out(op, out_dtype, &out, n)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(lhs.buffer).push_buffer(rhs.buffer);
-    push_out(&mut args, out_dtype, &out)?;
-    args.push(n as u64).push(la).push(lb);
-    launch_elements(device, &kernels::BINARY, op, lhs.dtype, n, &mut args)
+    let pointers = [
+        lhs.buffer.ptr(),
+        rhs.buffer.ptr(),
+        out_ptr(out_dtype, &out)?,
+    ];
+    let params = params((pointers, n as u64, [la, lb]));
+    let entry = Entry::new(&kernels::BINARY, op);
+    launch_elements(device, entry, lhs.dtype, n, &params)
 }
 
 /// `lhs op rhs` elementwise; both layouts have the same dims (broadcasts use stride 0).
@@ -452,7 +470,13 @@ pub fn binary_into(
         buffer: dst,
         offset: dst_offset,
     };
-    map2_launch(device, op.name(), (lhs, rhs), lhs.dtype, out)
+    map2_launch(
+        device,
+        op.name(),
+        (lhs, rhs),
+        (lhs.dtype, out),
+        arithmetic_params,
+    )
 }
 
 /// `silu(gate) * up` elementwise (candle-nn's gated MLP), floats only, each op rounded as
@@ -471,7 +495,13 @@ pub fn silu_mul(device: &Device, gate: Operand<'_>, up: Operand<'_>) -> Result<B
         buffer: &out,
         offset: 0,
     };
-    map2_launch(device, OP, (gate, up), gate.dtype, target)?;
+    map2_launch(
+        device,
+        OP,
+        (gate, up),
+        (gate.dtype, target),
+        arithmetic_params,
+    )?;
     Ok(out)
 }
 
@@ -483,7 +513,13 @@ pub fn cmp(device: &Device, op: CmpOp, lhs: Operand<'_>, rhs: Operand<'_>) -> Re
         buffer: &out,
         offset: 0,
     };
-    map2_launch(device, op.name(), (lhs, rhs), DType::U8, target)?;
+    map2_launch(
+        device,
+        op.name(),
+        (lhs, rhs),
+        (DType::U8, target),
+        cmp_params,
+    )?;
     Ok(out)
 }
 
@@ -520,8 +556,13 @@ pub fn where_cond(
         lt,
         lf,
     };
-    let mut args = LaunchArgs::from_params(&params);
-    launch_elements(device, &kernels::TERNARY, kernel, dtype, n, &mut args)?;
+    launch_elements(
+        device,
+        Entry::new(&kernels::TERNARY, kernel),
+        dtype,
+        n,
+        &params,
+    )?;
     Ok(out)
 }
 
@@ -531,12 +572,20 @@ pub fn const_set(device: &Device, dst: Operand<'_>, value: Scalar) -> Result<()>
     same_dtype(OP, dst.dtype, value.dtype())?;
     let kl = dst.kernel_layout(OP)?;
     let n = dst.elem_count();
+    if n == 0 {
+        return Ok(());
+    }
     let mut args = LaunchArgs::new();
     args.push_buffer(dst.buffer)
         .push(value.to_arg_bits())
         .push(n as u64)
         .push(kl);
-    launch_elements(device, &kernels::FILL, OP, dst.dtype, n, &mut args)
+    let _span = tracing::debug_span!("op", op = OP, dtype = %dst.dtype, n).entered();
+    device.launch_elements(
+        (&kernels::FILL, OP, dst.dtype.as_str()),
+        n as u64,
+        &mut args,
+    )
 }
 
 /// A `rows x cols` block of elements, rows `src_stride` / `dst_stride` elements apart,

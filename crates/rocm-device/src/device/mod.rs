@@ -253,6 +253,19 @@ impl Device {
         self.launch(&function, config, &mut LaunchArgs::from_params(params))
     }
 
+    /// [`Device::launch_entry`] grid-stride over `n` elements (the elementwise kernels'
+    /// configuration, as [`Device::launch_elements`]).
+    pub fn launch_entry_elements<P: rocm_kernels::KernelParams>(
+        &self,
+        entry: rocm_kernels::Entry<P>,
+        key: &'static str,
+        n: u64,
+        params: &P,
+    ) -> Result<()> {
+        let config = LaunchConfig::for_elements(n, &self.inner.info);
+        self.launch_entry(entry, key, config, params)
+    }
+
     /// Queues `function` on the stream. Buffers named in `args` must belong to this handle.
     pub fn launch(
         &self,

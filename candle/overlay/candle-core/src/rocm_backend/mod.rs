@@ -6,10 +6,12 @@ use candle_rocm as rocm;
 pub mod attention;
 pub mod collective;
 pub mod fused;
+mod methods;
 
 pub use candle_rocm::RopeVariant;
 
 use crate::backend::{BackendDevice, BackendStorage};
+use bytemuck::TransparentWrapper;
 use crate::op::{BinaryOpT, CmpOp, ReduceOp, UnaryOpT};
 use crate::{CpuStorage, DType, Layout, Result, Shape};
 
@@ -103,8 +105,10 @@ fn bytes_to_cpu(dtype: rocm::DType, b: &[u8]) -> CpuStorage {
     }
 }
 
-/// A GPU of the ROCm backend.
-#[derive(Debug, Clone)]
+/// A GPU of the ROCm backend. The same value as candle-rocm's device (`repr(transparent)`), so
+/// a storage lends its candle-rocm device as this type (`BackendStorage::device`).
+#[derive(Debug, Clone, bytemuck::TransparentWrapper)]
+#[repr(transparent)]
 pub struct RocmDevice(rocm::RocmDevice);
 
 impl RocmDevice {
@@ -164,11 +168,9 @@ impl RocmDevice {
         Ok((RocmGraph(graph), value))
     }
 
+    /// A candle-rocm storage as Candle's (the storage keeps the device it was made on).
     pub(crate) fn wrap_storage(&self, s: rocm::RocmStorage) -> RocmStorage {
-        RocmStorage {
-            inner: s,
-            device: self.clone(),
-        }
+        RocmStorage(s)
     }
 }
 
@@ -192,57 +194,54 @@ impl RocmGraph {
     }
 }
 
-/// A buffer on a [`RocmDevice`].
+/// A buffer on a [`RocmDevice`]: candle-rocm's storage, which holds the device.
 #[derive(Debug)]
-pub struct RocmStorage {
-    inner: rocm::RocmStorage,
-    device: RocmDevice,
-}
+pub struct RocmStorage(rocm::RocmStorage);
 
 impl RocmStorage {
     /// The candle-rocm storage underneath.
     pub fn inner(&self) -> &rocm::RocmStorage {
-        &self.inner
+        &self.0
     }
 
     /// The device address of its buffer.
     pub fn device_ptr(&self) -> u64 {
-        self.inner.buffer().device_ptr()
+        self.0.buffer().device_ptr()
     }
 
     fn wrap(&self, r: std::result::Result<rocm::RocmStorage, rocm::Error>) -> Result<Self> {
-        Ok(self.device.wrap_storage(r.map_err(wrap)?))
+        Ok(RocmStorage(r.map_err(wrap)?))
     }
 
     /// The whole storage on another ROCm device.
     pub fn transfer_to_device(&self, dst: &RocmDevice) -> Result<Self> {
-        Ok(dst.wrap_storage(self.inner.to_device(&dst.0).map_err(wrap)?))
+        Ok(dst.wrap_storage(self.0.to_device(&dst.0).map_err(wrap)?))
     }
 
     /// candle-core's arg_sort along the last dim (u32 positions).
     pub fn arg_sort_last_dim(&self, l: &Layout, asc: bool) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: arg_sort_last_dim");
-        self.wrap(self.inner.arg_sort_last_dim(&layout(l), asc))
+        self.wrap(self.0.arg_sort_last_dim(&layout(l), asc))
     }
 
     /// candle-nn's softmax over the last dim.
     pub fn softmax_last_dim(&self, l: &Layout) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: softmax_last_dim");
-        self.wrap(self.inner.softmax_last_dim(&layout(l)))
+        self.wrap(self.0.softmax_last_dim(&layout(l)))
     }
 
     /// candle-nn's sigmoid.
     pub fn sigmoid(&self, l: &Layout) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: sigmoid");
-        self.wrap(self.inner.sigmoid(&layout(l)))
+        self.wrap(self.0.sigmoid(&layout(l)))
     }
 
     /// candle-nn's rms_norm over the last dim.
     pub fn rms_norm(&self, l: &Layout, alpha: &Self, alpha_l: &Layout, eps: f32) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: rms_norm");
         self.wrap(
-            self.inner
-                .rms_norm(&layout(l), &alpha.inner, &layout(alpha_l), eps),
+            self.0
+                .rms_norm(&layout(l), &alpha.0, &layout(alpha_l), eps),
         )
     }
 
@@ -256,10 +255,10 @@ impl RocmStorage {
     ) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: layer_norm");
         let (al, bl) = (layout(alpha.1), layout(beta.1));
-        let beta = Some((&beta.0.inner, &bl));
+        let beta = Some((&beta.0.0, &bl));
         self.wrap(
-            self.inner
-                .layer_norm(&layout(l), &alpha.0.inner, &al, beta, eps),
+            self.0
+                .layer_norm(&layout(l), &alpha.0.0, &al, beta, eps),
         )
     }
 
@@ -274,8 +273,8 @@ impl RocmStorage {
         let _host = rocm::host_time::span("candle-core: rope");
         let (cl, sl) = (layout(cos.1), layout(sin.1));
         self.wrap(
-            self.inner
-                .rope(variant, &layout(l), &cos.0.inner, &cl, &sin.0.inner, &sl),
+            self.0
+                .rope(variant, &layout(l), &cos.0.0, &cl, &sin.0.0, &sl),
         )
     }
 }
@@ -315,10 +314,10 @@ pub(crate) fn cat_contiguous<A: AsRef<crate::Tensor>>(
             src_offset: arg.layout().start_offset(),
             dst_offset,
         };
-        parts.push((&src.inner, block));
+        parts.push((&src.0, block));
         dst_offset += cols;
     }
-    dst.inner.copy2d_many(&parts).map_err(wrap)
+    dst.0.copy2d_many(&parts).map_err(wrap)
 }
 
 fn reduce_op(op: ReduceOp) -> rocm::ReduceOp {
@@ -358,396 +357,5 @@ fn scalar(s: crate::scalar::Scalar) -> rocm::Scalar {
     }
 }
 
-impl BackendStorage for RocmStorage {
-    type Device = RocmDevice;
-
-    fn try_clone(&self, l: &Layout) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: try_clone");
-        self.wrap(self.inner.try_clone(&layout(l)))
-    }
-
-    fn dtype(&self) -> DType {
-        dtype_from_rocm(self.inner.dtype())
-    }
-
-    fn device(&self) -> &Self::Device {
-        &self.device
-    }
-
-    fn to_cpu_storage(&self) -> Result<CpuStorage> {
-        let _host = rocm::host_time::span("candle-core: to_cpu_storage");
-        let bytes = self.inner.to_host_bytes().map_err(wrap)?;
-        Ok(bytes_to_cpu(self.inner.dtype(), &bytes))
-    }
-
-    fn affine(&self, l: &Layout, mul: f64, add: f64) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: affine");
-        self.wrap(self.inner.affine(&layout(l), mul, add))
-    }
-
-    fn powf(&self, l: &Layout, e: f64) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: powf");
-        self.wrap(self.inner.powf(&layout(l), e))
-    }
-
-    fn elu(&self, l: &Layout, alpha: f64) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: elu");
-        self.wrap(self.inner.elu(&layout(l), alpha))
-    }
-
-    fn reduce_op(&self, op: ReduceOp, l: &Layout, dims: &[usize]) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: reduce_op");
-        self.wrap(self.inner.reduce_op(reduce_op(op), &layout(l), dims))
-    }
-
-    fn cmp(&self, op: CmpOp, rhs: &Self, l: &Layout, rl: &Layout) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: cmp");
-        self.wrap(
-            self.inner
-                .cmp(cmp_op(op), &rhs.inner, &layout(l), &layout(rl)),
-        )
-    }
-
-    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: to_dtype");
-        let to = dtype_to_rocm(dtype, "to_dtype")?;
-        self.wrap(self.inner.to_dtype(&layout(l), to))
-    }
-
-    fn unary_impl<B: UnaryOpT>(&self, l: &Layout) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: unary_impl");
-        let op = rocm::unary_op_from_name(B::NAME)
-            .ok_or_else(|| crate::Error::Msg(format!("rocm: no unary op `{}`", B::NAME)).bt())?;
-        self.wrap(self.inner.unary(op, &layout(l)))
-    }
-
-    fn binary_impl<B: BinaryOpT>(&self, rhs: &Self, l: &Layout, rl: &Layout) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: binary_impl");
-        let op = rocm::binary_op_from_name(B::NAME)
-            .ok_or_else(|| crate::Error::Msg(format!("rocm: no binary op `{}`", B::NAME)).bt())?;
-        self.wrap(self.inner.binary(op, &rhs.inner, &layout(l), &layout(rl)))
-    }
-
-    fn where_cond(&self, l: &Layout, t: &Self, tl: &Layout, f: &Self, fl: &Layout) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: where_cond");
-        let (l, tl, fl) = (layout(l), layout(tl), layout(fl));
-        self.wrap(self.inner.where_cond(&l, &t.inner, &tl, &f.inner, &fl))
-    }
-
-    fn conv1d(
-        &self,
-        l: &Layout,
-        kernel: &Self,
-        kl: &Layout,
-        p: &crate::conv::ParamsConv1D,
-    ) -> Result<Self> {
-        let p = rocm::Conv1dParams {
-            b_size: p.b_size,
-            l_in: p.l_in,
-            c_out: p.c_out,
-            c_in: p.c_in,
-            k_size: p.k_size,
-            padding: p.padding,
-            stride: p.stride,
-            dilation: p.dilation,
-            groups: 1,
-        };
-        self.wrap(
-            self.inner
-                .conv1d(&layout(l), &kernel.inner, &layout(kl), &p),
-        )
-    }
-
-    fn conv_transpose1d(
-        &self,
-        l: &Layout,
-        kernel: &Self,
-        kl: &Layout,
-        p: &crate::conv::ParamsConvTranspose1D,
-    ) -> Result<Self> {
-        let p = rocm::ConvTranspose1dParams {
-            b_size: p.b_size,
-            l_in: p.l_in,
-            c_out: p.c_out,
-            c_in: p.c_in,
-            k_size: p.k_size,
-            padding: p.padding,
-            output_padding: p.output_padding,
-            stride: p.stride,
-            dilation: p.dilation,
-            groups: 1,
-        };
-        self.wrap(
-            self.inner
-                .conv_transpose1d(&layout(l), &kernel.inner, &layout(kl), &p),
-        )
-    }
-
-    fn conv2d(
-        &self,
-        l: &Layout,
-        kernel: &Self,
-        kl: &Layout,
-        p: &crate::conv::ParamsConv2D,
-    ) -> Result<Self> {
-        let p = rocm::Conv2dParams {
-            b_size: p.b_size,
-            i_h: p.i_h,
-            i_w: p.i_w,
-            k_h: p.k_h,
-            k_w: p.k_w,
-            c_out: p.c_out,
-            c_in: p.c_in,
-            padding: p.padding,
-            stride: p.stride,
-            dilation: p.dilation,
-            groups: 1,
-        };
-        self.wrap(
-            self.inner
-                .conv2d(&layout(l), &kernel.inner, &layout(kl), &p),
-        )
-    }
-
-    fn conv_transpose2d(
-        &self,
-        l: &Layout,
-        kernel: &Self,
-        kl: &Layout,
-        p: &crate::conv::ParamsConvTranspose2D,
-    ) -> Result<Self> {
-        let p = rocm::ConvTranspose2dParams {
-            b_size: p.b_size,
-            i_h: p.i_h,
-            i_w: p.i_w,
-            k_h: p.k_h,
-            k_w: p.k_w,
-            c_out: p.c_out,
-            c_in: p.c_in,
-            padding: p.padding,
-            output_padding: p.output_padding,
-            stride: p.stride,
-            dilation: p.dilation,
-            groups: 1,
-        };
-        self.wrap(
-            self.inner
-                .conv_transpose2d(&layout(l), &kernel.inner, &layout(kl), &p),
-        )
-    }
-
-    fn avg_pool2d(&self, l: &Layout, k: (usize, usize), s: (usize, usize)) -> Result<Self> {
-        self.wrap(self.inner.avg_pool2d(&layout(l), k, s))
-    }
-
-    fn max_pool2d(&self, l: &Layout, k: (usize, usize), s: (usize, usize)) -> Result<Self> {
-        self.wrap(self.inner.max_pool2d(&layout(l), k, s))
-    }
-
-    fn upsample_nearest1d(&self, l: &Layout, w: usize) -> Result<Self> {
-        self.wrap(self.inner.upsample_nearest1d(&layout(l), w))
-    }
-
-    fn upsample_nearest2d(&self, l: &Layout, h: usize, w: usize) -> Result<Self> {
-        self.wrap(self.inner.upsample_nearest2d(&layout(l), h, w))
-    }
-
-    fn upsample_bilinear2d(
-        &self,
-        l: &Layout,
-        h: usize,
-        w: usize,
-        align_corners: bool,
-        scale_h: Option<f64>,
-        scale_w: Option<f64>,
-    ) -> Result<Self> {
-        let l = layout(l);
-        self.wrap(
-            self.inner
-                .upsample_bilinear2d(&l, h, w, align_corners, scale_h, scale_w),
-        )
-    }
-
-    fn gather(&self, l: &Layout, ids: &Self, ids_l: &Layout, dim: usize) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: gather");
-        self.wrap(
-            self.inner
-                .gather(&layout(l), &ids.inner, &layout(ids_l), dim),
-        )
-    }
-
-    fn scatter_set(
-        &mut self,
-        l: &Layout,
-        ids: &Self,
-        ids_l: &Layout,
-        src: &Self,
-        src_l: &Layout,
-        dim: usize,
-    ) -> Result<()> {
-        let _host = rocm::host_time::span("candle-core: scatter_set");
-        let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
-        self.inner
-            .scatter_set(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim)
-            .map_err(wrap)
-    }
-
-    fn scatter_add_set(
-        &mut self,
-        l: &Layout,
-        ids: &Self,
-        ids_l: &Layout,
-        src: &Self,
-        src_l: &Layout,
-        dim: usize,
-    ) -> Result<()> {
-        let _host = rocm::host_time::span("candle-core: scatter_add_set");
-        let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
-        self.inner
-            .scatter_add_set(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim)
-            .map_err(wrap)
-    }
-
-    fn index_select(&self, ids: &Self, l: &Layout, ids_l: &Layout, dim: usize) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: index_select");
-        self.wrap(
-            self.inner
-                .index_select(&ids.inner, &layout(l), &layout(ids_l), dim),
-        )
-    }
-
-    fn index_add(
-        &self,
-        l: &Layout,
-        ids: &Self,
-        ids_l: &Layout,
-        src: &Self,
-        src_l: &Layout,
-        dim: usize,
-    ) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: index_add");
-        let (l, ids_l, src_l) = (layout(l), layout(ids_l), layout(src_l));
-        self.wrap(
-            self.inner
-                .index_add(&l, &ids.inner, &ids_l, &src.inner, &src_l, dim),
-        )
-    }
-
-    fn matmul(
-        &self,
-        rhs: &Self,
-        bmnk: (usize, usize, usize, usize),
-        l: &Layout,
-        rl: &Layout,
-    ) -> Result<Self> {
-        let _host = rocm::host_time::span("candle-core: matmul");
-        self.wrap(self.inner.matmul(&rhs.inner, bmnk, &layout(l), &layout(rl)))
-    }
-
-    fn copy_strided_src(&self, dst: &mut Self, dst_offset: usize, src_l: &Layout) -> Result<()> {
-        let _host = rocm::host_time::span("candle-core: copy_strided_src");
-        self.inner
-            .copy_strided_src(&mut dst.inner, dst_offset, &layout(src_l))
-            .map_err(wrap)
-    }
-
-    fn copy2d(
-        &self,
-        dst: &mut Self,
-        d1: usize,
-        d2: usize,
-        src_s: usize,
-        dst_s: usize,
-        src_o: usize,
-        dst_o: usize,
-    ) -> Result<()> {
-        let _host = rocm::host_time::span("candle-core: copy2d");
-        let block = rocm::Copy2d {
-            rows: d1,
-            cols: d2,
-            src_stride: src_s,
-            dst_stride: dst_s,
-            src_offset: src_o,
-            dst_offset: dst_o,
-        };
-        self.inner.copy2d(&mut dst.inner, &block).map_err(wrap)
-    }
-
-    fn const_set(&mut self, s: crate::scalar::Scalar, l: &Layout) -> Result<()> {
-        let _host = rocm::host_time::span("candle-core: const_set");
-        self.inner.const_set(scalar(s), &layout(l)).map_err(wrap)
-    }
-}
-
-impl BackendDevice for RocmDevice {
-    type Storage = RocmStorage;
-
-    fn new(ordinal: usize) -> Result<Self> {
-        Ok(RocmDevice(rocm::RocmDevice::new(ordinal).map_err(wrap)?))
-    }
-
-    fn location(&self) -> crate::DeviceLocation {
-        crate::DeviceLocation::Rocm {
-            gpu_id: self.0.ordinal(),
-        }
-    }
-
-    fn same_device(&self, rhs: &Self) -> bool {
-        self.0.same_device(&rhs.0)
-    }
-
-    fn zeros_impl(&self, shape: &Shape, dtype: DType) -> Result<Self::Storage> {
-        let _host = rocm::host_time::span("candle-core: zeros_impl");
-        let dt = dtype_to_rocm(dtype, "zeros")?;
-        Ok(self.wrap_storage(self.0.zeros(shape.elem_count(), dt).map_err(wrap)?))
-    }
-
-    unsafe fn alloc_uninit(&self, shape: &Shape, dtype: DType) -> Result<Self::Storage> {
-        let _host = rocm::host_time::span("candle-core: alloc_uninit");
-        let dt = dtype_to_rocm(dtype, "alloc_uninit")?;
-        Ok(self.wrap_storage(self.0.alloc_uninit(shape.elem_count(), dt).map_err(wrap)?))
-    }
-
-    fn storage_from_slice<T: crate::WithDType>(&self, data: &[T]) -> Result<Self::Storage> {
-        self.storage_from_cpu_storage(&T::to_cpu_storage(data))
-    }
-
-    fn storage_from_cpu_storage(&self, s: &CpuStorage) -> Result<Self::Storage> {
-        let (dt, bytes) = cpu_to_bytes(s)?;
-        Ok(self.wrap_storage(self.0.storage_from_bytes(dt, &bytes).map_err(wrap)?))
-    }
-
-    fn storage_from_cpu_storage_owned(&self, s: CpuStorage) -> Result<Self::Storage> {
-        self.storage_from_cpu_storage(&s)
-    }
-
-    fn rand_uniform(&self, shape: &Shape, dtype: DType, lo: f64, hi: f64) -> Result<Self::Storage> {
-        let dt = dtype_to_rocm(dtype, "rand_uniform")?;
-        let s = self.0.rand_uniform(shape.elem_count(), dt, lo, hi);
-        Ok(self.wrap_storage(s.map_err(wrap)?))
-    }
-
-    fn rand_normal(
-        &self,
-        shape: &Shape,
-        dtype: DType,
-        mean: f64,
-        std: f64,
-    ) -> Result<Self::Storage> {
-        let dt = dtype_to_rocm(dtype, "rand_normal")?;
-        let s = self.0.rand_normal(shape.elem_count(), dt, mean, std);
-        Ok(self.wrap_storage(s.map_err(wrap)?))
-    }
-
-    fn set_seed(&self, seed: u64) -> Result<()> {
-        self.0.set_seed(seed).map_err(wrap)
-    }
-
-    fn get_current_seed(&self) -> Result<u64> {
-        self.0.get_current_seed().map_err(wrap)
-    }
-
-    fn synchronize(&self) -> Result<()> {
-        self.0.synchronize().map_err(wrap)
-    }
-}
+methods::backend_methods!(as_written);
+use methods::as_written;
