@@ -7,7 +7,7 @@
 // sums the columns back into the image, as a gather (each image element reads the few columns
 // that touch it: no atomics, deterministic).
 
-// Mirrors rocm_dnn::ConvGeometry (repr(C)): strides and start of the image side in elements.
+// Mirrors rocm_kernels::conv::ConvGeometry (repr(C)): strides and start of the image side in elements.
 struct ConvGeometry {
     u64 start, stride_b, stride_c, stride_h, stride_w;
     u32 c, h, w;
@@ -130,7 +130,7 @@ DEVICE void pool2d_impl(const T* x, T* out, I n, const ConvGeometry& g, bool is_
     }
 }
 
-// A tensor's start and four strides, in elements (mirrors rocm_dnn::Strides4).
+// A tensor's start and four strides, in elements (mirrors rocm_kernels::conv::Strides4).
 struct Strides4 { u64 start, s0, s1, s2, s3; };
 
 // The sum of a direct transposed convolution: integers in wrapping arithmetic as Candle's CPU
@@ -192,29 +192,27 @@ DEVICE void conv_transpose_direct_impl(const T* x, const T* w, T* out, I n, cons
 }
 
 #define IM2COL_KERNEL(W, R)                                                                        \
-    KERNEL void conv_im2col_##W(const R* x, R* col, u64 n, u64 b0, ConvGeometry g) {                \
+    KERNEL void conv_im2col_##W(IM2COL_PARAMS(R)) {                                                \
         if (g.fits_u32) im2col_impl<u32, R>(x, col, (u32)n, (u32)b0, g);                           \
         else im2col_impl<u64, R>(x, col, n, b0, g);                                                 \
     }
 #define COL2IM_KERNEL(NAME, T)                                                                     \
-    KERNEL void conv_col2im_##NAME(const T* col, T* image, u64 n, u64 b0, ConvGeometry g) {         \
+    KERNEL void conv_col2im_##NAME(COL2IM_PARAMS(T)) {                                             \
         if (g.fits_u32) col2im_impl<u32, T>(col, image, (u32)n, (u32)b0, g);                        \
         else col2im_impl<u64, T>(col, image, n, b0, g);                                             \
     }
 #define POOL_KERNELS(NAME, T)                                                                      \
-    KERNEL void pool_max2d_##NAME(const T* x, T* out, u64 n, ConvGeometry g) {                      \
+    KERNEL void pool_max2d_##NAME(POOL_PARAMS(T)) {                                                 \
         if (g.fits_u32) pool2d_impl<u32, T>(x, out, (u32)n, g, true);                               \
         else pool2d_impl<u64, T>(x, out, n, g, true);                                               \
     }                                                                                               \
-    KERNEL void pool_avg2d_##NAME(const T* x, T* out, u64 n, ConvGeometry g) {                      \
+    KERNEL void pool_avg2d_##NAME(POOL_PARAMS(T)) {                                                 \
         if (g.fits_u32) pool2d_impl<u32, T>(x, out, (u32)n, g, false);                              \
         else pool2d_impl<u64, T>(x, out, n, g, false);                                              \
     }
 
 #define CONV_TRANSPOSE_DIRECT_KERNEL(NAME, T)                                                      \
-    KERNEL void conv_transpose_direct_##NAME(const T* x, const T* w, T* out, u64 n,                 \
-                                             ConvGeometry g, Strides4 xs, Strides4 ws, u32 c_in,    \
-                                             u32 groups) {                                          \
+    KERNEL void conv_transpose_direct_##NAME(CONV_TRANSPOSE_DIRECT_PARAMS(T)) {                   \
         if (g.fits_u32) conv_transpose_direct_impl<u32, T>(x, w, out, (u32)n, g, xs, ws, c_in, groups); \
         else conv_transpose_direct_impl<u64, T>(x, w, out, n, g, xs, ws, c_in, groups);             \
     }

@@ -1,99 +1,71 @@
 //! The portable path: im2col + gemm for convolutions, gemm + col2im for transposed ones, and
 //! our own pooling kernels. Runs on both platforms; every gemm goes through rocm-blas.
 
-use bytemuck::{Pod, Zeroable};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
-use rocm_device::{kernels, Buffer, DType, Device, Error, LaunchArgs, Layout, Operand, Result};
+use rocm_device::kernels;
+use rocm_device::kernels::conv::{self, ConvGeometry, Strides4};
+use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 
 use crate::params::{ConvSpec, Direction, Pool2dParams};
 
 /// Bytes of column matrix one chunk of batch entries may take; larger batches run in chunks.
 pub const COL_BUDGET_BYTES: usize = 256 << 20;
 
-/// Mirrors `ConvGeometry` in conv.hip (passed by value).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-pub struct ConvGeometry {
-    pub start: u64,
-    pub stride_b: u64,
-    pub stride_c: u64,
-    pub stride_h: u64,
-    pub stride_w: u64,
-    pub c: u32,
-    pub h: u32,
-    pub w: u32,
-    pub kh: u32,
-    pub kw: u32,
-    pub oh: u32,
-    pub ow: u32,
-    pub step_h: u32,
-    pub step_w: u32,
-    pub pad_h: u32,
-    pub pad_w: u32,
-    pub dil_h: u32,
-    pub dil_w: u32,
-    pub fits_u32: u32,
-}
-
 /// Per-axis window settings of a geometry: kernel, stride, padding, dilation as (h, w).
 type Window = [(usize, usize); 4];
 
-impl ConvGeometry {
-    /// The geometry of an image (b, c, h, w) laid out as `image` (4-D), with column side
-    /// (oh, ow).
-    pub fn new(
-        op: &'static str,
-        image: &Layout,
-        cols: (usize, usize),
-        win: Window,
-    ) -> Result<Self> {
-        let u = |v: usize| {
-            u32::try_from(v).map_err(|_| Error::InvalidLayout(format!("{op}: {v} exceeds 32 bits")))
-        };
-        let [kernel, step, pad, dil] = win;
-        let d = &image.dims;
-        let s = &image.strides;
-        Ok(ConvGeometry {
-            start: image.start as u64,
-            stride_b: s[0] as u64,
-            stride_c: s[1] as u64,
-            stride_h: s[2] as u64,
-            stride_w: s[3] as u64,
-            c: u(d[1])?,
-            h: u(d[2])?,
-            w: u(d[3])?,
-            kh: u(kernel.0)?,
-            kw: u(kernel.1)?,
-            oh: u(cols.0)?,
-            ow: u(cols.1)?,
-            step_h: u(step.0)?,
-            step_w: u(step.1)?,
-            pad_h: u(pad.0)?,
-            pad_w: u(pad.1)?,
-            dil_h: u(dil.0)?,
-            dil_w: u(dil.1)?,
-            fits_u32: 0,
-        })
-    }
+/// The geometry of an image (b, c, h, w) laid out as `image` (4-D), with column side (oh, ow).
+fn geometry(
+    op: &'static str,
+    image: &Layout,
+    cols: (usize, usize),
+    win: Window,
+) -> Result<ConvGeometry> {
+    let u = |v: usize| {
+        u32::try_from(v).map_err(|_| Error::InvalidLayout(format!("{op}: {v} exceeds 32 bits")))
+    };
+    let [kernel, step, pad, dil] = win;
+    let d = &image.dims;
+    let s = &image.strides;
+    Ok(ConvGeometry {
+        start: image.start as u64,
+        stride_b: s[0] as u64,
+        stride_c: s[1] as u64,
+        stride_h: s[2] as u64,
+        stride_w: s[3] as u64,
+        c: u(d[1])?,
+        h: u(d[2])?,
+        w: u(d[3])?,
+        kh: u(kernel.0)?,
+        kw: u(kernel.1)?,
+        oh: u(cols.0)?,
+        ow: u(cols.1)?,
+        step_h: u(step.0)?,
+        step_w: u(step.1)?,
+        pad_h: u(pad.0)?,
+        pad_w: u(pad.1)?,
+        dil_h: u(dil.0)?,
+        dil_w: u(dil.1)?,
+        fits_u32: 0,
+    })
+}
 
-    /// The geometry of a convolution spec; `image` is the image side's 4-D layout.
-    pub fn of_spec(spec: &ConvSpec, image: &Layout) -> Result<Self> {
-        Self::new(
-            spec.op,
-            image,
-            spec.cols,
-            [spec.kernel, spec.stride, spec.padding, spec.dilation],
-        )
-    }
+/// The geometry of a convolution spec; `image` is the image side's 4-D layout.
+fn spec_geometry(spec: &ConvSpec, image: &Layout) -> Result<ConvGeometry> {
+    geometry(
+        spec.op,
+        image,
+        spec.cols,
+        [spec.kernel, spec.stride, spec.padding, spec.dilation],
+    )
+}
 
-    /// This geometry for a launch over `n` elements whose buffers (image, columns, output)
-    /// are addressed below `extent` elements: 32-bit index math where no index or offset can
-    /// wrap (31 bits: the grid-stride loop adds the thread count to indices below `n`).
-    fn for_launch(mut self, n: usize, extent: usize) -> Self {
-        let limit = (u32::MAX / 2) as usize;
-        self.fits_u32 = u32::from(n <= limit && extent <= limit);
-        self
-    }
+/// `g` for a launch over `n` elements whose buffers (image, columns, output) are addressed
+/// below `extent` elements: 32-bit index math where no index or offset can wrap (31 bits: the grid-stride loop adds the thread count to indices below `n`).
+fn for_launch(mut g: ConvGeometry, n: usize, extent: usize) -> ConvGeometry {
+    let limit = (u32::MAX / 2) as usize;
+    g.fits_u32 = u32::from(n <= limit && extent <= limit);
+    g
 }
 
 /// One past the largest element offset a layout addresses (0 when empty).
@@ -181,7 +153,7 @@ pub fn conv_forward(
         }
         return Ok(out);
     }
-    let geometry = ConvGeometry::of_spec(spec, input_l)?;
+    let geometry = spec_geometry(spec, input_l)?;
     let key = kernels::width_key(size).ok_or(Error::UnsupportedDType { op: spec.op, dtype })?;
     let per = chunk(spec, dtype, budget);
     let col = device.alloc(per * rows * l * size)?;
@@ -190,13 +162,14 @@ pub fn conv_forward(
         // One thread per (batch entry, channel, column position).
         let n = nb * spec.image.0 * l;
         let extent = span(input_l).max(per * rows * l);
-        let mut args = LaunchArgs::new();
-        args.push_buffer(input.buffer)
-            .push_buffer(&col)
-            .push(n as u64)
-            .push(b0 as u64)
-            .push(geometry.for_launch(n, extent));
-        device.launch_elements((&kernels::CONV, "conv_im2col", key), n as u64, &mut args)?;
+        let params = conv::Im2colParams {
+            x: input.buffer.ptr(),
+            col: col.ptr(),
+            n: n as u64,
+            b0: b0 as u64,
+            g: for_launch(geometry, n, extent),
+        };
+        device.launch_entry_elements(conv::IM2COL, key, n as u64, &params)?;
         for grp in 0..g {
             let cols = Layout::new(&[nb, k_g, l], &[rows * l, l, 1], grp * k_g * l);
             let wl = weights(nb, grp);
@@ -230,7 +203,7 @@ pub fn conv_transpose(
         return Ok(out);
     }
     let key = dtype.as_str();
-    if kernels::CONV.entry_point("conv_col2im", key).is_none() {
+    if kernels::CONV.entry_point(conv::COL2IM.op, key).is_none() {
         return Err(Error::UnsupportedDType { op: spec.op, dtype });
     }
     let k_data = kernel.contiguous(spec.op)?;
@@ -252,7 +225,7 @@ pub fn conv_transpose(
     let (c_in, l, rows) = (spec.channels, spec.col_len(), spec.col_rows());
     let (cin_g, m_g) = (c_in / g, rows / g);
     let image = Layout::contiguous(&spec.output_dims());
-    let geometry = ConvGeometry::of_spec(spec, &image)?;
+    let geometry = spec_geometry(spec, &image)?;
     let per = chunk(spec, dtype, budget);
     let col = device.alloc(per * rows * l * size)?;
     let (sb, sc) = (x_l.strides[0], x_l.strides[1]);
@@ -285,32 +258,24 @@ pub fn conv_transpose(
             )?;
         }
         let n = nb * c_out * oh * ow;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(&col)
-            .push_buffer(&out)
-            .push(n as u64)
-            .push(b0 as u64)
-            .push(geometry.for_launch(n, (b * c_out * oh * ow).max(per * rows * l)));
-        device.launch_elements((&kernels::CONV, "conv_col2im", key), n as u64, &mut args)?;
+        let params = conv::Col2imParams {
+            col: col.ptr(),
+            image: out.ptr(),
+            n: n as u64,
+            b0: b0 as u64,
+            g: for_launch(geometry, n, (b * c_out * oh * ow).max(per * rows * l)),
+        };
+        device.launch_entry_elements(conv::COL2IM, key, n as u64, &params)?;
     }
     Ok(out)
 }
 
-/// Mirrors `Strides4` in conv.hip: a 4-D tensor's start and strides, in elements.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-pub struct Strides4 {
-    pub start: u64,
-    pub strides: [u64; 4],
-}
-
-impl Strides4 {
-    fn of(l: &Layout) -> Self {
-        let s = |i: usize| l.strides[i] as u64;
-        Strides4 {
-            start: l.start as u64,
-            strides: [s(0), s(1), s(2), s(3)],
-        }
+/// A 4-D layout's start and strides as conv.hip takes them.
+fn strides4(l: &Layout) -> Strides4 {
+    let s = |i: usize| l.strides[i] as u64;
+    Strides4 {
+        start: l.start as u64,
+        strides: [s(0), s(1), s(2), s(3)],
     }
 }
 
@@ -335,27 +300,30 @@ pub fn conv_transpose_direct(
     if n == 0 {
         return Ok(out);
     }
-    const KERNEL: &str = "conv_transpose_direct";
     let key = dtype.as_str();
-    if kernels::CONV.entry_point(KERNEL, key).is_none() {
+    if kernels::CONV
+        .entry_point(conv::TRANSPOSE_DIRECT.op, key)
+        .is_none()
+    {
         return Err(Error::UnsupportedDType { op: spec.op, dtype });
     }
-    let geometry = ConvGeometry::of_spec(spec, &Layout::contiguous(&dims))?;
+    let geometry = spec_geometry(spec, &Layout::contiguous(&dims))?;
     let u = |v: usize| {
         u32::try_from(v)
             .map_err(|_| Error::InvalidLayout(format!("{}: {v} exceeds 32 bits", spec.op)))
     };
-    let mut args = LaunchArgs::new();
-    args.push_buffer(input.buffer)
-        .push_buffer(kernel.buffer)
-        .push_buffer(&out)
-        .push(n as u64)
-        .push(geometry.for_launch(n, n))
-        .push(Strides4::of(input.layout))
-        .push(Strides4::of(kernel.layout))
-        .push(u(spec.channels)?)
-        .push(u(spec.groups)?);
-    device.launch_elements((&kernels::CONV, KERNEL, key), n as u64, &mut args)?;
+    let params = conv::TransposeDirectParams {
+        x: input.buffer.ptr(),
+        w: kernel.buffer.ptr(),
+        out: out.ptr(),
+        n: n as u64,
+        g: for_launch(geometry, n, n),
+        xs: strides4(input.layout),
+        ws: strides4(kernel.layout),
+        c_in: u(spec.channels)?,
+        groups: u(spec.groups)?,
+    };
+    device.launch_entry_elements(conv::TRANSPOSE_DIRECT, key, n as u64, &params)?;
     Ok(out)
 }
 
@@ -375,18 +343,19 @@ pub fn pool2d(
     if n == 0 {
         return Ok(out);
     }
-    let geometry = ConvGeometry::new(op, input_l, out_hw, [p.kernel, p.stride, (0, 0), (1, 1)])?;
-    let kernel = if is_max { "pool_max2d" } else { "pool_avg2d" };
-    let mut args = LaunchArgs::new();
-    args.push_buffer(input.buffer)
-        .push_buffer(&out)
-        .push(n as u64)
-        .push(geometry.for_launch(n, span(input_l).max(n)));
-    device.launch_elements(
-        (&kernels::CONV, kernel, dtype.as_str()),
-        n as u64,
-        &mut args,
-    )?;
+    let geometry = geometry(op, input_l, out_hw, [p.kernel, p.stride, (0, 0), (1, 1)])?;
+    let entry = if is_max {
+        conv::POOL_MAX2D
+    } else {
+        conv::POOL_AVG2D
+    };
+    let params = conv::PoolParams {
+        x: input.buffer.ptr(),
+        out: out.ptr(),
+        n: n as u64,
+        g: for_launch(geometry, n, span(input_l).max(n)),
+    };
+    device.launch_entry_elements(entry, dtype.as_str(), n as u64, &params)?;
     Ok(out)
 }
 
@@ -395,23 +364,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_geometry_matches_the_kernel_struct() {
-        // conv.hip: five u64 then fourteen u32, no padding.
-        assert_eq!(std::mem::size_of::<ConvGeometry>(), 5 * 8 + 14 * 4);
-        assert_eq!(std::mem::size_of::<Strides4>(), 5 * 8);
+    fn the_geometry_of_a_layout() {
         let l = Layout::new(&[2, 3, 1, 7], &[30, 10, 0, 1], 4);
-        let g = ConvGeometry::new("conv1d", &l, (1, 5), [(1, 3), (1, 1), (0, 0), (1, 1)]).unwrap();
+        let g = geometry("conv1d", &l, (1, 5), [(1, 3), (1, 1), (0, 0), (1, 1)]).unwrap();
         assert_eq!(
             (g.start, g.stride_h, g.c, g.h, g.w, g.ow),
             (4, 0, 3, 1, 7, 5)
         );
-        assert_eq!(g.for_launch(100, 1000).fits_u32, 1);
-        assert_eq!(g.for_launch(1 << 31, 1000).fits_u32, 0);
-        assert_eq!(g.for_launch(100, 1 << 31).fits_u32, 0);
+        assert_eq!(for_launch(g, 100, 1000).fits_u32, 1);
+        assert_eq!(for_launch(g, 1 << 31, 1000).fits_u32, 0);
+        assert_eq!(for_launch(g, 100, 1 << 31).fits_u32, 0);
         assert_eq!(span(&l), 4 + 30 + 20 + 6 + 1);
         assert_eq!(span(&Layout::contiguous(&[2, 0, 3])), 0);
         let huge = Layout::new(&[1, 1, 1, 1 << 33], &[0, 0, 0, 1], 0);
-        assert!(ConvGeometry::new("conv1d", &huge, (1, 1), [(1, 1); 4]).is_err());
+        assert!(geometry("conv1d", &huge, (1, 1), [(1, 1); 4]).is_err());
     }
 
     #[test]
