@@ -181,51 +181,33 @@ DEVICE void scatter_won_impl(R* dst, const u32* win, const I* ids, const R* src,
 }
 
 #define MOVE_KERNELS(IN, I, W, R)                                                                  \
-    KERNEL void gather_##IN##_##W(const R* src, const I* ids, R* out, u64 n, u64 src_dim,           \
-                                  u64 dim_stride, KernelLayout src_view, KernelLayout ids_view,     \
-                                  u64* bad) {                                                       \
+    KERNEL void gather_##IN##_##W(GATHER_PARAMS(I, R)) {                                           \
         gather_impl(src, ids, out, n, src_dim, dim_stride, src_view, ids_view, bad);                \
     }                                                                                               \
-    KERNEL void index_rows_##IN##_##W(const R* src, const I* ids, R* out, u64 rows, u64 n_ids,      \
-                                      u64 right, u64 src_dim, u64 ids_stride, u64* bad) {          \
+    KERNEL void index_rows_##IN##_##W(INDEX_ROWS_PARAMS(I, R)) {                                   \
         index_rows_impl(src, ids, out, rows, n_ids, right, src_dim, ids_stride, bad);               \
     }                                                                                               \
-    KERNEL void gather_last_##IN##_##W(const R* src, const I* ids, R* out, u64 rows, u64 m,         \
-                                       u64 src_len, u64* bad) {                                     \
+    KERNEL void gather_last_##IN##_##W(GATHER_LAST_PARAMS(I, R)) {                                 \
         gather_last_impl(src, ids, out, rows, m, src_len, bad);                                     \
     }                                                                                               \
-    KERNEL void scatter_own_##IN##_##W(R* dst, const I* ids, const R* src, u64 n_cols, u64 len,     \
-                                       u64 dst_dim, KernelLayout dst_cols, KernelLayout ids_cols,   \
-                                       KernelLayout src_cols, u64 dst_dim_stride,                   \
-                                       u64 ids_dim_stride, u64 src_dim_stride, u64* bad) {          \
+    KERNEL void scatter_own_##IN##_##W(SCATTER_OWN_PARAMS(I, R)) {                                 \
         scatter_own_impl(dst, ids, src, n_cols, len, dst_dim, dst_cols, ids_cols, src_cols,         \
                          dst_dim_stride, ids_dim_stride, src_dim_stride, bad, SetUpd());            \
     }                                                                                               \
-    KERNEL void scatter_claim_##IN##_##W(u32* win, const I* ids, u64 n, u64 dst_dim,                \
-                                         u64 dst_dim_stride, KernelLayout dst_view,                 \
-                                         KernelLayout ids_view, u64* bad) {                         \
+    KERNEL void scatter_claim_##IN##_##W(SCATTER_CLAIM_PARAMS(I)) {                                \
         scatter_claim_impl(win, ids, n, dst_dim, dst_dim_stride, dst_view, ids_view, bad);          \
     }                                                                                               \
-    KERNEL void scatter_won_##IN##_##W(R* dst, const u32* win, const I* ids, const R* src, u64 n,   \
-                                       u64 dst_dim, u64 dst_dim_stride, KernelLayout dst_view,      \
-                                       KernelLayout ids_view, KernelLayout src_view) {              \
+    KERNEL void scatter_won_##IN##_##W(SCATTER_WON_PARAMS(I, R)) {                                 \
         scatter_won_impl(dst, win, ids, src, n, dst_dim, dst_dim_stride, dst_view, ids_view,        \
                          src_view);                                                                 \
     }
 
 #define ADD_KERNELS(IN, I, NAME, T)                                                                \
-    KERNEL void scatter_add_own_##IN##_##NAME(T* dst, const I* ids, const T* src, u64 n_cols,       \
-                                              u64 len, u64 dst_dim, KernelLayout dst_cols,          \
-                                              KernelLayout ids_cols, KernelLayout src_cols,         \
-                                              u64 dst_dim_stride, u64 ids_dim_stride,               \
-                                              u64 src_dim_stride, u64* bad) {                       \
+    KERNEL void scatter_add_own_##IN##_##NAME(SCATTER_OWN_PARAMS(I, T)) {                          \
         scatter_own_impl(dst, ids, src, n_cols, len, dst_dim, dst_cols, ids_cols, src_cols,         \
                          dst_dim_stride, ids_dim_stride, src_dim_stride, bad, AddUpd());            \
     }                                                                                               \
-    KERNEL void scatter_add_atomic_##IN##_##NAME(T* dst, const I* ids, const T* src, u64 n,         \
-                                                 u64 dst_dim, u64 dst_dim_stride,                   \
-                                                 KernelLayout dst_view, KernelLayout ids_view,      \
-                                                 KernelLayout src_view, u64* bad) {                 \
+    KERNEL void scatter_add_atomic_##IN##_##NAME(SCATTER_ADD_ATOMIC_PARAMS(I, T)) {                \
         scatter_add_atomic_impl(dst, ids, src, n, dst_dim, dst_dim_stride, dst_view, ids_view,      \
                                 src_view, bad);                                                     \
     }

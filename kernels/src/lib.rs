@@ -10,7 +10,7 @@ pub mod layout;
 pub mod params;
 
 pub use layout::{KernelLayout, LayoutError, MAX_DIMS};
-pub use params::{ArgSink, DevicePtr, Entry, KernelArg, KernelParams, ParamsDecl};
+pub use params::{ArgSink, DevicePtr, Entry, Family, KernelArg, KernelParams, ParamsDecl};
 
 /// `compat.h`: per-platform types, shuffles, ballots and narrow atomics.
 pub const COMPAT_H: &str = include_str!("../include/compat.h");
@@ -320,7 +320,7 @@ pub const CAST: KernelModule = KernelModule {
 
 /// The parameters of the cast module's entries (cast.hip).
 pub mod cast {
-    use crate::{DevicePtr, KernelLayout};
+    use crate::{DevicePtr, Family, KernelLayout};
 
     crate::kernel_params! {
         /// `cast_<from>_<to>`: out[i] = input at i of `l`, converted, over `n` elements.
@@ -331,6 +331,9 @@ pub mod cast {
             l: KernelLayout,
         }
     }
+
+    /// `cast_<from>`, keyed by the destination dtype.
+    pub const CAST: Family<Params> = Family::new(&super::CAST, "cast");
 }
 
 /// `where_<condition dtype>_<value dtype>`.
@@ -352,7 +355,7 @@ pub const TERNARY: KernelModule = KernelModule {
 
 /// The parameters of `where` (ternary.hip).
 pub mod ternary {
-    use crate::{DevicePtr, KernelLayout};
+    use crate::{DevicePtr, Family, KernelLayout};
 
     crate::kernel_params! {
         /// `where_<cond dtype>_<dtype>`'s parameters: out[i] = cond[i] != 0 ? t[i] : f[i] over
@@ -368,6 +371,9 @@ pub mod ternary {
             lf: KernelLayout,
         }
     }
+
+    /// `where_<condition dtype>`, keyed by the values' dtype.
+    pub const WHERE: Family<WhereParams> = Family::new(&super::TERNARY, "where");
 }
 
 /// Rotary embeddings (candle-nn's rope_i, rope, rope_thd).
@@ -818,8 +824,143 @@ pub const INDEXING: KernelModule = KernelModule {
             dtypes: &DTYPES,
         },
     ],
-    params: &[],
+    params: &[
+        indexing::GatherParams::DECL,
+        indexing::IndexRowsParams::DECL,
+        indexing::GatherLastParams::DECL,
+        indexing::ScatterOwnParams::DECL,
+        indexing::ScatterClaimParams::DECL,
+        indexing::ScatterWonParams::DECL,
+        indexing::ScatterAddAtomicParams::DECL,
+    ],
 };
+
+/// The indexing module's parameter lists and kernel families (indexing.hip): each family is
+/// `<prefix>_<ids dtype>`, keyed by the moved unit's width (gathers, set scatters) or the
+/// dtype (adds). `bad`, where given, counts ids out of range (null: not checked).
+pub mod indexing {
+    use crate::{DevicePtr, Family, KernelLayout};
+
+    crate::kernel_params! {
+        /// out = src at the ids over `n` units walked by the two views.
+        pub struct GatherParams = "GATHER_PARAMS(I, R)" {
+            src: DevicePtr = "const R*",
+            ids: DevicePtr = "const I*",
+            out: DevicePtr = "R*",
+            n: u64,
+            src_dim: u64,
+            dim_stride: u64,
+            src_view: KernelLayout,
+            ids_view: KernelLayout,
+            bad: Option<DevicePtr> = "u64*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// index_select of whole rows of `right` units, a block a row.
+        pub struct IndexRowsParams = "INDEX_ROWS_PARAMS(I, R)" {
+            src: DevicePtr = "const R*",
+            ids: DevicePtr = "const I*",
+            out: DevicePtr = "R*",
+            rows: u64,
+            n_ids: u64,
+            right: u64,
+            src_dim: u64,
+            ids_stride: u64,
+            bad: Option<DevicePtr> = "u64*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// gather along the last dim, a block a row of `m` ids.
+        pub struct GatherLastParams = "GATHER_LAST_PARAMS(I, R)" {
+            src: DevicePtr = "const R*",
+            ids: DevicePtr = "const I*",
+            out: DevicePtr = "R*",
+            rows: u64,
+            m: u64,
+            src_len: u64,
+            bad: Option<DevicePtr> = "u64*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// A scatter (set or add) by ownership: a thread a column of `len` updates.
+        pub struct ScatterOwnParams = "SCATTER_OWN_PARAMS(I, R)" {
+            dst: DevicePtr = "R*",
+            ids: DevicePtr = "const I*",
+            src: DevicePtr = "const R*",
+            n_cols: u64,
+            len: u64,
+            dst_dim: u64,
+            dst_cols: KernelLayout,
+            ids_cols: KernelLayout,
+            src_cols: KernelLayout,
+            dst_dim_stride: u64,
+            ids_dim_stride: u64,
+            src_dim_stride: u64,
+            bad: Option<DevicePtr> = "u64*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// A set scatter's first pass: each destination's last update claims it in `win`.
+        pub struct ScatterClaimParams = "SCATTER_CLAIM_PARAMS(I)" {
+            win: DevicePtr = "u32*",
+            ids: DevicePtr = "const I*",
+            n: u64,
+            dst_dim: u64,
+            dst_dim_stride: u64,
+            dst_view: KernelLayout,
+            ids_view: KernelLayout,
+            bad: Option<DevicePtr> = "u64*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// A set scatter's second pass: the claiming updates write.
+        pub struct ScatterWonParams = "SCATTER_WON_PARAMS(I, R)" {
+            dst: DevicePtr = "R*",
+            win: DevicePtr = "const u32*",
+            ids: DevicePtr = "const I*",
+            src: DevicePtr = "const R*",
+            n: u64,
+            dst_dim: u64,
+            dst_dim_stride: u64,
+            dst_view: KernelLayout,
+            ids_view: KernelLayout,
+            src_view: KernelLayout,
+        }
+    }
+
+    crate::kernel_params! {
+        /// An add scatter with an atomic add per update.
+        pub struct ScatterAddAtomicParams = "SCATTER_ADD_ATOMIC_PARAMS(I, T)" {
+            dst: DevicePtr = "T*",
+            ids: DevicePtr = "const I*",
+            src: DevicePtr = "const T*",
+            n: u64,
+            dst_dim: u64,
+            dst_dim_stride: u64,
+            dst_view: KernelLayout,
+            ids_view: KernelLayout,
+            src_view: KernelLayout,
+            bad: Option<DevicePtr> = "u64*",
+        }
+    }
+
+    pub const GATHER: Family<GatherParams> = Family::new(&super::INDEXING, "gather");
+    pub const INDEX_ROWS: Family<IndexRowsParams> = Family::new(&super::INDEXING, "index_rows");
+    pub const GATHER_LAST: Family<GatherLastParams> = Family::new(&super::INDEXING, "gather_last");
+    pub const SCATTER_OWN: Family<ScatterOwnParams> = Family::new(&super::INDEXING, "scatter_own");
+    pub const SCATTER_ADD_OWN: Family<ScatterOwnParams> =
+        Family::new(&super::INDEXING, "scatter_add_own");
+    pub const SCATTER_CLAIM: Family<ScatterClaimParams> =
+        Family::new(&super::INDEXING, "scatter_claim");
+    pub const SCATTER_WON: Family<ScatterWonParams> = Family::new(&super::INDEXING, "scatter_won");
+    pub const SCATTER_ADD_ATOMIC: Family<ScatterAddAtomicParams> =
+        Family::new(&super::INDEXING, "scatter_add_atomic");
+}
 
 /// Nearest upsampling by width, bilinear by dtype.
 pub const UPSAMPLE: KernelModule = KernelModule {

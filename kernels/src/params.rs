@@ -138,6 +138,43 @@ impl<P: KernelParams> Entry<P> {
     }
 }
 
+/// Kernels of one parameter list named `<prefix>_<part>_...` by the dtypes of some operands
+/// (`gather_<ids dtype>`, `cast_<from>`): the entry is picked at run time from those parts, its
+/// parameter list is fixed by the declaration.
+#[derive(Debug)]
+pub struct Family<P> {
+    pub module: &'static KernelModule,
+    pub prefix: &'static str,
+    params: PhantomData<fn(P)>,
+}
+
+impl<P> Clone for Family<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P> Copy for Family<P> {}
+
+impl<P: KernelParams> Family<P> {
+    pub const fn new(module: &'static KernelModule, prefix: &'static str) -> Self {
+        Family {
+            module,
+            prefix,
+            params: PhantomData,
+        }
+    }
+
+    /// The entry `<prefix>_<parts[0]>_...`, if the module has one of that name.
+    pub fn entry(&self, parts: &[&str]) -> Option<Entry<P>> {
+        let mut name = Vec::with_capacity(parts.len() + 1);
+        name.push(self.prefix);
+        name.extend_from_slice(parts);
+        self.module
+            .op_named(&name)
+            .map(|op| Entry::new(self.module, op))
+    }
+}
+
 /// Declares a kernel's parameter list once: a host struct with one public field per parameter
 /// (pushed in order) and the C macro the kernel source's entries take:
 ///

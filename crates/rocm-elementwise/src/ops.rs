@@ -357,12 +357,13 @@ pub fn cast_into(
     dst: &Buffer,
     dst_offset: usize,
 ) -> Result<()> {
-    let kernel = kernels::CAST
-        .op_named(&["cast", src.dtype.as_str()])
-        .ok_or(Error::UnsupportedDType {
-            op: "to_dtype",
-            dtype: src.dtype,
-        })?;
+    let entry =
+        kernels::cast::CAST
+            .entry(&[src.dtype.as_str()])
+            .ok_or(Error::UnsupportedDType {
+                op: "to_dtype",
+                dtype: src.dtype,
+            })?;
     let out = Out {
         buffer: dst,
         offset: dst_offset,
@@ -375,7 +376,6 @@ pub fn cast_into(
         l,
     };
     // The module variant is the destination dtype's (the entry's last part).
-    let entry = Entry::new(&kernels::CAST, kernel);
     launch_elements(device, entry, to, n, &params)
 }
 
@@ -531,8 +531,8 @@ pub fn where_cond(
     on_false: Operand<'_>,
 ) -> Result<Buffer> {
     const OP: &str = "where_cond";
-    let kernel = kernels::TERNARY
-        .op_named(&["where", cond.dtype.as_str()])
+    let entry = kernels::ternary::WHERE
+        .entry(&[cond.dtype.as_str()])
         .ok_or(Error::UnsupportedDType {
             op: OP,
             dtype: cond.dtype,
@@ -556,13 +556,7 @@ pub fn where_cond(
         lt,
         lf,
     };
-    launch_elements(
-        device,
-        Entry::new(&kernels::TERNARY, kernel),
-        dtype,
-        n,
-        &params,
-    )?;
+    launch_elements(device, entry, dtype, n, &params)?;
     Ok(out)
 }
 
@@ -757,7 +751,7 @@ mod tests {
             assert!(kernels::BINARY.ops().any(|k| k == name), "{name}");
         }
         for from in DType::ALL {
-            assert!(kernels::CAST.op_named(&["cast", from.as_str()]).is_some());
+            assert!(kernels::cast::CAST.entry(&[from.as_str()]).is_some());
         }
     }
 }

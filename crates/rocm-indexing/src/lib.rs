@@ -28,7 +28,8 @@ pub use sort::arg_sort_last_dim;
 pub use upsample::{upsample_bilinear2d, upsample_nearest1d, upsample_nearest2d, Bilinear};
 
 use plan::{gather_units, prefers_ownership, with_stride, without, Walk};
-use rocm_device::{kernels, KernelLayout, LaunchArgs, LaunchConfig};
+use rocm_device::kernels::{self, indexing, DevicePtr, Entry, Family, KernelParams};
+use rocm_device::{KernelLayout, LaunchConfig};
 
 /// Choices of the indexing ops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -116,17 +117,14 @@ impl<'a> Job<'a> {
         })
     }
 
-    /// The INDEXING op spelled by `parts` followed by the ids' dtype.
-    fn kernel_op(&self, prefix: &str, variant: Option<&str>) -> Result<&'static str> {
-        let ids = self.ids.dtype.as_str();
-        let found = match variant {
-            Some(v) => kernels::INDEXING.op_named(&[prefix, v, ids]),
-            None => kernels::INDEXING.op_named(&[prefix, ids]),
-        };
-        found.ok_or(Error::UnsupportedDType {
-            op: self.op,
-            dtype: self.ids.dtype,
-        })
+    /// The kernel of `family` for the ids' dtype.
+    fn entry<P: KernelParams>(&self, family: Family<P>) -> Result<Entry<P>> {
+        family
+            .entry(&[self.ids.dtype.as_str()])
+            .ok_or(Error::UnsupportedDType {
+                op: self.op,
+                dtype: self.ids.dtype,
+            })
     }
 }
 
@@ -165,11 +163,9 @@ impl BadIds {
         }))
     }
 
-    fn push(&self, args: &mut LaunchArgs) {
-        match &self.0 {
-            Some(b) => args.push_buffer(b),
-            None => args.push(0u64),
-        };
+    /// The counter's address, null when ids are not checked.
+    fn ptr(&self) -> Option<DevicePtr> {
+        self.0.as_ref().map(Buffer::ptr)
     }
 
     /// Reads the count back (a sync) and fails if any id was out of range.
@@ -220,29 +216,22 @@ fn gather_core(
         dim_stride(src.layout, dim),
     );
     let key = width_of(job.op, u.k * dtype.size_in_bytes())?;
-    let kernel = job.kernel_op("gather", None)?;
+    let entry = job.entry(indexing::GATHER)?;
     let bad = BadIds::new(device, job.opts)?;
     let n_units = (n / u.k) as u64;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(src.buffer)
-        .push_buffer(ids.buffer)
-        .push_buffer(&out)
-        .push(n_units)
-        .push(src_dim as u64)
-        .push(u.dim_stride as u64)
-        .push(KernelLayout::new(
-            &u.walk.dims,
-            &u.walk.strides[0],
-            u.src_start,
-        )?)
-        .push(KernelLayout::new(
-            &u.walk.dims,
-            &u.walk.strides[1],
-            ids.layout.start,
-        )?);
-    bad.push(&mut args);
+    let params = indexing::GatherParams {
+        src: src.buffer.ptr(),
+        ids: ids.buffer.ptr(),
+        out: out.ptr(),
+        n: n_units,
+        src_dim: src_dim as u64,
+        dim_stride: u.dim_stride as u64,
+        src_view: KernelLayout::new(&u.walk.dims, &u.walk.strides[0], u.src_start)?,
+        ids_view: KernelLayout::new(&u.walk.dims, &u.walk.strides[1], ids.layout.start)?,
+        bad: bad.ptr(),
+    };
     let _span = tracing::debug_span!("gather", op = job.op, %dtype, n, unit = u.k).entered();
-    device.launch_elements((&kernels::INDEXING, kernel, key), n_units, &mut args)?;
+    device.launch_entry_elements(entry, key, n_units, &params)?;
     bad.finish(device, job.op, src_dim)?;
     Ok(out)
 }
@@ -252,19 +241,18 @@ fn gather_core(
 const MIN_ROW: usize = 32;
 
 /// One block per row of `row_len` units (rows past the grid are looped over by the kernel).
-fn launch_rows(
+fn launch_rows<P: KernelParams>(
     device: &Device,
-    (op, key): (&'static str, &'static str),
+    (entry, key): (Entry<P>, &'static str),
     (rows, row_len): (usize, usize),
-    args: &mut LaunchArgs,
+    params: &P,
 ) -> Result<()> {
-    let f = device.kernel(&kernels::INDEXING, op, key)?;
     let config = LaunchConfig {
         grid: [rows.min(1 << 20) as u32, 1, 1],
         block: [row_len.next_power_of_two().clamp(64, 256) as u32, 1, 1],
         shared_mem_bytes: 0,
     };
-    device.launch(&f, config, args)
+    device.launch_entry(entry, key, config, params)
 }
 
 /// index_select of a contiguous source (any start): one block per output row, the row moved
@@ -284,20 +272,23 @@ fn index_rows(job: Job<'_>, src: Operand<'_>, n_ids: usize) -> Result<Option<Buf
         return Ok(None);
     }
     let key = width_of(job.op, k * size)?;
-    let kernel = job.kernel_op("index_rows", None)?;
+    let entry = job.entry(indexing::INDEX_ROWS)?;
     let out = device.alloc(rows * right * size)?;
     let bad = BadIds::new(device, job.opts)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer_at(src.buffer, l.start * size)?
-        .push_buffer_at(ids.buffer, ids.layout.start * ids.dtype.size_in_bytes())?
-        .push_buffer(&out)
-        .push(rows as u64)
-        .push(n_ids as u64)
-        .push((right / k) as u64)
-        .push(l.dims[dim] as u64)
-        .push(ids.layout.strides[0] as u64);
-    bad.push(&mut args);
-    launch_rows(device, (kernel, key), (rows, right / k), &mut args)?;
+    let params = indexing::IndexRowsParams {
+        src: src.buffer.ptr_at(l.start * size)?,
+        ids: ids
+            .buffer
+            .ptr_at(ids.layout.start * ids.dtype.size_in_bytes())?,
+        out: out.ptr(),
+        rows: rows as u64,
+        n_ids: n_ids as u64,
+        right: (right / k) as u64,
+        src_dim: l.dims[dim] as u64,
+        ids_stride: ids.layout.strides[0] as u64,
+        bad: bad.ptr(),
+    };
+    launch_rows(device, (entry, key), (rows, right / k), &params)?;
     bad.finish(device, job.op, l.dims[dim])?;
     Ok(Some(out))
 }
@@ -314,18 +305,19 @@ fn gather_last(job: Job<'_>, src: Operand<'_>) -> Result<Option<Buffer>> {
     let rows = n / m;
     let size = dtype.size_in_bytes();
     let key = width_of(job.op, size)?;
-    let kernel = job.kernel_op("gather_last", None)?;
+    let entry = job.entry(indexing::GATHER_LAST)?;
     let out = device.alloc(n * size)?;
     let bad = BadIds::new(device, job.opts)?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer_at(src.buffer, sl.start * size)?
-        .push_buffer_at(ids.buffer, il.start * ids.dtype.size_in_bytes())?
-        .push_buffer(&out)
-        .push(rows as u64)
-        .push(m as u64)
-        .push(sl.dims[dim] as u64);
-    bad.push(&mut args);
-    launch_rows(device, (kernel, key), (rows, m), &mut args)?;
+    let params = indexing::GatherLastParams {
+        src: src.buffer.ptr_at(sl.start * size)?,
+        ids: ids.buffer.ptr_at(il.start * ids.dtype.size_in_bytes())?,
+        out: out.ptr(),
+        rows: rows as u64,
+        m: m as u64,
+        src_len: sl.dims[dim] as u64,
+        bad: bad.ptr(),
+    };
+    launch_rows(device, (entry, key), (rows, m), &params)?;
     bad.finish(device, job.op, sl.dims[dim])?;
     Ok(Some(out))
 }
@@ -430,9 +422,9 @@ fn scatter_core(
                 || (update == Update::Set && n >= u32::MAX as usize)
         }
     };
-    let (key, prefix) = match update {
-        Update::Set => (width_of(op, dtype.size_in_bytes())?, "scatter"),
-        Update::Add => (dtype.as_str(), "scatter_add"),
+    let (key, own) = match update {
+        Update::Set => (width_of(op, dtype.size_in_bytes())?, indexing::SCATTER_OWN),
+        Update::Add => (dtype.as_str(), indexing::SCATTER_ADD_OWN),
     };
     let bad = BadIds::new(device, job.opts)?;
     let _span = tracing::debug_span!("scatter", op, %dtype, n, ownership).entered();
@@ -446,34 +438,23 @@ fn scatter_core(
                 &without(&src.layout.strides, dim),
             ],
         );
-        let mut args = LaunchArgs::new();
-        args.push_buffer(dst.buffer)
-            .push_buffer(ids.buffer)
-            .push_buffer(src.buffer)
-            .push(n_cols as u64)
-            .push(len as u64)
-            .push(dst_dim as u64)
-            .push(KernelLayout::new(
-                &walk.dims,
-                &walk.strides[0],
-                dst.layout.start,
-            )?)
-            .push(KernelLayout::new(
-                &walk.dims,
-                &walk.strides[1],
-                ids.layout.start,
-            )?)
-            .push(KernelLayout::new(
-                &walk.dims,
-                &walk.strides[2],
-                src.layout.start,
-            )?)
-            .push(dst_dim_stride)
-            .push(ids_strides[dim] as u64)
-            .push(src.layout.strides[dim] as u64);
-        bad.push(&mut args);
-        let kernel = job.kernel_op(prefix, Some("own"))?;
-        device.launch_elements((&kernels::INDEXING, kernel, key), n_cols as u64, &mut args)?;
+        let params = indexing::ScatterOwnParams {
+            dst: dst.buffer.ptr(),
+            ids: ids.buffer.ptr(),
+            src: src.buffer.ptr(),
+            n_cols: n_cols as u64,
+            len: len as u64,
+            dst_dim: dst_dim as u64,
+            dst_cols: KernelLayout::new(&walk.dims, &walk.strides[0], dst.layout.start)?,
+            ids_cols: KernelLayout::new(&walk.dims, &walk.strides[1], ids.layout.start)?,
+            src_cols: KernelLayout::new(&walk.dims, &walk.strides[2], src.layout.start)?,
+            dst_dim_stride,
+            ids_dim_stride: ids_strides[dim] as u64,
+            src_dim_stride: src.layout.strides[dim] as u64,
+            bad: bad.ptr(),
+        };
+        let entry = job.entry(own)?;
+        device.launch_entry_elements(entry, key, n_cols as u64, &params)?;
         return bad.finish(device, op, dst_dim);
     }
     let walk = Walk::new(
@@ -489,48 +470,51 @@ fn scatter_core(
     let src_view = KernelLayout::new(&walk.dims, &walk.strides[2], src.layout.start)?;
     match update {
         Update::Add => {
-            let mut args = LaunchArgs::new();
-            args.push_buffer(dst.buffer)
-                .push_buffer(ids.buffer)
-                .push_buffer(src.buffer)
-                .push(n as u64)
-                .push(dst_dim as u64)
-                .push(dst_dim_stride)
-                .push(dst_view)
-                .push(ids_view)
-                .push(src_view);
-            bad.push(&mut args);
-            let kernel = job.kernel_op("scatter_add", Some("atomic"))?;
-            device.launch_elements((&kernels::INDEXING, kernel, key), n as u64, &mut args)?;
+            let params = indexing::ScatterAddAtomicParams {
+                dst: dst.buffer.ptr(),
+                ids: ids.buffer.ptr(),
+                src: src.buffer.ptr(),
+                n: n as u64,
+                dst_dim: dst_dim as u64,
+                dst_dim_stride,
+                dst_view,
+                ids_view,
+                src_view,
+                bad: bad.ptr(),
+            };
+            let entry = job.entry(indexing::SCATTER_ADD_ATOMIC)?;
+            device.launch_entry_elements(entry, key, n as u64, &params)?;
         }
         Update::Set => {
             // one claim word per destination position the layout can reach
             let span = dst.layout.required_len()?.saturating_sub(dst.layout.start);
             let win = device.alloc_zeroed(span.max(1) * 4)?;
-            let mut args = LaunchArgs::new();
-            args.push_buffer(&win)
-                .push_buffer(ids.buffer)
-                .push(n as u64)
-                .push(dst_dim as u64)
-                .push(dst_dim_stride)
-                .push(dst_view)
-                .push(ids_view);
-            bad.push(&mut args);
-            let claim = job.kernel_op("scatter_claim", None)?;
-            device.launch_elements((&kernels::INDEXING, claim, key), n as u64, &mut args)?;
-            let mut args = LaunchArgs::new();
-            args.push_buffer(dst.buffer)
-                .push_buffer(&win)
-                .push_buffer(ids.buffer)
-                .push_buffer(src.buffer)
-                .push(n as u64)
-                .push(dst_dim as u64)
-                .push(dst_dim_stride)
-                .push(dst_view)
-                .push(ids_view)
-                .push(src_view);
-            let won = job.kernel_op("scatter_won", None)?;
-            device.launch_elements((&kernels::INDEXING, won, key), n as u64, &mut args)?;
+            let claim = indexing::ScatterClaimParams {
+                win: win.ptr(),
+                ids: ids.buffer.ptr(),
+                n: n as u64,
+                dst_dim: dst_dim as u64,
+                dst_dim_stride,
+                dst_view,
+                ids_view,
+                bad: bad.ptr(),
+            };
+            let entry = job.entry(indexing::SCATTER_CLAIM)?;
+            device.launch_entry_elements(entry, key, n as u64, &claim)?;
+            let won = indexing::ScatterWonParams {
+                dst: dst.buffer.ptr(),
+                win: win.ptr(),
+                ids: ids.buffer.ptr(),
+                src: src.buffer.ptr(),
+                n: n as u64,
+                dst_dim: dst_dim as u64,
+                dst_dim_stride,
+                dst_view,
+                ids_view,
+                src_view,
+            };
+            let entry = job.entry(indexing::SCATTER_WON)?;
+            device.launch_entry_elements(entry, key, n as u64, &won)?;
         }
     }
     bad.finish(device, op, dst_dim)
