@@ -1315,8 +1315,197 @@ pub const QUANTIZED: KernelModule = KernelModule {
             dtypes: &GGML_BLOCK_TYPES,
         },
     ],
-    params: &[],
+    params: &[
+        quantized::DequantizeParams::DECL,
+        quantized::EmbeddingParams::DECL,
+        quantized::MatvecParams::DECL,
+        quantized::QuantizeQ8Params::DECL,
+        quantized::RmsNormQ8Params::DECL,
+        quantized::SwigluQ8Params::DECL,
+        quantized::MatvecQ8Params::DECL,
+        quantized::MatvecQ8fParams::DECL,
+        quantized::MoeQ8Params::DECL,
+        quantized::MoeGroupedQ8Params::DECL,
+        quantized::MoeRouteParams::DECL,
+    ],
 };
+
+/// The quantized module's parameter lists and entries (quantized.hip). Weights are `w` (or the
+/// table `t`) in the device layout with `total` blocks; `O` / `X` is the float type of the
+/// output or activations. Families are `<prefix>_<float dtype>`, keyed by the GGML type.
+pub mod quantized {
+    use crate::{DevicePtr, Entry, Family};
+
+    crate::kernel_params! {
+        /// `n` values from block `first` on.
+        pub struct DequantizeParams = "DEQUANTIZE_PARAMS(O)" {
+            w: DevicePtr = "const u8*",
+            total: u64,
+            first: u64,
+            out: DevicePtr = "O*",
+            n: u64,
+        }
+    }
+
+    crate::kernel_params! {
+        /// The rows `ids` of a (rows, k) table; `bad` (or null) counts ids past it.
+        pub struct EmbeddingParams = "EMBEDDING_PARAMS(O)" {
+            t: DevicePtr = "const u8*",
+            total: u64,
+            ids: DevicePtr = "const u32*",
+            out: DevicePtr = "O*",
+            n_ids: u64,
+            rows: u64,
+            k: u64,
+            bad: Option<DevicePtr> = "u32*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// The float weights' mat-vec: y (rows, n) = x (rows, k) . w^T.
+        pub struct MatvecParams = "MATVEC_PARAMS(X)" {
+            w: DevicePtr = "const u8*",
+            total: u64,
+            x: DevicePtr = "const X*",
+            y: DevicePtr = "X*",
+            n: u64,
+            k: u64,
+            rows: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// (m, k) activations to q8 blocks of `scheme` (`Q8Scheme::code`).
+        pub struct QuantizeQ8Params = "QUANTIZE_Q8_PARAMS(X)" {
+            x: DevicePtr = "const X*",
+            out: DevicePtr = "u8*",
+            m: u64,
+            k: u64,
+            scheme: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// rms norm of x (+ r, written to `sum`, where `has_residual`) straight to q8.
+        pub struct RmsNormQ8Params = "RMS_NORM_Q8_PARAMS(X)" {
+            x: DevicePtr = "const X*",
+            r: DevicePtr = "const X*",
+            sum: DevicePtr = "X*",
+            alpha: DevicePtr = "const X*",
+            out: DevicePtr = "u8*",
+            m: u64,
+            k: u64,
+            eps: f32,
+            scheme: u32,
+            has_residual: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// silu(g) * u of rows [g | u] of 2w values, straight to q8.
+        pub struct SwigluQ8Params = "SWIGLU_Q8_PARAMS(X)" {
+            gate_up: DevicePtr = "const X*",
+            out: DevicePtr = "u8*",
+            m: u64,
+            w: u64,
+            scheme: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// The integer mat-vec on q8 activations `xq`, `wpr` warps a weight row.
+        pub struct MatvecQ8Params = "MATVEC_Q8_PARAMS(X)" {
+            w: DevicePtr = "const u8*",
+            total: u64,
+            xq: DevicePtr = "const u8*",
+            y: DevicePtr = "X*",
+            n: u64,
+            k: u64,
+            rows: u32,
+            wpr: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// The integer mat-vec quantizing float activations `x` itself.
+        pub struct MatvecQ8fParams = "MATVEC_Q8F_PARAMS(X)" {
+            w: DevicePtr = "const u8*",
+            total: u64,
+            x: DevicePtr = "const X*",
+            y: DevicePtr = "X*",
+            n: u64,
+            k: u64,
+            rows: u32,
+            wpr: u32,
+        }
+    }
+
+    crate::kernel_params! {
+        /// Experts' mat-vecs, a block per (token, slot) pair picked by `ids`.
+        pub struct MoeQ8Params = "MOE_Q8_PARAMS(X)" {
+            w: DevicePtr = "const u8*",
+            total: u64,
+            xq: DevicePtr = "const u8*",
+            ids: DevicePtr = "const u32*",
+            y: DevicePtr = "X*",
+            n: u64,
+            k: u64,
+            experts: u64,
+            top: u64,
+            x_slots: u64,
+            pairs: u64,
+            bad: Option<DevicePtr> = "u32*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// Experts' mat-vecs over the pairs grouped by expert (`route`, from `moe_route`).
+        pub struct MoeGroupedQ8Params = "MOE_GROUPED_Q8_PARAMS(X)" {
+            w: DevicePtr = "const u8*",
+            total: u64,
+            xq: DevicePtr = "const u8*",
+            route: DevicePtr = "const u32*",
+            y: DevicePtr = "X*",
+            n: u64,
+            k: u64,
+            experts: u64,
+            top: u64,
+            x_slots: u64,
+            pairs: u64,
+            bad: Option<DevicePtr> = "u32*",
+        }
+    }
+
+    crate::kernel_params! {
+        /// The pairs sorted by expert, with where each expert's pairs and chunks start.
+        pub struct MoeRouteParams = "MOE_ROUTE_PARAMS()" {
+            ids: DevicePtr = "const u32*",
+            route: DevicePtr = "u32*",
+            pairs: u64,
+            experts: u64,
+        }
+    }
+
+    pub const DEQUANTIZE: Family<DequantizeParams> = Family::new(&super::QUANTIZED, "dequantize");
+    pub const EMBEDDING: Family<EmbeddingParams> = Family::new(&super::QUANTIZED, "embedding");
+    pub const MATVEC: Family<MatvecParams> = Family::new(&super::QUANTIZED, "matvec");
+    pub const MATVEC_Q8: Family<MatvecQ8Params> = Family::new(&super::QUANTIZED, "matvec_q8");
+    /// One activation row (no other rows' accumulators).
+    pub const MATVEC1_Q8: Family<MatvecQ8Params> = Family::new(&super::QUANTIZED, "matvec1_q8");
+    pub const MATVEC_Q8F: Family<MatvecQ8fParams> = Family::new(&super::QUANTIZED, "matvec_q8f");
+    pub const MATVEC1_Q8F: Family<MatvecQ8fParams> = Family::new(&super::QUANTIZED, "matvec1_q8f");
+    pub const MOE_Q8: Family<MoeQ8Params> = Family::new(&super::QUANTIZED, "moe_q8");
+    pub const MOE_GROUPED_Q8: Family<MoeGroupedQ8Params> =
+        Family::new(&super::QUANTIZED, "moe_grouped_q8");
+    /// Keyed by the activations' float type.
+    pub const QUANTIZE_Q8: Entry<QuantizeQ8Params> = Entry::new(&super::QUANTIZED, "quantize_q8");
+    /// Keyed by the activations' float type.
+    pub const RMS_NORM_Q8: Entry<RmsNormQ8Params> = Entry::new(&super::QUANTIZED, "rms_norm_q8");
+    /// Keyed by the activations' float type.
+    pub const SWIGLU_Q8: Entry<SwigluQ8Params> = Entry::new(&super::QUANTIZED, "swiglu_q8");
+    /// Keyed by the weights' block type.
+    pub const MOE_ROUTE: Entry<MoeRouteParams> = Entry::new(&super::QUANTIZED, "moe_route");
+}
 
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[

@@ -1044,25 +1044,22 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
 
 // Every type: dequantize and embedding.
 #define QUANT_KERNELS(NAME, Q)                                                                   \
-    KERNEL void dequantize_f32_##NAME(const u8* w, u64 total, u64 first, float* out, u64 n) {    \
+    KERNEL void dequantize_f32_##NAME(DEQUANTIZE_PARAMS(float)) {                                \
         dequantize<Q>(w, total, first, out, n);                                                  \
     }                                                                                            \
-    KERNEL void dequantize_f16_##NAME(const u8* w, u64 total, u64 first, f16_t* out, u64 n) {    \
+    KERNEL void dequantize_f16_##NAME(DEQUANTIZE_PARAMS(f16_t)) {                                \
         dequantize<Q>(w, total, first, out, n);                                                  \
     }                                                                                            \
-    KERNEL void dequantize_bf16_##NAME(const u8* w, u64 total, u64 first, bf16_t* out, u64 n) {  \
+    KERNEL void dequantize_bf16_##NAME(DEQUANTIZE_PARAMS(bf16_t)) {                              \
         dequantize<Q>(w, total, first, out, n);                                                  \
     }                                                                                            \
-    KERNEL void embedding_f32_##NAME(const u8* t, u64 total, const u32* ids, float* out, u64 n_ids, u64 rows, u64 k, \
-                                     u32* bad) {                                                 \
+    KERNEL void embedding_f32_##NAME(EMBEDDING_PARAMS(float)) {                                  \
         embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
     }                                                                                            \
-    KERNEL void embedding_f16_##NAME(const u8* t, u64 total, const u32* ids, f16_t* out, u64 n_ids, u64 rows, u64 k, \
-                                     u32* bad) {                                                 \
+    KERNEL void embedding_f16_##NAME(EMBEDDING_PARAMS(f16_t)) {                                  \
         embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
     }                                                                                            \
-    KERNEL void embedding_bf16_##NAME(const u8* t, u64 total, const u32* ids, bf16_t* out, u64 n_ids, u64 rows, \
-                                      u64 k, u32* bad) {                                         \
+    KERNEL void embedding_bf16_##NAME(EMBEDDING_PARAMS(bf16_t)) {                                \
         embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
     }
 
@@ -1070,55 +1067,38 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
 // that dtype to q8.
 #define FLOAT_KERNELS(NAME, Q, X)                                                                \
     QUANT_KERNELS(NAME, Q)                                                                       \
-    KERNEL void matvec_f32_##NAME(const u8* w, u64 total, const float* x, float* y, u64 n, u64 k, u32 rows) { \
-        matvec<Q>(w, total, x, y, n, k, rows);                                                   \
-    }                                                                                            \
-    KERNEL void matvec_f16_##NAME(const u8* w, u64 total, const f16_t* x, f16_t* y, u64 n, u64 k, u32 rows) { \
-        matvec<Q>(w, total, x, y, n, k, rows);                                                   \
-    }                                                                                            \
-    KERNEL void matvec_bf16_##NAME(const u8* w, u64 total, const bf16_t* x, bf16_t* y, u64 n, u64 k, u32 rows) { \
-        matvec<Q>(w, total, x, y, n, k, rows);                                                   \
-    }                                                                                            \
-    KERNEL void quantize_q8_##NAME(const X* x, u8* out, u64 m, u64 k, u32 scheme) { quantize_q8(x, out, m, k, scheme); } \
-    KERNEL __launch_bounds__(RMS_Q8_MAX_THREADS) void rms_norm_q8_##NAME(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps, \
-                                   u32 scheme, u32 has_residual) {                               \
+    KERNEL void matvec_f32_##NAME(MATVEC_PARAMS(float)) { matvec<Q>(w, total, x, y, n, k, rows); } \
+    KERNEL void matvec_f16_##NAME(MATVEC_PARAMS(f16_t)) { matvec<Q>(w, total, x, y, n, k, rows); } \
+    KERNEL void matvec_bf16_##NAME(MATVEC_PARAMS(bf16_t)) { matvec<Q>(w, total, x, y, n, k, rows); } \
+    KERNEL void quantize_q8_##NAME(QUANTIZE_Q8_PARAMS(X)) { quantize_q8(x, out, m, k, scheme); } \
+    KERNEL __launch_bounds__(RMS_Q8_MAX_THREADS) void rms_norm_q8_##NAME(RMS_NORM_Q8_PARAMS(X)) { \
         rms_norm_q8(x, r, sum, alpha, out, m, k, eps, scheme, has_residual);                     \
     }                                                                                            \
-    KERNEL void swiglu_q8_##NAME(const X* gate_up, u8* out, u64 m, u64 w, u32 scheme) {          \
-        swiglu_q8(gate_up, out, m, w, scheme);                                                   \
-    }
+    KERNEL void swiglu_q8_##NAME(SWIGLU_Q8_PARAMS(X)) { swiglu_q8(gate_up, out, m, w, scheme); }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
-    KERNEL void matvec_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, \
-                                        u32 wpr) {                                               \
+    KERNEL void matvec_q8_##XN##_##NAME(MATVEC_Q8_PARAMS(X)) {                                   \
         matvec_q8<Q, MATVEC_MAX_ROWS>(w, total, xq, y, n, k, rows, wpr);                         \
     }                                                                                            \
-    KERNEL void matvec1_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u32 rows, \
-                                         u32 wpr) {                                              \
+    KERNEL void matvec1_q8_##XN##_##NAME(MATVEC_Q8_PARAMS(X)) {                                  \
         matvec_q8<Q, 1>(w, total, xq, y, n, k, rows, wpr);                                       \
     }                                                                                            \
-    KERNEL void matvec_q8f_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, \
-                                         u32 wpr) {                                              \
+    KERNEL void matvec_q8f_##XN##_##NAME(MATVEC_Q8F_PARAMS(X)) {                                 \
         matvec_q8_fused<Q, MATVEC_MAX_ROWS>(w, total, x, y, n, k, rows, wpr);                    \
     }                                                                                            \
-    KERNEL void matvec1_q8f_##XN##_##NAME(const u8* w, u64 total, const X* x, X* y, u64 n, u64 k, u32 rows, \
-                                          u32 wpr) {                                             \
+    KERNEL void matvec1_q8f_##XN##_##NAME(MATVEC_Q8F_PARAMS(X)) {                                \
         matvec_q8_fused<Q, 1>(w, total, x, y, n, k, rows, wpr);                                  \
     }                                                                                            \
-    KERNEL void moe_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, \
-                                     u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) {   \
+    KERNEL void moe_q8_##XN##_##NAME(MOE_Q8_PARAMS(X)) {                                         \
         moe_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                \
     }                                                                                            \
-    KERNEL void moe_grouped_q8_##XN##_##NAME(const u8* w, u64 total, const u8* xq, const u32* route, X* y, u64 n, \
-                                             u64 k, u64 experts, u64 top, u64 x_slots, u64 pairs, u32* bad) { \
+    KERNEL void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                         \
         moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \
     }
 #define BLOCK_KERNELS(NAME, Q)                                                                   \
     QUANT_KERNELS(NAME, Q)                                                                       \
-    KERNEL void moe_route_##NAME(const u32* ids, u32* route, u64 pairs, u64 experts) {          \
-        moe_route(ids, route, pairs, experts);                                                   \
-    }                                                                                            \
+    KERNEL void moe_route_##NAME(MOE_ROUTE_PARAMS()) { moe_route(ids, route, pairs, experts); }  \
     BLOCK_MATVEC(NAME, Q, f32, float)                                                            \
     BLOCK_MATVEC(NAME, Q, f16, f16_t)                                                            \
     BLOCK_MATVEC(NAME, Q, bf16, bf16_t)

@@ -22,8 +22,9 @@ pub mod layout;
 
 pub use layout::{download, to_device_layout, to_ggml_layout, upload};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
-use rocm_device::{kernels, Contiguous, LaunchArgs, LaunchConfig};
+use rocm_device::kernels::{self, quantized, Entry, Family, KernelParams};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
+use rocm_device::{Contiguous, LaunchConfig};
 
 /// Candle's `GgmlDType`: the block types of GGUF files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -259,10 +260,14 @@ fn out_key(op: &'static str, dtype: DType) -> Result<&'static str> {
     }
 }
 
-/// The kernel `<op>_<out>` of the quantized module for `ty`.
-fn kernel_op(op: &'static str, out: DType) -> Result<&'static str> {
-    kernels::QUANTIZED
-        .op_named(&[op, out_key(op, out)?])
+/// The kernel `<family>_<out>` of the quantized module.
+fn family_entry<P: KernelParams>(
+    op: &'static str,
+    family: Family<P>,
+    out: DType,
+) -> Result<Entry<P>> {
+    family
+        .entry(&[out_key(op, out)?])
         .ok_or(Error::UnsupportedDType { op, dtype: out })
 }
 
@@ -288,25 +293,22 @@ fn dequantize_rows(
     (out, capacity_rows): (DType, usize),
 ) -> Result<Buffer> {
     const OP: &str = "dequantize";
-    let kernel = kernel_op(OP, out)?;
+    let entry = family_entry(OP, quantized::DEQUANTIZE, out)?;
     let n = rows.len() * w.k;
     let y = device.alloc(rows.len().max(capacity_rows) * w.k * out.size_in_bytes())?;
     if n == 0 {
         return Ok(y);
     }
     let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %out, n).entered();
-    let mut args = LaunchArgs::new();
-    // Rows are whole blocks, so a row range starts on a block.
-    args.push_buffer(w.buffer)
-        .push(w.buffer_blocks() as u64)
-        .push((rows.start * (w.k / w.ty.block_size())) as u64)
-        .push_buffer(&y)
-        .push(n as u64);
-    device.launch_elements(
-        (&kernels::QUANTIZED, kernel, w.ty.key()),
-        n as u64,
-        &mut args,
-    )?;
+    let params = quantized::DequantizeParams {
+        w: w.buffer.ptr(),
+        total: w.buffer_blocks() as u64,
+        // Rows are whole blocks, so a row range starts on a block.
+        first: (rows.start * (w.k / w.ty.block_size())) as u64,
+        out: y.ptr(),
+        n: n as u64,
+    };
+    device.launch_entry_elements(entry, w.ty.key(), n as u64, &params)?;
     Ok(y)
 }
 
@@ -328,7 +330,7 @@ pub fn embedding(
         });
     }
     let ids_data = ids.contiguous(OP)?;
-    let kernel = kernel_op(OP, out)?;
+    let entry = family_entry(OP, quantized::EMBEDDING, out)?;
     let n_ids = ids.elem_count();
     let y = device.alloc(n_ids * w.k * out.size_in_bytes())?;
     if n_ids * w.k == 0 {
@@ -339,19 +341,18 @@ pub fn embedding(
     } else {
         None
     };
-    let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
-    ids_data.push(&mut args)?;
-    args.push_buffer(&y)
-        .push(n_ids as u64)
-        .push(w.rows as u64)
-        .push(w.k as u64);
-    match &bad {
-        Some(b) => args.push_buffer(b),
-        None => args.push(0u64),
+    let params = quantized::EmbeddingParams {
+        t: w.buffer.ptr(),
+        total: w.buffer_blocks() as u64,
+        ids: ids_data.ptr()?,
+        out: y.ptr(),
+        n_ids: n_ids as u64,
+        rows: w.rows as u64,
+        k: w.k as u64,
+        bad: bad.as_ref().map(Buffer::ptr),
     };
     let n = (n_ids * w.k) as u64;
-    device.launch_elements((&kernels::QUANTIZED, kernel, w.ty.key()), n, &mut args)?;
+    device.launch_entry_elements(entry, w.ty.key(), n, &params)?;
     if let Some(b) = bad {
         check_ids_counter(device, &b, (&ids_data, n_ids), (OP, w.rows))?;
     }
@@ -585,13 +586,14 @@ fn quantize_rows(
     if subs == 0 {
         return Ok(out);
     }
-    let mut args = LaunchArgs::new();
-    x.push(&mut args)?;
-    args.push_buffer(&out)
-        .push(m as u64)
-        .push(k as u64)
-        .push(scheme.code());
-    device.launch_elements((&kernels::QUANTIZED, OP, key), subs, &mut args)?;
+    let params = quantized::QuantizeQ8Params {
+        x: x.ptr()?,
+        out: out.ptr(),
+        m: m as u64,
+        k: k as u64,
+        scheme: scheme.code(),
+    };
+    device.launch_entry_elements(quantized::QUANTIZE_Q8, key, subs, &params)?;
     Ok(out)
 }
 
@@ -733,28 +735,45 @@ fn matvec(
     let y = device.alloc(m * n * dtype.size_in_bytes())?;
     let _span =
         tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k, wpr).entered();
-    let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer).push(w.buffer_blocks() as u64);
-    x.push(&mut args)?;
-    // block types here are fused (the others returned above); the float mat-vec: one warp a row
-    let op = match (w.ty.is_block(), m) {
-        (true, 1) => "matvec1_q8f",
-        (true, _) => "matvec_q8f",
-        (false, _) => "matvec",
-    };
-    let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
     let mut config = matvec_config(device, n, wpr, 1);
     if fused {
         config.shared_mem_bytes = q8_bytes(m, w.k) as u32;
     }
-    args.push_buffer(&y)
-        .push(n as u64)
-        .push(w.k as u64)
-        .push(m as u32);
+    let (total, x, out) = (w.buffer_blocks() as u64, x.ptr()?, y.ptr());
+    let key = w.ty.key();
     if w.ty.is_block() {
-        args.push(wpr as u32);
+        // block types here are fused (the others returned above)
+        let family = if m == 1 {
+            quantized::MATVEC1_Q8F
+        } else {
+            quantized::MATVEC_Q8F
+        };
+        let params = quantized::MatvecQ8fParams {
+            w: w.buffer.ptr(),
+            total,
+            x,
+            y: out,
+            n: n as u64,
+            k: w.k as u64,
+            rows: m as u32,
+            wpr: wpr as u32,
+        };
+        let entry = family_entry(OP, family, dtype)?;
+        device.launch_entry(entry, key, config, &params)?;
+    } else {
+        // the float mat-vec: one warp a row
+        let params = quantized::MatvecParams {
+            w: w.buffer.ptr(),
+            total,
+            x,
+            y: out,
+            n: n as u64,
+            k: w.k as u64,
+            rows: m as u32,
+        };
+        let entry = family_entry(OP, quantized::MATVEC, dtype)?;
+        device.launch_entry(entry, key, config, &params)?;
     }
-    device.launch(&f, config, &mut args)?;
     Ok(y)
 }
 
@@ -847,18 +866,19 @@ pub fn rms_norm_q8(
     if m * k == 0 {
         return Ok((sum, q8(out)));
     }
-    let mut args = LaunchArgs::new();
-    xc.push(&mut args)?;
-    // without a residual the kernel reads neither r nor sum: x and the output stand in
-    rc.as_ref().unwrap_or(&xc).push(&mut args)?;
-    args.push_buffer(sum.as_ref().unwrap_or(&out));
-    ac.push(&mut args)?;
-    args.push_buffer(&out)
-        .push(m as u64)
-        .push(k as u64)
-        .push(eps)
-        .push(scheme.code())
-        .push(u32::from(rc.is_some()));
+    let params = quantized::RmsNormQ8Params {
+        x: xc.ptr()?,
+        // without a residual the kernel reads neither r nor sum: x and the output stand in
+        r: rc.as_ref().unwrap_or(&xc).ptr()?,
+        sum: sum.as_ref().unwrap_or(&out).ptr(),
+        alpha: ac.ptr()?,
+        out: out.ptr(),
+        m: m as u64,
+        k: k as u64,
+        eps,
+        scheme: scheme.code(),
+        has_residual: u32::from(rc.is_some()),
+    };
     let warp = device.info().warp_size.max(1) as usize;
     // a run of 8 values a thread
     let threads = (k / 8).div_ceil(warp) * warp;
@@ -867,8 +887,7 @@ pub fn rms_norm_q8(
         block: [threads.clamp(warp, RMS_Q8_MAX_THREADS) as u32, 1, 1],
         shared_mem_bytes: 0,
     };
-    let f = device.kernel(&kernels::QUANTIZED, OP, out_key(OP, dtype)?)?;
-    device.launch(&f, config, &mut args)?;
+    device.launch_entry(quantized::RMS_NORM_Q8, out_key(OP, dtype)?, config, &params)?;
     Ok((sum, q8(out)))
 }
 
@@ -893,14 +912,15 @@ pub fn swiglu_q8(device: &Device, gate_up: Operand<'_>, scheme: Q8Scheme) -> Res
     // a run of 8 values a thread
     let runs = (m * w / 8) as u64;
     if runs > 0 {
-        let mut args = LaunchArgs::new();
-        gc.push(&mut args)?;
-        args.push_buffer(&out)
-            .push(m as u64)
-            .push(w as u64)
-            .push(scheme.code());
+        let params = quantized::SwigluQ8Params {
+            gate_up: gc.ptr()?,
+            out: out.ptr(),
+            m: m as u64,
+            w: w as u64,
+            scheme: scheme.code(),
+        };
         let key = out_key(OP, gate_up.dtype)?;
-        device.launch_elements((&kernels::QUANTIZED, OP, key), runs, &mut args)?;
+        device.launch_entry_elements(quantized::SWIGLU_Q8, key, runs, &params)?;
     }
     Ok(Q8Activations {
         buffer: out,
@@ -960,18 +980,24 @@ fn launch_matvec_q8(
         tracing::debug_span!("op", op = "matvec_q8", ty = %w.ty, %dtype, m, n, k = w.k, wpr)
             .entered();
     // one activation row: the entry without the other rows' accumulators
-    let op = if m == 1 { "matvec1_q8" } else { "matvec_q8" };
-    let f = device.kernel(&kernels::QUANTIZED, kernel_op(op, dtype)?, w.ty.key())?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(w.buffer)
-        .push(w.buffer_blocks() as u64)
-        .push_buffer(xq)
-        .push_buffer(&y)
-        .push(n as u64)
-        .push(w.k as u64)
-        .push(m as u32)
-        .push(wpr as u32);
-    device.launch(&f, matvec_config(device, n, wpr, 1), &mut args)?;
+    let family = if m == 1 {
+        quantized::MATVEC1_Q8
+    } else {
+        quantized::MATVEC_Q8
+    };
+    let entry = family_entry("matvec_q8", family, dtype)?;
+    let params = quantized::MatvecQ8Params {
+        w: w.buffer.ptr(),
+        total: w.buffer_blocks() as u64,
+        xq: xq.ptr(),
+        y: y.ptr(),
+        n: n as u64,
+        k: w.k as u64,
+        rows: m as u32,
+        wpr: wpr as u32,
+    };
+    let config = matvec_config(device, n, wpr, 1);
+    device.launch_entry(entry, w.ty.key(), config, &params)?;
     Ok(y)
 }
 
@@ -1062,7 +1088,9 @@ pub fn moe_matvec(
     // pairs the grouped kernel takes together (its grid holds a block row per chunk of pairs)
     let chunks = pairs.div_ceil(MOE_GROUP_PAIRS) + experts + 1;
     let grouped = tokens > 1 && experts <= MOE_ROUTE_MAX_EXPERTS && chunks <= 65_535;
-    let op = kernel_op(if grouped { "moe_grouped_q8" } else { "moe_q8" }, dtype)?;
+    // the entries exist for every float output (checked before any allocation)
+    let moe = family_entry(OP, quantized::MOE_Q8, dtype)?;
+    let moe_grouped = family_entry(OP, quantized::MOE_GROUPED_Q8, dtype)?;
     let y = device.alloc(pairs * n * dtype.size_in_bytes())?;
     if pairs * n == 0 {
         return Ok(y);
@@ -1086,12 +1114,12 @@ pub fn moe_matvec(
     // the pairs sorted by expert, with where each expert's pairs and chunks start
     let route = if grouped {
         let route = device.alloc((pairs + 2 * (experts + 2)) * 4)?;
-        let f = device.kernel(&kernels::QUANTIZED, "moe_route", weights.ty.key())?;
-        let mut args = LaunchArgs::new();
-        ids_data.push(&mut args)?;
-        args.push_buffer(&route)
-            .push(pairs as u64)
-            .push(experts as u64);
+        let params = quantized::MoeRouteParams {
+            ids: ids_data.ptr()?,
+            route: route.ptr(),
+            pairs: pairs as u64,
+            experts: experts as u64,
+        };
         // (the wave64 emulation's blocks hold fewer threads)
         let block = MOE_ROUTE_BLOCK.min(device.info().max_threads_per_block);
         let config = LaunchConfig {
@@ -1099,39 +1127,53 @@ pub fn moe_matvec(
             block: [block, 1, 1],
             shared_mem_bytes: 0,
         };
-        device.launch(&f, config, &mut args)?;
+        device.launch_entry(quantized::MOE_ROUTE, weights.ty.key(), config, &params)?;
         Some(route)
     } else {
         None
     };
-    let f = device.kernel(&kernels::QUANTIZED, op, weights.ty.key())?;
-    let mut args = LaunchArgs::new();
-    args.push_buffer(weights.buffer)
-        .push(weights.buffer_blocks() as u64)
-        .push_buffer(&xq);
+    let key = weights.ty.key();
+    let (w, total) = (weights.buffer.ptr(), weights.buffer_blocks() as u64);
+    let (xq, y_ptr, bad_ptr) = (xq.ptr(), y.ptr(), bad.as_ref().map(Buffer::ptr));
+    let (n64, k64, experts64, top64) = (n as u64, k as u64, experts as u64, top as u64);
     match &route {
-        Some(r) => {
-            args.push_buffer(r);
+        Some(route) => {
+            let params = quantized::MoeGroupedQ8Params {
+                w,
+                total,
+                xq,
+                route: route.ptr(),
+                y: y_ptr,
+                n: n64,
+                k: k64,
+                experts: experts64,
+                top: top64,
+                x_slots: slots as u64,
+                pairs: pairs as u64,
+                bad: bad_ptr,
+            };
+            let config = moe_grouped_config(device, n, chunks);
+            device.launch_entry(moe_grouped, key, config, &params)?;
         }
-        None => ids_data.push(&mut args)?,
+        None => {
+            let params = quantized::MoeQ8Params {
+                w,
+                total,
+                xq,
+                ids: ids_data.ptr()?,
+                y: y_ptr,
+                n: n64,
+                k: k64,
+                experts: experts64,
+                top: top64,
+                x_slots: slots as u64,
+                pairs: pairs as u64,
+                bad: bad_ptr,
+            };
+            let config = matvec_config(device, n, 1, pairs.min(65535) as u32);
+            device.launch_entry(moe, key, config, &params)?;
+        }
     }
-    args.push_buffer(&y)
-        .push(n as u64)
-        .push(k as u64)
-        .push(experts as u64)
-        .push(top as u64)
-        .push(slots as u64)
-        .push(pairs as u64);
-    match &bad {
-        Some(b) => args.push_buffer(b),
-        None => args.push(0u64),
-    };
-    let config = if grouped {
-        moe_grouped_config(device, n, chunks)
-    } else {
-        matvec_config(device, n, 1, pairs.min(65535) as u32)
-    };
-    device.launch(&f, config, &mut args)?;
     if let Some(b) = bad {
         check_ids_counter(device, &b, (&ids_data, pairs), (OP, experts))?;
     }
@@ -1193,34 +1235,55 @@ mod tests {
     fn every_type_has_its_kernels_in_the_table() {
         for ty in GgmlType::ALL {
             assert!(kernels::GGML_TYPES.contains(&ty.key()), "{ty}");
-            let own = if ty.is_block() {
-                &[
-                    "matvec_q8",
-                    "matvec_q8f",
-                    "matvec1_q8",
-                    "matvec1_q8f",
-                    "moe_q8",
-                    "moe_grouped_q8",
-                ][..]
-            } else {
-                &["matvec", "dequantize"][..]
-            };
-            for op in ["dequantize", "embedding"]
+            let families: Vec<(&str, Option<&'static str>)> = [DType::F32, DType::F16, DType::BF16]
                 .into_iter()
-                .chain(own.iter().copied())
-            {
-                for out in [DType::F32, DType::F16, DType::BF16] {
-                    let kernel = kernel_op(op, out).unwrap();
-                    let entry = kernels::QUANTIZED.entry_point(kernel, ty.key());
-                    assert!(entry.is_some(), "{kernel} {ty}");
-                }
+                .flat_map(|out| {
+                    let key = [out_key("test", out).unwrap()];
+                    let mut ops = vec![
+                        (
+                            "dequantize",
+                            quantized::DEQUANTIZE.entry(&key).map(|e| e.op),
+                        ),
+                        ("embedding", quantized::EMBEDDING.entry(&key).map(|e| e.op)),
+                    ];
+                    if ty.is_block() {
+                        ops.extend([
+                            ("matvec_q8", quantized::MATVEC_Q8.entry(&key).map(|e| e.op)),
+                            (
+                                "matvec1_q8",
+                                quantized::MATVEC1_Q8.entry(&key).map(|e| e.op),
+                            ),
+                            (
+                                "matvec_q8f",
+                                quantized::MATVEC_Q8F.entry(&key).map(|e| e.op),
+                            ),
+                            (
+                                "matvec1_q8f",
+                                quantized::MATVEC1_Q8F.entry(&key).map(|e| e.op),
+                            ),
+                            ("moe_q8", quantized::MOE_Q8.entry(&key).map(|e| e.op)),
+                            (
+                                "moe_grouped_q8",
+                                quantized::MOE_GROUPED_Q8.entry(&key).map(|e| e.op),
+                            ),
+                        ]);
+                    } else {
+                        ops.push(("matvec", quantized::MATVEC.entry(&key).map(|e| e.op)));
+                    }
+                    ops
+                })
+                .collect();
+            for (family, op) in families {
+                let op = op.unwrap_or_else(|| panic!("no {family} entry"));
+                let entry = kernels::QUANTIZED.entry_point(op, ty.key());
+                assert!(entry.is_some(), "{op} {ty}");
             }
             // activations are quantized by the kernels keyed by their float dtype
             let q8 = kernels::QUANTIZED.entry_point("quantize_q8", ty.key());
             assert_eq!(q8.is_some(), !ty.is_block(), "{ty}");
         }
         assert_eq!(GgmlType::ALL.len(), kernels::GGML_TYPES.len());
-        assert!(kernel_op("dequantize", DType::U8).is_err());
+        assert!(family_entry("dequantize", quantized::DEQUANTIZE, DType::U8).is_err());
     }
 
     #[test]
