@@ -169,23 +169,21 @@ DEVICE void transpose_pairs_impl(const T* src, T* dst, u64 batch, u64 d0, u64 d1
     KERNEL void fill_##NAME(T* out, T value, u64 n) { fill_impl<T>(out, value, n); }             \
     KERNEL void iota_##NAME(T* out, T start, T step, u64 n) { iota_impl<T>(out, start, step, n); } \
     KERNEL void copy_##NAME(const T* src, T* dst, u64 n) { copy_impl<T>(src, dst, n); }          \
-    KERNEL void copy_strided_##NAME(const T* src, T* dst, u64 n, KernelLayout src_layout) {      \
+    KERNEL void copy_strided_##NAME(COPY_STRIDED_PARAMS(T)) {                                    \
         copy_strided_impl<T>(src, dst, n, src_layout);                                           \
     }                                                                                            \
-    KERNEL void const_set_##NAME(T* dst, T value, u64 n, KernelLayout l) {                       \
+    KERNEL void const_set_##NAME(CONST_SET_PARAMS(T)) {                                          \
         const_set_impl<T>(dst, value, n, l);                                                     \
     }                                                                                            \
-    KERNEL void transpose_##NAME(const T* src, T* dst, u64 batch, u64 d0, u64 d1, u64 s_batch,  \
-                                 u64 s1, u64 start) {                                            \
+    KERNEL void transpose_##NAME(TRANSPOSE_PARAMS(T)) {                                          \
         transpose_impl<T>(src, dst, batch, d0, d1, s_batch, s1, start);                          \
     }                                                                                            \
-    KERNEL void transpose_pairs_##NAME(const T* src, T* dst, u64 batch, u64 d0, u64 d1,           \
-                                       u64 s_batch, u64 s1, u64 start) {                          \
+    KERNEL void transpose_pairs_##NAME(TRANSPOSE_PARAMS(T)) {                                    \
         transpose_pairs_impl<T>(src, dst, batch, d0, d1, s_batch, s1, start);                    \
     }
 
 #define COPY2D_ENTRY_POINTS(W, R)                                                                 \
-    KERNEL void copy2d_##W(R* dst, u64 rows, u64 dst_stride, Copy2dBlocks blocks) {              \
+    KERNEL void copy2d_##W(COPY2D_PARAMS(R)) {                                                   \
         copy2d_impl<R>(dst, rows, dst_stride, blocks);                                           \
     }
 

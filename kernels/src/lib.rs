@@ -178,8 +178,107 @@ pub const FILL: KernelModule = KernelModule {
             dtypes: &WIDTHS,
         },
     ],
-    params: &[],
+    params: &[
+        fill::CopyStridedParams::DECL,
+        fill::ConstSetParams::DECL,
+        fill::TransposeParams::DECL,
+        fill::Copy2dParams::DECL,
+    ],
 };
+
+/// The fill module's parameter lists and entries (fill.hip) that the runtime and the op crates
+/// launch (the rest are launched by the runtime's tests through the untyped path).
+pub mod fill {
+    use crate::params::{ArgSink, KernelArg};
+    use crate::{DevicePtr, Entry, KernelLayout};
+
+    /// Most blocks one `copy2d` launch copies: fill.hip's `COPY2D_MAX_BLOCKS` (a test holds
+    /// the two equal).
+    pub const COPY2D_MAX_BLOCKS: usize = 8;
+
+    /// fill.hip's `Copy2dBlocks`: per block, the source address (of its first element), its
+    /// width and source stride and its first column in the destination, all in copy units.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    pub struct Copy2dBlocks {
+        pub src: [u64; COPY2D_MAX_BLOCKS],
+        pub cols: [u64; COPY2D_MAX_BLOCKS],
+        pub src_stride: [u64; COPY2D_MAX_BLOCKS],
+        pub dst_col: [u64; COPY2D_MAX_BLOCKS],
+    }
+
+    impl KernelArg for Copy2dBlocks {
+        const C_TYPE: &'static str = "Copy2dBlocks";
+        fn push_to<S: ArgSink>(&self, sink: &mut S) {
+            sink.scalar(*self);
+        }
+    }
+
+    crate::kernel_params! {
+        /// dst[i] = src at i of `src_layout`, over `n` elements.
+        pub struct CopyStridedParams = "COPY_STRIDED_PARAMS(T)" {
+            src: DevicePtr = "const T*",
+            dst: DevicePtr = "T*",
+            n: u64,
+            src_layout: KernelLayout,
+        }
+    }
+
+    crate::kernel_params! {
+        /// Every element of `l` in `dst` set to `value` (its bits in the low bytes of the
+        /// word, read as T).
+        pub struct ConstSetParams = "CONST_SET_PARAMS(T)" {
+            dst: DevicePtr = "T*",
+            value: u64 = "T",
+            n: u64,
+            l: KernelLayout,
+        }
+    }
+
+    crate::kernel_params! {
+        /// A tiled transpose of `batch` (d0, d1) views with unit stride on d0 into contiguous
+        /// (d0, d1) blocks.
+        pub struct TransposeParams = "TRANSPOSE_PARAMS(T)" {
+            src: DevicePtr = "const T*",
+            dst: DevicePtr = "T*",
+            batch: u64,
+            d0: u64,
+            d1: u64,
+            s_batch: u64,
+            s1: u64,
+            start: u64,
+        }
+    }
+
+    crate::kernel_params! {
+        /// Up to [`COPY2D_MAX_BLOCKS`] 2-D blocks of `rows` rows into `dst`.
+        pub struct Copy2dParams = "COPY2D_PARAMS(R)" {
+            dst: DevicePtr = "R*",
+            rows: u64,
+            dst_stride: u64,
+            blocks: Copy2dBlocks,
+        }
+    }
+
+    pub const COPY_STRIDED: Entry<CopyStridedParams> = Entry::new(&super::FILL, "copy_strided");
+    pub const CONST_SET: Entry<ConstSetParams> = Entry::new(&super::FILL, "const_set");
+    pub const TRANSPOSE: Entry<TransposeParams> = Entry::new(&super::FILL, "transpose");
+    /// Two elements a thread (small dtypes, even sizes).
+    pub const TRANSPOSE_PAIRS: Entry<TransposeParams> = Entry::new(&super::FILL, "transpose_pairs");
+    /// Keyed by the copy unit's width.
+    pub const COPY2D: Entry<Copy2dParams> = Entry::new(&super::FILL, "copy2d");
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn the_copy2d_block_limit_is_fill_hips() {
+            assert_eq!(
+                super::super::FILL.define("COPY2D_MAX_BLOCKS"),
+                Some(super::COPY2D_MAX_BLOCKS as u64)
+            );
+        }
+    }
+}
 
 /// Math ops that only floats have.
 pub const UNARY_FLOAT_OPS: [&str; 23] = [
@@ -1242,8 +1341,41 @@ pub const RANDOM: KernelModule = KernelModule {
         ops: &["rand_uniform", "rand_normal"],
         dtypes: &RANDOM_DTYPES,
     }],
-    params: &[],
+    params: &[random::UniformParams::DECL, random::NormalParams::DECL],
 };
+
+/// The random module's parameter lists and entries (random.hip): `n` draws into `out` from
+/// the counter-based generator's `seed` and stream `offset`.
+pub mod random {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// Draws in [lo, hi).
+        pub struct UniformParams = "RAND_UNIFORM_PARAMS(T)" {
+            out: DevicePtr = "T*",
+            n: u64,
+            seed: u64,
+            offset: u64,
+            lo: f64,
+            hi: f64,
+        }
+    }
+
+    crate::kernel_params! {
+        /// Draws of N(mean, std^2).
+        pub struct NormalParams = "RAND_NORMAL_PARAMS(T)" {
+            out: DevicePtr = "T*",
+            n: u64,
+            seed: u64,
+            offset: u64,
+            mean: f64,
+            std: f64,
+        }
+    }
+
+    pub const UNIFORM: Entry<UniformParams> = Entry::new(&super::RANDOM, "rand_uniform");
+    pub const NORMAL: Entry<NormalParams> = Entry::new(&super::RANDOM, "rand_normal");
+}
 
 /// GGUF block types, named as the keys of the quantized kernels (Candle's `GgmlDType`).
 pub const GGML_TYPES: [&str; 15] = [

@@ -71,10 +71,10 @@ DEVICE void normal_impl(T* out, u64 n, u64 seed, u64 offset, double mean, double
 }
 
 #define RANDOM_KERNELS(NAME, T)                                                                    \
-    KERNEL void rand_uniform_##NAME(T* out, u64 n, u64 seed, u64 offset, double lo, double hi) {   \
+    KERNEL void rand_uniform_##NAME(RAND_UNIFORM_PARAMS(T)) {                                     \
         uniform_impl(out, n, seed, offset, lo, hi);                                                 \
     }                                                                                               \
-    KERNEL void rand_normal_##NAME(T* out, u64 n, u64 seed, u64 offset, double mean, double std) { \
+    KERNEL void rand_normal_##NAME(RAND_NORMAL_PARAMS(T)) {                                       \
         normal_impl(out, n, seed, offset, mean, std);                                               \
     }
 

@@ -4,9 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use rocm_blas::{Blas, BlasOptions};
-use rocm_device::{
-    kernels, Buffer, Config, DType, Device, Error, LaunchArgs, LaunchConfig, Result,
-};
+use rocm_device::kernels::{self, DevicePtr, Entry, KernelParams};
+use rocm_device::{Buffer, Config, DType, Device, Error, Result};
 use rocm_dnn::{Dnn, DnnOptions};
 use rocm_indexing::IndexOptions;
 
@@ -196,7 +195,18 @@ impl RocmDevice {
     /// `rand_uniform`: `len` draws in [lo, hi) for bf16, f16, f32, f64 and f8e4m3, computed in
     /// f64 for f64 and in f32 for the others: rounding to a narrow dtype may reach `hi`.
     pub fn rand_uniform(&self, len: usize, dtype: DType, lo: f64, hi: f64) -> Result<RocmStorage> {
-        self.draw("rand_uniform", len, dtype, lo, hi)
+        self.draw(
+            kernels::random::UNIFORM,
+            (len, dtype),
+            |out, n, (seed, offset)| kernels::random::UniformParams {
+                out,
+                n,
+                seed,
+                offset,
+                lo,
+                hi,
+            },
+        )
     }
 
     /// `rand_normal`: `len` draws of N(mean, std^2) (Box-Muller), same dtypes.
@@ -207,19 +217,36 @@ impl RocmDevice {
         mean: f64,
         std: f64,
     ) -> Result<RocmStorage> {
-        self.draw("rand_normal", len, dtype, mean, std)
+        self.draw(
+            kernels::random::NORMAL,
+            (len, dtype),
+            |out, n, (seed, offset)| kernels::random::NormalParams {
+                out,
+                n,
+                seed,
+                offset,
+                mean,
+                std,
+            },
+        )
     }
 
-    fn draw(
+    /// `len` draws of `entry`, its list made by `params` from the output, the count and the
+    /// generator's (seed, offset).
+    fn draw<P: KernelParams>(
         &self,
-        op: &'static str,
-        len: usize,
-        dtype: DType,
-        a: f64,
-        b: f64,
+        entry: Entry<P>,
+        (len, dtype): (usize, DType),
+        params: impl FnOnce(DevicePtr, u64, (u64, u64)) -> P,
     ) -> Result<RocmStorage> {
-        if kernels::RANDOM.entry_point(op, dtype.as_str()).is_none() {
-            return Err(Error::UnsupportedDType { op, dtype });
+        if kernels::RANDOM
+            .entry_point(entry.op, dtype.as_str())
+            .is_none()
+        {
+            return Err(Error::UnsupportedDType {
+                op: entry.op,
+                dtype,
+            });
         }
         let device = &self.inner.device;
         let out = device.alloc(len * dtype.size_in_bytes())?;
@@ -232,20 +259,10 @@ impl RocmDevice {
             rng.offset += 1;
             s
         };
-        let f = device.kernel(&kernels::RANDOM, op, dtype.as_str())?;
+        // a thread a pair of draws
         let pairs = len.div_ceil(2) as u64;
-        let mut args = LaunchArgs::new();
-        args.push_buffer(&out)
-            .push(len as u64)
-            .push(state.seed)
-            .push(state.offset)
-            .push(a)
-            .push(b);
-        device.launch(
-            &f,
-            LaunchConfig::for_elements(pairs, device.info()),
-            &mut args,
-        )?;
+        let params = params(out.ptr(), len as u64, (state.seed, state.offset));
+        device.launch_entry_elements(entry, dtype.as_str(), pairs, &params)?;
         Ok(self.storage(out, dtype))
     }
 

@@ -3,7 +3,8 @@
 
 use crate::device::{Buffer, Device};
 use crate::error::{Error, Result};
-use crate::launch::{KernelLayout, LaunchArgs, LaunchConfig};
+use crate::kernels::{fill, DevicePtr};
+use crate::launch::{KernelLayout, LaunchConfig};
 use crate::tensor::{DType, Layout};
 
 /// An op's input: `buffer` holds `dtype` elements, read through `layout` (dims, strides and
@@ -82,20 +83,18 @@ impl<'a> Operand<'a> {
             return Ok(());
         }
         let device = self.device();
-        let mut args = LaunchArgs::new();
-        args.push_buffer(self.buffer);
-        args.push_buffer_at(dst, dst_offset * size)?;
+        let (src, dst) = (self.buffer.ptr(), dst.ptr_at(dst_offset * size)?);
         if let Some(t) = Transpose::of(&kl) {
-            return t.launch(device, self.dtype, dst_offset, &mut args);
+            return t.launch(device, self.dtype, dst_offset, (src, dst));
         }
-        args.push(n as u64).push(kl);
-        let function = device.kernel(&crate::kernels::FILL, OP, self.dtype.as_str())?;
+        let params = fill::CopyStridedParams {
+            src,
+            dst,
+            n: n as u64,
+            src_layout: kl,
+        };
         let _span = tracing::debug_span!("op", op = OP, dtype = %self.dtype, n).entered();
-        device.launch(
-            &function,
-            LaunchConfig::for_elements(n as u64, device.info()),
-            &mut args,
-        )
+        device.launch_entry_elements(fill::COPY_STRIDED, self.dtype.as_str(), n as u64, &params)
     }
 }
 
@@ -150,12 +149,6 @@ impl Contiguous<'_> {
         self.buffer()
             .ptr_at(self.start() * self.dtype().size_in_bytes())
     }
-
-    /// Pushes the address of the first element as a kernel argument.
-    pub fn push(&self, args: &mut LaunchArgs) -> Result<()> {
-        args.push_buffer_at(self.buffer(), self.start() * self.dtype().size_in_bytes())?;
-        Ok(())
-    }
 }
 
 /// A (batch, d0, d1) view whose d0 axis has stride 1: the tiled transpose kernel's case.
@@ -205,28 +198,28 @@ impl Transpose {
             && dst_offset % 2 == 0
     }
 
-    /// Launches with `args` holding (src, dst) already.
+    /// Launches the transpose from `src` (the view's buffer) to `dst` (its first element).
     fn launch(
         &self,
         device: &Device,
         dtype: DType,
         dst_offset: usize,
-        args: &mut LaunchArgs,
+        (src, dst): (DevicePtr, DevicePtr),
     ) -> Result<()> {
-        for v in [
-            self.batch,
-            self.d0,
-            self.d1,
-            self.batch_stride,
-            self.s1,
-            self.start,
-        ] {
-            args.push(v);
-        }
-        let (op, tile) = if self.pairs_fit(dtype, dst_offset) {
-            ("transpose_pairs", 2 * Self::TILE)
+        let params = fill::TransposeParams {
+            src,
+            dst,
+            batch: self.batch,
+            d0: self.d0,
+            d1: self.d1,
+            s_batch: self.batch_stride,
+            s1: self.s1,
+            start: self.start,
+        };
+        let (entry, tile) = if self.pairs_fit(dtype, dst_offset) {
+            (fill::TRANSPOSE_PAIRS, 2 * Self::TILE)
         } else {
-            ("transpose", Self::TILE)
+            (fill::TRANSPOSE, Self::TILE)
         };
         let config = LaunchConfig {
             grid: [
@@ -237,9 +230,8 @@ impl Transpose {
             block: [Self::TILE as u32, 8, 1],
             shared_mem_bytes: 0,
         };
-        let _span = tracing::debug_span!("op", op, dtype = %dtype, batch = self.batch, d0 = self.d0, d1 = self.d1).entered();
-        let function = device.kernel(&crate::kernels::FILL, op, dtype.as_str())?;
-        device.launch(&function, config, args)
+        let _span = tracing::debug_span!("op", op = entry.op, dtype = %dtype, batch = self.batch, d0 = self.d0, d1 = self.d1).entered();
+        device.launch_entry(entry, dtype.as_str(), config, &params)
     }
 }
 

@@ -1,9 +1,7 @@
 //! Host side of unary.hip, binary.hip, cast.hip, ternary.hip and fill.hip.
 
 use rocm_device::kernels::{self, DevicePtr, Entry, KernelLayout, KernelParams};
-use rocm_device::{
-    Buffer, DType, Device, Error, LaunchArgs, LaunchConfig, Layout, Operand, Result, Scalar,
-};
+use rocm_device::{Buffer, DType, Device, Error, LaunchConfig, Layout, Operand, Result, Scalar};
 
 /// Unary ops of Candle's `UnaryOpT` plus normcdf and candle-nn's sigmoid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -566,20 +564,13 @@ pub fn const_set(device: &Device, dst: Operand<'_>, value: Scalar) -> Result<()>
     same_dtype(OP, dst.dtype, value.dtype())?;
     let kl = dst.kernel_layout(OP)?;
     let n = dst.elem_count();
-    if n == 0 {
-        return Ok(());
-    }
-    let mut args = LaunchArgs::new();
-    args.push_buffer(dst.buffer)
-        .push(value.to_arg_bits())
-        .push(n as u64)
-        .push(kl);
-    let _span = tracing::debug_span!("op", op = OP, dtype = %dst.dtype, n).entered();
-    device.launch_elements(
-        (&kernels::FILL, OP, dst.dtype.as_str()),
-        n as u64,
-        &mut args,
-    )
+    let params = kernels::fill::ConstSetParams {
+        dst: dst.buffer.ptr(),
+        value: value.to_arg_bits(),
+        n: n as u64,
+        l: kl,
+    };
+    launch_elements(device, kernels::fill::CONST_SET, dst.dtype, n, &params)
 }
 
 /// A `rows x cols` block of elements, rows `src_stride` / `dst_stride` elements apart,
@@ -594,20 +585,9 @@ pub struct Copy2d {
     pub dst_offset: usize,
 }
 
-/// Most blocks [`copy2d_many`] copies in one launch: fill.hip's `COPY2D_MAX_BLOCKS` (a test
-/// checks the two agree).
-pub const COPY2D_MAX_BLOCKS: usize = 8;
-
-/// fill.hip's `Copy2dBlocks`: every block's source address, columns, source row stride and
-/// first destination column, in units of the launch's width.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Copy2dBlocks {
-    src: [u64; COPY2D_MAX_BLOCKS],
-    cols: [u64; COPY2D_MAX_BLOCKS],
-    src_stride: [u64; COPY2D_MAX_BLOCKS],
-    dst_col: [u64; COPY2D_MAX_BLOCKS],
-}
+use kernels::fill::Copy2dBlocks;
+/// Most blocks [`copy2d_many`] copies in one launch (fill.hip's `COPY2D_MAX_BLOCKS`).
+pub use kernels::fill::COPY2D_MAX_BLOCKS;
 
 /// Copies the [`Copy2d`] block of `dtype` elements from `src` to `dst`.
 pub fn copy2d(device: &Device, dtype: DType, src: &Buffer, dst: &Buffer, c: &Copy2d) -> Result<()> {
@@ -689,11 +669,12 @@ fn launch_copy2d(
             right: format!("a source on {:?}", src.device()),
         });
     }
-    let mut args = LaunchArgs::new();
-    args.push_buffer(dst)
-        .push(first.rows as u64)
-        .push(units(first.dst_stride))
-        .push(blocks);
+    let params = kernels::fill::Copy2dParams {
+        dst: dst.ptr(),
+        rows: first.rows as u64,
+        dst_stride: units(first.dst_stride),
+        blocks,
+    };
     let block = rocm_device::DEFAULT_BLOCK;
     let info = device.info();
     let col_blocks = widest.div_ceil(u64::from(block));
@@ -712,21 +693,12 @@ fn launch_copy2d(
             function: OP.to_string(),
             reason: format!("no copy of {unit}-byte units"),
         })?;
-    let function = device.kernel(&kernels::FILL, OP, width)?;
-    device.launch(&function, config, &mut args)
+    device.launch_entry(kernels::fill::COPY2D, width, config, &params)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_copy2d_block_limit_is_fill_hips() {
-        assert_eq!(
-            kernels::FILL.define("COPY2D_MAX_BLOCKS"),
-            Some(COPY2D_MAX_BLOCKS as u64)
-        );
-    }
 
     #[test]
     fn unary_support_follows_the_cpu_backend() {
