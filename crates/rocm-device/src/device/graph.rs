@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::platform::Handle;
+use crate::platform::{GraphExecHandle, GraphHandle};
 
 use super::*;
 
@@ -101,8 +101,8 @@ impl Device {
 /// Dropping it returns the blocks it kept to the pool.
 pub struct Graph {
     pub(crate) device: Device,
-    pub(crate) graph: Handle,
-    pub(crate) exec: Handle,
+    pub(crate) graph: GraphHandle,
+    pub(crate) exec: GraphExecHandle,
     pub(crate) arena: u64,
 }
 
@@ -118,7 +118,7 @@ impl Graph {
         if self.device.is_capturing() {
             return Err(Error::Capture("replaying a graph inside a capture".into()));
         }
-        let _span = tracing::debug_span!("replay", graph = self.exec).entered();
+        let _span = tracing::debug_span!("replay", graph = self.exec.0).entered();
         self.device
             .inner
             .raw

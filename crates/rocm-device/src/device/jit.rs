@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::compile::{self, CompileRequest, Origin};
 use crate::error::{Error, Result};
-use crate::platform::Handle;
+use crate::platform::{FunctionHandle, ModuleHandle};
 
 use super::*;
 
@@ -557,9 +557,9 @@ impl Device {
 /// A loaded code object.
 pub struct Module {
     pub(crate) name: String,
-    pub(crate) handle: Handle,
+    pub(crate) handle: ModuleHandle,
     pub(crate) raw: Arc<dyn RawDevice>,
-    pub(crate) functions: Mutex<HashMap<String, Handle>>,
+    pub(crate) functions: Mutex<HashMap<String, FunctionHandle>>,
 }
 
 impl fmt::Debug for Module {
@@ -610,7 +610,7 @@ impl Drop for Module {
 #[derive(Clone)]
 pub struct Function {
     pub(crate) module: Arc<Module>,
-    pub(crate) handle: Handle,
+    pub(crate) handle: FunctionHandle,
     pub(crate) name: Arc<str>,
 }
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
-use crate::platform::{AllocFailure, DevicePtr, Handle, Platform, RawDevice};
+use crate::platform::{AllocFailure, DevicePtr, Platform, RawDevice, StreamHandle};
 use crate::pool::{Block, MemoryStats, RawAllocator};
 
 use super::*;
@@ -12,7 +12,7 @@ use super::*;
 /// The pool's view of a device.
 pub(crate) struct Allocator<'a> {
     pub(crate) raw: &'a dyn RawDevice,
-    pub(crate) stream: Handle,
+    pub(crate) stream: StreamHandle,
 }
 
 impl RawAllocator for Allocator<'_> {

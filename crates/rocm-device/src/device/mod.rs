@@ -217,7 +217,7 @@ impl Device {
     /// The device's stream as the platform's handle (`hipStream_t` / `CUstream`), for vendor
     /// libraries that must queue their work behind ours.
     pub fn raw_stream(&self) -> *mut std::ffi::c_void {
-        self.inner.stream.handle as *mut std::ffi::c_void
+        self.inner.stream.handle.0 as *mut std::ffi::c_void
     }
 
     /// Queues the kernel `op` of `module` for `key` as a grid-stride launch over `n` items

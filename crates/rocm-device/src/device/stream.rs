@@ -4,12 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::platform::{Handle, RawDevice};
+use crate::platform::{EventHandle, RawDevice, StreamHandle};
 
 /// A stream of the device: work on it runs in order.
 pub struct Stream {
     pub(crate) raw: Arc<dyn RawDevice>,
-    pub(crate) handle: Handle,
+    pub(crate) handle: StreamHandle,
 }
 
 impl fmt::Debug for Stream {
@@ -40,7 +40,7 @@ impl Drop for Stream {
 /// A point in a stream, for timing and waiting.
 pub struct Event {
     pub(crate) raw: Arc<dyn RawDevice>,
-    pub(crate) handle: Handle,
+    pub(crate) handle: EventHandle,
 }
 
 impl fmt::Debug for Event {

@@ -7,7 +7,10 @@ use std::ptr;
 pub(crate) use crate::sys::hip::library_status as libraries;
 use crate::sys::hip::{abi, sys as hip, HINT};
 
-use super::{AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, Platform, RawDevice};
+use super::{
+    AllocFailure, CompileInputs, DeviceInfo, DevicePtr, EventHandle, FunctionHandle,
+    GraphExecHandle, GraphHandle, ModuleHandle, Platform, RawDevice, StreamHandle,
+};
 use crate::error::{Error, Result};
 
 /// Checked before any binding call: the bindings panic when the library is missing.
@@ -241,11 +244,11 @@ impl HipDevice {
 fn dptr(p: DevicePtr) -> hip::hipDeviceptr_t {
     p as usize as hip::hipDeviceptr_t
 }
-fn stream(h: Handle) -> hip::hipStream_t {
-    h as hip::hipStream_t
+fn stream(h: StreamHandle) -> hip::hipStream_t {
+    h.0 as hip::hipStream_t
 }
-fn event(h: Handle) -> hip::hipEvent_t {
-    h as hip::hipEvent_t
+fn event(h: EventHandle) -> hip::hipEvent_t {
+    h.0 as hip::hipEvent_t
 }
 
 impl RawDevice for HipDevice {
@@ -290,23 +293,23 @@ impl RawDevice for HipDevice {
         check("hipFree", unsafe { hip::hipFree(dptr(p)) })
     }
 
-    fn stream_create(&self) -> Result<Handle> {
+    fn stream_create(&self) -> Result<StreamHandle> {
         self.bind()?;
         let mut s: hip::hipStream_t = ptr::null_mut();
         // SAFETY: valid out-pointer and flag.
         check("hipStreamCreateWithFlags", unsafe {
             hip::hipStreamCreateWithFlags(&mut s, abi::HIP_STREAM_NON_BLOCKING)
         })?;
-        Ok(s as Handle)
+        Ok(StreamHandle(s as usize))
     }
-    fn stream_destroy(&self, s: Handle) -> Result<()> {
+    fn stream_destroy(&self, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: the stream was created on this device and is destroyed once.
         check("hipStreamDestroy", unsafe {
             hip::hipStreamDestroy(stream(s))
         })
     }
-    fn stream_synchronize(&self, s: Handle) -> Result<()> {
+    fn stream_synchronize(&self, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream handle.
         check("hipStreamSynchronize", unsafe {
@@ -314,7 +317,7 @@ impl RawDevice for HipDevice {
         })
     }
 
-    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], s: Handle) -> Result<()> {
+    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: `dst` holds at least src.len() bytes (checked by the caller); `src` is
         // borrowed until the stream synchronize below, so pageable staging is complete.
@@ -323,7 +326,7 @@ impl RawDevice for HipDevice {
         })?;
         self.stream_synchronize(s)
     }
-    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, s: Handle) -> Result<()> {
+    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: `src` holds at least dst.len() bytes (checked by the caller); `dst` is
         // borrowed mutably until the synchronize below.
@@ -332,14 +335,20 @@ impl RawDevice for HipDevice {
         })?;
         self.stream_synchronize(s)
     }
-    fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, s: Handle) -> Result<()> {
+    fn memcpy_dtod(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        s: StreamHandle,
+    ) -> Result<()> {
         self.bind()?;
         // SAFETY: both ranges hold `bytes` bytes (checked by the caller).
         check("hipMemcpyDtoDAsync", unsafe {
             hip::hipMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, stream(s))
         })
     }
-    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, s: Handle) -> Result<()> {
+    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: `dst` holds `bytes` bytes (checked by the caller).
         check("hipMemsetD8Async", unsafe {
@@ -347,27 +356,27 @@ impl RawDevice for HipDevice {
         })
     }
 
-    fn event_create(&self) -> Result<Handle> {
+    fn event_create(&self) -> Result<EventHandle> {
         self.bind()?;
         let mut e: hip::hipEvent_t = ptr::null_mut();
         // SAFETY: valid out-pointer.
         check("hipEventCreate", unsafe { hip::hipEventCreate(&mut e) })?;
-        Ok(e as Handle)
+        Ok(EventHandle(e as usize))
     }
-    fn event_record(&self, e: Handle, s: Handle) -> Result<()> {
+    fn event_record(&self, e: EventHandle, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: live event and stream of this device.
         check("hipEventRecord", unsafe {
             hip::hipEventRecord(event(e), stream(s))
         })
     }
-    fn event_synchronize(&self, e: Handle) -> Result<()> {
+    fn event_synchronize(&self, e: EventHandle) -> Result<()> {
         // SAFETY: a live event.
         check("hipEventSynchronize", unsafe {
             hip::hipEventSynchronize(event(e))
         })
     }
-    fn event_query(&self, e: Handle) -> Result<bool> {
+    fn event_query(&self, e: EventHandle) -> Result<bool> {
         self.bind()?;
         // SAFETY: a live event.
         let code = unsafe { hip::hipEventQuery(event(e)) };
@@ -376,7 +385,7 @@ impl RawDevice for HipDevice {
         }
         check("hipEventQuery", code).map(|()| true)
     }
-    fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32> {
+    fn event_elapsed_ms(&self, start: EventHandle, end: EventHandle) -> Result<f32> {
         let mut ms = 0f32;
         // SAFETY: live events; valid out-pointer.
         check("hipEventElapsedTime", unsafe {
@@ -384,28 +393,28 @@ impl RawDevice for HipDevice {
         })?;
         Ok(ms)
     }
-    fn event_destroy(&self, e: Handle) -> Result<()> {
+    fn event_destroy(&self, e: EventHandle) -> Result<()> {
         // SAFETY: the event is destroyed once.
         check("hipEventDestroy", unsafe { hip::hipEventDestroy(event(e)) })
     }
 
-    fn module_load(&self, image: &[u8]) -> Result<Handle> {
+    fn module_load(&self, image: &[u8]) -> Result<ModuleHandle> {
         self.bind()?;
         let mut m: hip::hipModule_t = ptr::null_mut();
         // SAFETY: `image` is a complete code object produced by hiprtc; HIP copies it.
         check("hipModuleLoadData", unsafe {
             hip::hipModuleLoadData(&mut m, image.as_ptr().cast())
         })?;
-        Ok(m as Handle)
+        Ok(ModuleHandle(m as usize))
     }
-    fn module_unload(&self, m: Handle) -> Result<()> {
+    fn module_unload(&self, m: ModuleHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: the module was loaded on this device and is unloaded once.
         check("hipModuleUnload", unsafe {
-            hip::hipModuleUnload(m as hip::hipModule_t)
+            hip::hipModuleUnload(m.0 as hip::hipModule_t)
         })
     }
-    fn module_function(&self, m: Handle, name: &str) -> Result<Option<Handle>> {
+    fn module_function(&self, m: ModuleHandle, name: &str) -> Result<Option<FunctionHandle>> {
         let Ok(cname) = CString::new(name) else {
             return Ok(None);
         };
@@ -413,20 +422,20 @@ impl RawDevice for HipDevice {
         let mut f: hip::hipFunction_t = ptr::null_mut();
         // SAFETY: live module, valid C string and out-pointer.
         let code =
-            unsafe { hip::hipModuleGetFunction(&mut f, m as hip::hipModule_t, cname.as_ptr()) };
+            unsafe { hip::hipModuleGetFunction(&mut f, m.0 as hip::hipModule_t, cname.as_ptr()) };
         if code == abi::HIP_ERROR_NOT_FOUND {
             return Ok(None);
         }
         check("hipModuleGetFunction", code)?;
-        Ok(Some(f as Handle))
+        Ok(Some(FunctionHandle(f as usize)))
     }
     fn launch(
         &self,
-        function: Handle,
+        function: FunctionHandle,
         grid: [u32; 3],
         block: [u32; 3],
         shared_mem_bytes: u32,
-        s: Handle,
+        s: StreamHandle,
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
@@ -434,7 +443,7 @@ impl RawDevice for HipDevice {
         // copies them at launch); the caller validated the launch dimensions.
         check("hipModuleLaunchKernel", unsafe {
             hip::hipModuleLaunchKernel(
-                function as hip::hipFunction_t,
+                function.0 as hip::hipFunction_t,
                 grid[0],
                 grid[1],
                 grid[2],
@@ -449,56 +458,56 @@ impl RawDevice for HipDevice {
         })
     }
 
-    fn begin_capture(&self, s: Handle) -> Result<()> {
+    fn begin_capture(&self, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream of this device; relaxed mode lets the pool allocate.
         check("hipStreamBeginCapture", unsafe {
             hip::hipStreamBeginCapture(stream(s), abi::HIP_STREAM_CAPTURE_MODE_RELAXED)
         })
     }
-    fn end_capture(&self, s: Handle) -> Result<Handle> {
+    fn end_capture(&self, s: StreamHandle) -> Result<GraphHandle> {
         self.bind()?;
         let mut g: hip::hipGraph_t = ptr::null_mut();
         // SAFETY: a stream under capture, valid out-pointer.
         check("hipStreamEndCapture", unsafe {
             hip::hipStreamEndCapture(stream(s), &mut g)
         })?;
-        Ok(g as Handle)
+        Ok(GraphHandle(g as usize))
     }
-    fn graph_instantiate(&self, g: Handle) -> Result<Handle> {
+    fn graph_instantiate(&self, g: GraphHandle) -> Result<GraphExecHandle> {
         self.bind()?;
         let mut exec: hip::hipGraphExec_t = ptr::null_mut();
         // SAFETY: a graph from end_capture; no error node or log buffer is asked for.
         check("hipGraphInstantiate", unsafe {
             hip::hipGraphInstantiate(
                 &mut exec,
-                g as hip::hipGraph_t,
+                g.0 as hip::hipGraph_t,
                 ptr::null_mut(),
                 ptr::null_mut(),
                 0,
             )
         })?;
-        Ok(exec as Handle)
+        Ok(GraphExecHandle(exec as usize))
     }
-    fn graph_launch(&self, exec: Handle, s: Handle) -> Result<()> {
+    fn graph_launch(&self, exec: GraphExecHandle, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live executable graph and stream of this device.
         check("hipGraphLaunch", unsafe {
-            hip::hipGraphLaunch(exec as hip::hipGraphExec_t, stream(s))
+            hip::hipGraphLaunch(exec.0 as hip::hipGraphExec_t, stream(s))
         })
     }
-    fn graph_exec_destroy(&self, exec: Handle) -> Result<()> {
+    fn graph_exec_destroy(&self, exec: GraphExecHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: instantiated here, destroyed once.
         check("hipGraphExecDestroy", unsafe {
-            hip::hipGraphExecDestroy(exec as hip::hipGraphExec_t)
+            hip::hipGraphExecDestroy(exec.0 as hip::hipGraphExec_t)
         })
     }
-    fn graph_destroy(&self, g: Handle) -> Result<()> {
+    fn graph_destroy(&self, g: GraphHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: captured here, destroyed once.
         check("hipGraphDestroy", unsafe {
-            hip::hipGraphDestroy(g as hip::hipGraph_t)
+            hip::hipGraphDestroy(g.0 as hip::hipGraph_t)
         })
     }
 }

@@ -245,9 +245,39 @@ pub(crate) enum AllocFailure {
     Other(Error),
 }
 
-/// Opaque handles: device pointers and driver objects, as integers.
+/// A device address.
 pub(crate) type DevicePtr = u64;
-pub(crate) type Handle = usize;
+
+/// Declares the driver objects' handles: each its own type over the driver's pointer (as an
+/// integer), so one kind cannot be passed where another is taken.
+macro_rules! handles {
+    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub(crate) struct $name(pub(crate) usize);
+
+        impl std::fmt::LowerHex for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
+    )*};
+}
+
+handles!(
+    /// A stream.
+    StreamHandle,
+    /// An event.
+    EventHandle,
+    /// A loaded code object.
+    ModuleHandle,
+    /// A kernel of a loaded module.
+    FunctionHandle,
+    /// A captured graph.
+    GraphHandle,
+    /// An executable instance of a graph.
+    GraphExecHandle,
+);
 
 /// The raw, per-device interface each platform implements. Streams, events, modules and
 /// functions are opaque handles owned by the safe wrappers above this layer.
@@ -262,58 +292,64 @@ pub(crate) trait RawDevice: Send + Sync {
     fn malloc(&self, bytes: usize) -> Result<DevicePtr, AllocFailure>;
     fn free(&self, ptr: DevicePtr) -> Result<()>;
 
-    fn stream_create(&self) -> Result<Handle>;
-    fn stream_destroy(&self, stream: Handle) -> Result<()>;
-    fn stream_synchronize(&self, stream: Handle) -> Result<()>;
+    fn stream_create(&self) -> Result<StreamHandle>;
+    fn stream_destroy(&self, stream: StreamHandle) -> Result<()>;
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<()>;
 
     /// Host to device on `stream`; returns once `src` may be reused.
-    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], stream: Handle) -> Result<()>;
+    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], stream: StreamHandle) -> Result<()>;
     /// Device to host on `stream`; returns once `dst` holds the data.
-    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, stream: Handle) -> Result<()>;
+    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, stream: StreamHandle) -> Result<()>;
     fn memcpy_dtod(
         &self,
         dst: DevicePtr,
         src: DevicePtr,
         bytes: usize,
-        stream: Handle,
+        stream: StreamHandle,
     ) -> Result<()>;
-    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: Handle) -> Result<()>;
+    fn memset_d8(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
 
-    fn event_create(&self) -> Result<Handle>;
-    fn event_record(&self, event: Handle, stream: Handle) -> Result<()>;
-    fn event_synchronize(&self, event: Handle) -> Result<()>;
+    fn event_create(&self) -> Result<EventHandle>;
+    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> Result<()>;
+    fn event_synchronize(&self, event: EventHandle) -> Result<()>;
     /// `Ok(true)` once the event is reached, `Ok(false)` while work before it runs.
-    fn event_query(&self, event: Handle) -> Result<bool>;
-    fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32>;
-    fn event_destroy(&self, event: Handle) -> Result<()>;
+    fn event_query(&self, event: EventHandle) -> Result<bool>;
+    fn event_elapsed_ms(&self, start: EventHandle, end: EventHandle) -> Result<f32>;
+    fn event_destroy(&self, event: EventHandle) -> Result<()>;
 
-    fn module_load(&self, image: &[u8]) -> Result<Handle>;
-    fn module_unload(&self, module: Handle) -> Result<()>;
+    fn module_load(&self, image: &[u8]) -> Result<ModuleHandle>;
+    fn module_unload(&self, module: ModuleHandle) -> Result<()>;
     /// `Ok(None)` when the module has no such function.
-    fn module_function(&self, module: Handle, name: &str) -> Result<Option<Handle>>;
+    fn module_function(&self, module: ModuleHandle, name: &str) -> Result<Option<FunctionHandle>>;
     /// `params[i]` points at the i-th argument's value.
     fn launch(
         &self,
-        function: Handle,
+        function: FunctionHandle,
         grid: [u32; 3],
         block: [u32; 3],
         shared_mem_bytes: u32,
-        stream: Handle,
+        stream: StreamHandle,
         params: &mut [*mut c_void],
     ) -> Result<()>;
 
     /// Starts recording `stream`'s work into a graph instead of running it (relaxed mode:
     /// allocations may still reach the driver; a synchronizing call ends the capture with
     /// an error).
-    fn begin_capture(&self, stream: Handle) -> Result<()>;
+    fn begin_capture(&self, stream: StreamHandle) -> Result<()>;
     /// Ends the recording; the graph holds what was queued since `begin_capture`.
-    fn end_capture(&self, stream: Handle) -> Result<Handle>;
+    fn end_capture(&self, stream: StreamHandle) -> Result<GraphHandle>;
     /// An executable instance of `graph`.
-    fn graph_instantiate(&self, graph: Handle) -> Result<Handle>;
+    fn graph_instantiate(&self, graph: GraphHandle) -> Result<GraphExecHandle>;
     /// Queues one replay of an executable graph on `stream`.
-    fn graph_launch(&self, exec: Handle, stream: Handle) -> Result<()>;
-    fn graph_exec_destroy(&self, exec: Handle) -> Result<()>;
-    fn graph_destroy(&self, graph: Handle) -> Result<()>;
+    fn graph_launch(&self, exec: GraphExecHandle, stream: StreamHandle) -> Result<()>;
+    fn graph_exec_destroy(&self, exec: GraphExecHandle) -> Result<()>;
+    fn graph_destroy(&self, graph: GraphHandle) -> Result<()>;
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use cudarc::driver::sys as cu;
 use cudarc::nvrtc::sys as rtc;
 
 use super::{
-    AllocFailure, CompileInputs, DeviceInfo, DevicePtr, Handle, LibraryStatus, Platform, RawDevice,
+    AllocFailure, CompileInputs, DeviceInfo, DevicePtr, EventHandle, FunctionHandle,
+    GraphExecHandle, GraphHandle, LibraryStatus, ModuleHandle, Platform, RawDevice, StreamHandle,
 };
 use crate::error::{Error, Result};
 use crate::sys::library::find_library;
@@ -303,11 +304,11 @@ fn primary_context(ordinal: usize, device: cu::CUdevice) -> Result<cu::CUcontext
     Ok(context)
 }
 
-fn stream(h: Handle) -> cu::CUstream {
-    h as cu::CUstream
+fn stream(h: StreamHandle) -> cu::CUstream {
+    h.0 as cu::CUstream
 }
-fn event(h: Handle) -> cu::CUevent {
-    h as cu::CUevent
+fn event(h: EventHandle) -> cu::CUevent {
+    h.0 as cu::CUevent
 }
 
 impl RawDevice for CudaDevice {
@@ -352,23 +353,23 @@ impl RawDevice for CudaDevice {
         check("cuMemFree", unsafe { cu::cuMemFree_v2(p) })
     }
 
-    fn stream_create(&self) -> Result<Handle> {
+    fn stream_create(&self) -> Result<StreamHandle> {
         self.bind()?;
         let mut s: cu::CUstream = ptr::null_mut();
         // SAFETY: valid out-pointer and flag.
         check("cuStreamCreate", unsafe {
             cu::cuStreamCreate(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
         })?;
-        Ok(s as Handle)
+        Ok(StreamHandle(s as usize))
     }
-    fn stream_destroy(&self, s: Handle) -> Result<()> {
+    fn stream_destroy(&self, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: created here, destroyed once.
         check("cuStreamDestroy", unsafe {
             cu::cuStreamDestroy_v2(stream(s))
         })
     }
-    fn stream_synchronize(&self, s: Handle) -> Result<()> {
+    fn stream_synchronize(&self, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream.
         check("cuStreamSynchronize", unsafe {
@@ -376,7 +377,7 @@ impl RawDevice for CudaDevice {
         })
     }
 
-    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], s: Handle) -> Result<()> {
+    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: `dst` holds src.len() bytes (caller checked); `src` stays borrowed until
         // the synchronize below.
@@ -385,7 +386,7 @@ impl RawDevice for CudaDevice {
         })?;
         self.stream_synchronize(s)
     }
-    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, s: Handle) -> Result<()> {
+    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: `src` holds dst.len() bytes (caller checked); `dst` stays borrowed until
         // the synchronize below.
@@ -394,14 +395,20 @@ impl RawDevice for CudaDevice {
         })?;
         self.stream_synchronize(s)
     }
-    fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, s: Handle) -> Result<()> {
+    fn memcpy_dtod(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        s: StreamHandle,
+    ) -> Result<()> {
         self.bind()?;
         // SAFETY: both ranges hold `bytes` bytes (caller checked).
         check("cuMemcpyDtoDAsync", unsafe {
             cu::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream(s))
         })
     }
-    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, s: Handle) -> Result<()> {
+    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: `dst` holds `bytes` bytes (caller checked).
         check("cuMemsetD8Async", unsafe {
@@ -409,28 +416,28 @@ impl RawDevice for CudaDevice {
         })
     }
 
-    fn event_create(&self) -> Result<Handle> {
+    fn event_create(&self) -> Result<EventHandle> {
         self.bind()?;
         let mut e: cu::CUevent = ptr::null_mut();
         // SAFETY: valid out-pointer; default flags keep timing enabled.
         check("cuEventCreate", unsafe { cu::cuEventCreate(&mut e, 0) })?;
-        Ok(e as Handle)
+        Ok(EventHandle(e as usize))
     }
-    fn event_record(&self, e: Handle, s: Handle) -> Result<()> {
+    fn event_record(&self, e: EventHandle, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: live event and stream of this context.
         check("cuEventRecord", unsafe {
             cu::cuEventRecord(event(e), stream(s))
         })
     }
-    fn event_synchronize(&self, e: Handle) -> Result<()> {
+    fn event_synchronize(&self, e: EventHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live event.
         check("cuEventSynchronize", unsafe {
             cu::cuEventSynchronize(event(e))
         })
     }
-    fn event_query(&self, e: Handle) -> Result<bool> {
+    fn event_query(&self, e: EventHandle) -> Result<bool> {
         self.bind()?;
         // SAFETY: a live event.
         let code = unsafe { cu::cuEventQuery(event(e)) };
@@ -439,7 +446,7 @@ impl RawDevice for CudaDevice {
         }
         check("cuEventQuery", code).map(|()| true)
     }
-    fn event_elapsed_ms(&self, start: Handle, end: Handle) -> Result<f32> {
+    fn event_elapsed_ms(&self, start: EventHandle, end: EventHandle) -> Result<f32> {
         self.bind()?;
         let mut ms = 0f32;
         // SAFETY: live events, valid out-pointer.
@@ -448,49 +455,49 @@ impl RawDevice for CudaDevice {
         })?;
         Ok(ms)
     }
-    fn event_destroy(&self, e: Handle) -> Result<()> {
+    fn event_destroy(&self, e: EventHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: destroyed once.
         check("cuEventDestroy", unsafe { cu::cuEventDestroy_v2(event(e)) })
     }
 
-    fn module_load(&self, image: &[u8]) -> Result<Handle> {
+    fn module_load(&self, image: &[u8]) -> Result<ModuleHandle> {
         self.bind()?;
         let mut m: cu::CUmodule = ptr::null_mut();
         // SAFETY: `image` is a complete cubin from NVRTC; the driver copies it.
         check("cuModuleLoadData", unsafe {
             cu::cuModuleLoadData(&mut m, image.as_ptr().cast())
         })?;
-        Ok(m as Handle)
+        Ok(ModuleHandle(m as usize))
     }
-    fn module_unload(&self, m: Handle) -> Result<()> {
+    fn module_unload(&self, m: ModuleHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: loaded here, unloaded once.
         check("cuModuleUnload", unsafe {
-            cu::cuModuleUnload(m as cu::CUmodule)
+            cu::cuModuleUnload(m.0 as cu::CUmodule)
         })
     }
-    fn module_function(&self, m: Handle, name: &str) -> Result<Option<Handle>> {
+    fn module_function(&self, m: ModuleHandle, name: &str) -> Result<Option<FunctionHandle>> {
         let Ok(cname) = CString::new(name) else {
             return Ok(None);
         };
         self.bind()?;
         let mut f: cu::CUfunction = ptr::null_mut();
         // SAFETY: live module, valid C string and out-pointer.
-        let code = unsafe { cu::cuModuleGetFunction(&mut f, m as cu::CUmodule, cname.as_ptr()) };
+        let code = unsafe { cu::cuModuleGetFunction(&mut f, m.0 as cu::CUmodule, cname.as_ptr()) };
         if code == cu::CUresult::CUDA_ERROR_NOT_FOUND {
             return Ok(None);
         }
         check("cuModuleGetFunction", code)?;
-        Ok(Some(f as Handle))
+        Ok(Some(FunctionHandle(f as usize)))
     }
     fn launch(
         &self,
-        function: Handle,
+        function: FunctionHandle,
         grid: [u32; 3],
         block: [u32; 3],
         shared_mem_bytes: u32,
-        s: Handle,
+        s: StreamHandle,
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
@@ -498,7 +505,7 @@ impl RawDevice for CudaDevice {
         // driver copies them at launch); dimensions were validated by the caller.
         check("cuLaunchKernel", unsafe {
             cu::cuLaunchKernel(
-                function as cu::CUfunction,
+                function.0 as cu::CUfunction,
                 grid[0],
                 grid[1],
                 grid[2],
@@ -513,7 +520,7 @@ impl RawDevice for CudaDevice {
         })
     }
 
-    fn begin_capture(&self, s: Handle) -> Result<()> {
+    fn begin_capture(&self, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live stream of this context; relaxed mode lets the pool allocate.
         check("cuStreamBeginCapture", unsafe {
@@ -523,43 +530,43 @@ impl RawDevice for CudaDevice {
             )
         })
     }
-    fn end_capture(&self, s: Handle) -> Result<Handle> {
+    fn end_capture(&self, s: StreamHandle) -> Result<GraphHandle> {
         self.bind()?;
         let mut g: cu::CUgraph = ptr::null_mut();
         // SAFETY: a stream under capture, valid out-pointer.
         check("cuStreamEndCapture", unsafe {
             cu::cuStreamEndCapture(stream(s), &mut g)
         })?;
-        Ok(g as Handle)
+        Ok(GraphHandle(g as usize))
     }
-    fn graph_instantiate(&self, g: Handle) -> Result<Handle> {
+    fn graph_instantiate(&self, g: GraphHandle) -> Result<GraphExecHandle> {
         self.bind()?;
         let mut exec: cu::CUgraphExec = ptr::null_mut();
         // SAFETY: a graph from end_capture, valid out-pointer, no flags.
         check("cuGraphInstantiateWithFlags", unsafe {
-            cu::cuGraphInstantiateWithFlags(&mut exec, g as cu::CUgraph, 0)
+            cu::cuGraphInstantiateWithFlags(&mut exec, g.0 as cu::CUgraph, 0)
         })?;
-        Ok(exec as Handle)
+        Ok(GraphExecHandle(exec as usize))
     }
-    fn graph_launch(&self, exec: Handle, s: Handle) -> Result<()> {
+    fn graph_launch(&self, exec: GraphExecHandle, s: StreamHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: a live executable graph and stream of this context.
         check("cuGraphLaunch", unsafe {
-            cu::cuGraphLaunch(exec as cu::CUgraphExec, stream(s))
+            cu::cuGraphLaunch(exec.0 as cu::CUgraphExec, stream(s))
         })
     }
-    fn graph_exec_destroy(&self, exec: Handle) -> Result<()> {
+    fn graph_exec_destroy(&self, exec: GraphExecHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: instantiated here, destroyed once.
         check("cuGraphExecDestroy", unsafe {
-            cu::cuGraphExecDestroy(exec as cu::CUgraphExec)
+            cu::cuGraphExecDestroy(exec.0 as cu::CUgraphExec)
         })
     }
-    fn graph_destroy(&self, g: Handle) -> Result<()> {
+    fn graph_destroy(&self, g: GraphHandle) -> Result<()> {
         self.bind()?;
         // SAFETY: captured here, destroyed once.
         check("cuGraphDestroy", unsafe {
-            cu::cuGraphDestroy(g as cu::CUgraph)
+            cu::cuGraphDestroy(g.0 as cu::CUgraph)
         })
     }
 }
