@@ -1639,6 +1639,39 @@ pub mod quantized {
     pub const MOE_ROUTE: Entry<MoeRouteParams> = Entry::new(&super::QUANTIZED, "moe_route");
 }
 
+/// Modules nearly every model of a dtype uses: when the first kernel of a key is needed, the
+/// runtime compiles these modules' variants of that key in the background ([`companions`]).
+pub const PREFETCH_MODULES: [&str; 9] = [
+    "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope",
+];
+
+/// The module variants to compile in the background once a kernel of `key` is first needed:
+/// every [`PREFETCH_MODULES`] module built for `key`, and the byte-moving ones (keyed by
+/// width) at the width of `key`'s elements (`element_bytes`, where `key` names a dtype) and
+/// at 16 bytes, the unit contiguous runs travel in.
+pub fn companions(
+    key: &str,
+    element_bytes: Option<usize>,
+) -> Vec<(&'static KernelModule, &'static str)> {
+    let widths: Vec<&'static str> = element_bytes
+        .and_then(width_key)
+        .into_iter()
+        .chain(width_key(16))
+        .collect();
+    ALL_MODULES
+        .iter()
+        .copied()
+        .filter(|m| PREFETCH_MODULES.contains(&m.name))
+        .flat_map(|m| {
+            let keys = m.filter_keys();
+            let own = keys.iter().copied().find(|k| *k == key);
+            own.into_iter()
+                .chain(widths.iter().copied().filter(move |w| keys.contains(w)))
+                .map(move |k| (m, k))
+        })
+        .collect()
+}
+
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
     &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
@@ -1744,6 +1777,21 @@ mod tests {
         assert_eq!(REDUCE.op_named(&["su"]), None);
         assert_eq!(REDUCE.op_named(&["sum", "finis"]), None);
         assert_eq!(INDEXING.op_named(&["gather", "f32"]), None);
+    }
+
+    #[test]
+    fn a_dtypes_companions_are_the_prefetch_modules_at_its_key_and_widths() {
+        let got = companions("bf16", Some(2));
+        let has = |m: &str, k: &str| {
+            got.iter()
+                .any(|(module, key)| module.name == m && *key == k)
+        };
+        assert!(has("unary", "bf16") && has("rope", "bf16") && has("norm", "bf16"));
+        assert!(has("indexing", "w2") && has("indexing", "w16"));
+        assert!(got.iter().all(|(m, _)| PREFETCH_MODULES.contains(&m.name)));
+        // a key no prefetch module is built for (a GGUF block type): the 16-byte movers only
+        let block_type = companions("q4k", None);
+        assert!(!block_type.is_empty() && block_type.iter().all(|(_, k)| *k == "w16"));
     }
 
     #[test]

@@ -32,7 +32,7 @@ mod tensor;
 pub use config::Config;
 pub use device::{
     Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Graph,
-    Module, Stream, Tickets, PREFETCH_MODULES,
+    Module, Stream, Tickets,
 };
 pub use error::{library_error, Error, Result};
 pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_ARGS, MAX_DIMS};

@@ -666,7 +666,7 @@ fn the_first_kernel_of_a_key_compiles_its_usual_companions_in_the_background() {
     // each usual module's bf16 variant, and the byte-moving ones' 2- and 16-byte widths
     let companions = kernels::ALL_MODULES
         .iter()
-        .filter(|m| rocm_device::PREFETCH_MODULES.contains(&m.name))
+        .filter(|m| kernels::PREFETCH_MODULES.contains(&m.name))
         .map(|m| {
             let keys = m.filter_keys();
             ["bf16", "w2", "w16"]
@@ -675,7 +675,7 @@ fn the_first_kernel_of_a_key_compiles_its_usual_companions_in_the_background() {
                 .count() as u64
         })
         .sum::<u64>();
-    assert!(companions > rocm_device::PREFETCH_MODULES.len() as u64);
+    assert!(companions > kernels::PREFETCH_MODULES.len() as u64);
     let t = std::time::Instant::now();
     while d.compile_stats().compiled < companions && t.elapsed().as_secs() < 300 {
         std::thread::sleep(std::time::Duration::from_millis(100));

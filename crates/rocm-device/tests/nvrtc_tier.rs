@@ -205,7 +205,8 @@ fn one_dtype_variants_compile_in_parallel_threads_as_alone() {
     let wanted: Vec<_> = common::tier_modules()
         .into_iter()
         .filter(|m| {
-            rocm_device::PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&"f32")
+            rocm_device::kernels::PREFETCH_MODULES.contains(&m.name)
+                && m.filter_keys().contains(&"f32")
         })
         .collect();
     let compile = |m: &rocm_device::kernels::KernelModule| {

@@ -69,12 +69,6 @@ pub(crate) type CompileSlot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
 /// Wavefronts a block may hold with emulated wave64 (CANDLE_ROCM_WAVE64_MAX_WAVES in compat.h).
 pub(crate) const WAVE64_MAX_WAVES: u32 = 8;
 
-/// Modules nearly every model of a dtype uses: when a kernel of a key is first needed, the
-/// variants of these for that key compile in the background ([`Device::kernel`]).
-pub const PREFETCH_MODULES: [&str; 9] = [
-    "unary", "binary", "cast", "fill", "reduce", "norm", "indexing", "ternary", "rope",
-];
-
 /// Background compiles and process exit. A compile thread still inside NVRTC or hiprtc, or
 /// still dropping its device handle, must not run while the process tears down its
 /// libraries: every worker is enlisted before it is spawned and leaves only after its device
@@ -382,7 +376,7 @@ impl Device {
         self.prepare(&wanted)
     }
 
-    /// Queues the [`PREFETCH_MODULES`] variants of `key` on background threads, once per key
+    /// Queues the variants [`rocm_kernels::companions`] names for `key` on background threads, once per key
     /// and handle (none with `Config::compile_threads` 0).
     pub(crate) fn prefetch(&self, key: &'static str, asked: &'static rocm_kernels::KernelModule) {
         if self.inner.config.compile_threads == 0
@@ -395,27 +389,13 @@ impl Device {
         {
             return;
         }
-        // Byte-moving modules (indexing) are keyed by width: a dtype's elements and the
-        // 16-byte units its contiguous runs travel in.
-        let widths: Vec<&'static str> = crate::DType::ALL
+        let element_bytes = crate::DType::ALL
             .iter()
             .find(|d| d.as_str() == key)
-            .and_then(|d| rocm_kernels::width_key(d.size_in_bytes()))
-            .into_iter()
-            .chain(rocm_kernels::width_key(16))
-            .collect();
+            .map(|d| d.size_in_bytes());
         let todo: Vec<(&'static rocm_kernels::KernelModule, &'static str)> =
-            rocm_kernels::ALL_MODULES
-                .iter()
-                .copied()
-                .filter(|m| PREFETCH_MODULES.contains(&m.name))
-                .flat_map(|m| {
-                    let keys = m.filter_keys();
-                    std::iter::once(key)
-                        .chain(widths.iter().copied())
-                        .filter(move |k| keys.contains(k))
-                        .map(move |k| (m, k))
-                })
+            rocm_kernels::companions(key, element_bytes)
+                .into_iter()
                 .filter(|&(m, k)| !(m.name == asked.name && k == key))
                 .collect();
         self.compile_in_background(&todo);

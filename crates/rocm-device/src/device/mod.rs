@@ -24,7 +24,7 @@ mod tickets;
 
 pub use graph::Graph;
 use jit::{CompileSlot, KernelKey, KeyHasher, WAVE64_MAX_WAVES};
-pub use jit::{CompileStats, Function, Module, PREFETCH_MODULES};
+pub use jit::{CompileStats, Function, Module};
 use memory::Allocator;
 pub use memory::{Buffer, DeviceBuffer, DeviceRepr};
 pub use stream::{Event, Stream};
