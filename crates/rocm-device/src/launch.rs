@@ -21,6 +21,11 @@ pub struct LaunchConfig {
 pub const DEFAULT_BLOCK: u32 = 256;
 /// Blocks per multiprocessor the grid-stride helpers aim for.
 const BLOCKS_PER_MP: u64 = 32;
+/// The most blocks a grid may have along y or z (both vendors' limit).
+pub const MAX_GRID_YZ: u32 = 65_535;
+/// Blocks along x beyond which grid-stride kernels loop instead of launching more: enough
+/// waves for any device, and far below the x limit.
+pub const GRID_X_CAP: u64 = 1 << 20;
 
 impl LaunchConfig {
     /// A 1-D grid-stride launch over `n` items: `DEFAULT_BLOCK` threads, enough blocks to
@@ -43,7 +48,7 @@ impl LaunchConfig {
         } else {
             (max_x, rows.div_ceil(max_x))
         };
-        if y > 65_535 {
+        if y > u64::from(MAX_GRID_YZ) {
             return Err(Error::InvalidLaunch {
                 function: "-".into(),
                 reason: format!("{rows} rows exceed the grid"),
@@ -78,8 +83,8 @@ impl LaunchConfig {
             ));
         }
         if self.block[2] > 64
-            || self.grid[1] > 65_535
-            || self.grid[2] > 65_535
+            || self.grid[1] > MAX_GRID_YZ
+            || self.grid[2] > MAX_GRID_YZ
             || self.grid[0] > i32::MAX as u32
         {
             return bad(format!(

@@ -35,7 +35,10 @@ pub use device::{
     Module, Stream, Tickets,
 };
 pub use error::{library_error, Error, Result};
-pub use launch::{KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, MAX_ARGS, MAX_DIMS};
+pub use launch::{
+    KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, GRID_X_CAP, MAX_ARGS, MAX_DIMS,
+    MAX_GRID_YZ,
+};
 pub use operand::{Contiguous, Operand};
 pub use platform::{platform_of, selected_platform, Platform};
 pub use sys::abi;

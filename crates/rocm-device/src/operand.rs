@@ -4,7 +4,7 @@
 use crate::device::{Buffer, Device};
 use crate::error::{Error, Result};
 use crate::kernels::{fill, DevicePtr};
-use crate::launch::{KernelLayout, LaunchConfig};
+use crate::launch::{KernelLayout, LaunchConfig, MAX_GRID_YZ};
 use crate::tensor::{DType, Layout};
 
 /// An op's input: `buffer` holds `dtype` elements, read through `layout` (dims, strides and
@@ -184,7 +184,7 @@ impl Transpose {
             start: kl.start,
         };
         // Narrow tiles waste most of the block; the grid's y axis bounds d1.
-        (t.d0 >= 8 && t.d1 >= 8 && t.d1.div_ceil(Self::TILE) <= 65_535).then_some(t)
+        (t.d0 >= 8 && t.d1 >= 8 && t.d1.div_ceil(Self::TILE) <= u64::from(MAX_GRID_YZ)).then_some(t)
     }
 
     /// Whether the pair kernel applies: elements of at most 4 bytes and every pair aligned.
@@ -225,7 +225,7 @@ impl Transpose {
             grid: [
                 self.d0.div_ceil(tile) as u32,
                 self.d1.div_ceil(tile) as u32,
-                self.batch.min(65_535) as u32,
+                self.batch.min(u64::from(MAX_GRID_YZ)) as u32,
             ],
             block: [Self::TILE as u32, 8, 1],
             shared_mem_bytes: 0,

@@ -680,7 +680,10 @@ fn launch_copy2d(
     let col_blocks = widest.div_ceil(u64::from(block));
     let budget = (u64::from(info.multiprocessor_count.max(1)) * 32 / parts.len() as u64).max(1);
     let grid_x = col_blocks.clamp(1, budget);
-    let grid_y = (first.rows as u64).clamp(1, (budget / grid_x).clamp(1, 65_535));
+    let grid_y = (first.rows as u64).clamp(
+        1,
+        (budget / grid_x).clamp(1, u64::from(rocm_device::MAX_GRID_YZ)),
+    );
     let config = LaunchConfig {
         grid: [grid_x as u32, grid_y as u32, parts.len() as u32],
         block: [block, 1, 1],

@@ -239,6 +239,8 @@ fn gather_core(
 /// Rows shorter than this (in units) go through the general kernel: a block per row would
 /// leave most of its threads idle.
 const MIN_ROW: usize = 32;
+/// Fewest and most threads of a row's block (a thread a unit, rows looped beyond).
+const ROW_THREADS: (usize, usize) = (64, 256);
 
 /// One block per row of `row_len` units (rows past the grid are looped over by the kernel).
 fn launch_rows<P: KernelParams>(
@@ -248,8 +250,14 @@ fn launch_rows<P: KernelParams>(
     params: &P,
 ) -> Result<()> {
     let config = LaunchConfig {
-        grid: [rows.min(1 << 20) as u32, 1, 1],
-        block: [row_len.next_power_of_two().clamp(64, 256) as u32, 1, 1],
+        grid: [rows.min(rocm_device::GRID_X_CAP as usize) as u32, 1, 1],
+        block: [
+            row_len
+                .next_power_of_two()
+                .clamp(ROW_THREADS.0, ROW_THREADS.1) as u32,
+            1,
+            1,
+        ],
         shared_mem_bytes: 0,
     };
     device.launch_entry(entry, key, config, params)

@@ -7,11 +7,14 @@ use rocm_device::{Buffer, Device, Error, LaunchConfig, Operand, Result};
 /// Elements one block sorts in shared memory (ARGSORT_TILE in sort.hip).
 const TILE: usize = 2048;
 
+/// Fewest and most threads of a tile's block (two elements a thread).
+const TILE_THREADS: (usize, usize) = (64, 512);
+
 /// Shared memory of a tile of `p2` elements: a 64-bit key and a 32-bit column each.
 fn tile_config(blocks: usize, p2: usize) -> LaunchConfig {
     LaunchConfig {
-        grid: [blocks.min(1 << 20) as u32, 1, 1],
-        block: [(p2 / 2).clamp(64, 512) as u32, 1, 1],
+        grid: [blocks.min(rocm_device::GRID_X_CAP as usize) as u32, 1, 1],
+        block: [(p2 / 2).clamp(TILE_THREADS.0, TILE_THREADS.1) as u32, 1, 1],
         shared_mem_bytes: (p2 * 12) as u32,
     }
 }

@@ -883,7 +883,13 @@ pub fn rms_norm_q8(
     // a run of 8 values a thread
     let threads = (k / 8).div_ceil(warp) * warp;
     let config = LaunchConfig {
-        grid: [u32::try_from(m).unwrap_or(u32::MAX).min(65_535), 1, 1],
+        grid: [
+            u32::try_from(m)
+                .unwrap_or(u32::MAX)
+                .min(rocm_device::MAX_GRID_YZ),
+            1,
+            1,
+        ],
         block: [threads.clamp(warp, RMS_Q8_MAX_THREADS) as u32, 1, 1],
         shared_mem_bytes: 0,
     };
@@ -1087,7 +1093,9 @@ pub fn moe_matvec(
     // moe_q8's grid over the pairs alone fills the device; more tokens share experts, whose
     // pairs the grouped kernel takes together (its grid holds a block row per chunk of pairs)
     let chunks = pairs.div_ceil(MOE_GROUP_PAIRS) + experts + 1;
-    let grouped = tokens > 1 && experts <= MOE_ROUTE_MAX_EXPERTS && chunks <= 65_535;
+    let grouped = tokens > 1
+        && experts <= MOE_ROUTE_MAX_EXPERTS
+        && chunks <= rocm_device::MAX_GRID_YZ as usize;
     // the entries exist for every float output (checked before any allocation)
     let moe = family_entry(OP, quantized::MOE_Q8, dtype)?;
     let moe_grouped = family_entry(OP, quantized::MOE_GROUPED_Q8, dtype)?;
@@ -1170,7 +1178,12 @@ pub fn moe_matvec(
                 pairs: pairs as u64,
                 bad: bad_ptr,
             };
-            let config = matvec_config(device, n, 1, pairs.min(65535) as u32);
+            let config = matvec_config(
+                device,
+                n,
+                1,
+                pairs.min(rocm_device::MAX_GRID_YZ as usize) as u32,
+            );
             device.launch_entry(moe, key, config, &params)?;
         }
     }

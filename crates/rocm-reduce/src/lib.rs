@@ -59,9 +59,14 @@ impl ReduceOp {
     }
 }
 
-/// Threads per block: a multiple of 64 so every warp is full on wave32 and wave64.
+/// Fewest and most threads a reduction block has: multiples of 64, so every warp is full on
+/// wave32 and wave64.
+const BLOCK_THREADS: (u64, u64) = (64, 256);
+
+/// Threads per block for a reduction of `len` elements.
 fn block_for(len: u64) -> u32 {
-    (len.next_power_of_two().clamp(64, 256)) as u32
+    (len.next_power_of_two()
+        .clamp(BLOCK_THREADS.0, BLOCK_THREADS.1)) as u32
 }
 
 /// 16-byte packs a thread loads together in the kernels' `block_visit` (VISIT_BATCH).
@@ -96,7 +101,10 @@ impl ReducePlan {
             // short reduction costs a second launch (about 4 us of host time) that its few
             // loads do not repay
             let by_work = red_len.div_ceil(8192);
-            chunks = target.div_ceil(n_out.max(1)).min(by_work).clamp(1, 65_535);
+            chunks = target
+                .div_ceil(n_out.max(1))
+                .min(by_work)
+                .clamp(1, u64::from(rocm_device::MAX_GRID_YZ));
         }
         // chunks start on 16-element boundaries so each keeps 16-byte loads
         let chunk_len = red_len.div_ceil(chunks).next_multiple_of(16).max(1);
@@ -198,7 +206,9 @@ pub fn reduce(
         };
         let config = LaunchConfig {
             grid: [
-                n_out.div_ceil(COLUMNS_BLOCK.into()).min(1 << 20) as u32,
+                n_out
+                    .div_ceil(COLUMNS_BLOCK.into())
+                    .min(rocm_device::GRID_X_CAP) as u32,
                 1,
                 1,
             ],
@@ -224,7 +234,7 @@ pub fn reduce(
     } else {
         None
     };
-    let grid_x = n_out.min(1 << 20) as u32;
+    let grid_x = n_out.min(rocm_device::GRID_X_CAP) as u32;
     let params = kernels::reduce::ReduceParams {
         input: src.buffer.ptr(),
         out: out.ptr(),
@@ -421,7 +431,8 @@ fn row_launch(
     params.group = group;
     let config = LaunchConfig {
         grid: [
-            rows.div_ceil(u64::from(block / group)).min(1 << 20) as u32,
+            rows.div_ceil(u64::from(block / group))
+                .min(rocm_device::GRID_X_CAP) as u32,
             1,
             1,
         ],
