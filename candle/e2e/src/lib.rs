@@ -5,7 +5,8 @@ pub mod embeddings;
 pub mod gguf_chat;
 pub mod kld;
 pub mod llama;
-pub mod static_llama;
+/// The static llama, from the LLM runtime crate.
+pub use candle_rocm_llm::static_llama;
 
 /// A splitmix64 stream: reproducible draws for seeded weights and random test workloads.
 pub struct SplitMix64(pub u64);
