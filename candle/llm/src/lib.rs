@@ -7,7 +7,8 @@
 //! every position ([`Decoder`]). It loads safetensors weights by candle-transformers' names
 //! ([`StaticLlama::load`]), a GGUF file by llama.cpp's names with its projections kept
 //! quantized ([`StaticLlama::from_gguf`]), or one tensor-parallel shard per rank
-//! ([`StaticLlama::load_sharded`]). Other devices (the CPU) run the same ops uncaptured.
+//! ([`StaticLlama::load_sharded`]). Its fused kernels are ROCm's: on another device a step
+//! returns a typed error naming the op (a CPU path for reference is still to come).
 
 pub mod static_llama;
 
