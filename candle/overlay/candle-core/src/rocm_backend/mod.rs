@@ -11,9 +11,9 @@ mod methods;
 pub use candle_rocm::RopeVariant;
 
 use crate::backend::{BackendDevice, BackendStorage};
-use bytemuck::TransparentWrapper;
 use crate::op::{BinaryOpT, CmpOp, ReduceOp, UnaryOpT};
 use crate::{CpuStorage, DType, Layout, Result, Shape};
+use bytemuck::TransparentWrapper;
 
 /// A candle-rocm error as candle's.
 pub(crate) fn wrap(e: rocm::Error) -> crate::Error {
@@ -239,10 +239,7 @@ impl RocmStorage {
     /// candle-nn's rms_norm over the last dim.
     pub fn rms_norm(&self, l: &Layout, alpha: &Self, alpha_l: &Layout, eps: f32) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: rms_norm");
-        self.wrap(
-            self.0
-                .rms_norm(&layout(l), &alpha.0, &layout(alpha_l), eps),
-        )
+        self.wrap(self.0.rms_norm(&layout(l), &alpha.0, &layout(alpha_l), eps))
     }
 
     /// candle-nn's layer_norm over the last dim.
@@ -255,11 +252,8 @@ impl RocmStorage {
     ) -> Result<Self> {
         let _host = rocm::host_time::span("candle-core: layer_norm");
         let (al, bl) = (layout(alpha.1), layout(beta.1));
-        let beta = Some((&beta.0.0, &bl));
-        self.wrap(
-            self.0
-                .layer_norm(&layout(l), &alpha.0.0, &al, beta, eps),
-        )
+        let beta = Some((&beta.0 .0, &bl));
+        self.wrap(self.0.layer_norm(&layout(l), &alpha.0 .0, &al, beta, eps))
     }
 
     /// candle-nn's rope_i (`Interleaved`), rope (`Halves`) and rope_thd (`Thd`).
@@ -274,7 +268,7 @@ impl RocmStorage {
         let (cl, sl) = (layout(cos.1), layout(sin.1));
         self.wrap(
             self.0
-                .rope(variant, &layout(l), &cos.0.0, &cl, &sin.0.0, &sl),
+                .rope(variant, &layout(l), &cos.0 .0, &cl, &sin.0 .0, &sl),
         )
     }
 }
