@@ -67,9 +67,18 @@ impl KernelModule {
     /// `gather_u8`), as the table holds it; how launchers name ops made of several parts
     /// without building strings.
     pub fn op_named(&self, parts: &[&str]) -> Option<&'static str> {
+        self.op_spelled(parts.iter().copied())
+    }
+
+    /// [`KernelModule::op_named`] over any sequence of parts (no list built: a launch's
+    /// lookup allocates nothing).
+    pub fn op_spelled<'a>(
+        &self,
+        parts: impl Iterator<Item = &'a str> + Clone,
+    ) -> Option<&'static str> {
         self.ops().find(|op| {
             let mut rest = *op;
-            for (i, part) in parts.iter().enumerate() {
+            for (i, part) in parts.clone().enumerate() {
                 if i > 0 {
                     match rest.strip_prefix('_') {
                         Some(r) => rest = r,
@@ -1792,6 +1801,18 @@ mod tests {
         // a key no prefetch module is built for (a GGUF block type): the 16-byte movers only
         let block_type = companions("q4k", None);
         assert!(!block_type.is_empty() && block_type.iter().all(|(_, k)| *k == "w16"));
+    }
+
+    #[test]
+    fn a_family_names_its_entry_by_the_whole_name() {
+        let op = |f: Family<indexing::GatherParams>, ids: &str| f.entry(&[ids]).map(|e| e.op);
+        assert_eq!(op(indexing::GATHER, "u32"), Some("gather_u32"));
+        assert_eq!(
+            indexing::GATHER_LAST.entry(&["u32"]).map(|e| e.op),
+            Some("gather_last_u32")
+        );
+        assert_eq!(op(indexing::GATHER, "f32"), None);
+        assert_eq!(cast::CAST.entry(&["bf16"]).map(|e| e.op), Some("cast_bf16"));
     }
 
     #[test]

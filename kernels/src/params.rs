@@ -166,11 +166,9 @@ impl<P: KernelParams> Family<P> {
 
     /// The entry `<prefix>_<parts[0]>_...`, if the module has one of that name.
     pub fn entry(&self, parts: &[&str]) -> Option<Entry<P>> {
-        let mut name = Vec::with_capacity(parts.len() + 1);
-        name.push(self.prefix);
-        name.extend_from_slice(parts);
+        let name = std::iter::once(self.prefix).chain(parts.iter().copied());
         self.module
-            .op_named(&name)
+            .op_spelled(name)
             .map(|op| Entry::new(self.module, op))
     }
 }
