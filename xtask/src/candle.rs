@@ -39,11 +39,13 @@ pub const DEVICE_TESTS: [&str; 14] = [
 ];
 /// The packages of the materialised workspace whose tests run: in the CPU tier and, for
 /// their device tests, in the GPU pack.
-pub const TEST_PACKAGES: [&str; 6] = [
+pub const TEST_PACKAGES: [&str; 8] = [
     "-p",
     "candle-core",
     "-p",
     "candle-nn",
+    "-p",
+    "candle-rocm-llm",
     "-p",
     "candle-rocm-e2e",
 ];
@@ -223,6 +225,13 @@ resolver = \"2\"
 candle-core = { path = \"candle-core\" }
 candle-nn = { path = \"candle-nn\" }
 candle-transformers = { path = \"candle-transformers\" }
+
+# As the main workspace: line tables only, none for dependencies (disk).
+[profile.dev]
+debug = \"line-tables-only\"
+
+[profile.dev.package.\"*\"]
+debug = false
 ";
 
 /// Where the crates are materialised.

@@ -1,15 +1,23 @@
 //! The LLM runtime of candle-rocm, on Candle's `rocm` feature.
 //!
-//! [`StaticLlama`] is candle-transformers' llama with a decode step whose shapes never change:
-//! a KV cache preallocated to the model's maximum length, attention over it in one kernel, the
+//! [`StaticLlama`] is a llama-family decoder with a decode step whose shapes never change: a
+//! KV cache preallocated to the model's maximum length, attention over it in one kernel, the
 //! rotary embedding and the cache write in one kernel, the residual add folded into the next
 //! norm; on `Device::Rocm` the step is captured once into a device graph and replayed at
-//! every position ([`Decoder`]). It loads safetensors weights by candle-transformers' names
-//! ([`StaticLlama::load`]), a GGUF file by llama.cpp's names with its projections kept
-//! quantized ([`StaticLlama::from_gguf`]), or one tensor-parallel shard per rank
-//! ([`StaticLlama::load_sharded`]). Its fused kernels are ROCm's: on another device a step
-//! returns a typed error naming the op (a CPU path for reference is still to come).
+//! every position ([`Decoder`]). It loads safetensors weights by candle-transformers' llama
+//! names ([`StaticLlama::load`]), a GGUF file of any [`Architecture`] by llama.cpp's names with
+//! its projections kept quantized ([`StaticLlama::from_gguf`]), or one tensor-parallel shard
+//! per rank ([`StaticLlama::load_sharded`]). The fused kernels are ROCm's; on any other
+//! device (the CPU, for reference) every step runs Candle's ops.
+//!
+//! [`kld`] measures how far one run's next-token distributions are from another's along the
+//! same text (llama.cpp's `--kl-divergence`).
 
+pub mod architecture;
+pub mod kld;
+pub mod rope;
 pub mod static_llama;
 
+pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};
+pub use rope::RopeScaling;
 pub use static_llama::{greedy, DecodeState, Decoder, StaticLlama, StepOutput};

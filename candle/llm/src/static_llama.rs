@@ -39,6 +39,9 @@ use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
 use candle_transformers::models::llama::Config;
 
+use crate::architecture::{Architecture, GgufHyperParams};
+use crate::rope::{inverse_frequencies, rotary_tables, RopeScaling};
+
 /// Query rows from which the static llama's attention runs as matrix products instead of
 /// `cached_attention` (prompts; decode steps are one row).
 const PROMPT_GEMM_ATTENTION_FROM: usize = 16;
@@ -65,11 +68,30 @@ struct Layer {
     input_norm: RmsNorm,
     /// q, k and v: stacked by rows into one gemm (dense weights), or three products.
     qkv: Vec<Proj>,
+    /// Their biases (f32), one a product of `qkv`, or none.
+    qkv_bias: Vec<Tensor>,
+    /// Rms norms of each head of q and of k, before the rotary embedding.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
     o: Proj,
     post_norm: RmsNorm,
     /// gate and up: stacked by rows into one gemm, or two products.
     gate_up: Vec<Proj>,
     down: Proj,
+}
+
+impl Layer {
+    /// The q/k/v products of `h` (one stacked, or three), their biases added.
+    fn qkv_outputs(&self, h: &Tensor) -> Result<Vec<Tensor>> {
+        let mut out = Vec::with_capacity(self.qkv.len());
+        for (n, p) in self.qkv.iter().enumerate() {
+            let y = p.forward(h)?;
+            out.push(match self.qkv_bias.get(n) {
+                Some(b) => y.broadcast_add(&b.to_dtype(y.dtype())?)?,
+                None => y,
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// A layer's quantized projections and norm weights for the fused decode step: each norm
@@ -218,6 +240,8 @@ pub struct StaticLlama {
     /// The rotary tables in the activations' 16-bit dtype, where the cache is in it too: a
     /// decode step's q, k and v then stay in that dtype (no casts around the attention).
     native_tables: Option<(Tensor, Tensor)>,
+    /// The GGUF file's architecture (None: loaded from a llama's safetensors).
+    architecture: Option<Architecture>,
 }
 
 /// A bias-free linear layer of `vb`'s `weight` (out x in), this rank's `part` of `parts`
@@ -242,26 +266,6 @@ fn linear_part(
         .contiguous()?
         .to_device(device)?;
     Ok(Linear::new(w, None))
-}
-
-/// The llama's rotary tables for `max_len` positions, f32 `[max_len, head_dim / 2]` each:
-/// theta_i = base^(-2i/d), angles position * theta_i.
-fn rotary_tables(
-    head_dim: usize,
-    base: f32,
-    max_len: usize,
-    device: &Device,
-) -> Result<(Tensor, Tensor)> {
-    let inv_freq: Vec<f32> = (0..head_dim)
-        .step_by(2)
-        .map(|i| 1f32 / base.powf(i as f32 / head_dim as f32))
-        .collect();
-    let inv_freq = Tensor::from_vec(inv_freq, (1, head_dim / 2), device)?;
-    let angles = Tensor::arange(0u32, max_len as u32, device)?
-        .to_dtype(DType::F32)?
-        .reshape((max_len, 1))?
-        .matmul(&inv_freq)?;
-    Ok((angles.cos()?, angles.sin()?))
 }
 
 /// `x + pending` (x alone without it) and its norm: on ROCm one launch for both (the values of
@@ -389,6 +393,8 @@ impl StaticLlama {
                     rows(&att.pp("k_proj"), (kv_dim, h))?,
                     rows(&att.pp("v_proj"), (kv_dim, h))?,
                 ])?)],
+                qkv_bias: Vec::new(),
+                qk_norm: None,
                 o: Proj::Dense(cols(&att.pp("o_proj"), (h, h))?),
                 post_norm: norm(h, vb.pp("post_attention_layernorm"))?,
                 gate_up: vec![Proj::Dense(stacked(&[
@@ -414,7 +420,12 @@ impl StaticLlama {
         } else {
             linear_part(&vb.pp("lm_head"), (config.vocab_size, h), 0, whole, &device)?
         });
-        let (cos, sin) = rotary_tables(head_dim, config.rope_theta, max_len, &device)?;
+        let scaling = match &config.rope_scaling {
+            Some(llama3) => RopeScaling::llama3(llama3, head_dim, config.rope_theta),
+            None => RopeScaling::None,
+        };
+        let inv_freq = inverse_frequencies(head_dim, config.rope_theta, &scaling)?;
+        let (cos, sin) = rotary_tables(&inv_freq, max_len, &device)?;
         Ok(Self {
             embed: TokenEmbedding::Dense(embed),
             layers,
@@ -435,76 +446,36 @@ impl StaticLlama {
             cache_dtype: DType::F32,
             dtype: vb.dtype(),
             native_tables: None,
+            architecture: None,
         })
     }
 
-    /// The llama of a GGUF file (`content` read from `reader`; llama.cpp's tensor names and
-    /// `llama.*` metadata) on `device`, with a cache of `max_len` positions. The projections
-    /// and the head stay quantized; the token embedding and the norms are dequantized to f32,
-    /// and activations run in f32, as in candle-transformers' `quantized_llama`.
+    /// The model of a GGUF file (`content` read from `reader`; llama.cpp's tensor names and
+    /// metadata) on `device`, with a cache of `max_len` positions: any [`Architecture`]
+    /// (`general.architecture`; another is an [`crate::UnsupportedArchitecture`] error). The
+    /// projections and the head stay quantized; the token embedding stays in its blocks, each
+    /// looked-up row dequantized; norms and biases are dequantized to f32, and activations run
+    /// in f32, as in candle-transformers' `quantized_*` models.
     pub fn from_gguf<R: std::io::Read + std::io::Seek>(
         content: &gguf_file::Content,
         reader: &mut R,
         device: &Device,
         max_len: usize,
     ) -> Result<Self> {
-        let md = |key: &str| {
-            content.metadata.get(key).ok_or_else(|| {
-                candle_core::Error::Msg(format!("static llama: no {key} in the GGUF"))
-            })
-        };
-        // What this model does not compute is refused, not run wrong: other architectures
-        // (their biases, norms and layouts differ) and rope scaling (Llama 3.x files carry
-        // their rotary frequencies in rope_freqs; the tables here are plain theta).
-        let arch = md("general.architecture")?.to_string()?;
-        if arch != "llama" {
-            candle_core::bail!(
-                "static llama: general.architecture {arch:?} is not supported (llama only)"
-            );
-        }
-        if content.tensor_infos.contains_key("rope_freqs.weight") {
-            candle_core::bail!(
-                "static llama: the GGUF scales its rotary frequencies (rope_freqs.weight, as \
-                 Llama 3.x files do); only plain rope theta is supported"
-            );
-        }
-        if let Some(kind) = content.metadata.get("llama.rope.scaling.type") {
-            let kind = kind.to_string()?;
-            if kind != "none" {
-                candle_core::bail!(
-                    "static llama: rope scaling {kind:?} is not supported (plain rope theta only)"
-                );
-            }
-        }
-        let count = |key: &str| -> Result<usize> { Ok(md(key)?.to_u32()? as usize) };
-        let heads = count("llama.attention.head_count")?;
-        let kv_heads = count("llama.attention.head_count_kv")?;
-        let hidden = count("llama.embedding_length")?;
-        let layers = count("llama.block_count")?;
-        let eps = f64::from(md("llama.attention.layer_norm_rms_epsilon")?.to_f32()?);
-        let rope_theta = match content.metadata.get("llama.rope.freq_base") {
-            Some(v) => v.to_f32()?,
-            None => 10_000.,
-        };
-        if let Some(context) = content.metadata.get("llama.context_length") {
-            let context = context.to_u32()? as usize;
+        let hp = GgufHyperParams::read(content, reader)?;
+        let arch = hp.architecture;
+        if let Some(context) = hp.context {
             if max_len > context {
                 candle_core::bail!("static llama: max_len {max_len} over the context of {context}");
             }
         }
-        if max_len == 0
-            || heads == 0
-            || kv_heads == 0
-            || heads % kv_heads != 0
-            || hidden % heads != 0
-        {
-            candle_core::bail!(
-                "static llama: {heads} heads, {kv_heads} kv heads, width {hidden}, max_len {max_len}"
-            );
+        if max_len == 0 {
+            candle_core::bail!("static llama: a cache of 0 positions");
         }
-        let head_dim = hidden / heads;
+        let (heads, kv_heads, head_dim, hidden, eps) =
+            (hp.heads, hp.kv_heads, hp.head_dim, hp.hidden, hp.rms_eps);
         let mut tensor = |name: &str| content.tensor(reader, name, device);
-        let norm = |w: candle_core::quantized::QTensor| -> Result<(RmsNorm, Tensor)> {
+        let norm = |w: QTensor| -> Result<(RmsNorm, Tensor)> {
             let w = w.dequantize(device)?;
             Ok((RmsNorm::new(w.clone(), eps), w))
         };
@@ -519,36 +490,75 @@ impl StaticLlama {
             Ok(w) => Arc::new(w),
             Err(_) => embed_q.clone(),
         };
-        let mut blocks = Vec::with_capacity(layers);
-        for n in 0..layers {
+        let mut blocks = Vec::with_capacity(hp.layers);
+        for n in 0..hp.layers {
             let name = |part: &str| format!("blk.{n}.{part}.weight");
             let mut proj = |part: &str| -> Result<Proj> {
                 let w = content.tensor(reader, &name(part), device)?;
                 Ok(Proj::Quantized(QMatMul::from_qtensor(w)?))
             };
             let (o, down) = (proj("attn_output")?, proj("ffn_down")?);
-            let qkv = stacked_gguf(
-                content,
-                reader,
-                &[name("attn_q"), name("attn_k"), name("attn_v")],
-                device,
-            )?;
-            let gate_up =
-                stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?;
+            let (qkv, gate_up) = if arch.packed_projections() {
+                (vec![proj("attn_qkv")?], vec![proj("ffn_up")?])
+            } else {
+                let qkv = stacked_gguf(
+                    content,
+                    reader,
+                    &[name("attn_q"), name("attn_k"), name("attn_v")],
+                    device,
+                )?;
+                let gate_up =
+                    stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?;
+                (qkv, gate_up)
+            };
+            let mut f32_tensor = |name: &str| -> Result<Tensor> {
+                content
+                    .tensor(reader, name, device)?
+                    .dequantize(device)?
+                    .to_dtype(DType::F32)
+            };
+            // biases follow the products: one joined by rows where q/k/v are one product
+            let qkv_bias = if arch.qkv_bias() {
+                let parts = ["attn_q", "attn_k", "attn_v"]
+                    .map(|p| f32_tensor(&format!("blk.{n}.{p}.bias")))
+                    .into_iter()
+                    .collect::<Result<Vec<_>>>()?;
+                match qkv.len() {
+                    1 => vec![Tensor::cat(&parts, 0)?],
+                    _ => parts,
+                }
+            } else {
+                Vec::new()
+            };
+            let qk_norm = if arch.qk_norm() {
+                let mut rms = |part: &str| -> Result<RmsNorm> {
+                    Ok(RmsNorm::new(f32_tensor(&name(part))?, eps))
+                };
+                Some((rms("attn_q_norm")?, rms("attn_k_norm")?))
+            } else {
+                None
+            };
             let mut tensor = |part: &str| content.tensor(reader, &name(part), device);
             let (input_norm, input_w) = norm(tensor("attn_norm")?)?;
             let (post_norm, post_w) = norm(tensor("ffn_norm")?)?;
+            // the fused decode step computes the plain layer: no biases, no q/k norms
+            let plain = qkv_bias.is_empty() && qk_norm.is_none();
             blocks.push(Layer {
-                fused: FusedLayer::of(&qkv, &gate_up, &down, (&input_w, &post_w)),
+                fused: plain
+                    .then(|| FusedLayer::of(&qkv, &gate_up, &down, (&input_w, &post_w)))
+                    .flatten(),
                 input_norm,
                 qkv,
+                qkv_bias,
+                qk_norm,
                 o,
                 post_norm,
                 gate_up,
                 down,
             });
         }
-        let (cos, sin) = rotary_tables(head_dim, rope_theta, max_len, device)?;
+        let inv_freq = inverse_frequencies(head_dim, hp.rope_base, &hp.rope_scaling)?;
+        let (cos, sin) = rotary_tables(&inv_freq, max_len, device)?;
         Ok(Self {
             embed: TokenEmbedding::Quantized(embed_q),
             layers: blocks,
@@ -565,10 +575,11 @@ impl StaticLlama {
             comm: None,
             q_prescaled: false,
             fused_attention: true,
-            rope_interleaved: true,
+            rope_interleaved: arch.rope_interleaved(),
             cache_dtype: DType::F32,
             dtype: DType::F32,
             native_tables: None,
+            architecture: Some(arch),
         })
     }
 
@@ -671,7 +682,10 @@ impl StaticLlama {
     /// values written into the cache, attention over the whole cache under a causal mask
     /// built from the positions; the last token's logits (`[vocab]`, the model's dtype).
     fn forward(&self, state: &DecodeState, tokens: &Tensor, positions: &Tensor) -> Result<Tensor> {
-        let fused = self.fused_attention
+        // the fused kernels are ROCm's: elsewhere every step runs the ops
+        let rocm = self.device.is_rocm();
+        let fused = rocm
+            && self.fused_attention
             && self.comm.is_none()
             && positions.dim(0)? == 1
             && self.layers.iter().all(|l| l.fused.is_some());
@@ -685,7 +699,7 @@ impl StaticLlama {
         // kv head in one product); a few tokens' through `cached_attention`, one block a query
         // row, made for decode (8B, 512-token prompt: 6924 tokens/s through it against 10484
         // for quantized_llama's products; bench/results/2026-11-26-h100-gguf-8b-second.md).
-        let gemm_attention = !self.fused_attention || t >= PROMPT_GEMM_ATTENTION_FROM;
+        let gemm_attention = !rocm || !self.fused_attention || t >= PROMPT_GEMM_ATTENTION_FROM;
         let mask = if !gemm_attention {
             None
         } else {
@@ -705,8 +719,12 @@ impl StaticLlama {
         // `rope_kv_write` ropes and writes the cache; else the ops below, with the rotary rows
         // of the positions and the scatter's index (each token's position at every element of
         // its `[1, kv, 1, hd]`).
-        let written =
-            mask.is_none() && self.comm.is_none() && self.layers.iter().all(|l| l.qkv.len() == 1);
+        let written = mask.is_none()
+            && self.comm.is_none()
+            && self
+                .layers
+                .iter()
+                .all(|l| l.qkv.len() == 1 && l.qk_norm.is_none());
         let ops = if written {
             None
         } else {
@@ -730,7 +748,7 @@ impl StaticLlama {
             // does), or with `native_tables` in the model's dtype (scores and sums in f32)
             let q = match &ops {
                 None => {
-                    let qkv = layer.qkv[0].forward(&h)?;
+                    let qkv = layer.qkv_outputs(&h)?.remove(0);
                     let qkv = if self.native_tables.is_some() {
                         qkv
                     } else {
@@ -845,26 +863,36 @@ impl StaticLlama {
         let split_heads = |x: &Tensor, n: usize| -> Result<Tensor> {
             x.reshape((1, t, n, hd))?.transpose(1, 2)?.contiguous()
         };
-        match layer.qkv.as_slice() {
+        // q and k normed per head (qwen3) before the rotary embedding
+        let normed = |x: Tensor, which: usize| -> Result<Tensor> {
+            match &layer.qk_norm {
+                Some(norms) => [&norms.0, &norms.1][which].forward(&x),
+                None => Ok(x),
+            }
+        };
+        let outputs = layer.qkv_outputs(h)?;
+        match outputs.as_slice() {
             [qkv] => {
-                let qkv = qkv.forward(h)?.to_dtype(DType::F32)?;
+                let qkv = qkv.to_dtype(DType::F32)?;
                 let part = |from: usize, n: usize| -> Result<Tensor> {
                     split_heads(&qkv.narrow(2, from * hd, n * hd)?, n)
                 };
+                let v = part(heads + kv_heads, kv_heads)?;
+                if layer.qk_norm.is_some() {
+                    let q = rope(&normed(part(0, heads)?, 0)?)?;
+                    let k = rope(&normed(part(heads, kv_heads)?, 1)?)?;
+                    return Ok((q, k, v));
+                }
                 let qk = rope(&part(0, heads + kv_heads)?)?;
-                Ok((
-                    qk.narrow(1, 0, heads)?,
-                    qk.narrow(1, heads, kv_heads)?,
-                    part(heads + kv_heads, kv_heads)?,
-                ))
+                Ok((qk.narrow(1, 0, heads)?, qk.narrow(1, heads, kv_heads)?, v))
             }
             [q, k, v] => {
-                let f32_heads = |p: &Proj, n: usize| -> Result<Tensor> {
-                    split_heads(&p.forward(h)?.to_dtype(DType::F32)?, n)
+                let f32_heads = |x: &Tensor, n: usize| -> Result<Tensor> {
+                    split_heads(&x.to_dtype(DType::F32)?, n)
                 };
                 Ok((
-                    rope(&f32_heads(q, heads)?)?,
-                    rope(&f32_heads(k, kv_heads)?)?,
+                    rope(&normed(f32_heads(q, heads)?, 0)?)?,
+                    rope(&normed(f32_heads(k, kv_heads)?, 1)?)?,
                     f32_heads(v, kv_heads)?,
                 ))
             }
@@ -946,6 +974,17 @@ impl StaticLlama {
     /// Positions the cache holds.
     pub fn max_len(&self) -> usize {
         self.max_len
+    }
+
+    /// The GGUF file's architecture (None where the model was loaded from safetensors, which
+    /// are llama's).
+    pub fn architecture(&self) -> Option<Architecture> {
+        self.architecture
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 }
 
