@@ -6,11 +6,11 @@
 //! the AMD (hiprtc) and NVIDIA (NVRTC) builds differ, then the shared layout, elementwise-loop
 //! and reduction headers.
 
-pub mod layout;
-pub mod params;
-
-pub use layout::{KernelLayout, LayoutError, MAX_DIMS};
-pub use params::{ArgSink, DevicePtr, Entry, Family, KernelArg, KernelParams, ParamsDecl};
+pub use rocm_device::kernel::{
+    layout, params, ArgSink, DevicePtr, Entry, EntryGroup, Family, KernelArg, KernelLayout,
+    KernelModule, KernelParams, LayoutError, ParamsDecl, MAX_DIMS,
+};
+pub use rocm_device::kernel_params;
 
 /// `compat.h`: per-platform types, shuffles, ballots and narrow atomics.
 pub const COMPAT_H: &str = include_str!("../include/compat.h");
@@ -33,140 +33,23 @@ pub const INT_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
 /// Dtypes a `where_cond` condition may have (Candle's CPU backend accepts these).
 pub const CONDITION_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
 
-/// Ops instantiated for every dtype of a list: entry points `<op>_<dtype>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntryGroup {
-    pub ops: &'static [&'static str],
-    pub dtypes: &'static [&'static str],
-}
+/// The headers every module is compiled with, `(file name, text)`, in order.
+pub const HEADERS: &[(&str, &str)] = &[
+    ("compat.h", COMPAT_H),
+    ("layout.h", LAYOUT_H),
+    ("map.h", MAP_H),
+    ("reduce.h", REDUCE_H),
+];
 
-/// One kernel module: a source file and the entry points it defines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelModule {
-    /// Short name, also the file stem (`fill` for `fill.hip`).
-    pub name: &'static str,
-    /// The HIP C++ source, without the prelude.
-    pub source: &'static str,
-    /// The entry points, as op x dtype groups.
-    pub groups: &'static [EntryGroup],
-    /// The parameter lists its entries take (see [`params`]), defined before its source.
-    pub params: &'static [ParamsDecl],
-}
-
-impl KernelModule {
-    /// Every `extern "C"` entry point of the module.
-    pub fn entry_points(&self) -> impl Iterator<Item = String> + '_ {
-        self.groups.iter().flat_map(|g| {
-            g.ops
-                .iter()
-                .flat_map(move |op| g.dtypes.iter().map(move |dt| format!("{op}_{dt}")))
-        })
-    }
-
-    /// The op of this module spelled `parts` joined by `_` (`["gather", "u8"]` is
-    /// `gather_u8`), as the table holds it; how launchers name ops made of several parts
-    /// without building strings.
-    pub fn op_named(&self, parts: &[&str]) -> Option<&'static str> {
-        self.op_spelled(parts.iter().copied())
-    }
-
-    /// [`KernelModule::op_named`] over any sequence of parts (no list built: a launch's
-    /// lookup allocates nothing).
-    pub fn op_spelled<'a>(
-        &self,
-        parts: impl Iterator<Item = &'a str> + Clone,
-    ) -> Option<&'static str> {
-        self.ops().find(|op| {
-            let mut rest = *op;
-            for (i, part) in parts.clone().enumerate() {
-                if i > 0 {
-                    match rest.strip_prefix('_') {
-                        Some(r) => rest = r,
-                        None => return false,
-                    }
-                }
-                match rest.strip_prefix(part) {
-                    Some(r) => rest = r,
-                    None => return false,
-                }
-            }
-            rest.is_empty()
-        })
-    }
-
-    /// Name of the entry point for `op` and `dtype`, if the module has it: the one place an
-    /// entry name is spelled.
-    pub fn entry_point(&self, op: &str, dtype: &str) -> Option<String> {
-        self.groups
-            .iter()
-            .any(|g| g.ops.contains(&op) && g.dtypes.contains(&dtype))
-            .then(|| format!("{op}_{dtype}"))
-    }
-
-    /// The translation unit restricted to the entry points of one dtype (the `dtypes` side of
-    /// each group; for cast that is the source dtype, for where the value dtype).
-    pub fn source_for_dtype(&self, dtype: &str) -> String {
-        format!(
-            "#define CANDLE_ROCM_DTYPE_FILTER 1\n#define CANDLE_ROCM_ONLY_{dtype} 1\n{}",
-            self.full_source()
-        )
-    }
-
-    /// Module name of the one-dtype translation unit.
-    pub fn name_for_dtype(&self, dtype: &str) -> String {
-        format!("{}.{dtype}", self.name)
-    }
-
-    /// The keys a one-dtype translation unit may be restricted to (dtypes or widths), each once.
-    pub fn filter_keys(&self) -> Vec<&'static str> {
-        let mut keys: Vec<&'static str> = Vec::new();
-        for k in self.groups.iter().flat_map(|g| g.dtypes.iter().copied()) {
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
-        keys
-    }
-
-    /// Every op name of the module (each group's ops, in order).
-    pub fn ops(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.groups.iter().flat_map(|g| g.ops.iter().copied())
-    }
-
-    /// The value of the module's `#define NAME value` (an integer, a `u` suffix allowed): how
-    /// the host's copies of a kernel's launch constants are held to the source.
-    pub fn define(&self, name: &str) -> Option<u64> {
-        let prefix = format!("#define {name} ");
-        let line = self.source.lines().find(|l| l.starts_with(&prefix))?;
-        line[prefix.len()..]
-            .trim()
-            .trim_end_matches('u')
-            .parse()
-            .ok()
-    }
-
-    /// The full translation unit: prelude, then the module source with its own line numbers.
-    pub fn full_source(&self) -> String {
-        let defines: String = self.params.iter().map(|p| p.define() + "\n").collect();
-        format!(
-            "{}\n{defines}#line 1 \"{}.hip\"\n{}",
-            prelude(),
-            self.name,
-            self.source
-        )
-    }
-}
-
-/// The headers every module is compiled with, in order.
+/// [`HEADERS`] as one text, each under its own `#line` name: what every module's source
+/// follows (for sources compiled outside the table, such as tests' own kernels).
 pub fn prelude() -> String {
-    format!(
-        "#line 1 \"compat.h\"\n{COMPAT_H}\n#line 1 \"layout.h\"\n{LAYOUT_H}\n#line 1 \"map.h\"\n{MAP_H}\n\
-         #line 1 \"reduce.h\"\n{REDUCE_H}\n"
-    )
+    rocm_device::kernel::prelude_of(HEADERS)
 }
 
 /// fill, iota, copies (contiguous, strided, 2-D, tiled transpose) and strided constant set.
 pub const FILL: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "fill",
     source: include_str!("fill.hip"),
     groups: &[
@@ -301,6 +184,7 @@ pub const UNARY_INT_OPS: [&str; 10] = [
 
 /// Unary math, elu, powf and affine.
 pub const UNARY: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "unary",
     source: include_str!("unary.hip"),
     groups: &[
@@ -356,6 +240,7 @@ pub mod unary {
 /// Binary arithmetic and comparisons (comparisons write u8); `silu_mul` (silu(a) * b) for
 /// floats.
 pub const BINARY: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "binary",
     source: include_str!("binary.hip"),
     groups: &[
@@ -406,6 +291,7 @@ pub mod binary {
 
 /// Casts between every pair of dtypes: `cast_<from>_<to>`, op `cast_<from>`, key `<to>`.
 pub const CAST: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "cast",
     source: include_str!("cast.hip"),
     groups: &[EntryGroup {
@@ -446,6 +332,7 @@ pub mod cast {
 
 /// `where_<condition dtype>_<value dtype>`.
 pub const TERNARY: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "ternary",
     source: include_str!("ternary.hip"),
     groups: &[EntryGroup {
@@ -486,6 +373,7 @@ pub mod ternary {
 
 /// Rotary embeddings (candle-nn's rope_i, rope, rope_thd).
 pub const ROPE: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "rope",
     source: include_str!("rope.hip"),
     groups: &[EntryGroup {
@@ -527,6 +415,7 @@ pub mod rope {
 /// Reductions over any dims: `<op>_<dtype>`, the second pass `<op>_finish_<dtype>`, and a
 /// thread an output `<op>_columns_<dtype>`.
 pub const REDUCE: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "reduce",
     source: include_str!("reduce.hip"),
     groups: &[EntryGroup {
@@ -626,6 +515,7 @@ pub mod reduce {
 /// (`<op>_<dtype>`), or rows held in registers as 16-byte packs (`<op>_regpack_<dtype>`) or
 /// elements (`<op>_regelem_<dtype>`); every entry takes [`norm::RowParams`].
 pub const NORM: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "norm",
     source: include_str!("norm.hip"),
     groups: &[EntryGroup {
@@ -716,6 +606,7 @@ pub mod norm {
 /// decode step's rotary embedding with its cache write (`rope_kv_write_<dtype>`); the cache in
 /// the queries' dtype, or a 16-bit cache under f32 queries (`<op>_cache_f16_f32`, `..._bf16_f32`).
 pub const ATTENTION: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "attention",
     source: include_str!("attention.hip"),
     groups: &[
@@ -878,6 +769,7 @@ pub const ID_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
 /// gather / index_select and scatter (set), by width: `<op>_<id dtype>_<width>`; scatter-add
 /// and index_add, by dtype: `<op>_<id dtype>_<dtype>`.
 pub const INDEXING: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "indexing",
     source: include_str!("indexing.hip"),
     groups: &[
@@ -1072,6 +964,7 @@ pub mod indexing {
 
 /// Nearest upsampling by width, bilinear by dtype.
 pub const UPSAMPLE: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "upsample",
     source: include_str!("upsample.hip"),
     groups: &[
@@ -1122,6 +1015,7 @@ pub mod upsample {
 
 /// arg_sort along the last dim: tile sort and merge passes.
 pub const SORT: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "sort",
     source: include_str!("sort.hip"),
     groups: &[EntryGroup {
@@ -1173,6 +1067,7 @@ pub mod sort {
 /// The portable convolution path (im2col by width, col2im by float dtype, direct transposed
 /// convolutions of integers) and 2-D pooling.
 pub const CONV: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "conv",
     source: include_str!("conv.hip"),
     groups: &[
@@ -1344,6 +1239,7 @@ pub const RANDOM_DTYPES: [&str; 5] = ["bf16", "f16", "f32", "f64", "f8e4m3"];
 
 /// Uniform and normal draws (Philox4x32-10).
 pub const RANDOM: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "random",
     source: include_str!("random.hip"),
     groups: &[EntryGroup {
@@ -1406,6 +1302,7 @@ pub const GGML_BLOCK_TYPES: [&str; 12] = [
 /// integer mat-vec (on q8 activations, or quantizing them itself into shared memory:
 /// `matvec_q8f`) and the mixture of experts on q8 activations for the block types.
 pub const QUANTIZED: KernelModule = KernelModule {
+    headers: HEADERS,
     name: "quantized",
     source: include_str!("quantized.hip"),
     groups: &[
@@ -1690,6 +1587,19 @@ pub const ALL_MODULES: &[&KernelModule] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wave64 emulation's block limit is compat.h's.
+    #[test]
+    fn the_wave64_wave_limit_is_compat_hs() {
+        let line = COMPAT_H
+            .lines()
+            .find(|l| l.starts_with("#define CANDLE_ROCM_WAVE64_MAX_WAVES "))
+            .unwrap();
+        assert_eq!(
+            line.split_whitespace().nth(2),
+            Some(&*rocm_device::WAVE64_MAX_WAVES.to_string())
+        );
+    }
 
     #[test]
     fn every_op_is_named_in_its_source() {

@@ -4,7 +4,8 @@
 
 use std::time::Instant;
 
-use rocm_device::{enumerate, kernels, Device, LaunchArgs, LaunchConfig, Platform};
+use rocm_device::{enumerate, Device, LaunchArgs, LaunchConfig, Platform};
+use rocm_kernels as kernels;
 
 /// Which device the demo uses (an ordinal on the chosen platform).
 const DEVICE_ENV: &str = "CANDLE_ROCM_DEVICE";

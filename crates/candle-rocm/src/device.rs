@@ -4,10 +4,10 @@
 use std::sync::{Arc, Mutex};
 
 use rocm_blas::{Blas, BlasOptions};
-use rocm_device::kernels::{self, DevicePtr, Entry, KernelParams};
 use rocm_device::{Buffer, Config, DType, Device, Error, Result};
 use rocm_dnn::{Dnn, DnnOptions};
 use rocm_indexing::IndexOptions;
+use rocm_kernels::{self as kernels, DevicePtr, Entry, KernelParams};
 
 use crate::RocmStorage;
 
@@ -101,6 +101,8 @@ impl RocmDevice {
 
     /// Wraps an opened device handle.
     pub fn from_device(device: Device, options: Options) -> Self {
+        // the first kernel of a dtype brings the table's usual companions in the background
+        device.set_companions(kernels::companions);
         RocmDevice {
             inner: Arc::new(Inner {
                 blas: Mutex::new(None),
@@ -303,7 +305,7 @@ impl RocmDevice {
     /// types too through [`Device::prepare_keys`] on [`RocmDevice::raw`].
     pub fn prepare(&self, dtypes: &[DType]) -> Result<()> {
         let keys: Vec<&'static str> = dtypes.iter().map(|d| d.as_str()).collect();
-        self.inner.device.prepare_keys(&keys)
+        self.inner.device.prepare_keys(kernels::ALL_MODULES, &keys)
     }
 
     /// Records the work `f` queues on this device into a graph that `Graph::replay` runs

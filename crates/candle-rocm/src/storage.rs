@@ -4,6 +4,7 @@
 
 use rocm_device::{Buffer, DType, Error, Layout, Operand, Result, Scalar};
 use rocm_dnn::{Conv1dParams, Conv2dParams, ConvTranspose1dParams, ConvTranspose2dParams};
+use rocm_elementwise::OperandCopy;
 use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
 use rocm_indexing::Bilinear;
 use rocm_reduce::ReduceOp;

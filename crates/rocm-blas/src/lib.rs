@@ -24,6 +24,7 @@ use plan::{GemmOperand, GemmPlan, Op};
 pub use plan::{MatmulShape, OutputLayout};
 pub use rocm_device::Operand;
 use rocm_device::{Buffer, Contiguous, DType, Device, Error, Layout, Platform, Result};
+use rocm_elementwise::OperandCopy;
 
 /// One matrix of a gemm call: device address, leading dimension, batch stride (elements).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

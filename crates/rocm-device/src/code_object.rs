@@ -80,7 +80,7 @@ pub fn kernel_symbols(image: &[u8]) -> Result<Vec<String>> {
 /// The entries of the table that the image lacks, and the image's kernels that the table does
 /// not list.
 pub fn compare_with_table(
-    module: &rocm_kernels::KernelModule,
+    module: &crate::kernel::KernelModule,
     image: &[u8],
 ) -> Result<(Vec<String>, Vec<String>)> {
     let found = kernel_symbols(image)?;
@@ -164,14 +164,15 @@ mod tests {
 
     #[test]
     fn the_table_comparison_goes_both_ways() {
-        let module = rocm_kernels::KernelModule {
+        let module = crate::kernel::KernelModule {
             name: "t",
             source: "",
-            groups: &[rocm_kernels::EntryGroup {
+            groups: &[crate::kernel::EntryGroup {
                 ops: &["a", "b"],
                 dtypes: &["f32"],
             }],
             params: &[],
+            headers: &[],
         };
         let img = elf(&[("a_f32", 0x12), ("c_f32", 0x12)]);
         let (missing, unlisted) = compare_with_table(&module, &img).unwrap();

@@ -230,7 +230,7 @@ pub fn compile_cached(req: &CompileRequest<'_>, cache_dir: Option<&Path>) -> Res
 /// options.
 pub fn compile_for_arch(
     platform: Platform,
-    module: &rocm_kernels::KernelModule,
+    module: &crate::kernel::KernelModule,
     arch: &str,
     extra: &[String],
     cache_dir: Option<&Path>,

@@ -160,8 +160,8 @@ pub unsafe fn library_error(
     }
 }
 
-impl From<rocm_kernels::LayoutError> for Error {
-    fn from(e: rocm_kernels::LayoutError) -> Self {
+impl From<crate::kernel::LayoutError> for Error {
+    fn from(e: crate::kernel::LayoutError) -> Self {
         Error::InvalidLayout(e.0)
     }
 }

@@ -4,7 +4,7 @@ use std::ffi::c_void;
 
 use bytemuck::Pod;
 
-pub use rocm_kernels::{KernelLayout, MAX_DIMS};
+pub use crate::kernel::{KernelLayout, MAX_DIMS};
 
 use crate::device::{Buffer, DeviceInfo};
 use crate::error::{Error, Result};
@@ -148,12 +148,12 @@ impl std::fmt::Debug for LaunchArgs {
     }
 }
 
-impl rocm_kernels::ArgSink for LaunchArgs {
+impl crate::kernel::ArgSink for LaunchArgs {
     fn scalar<T: Pod>(&mut self, value: T) {
         self.push(value);
     }
 
-    fn pointer(&mut self, ptr: rocm_kernels::DevicePtr) {
+    fn pointer(&mut self, ptr: crate::kernel::DevicePtr) {
         self.note_device(ptr.device);
         self.push(ptr.addr);
     }
@@ -184,7 +184,7 @@ impl LaunchArgs {
 
     /// The device address of `buffer`'s first byte.
     pub fn push_buffer(&mut self, buffer: &Buffer) -> &mut Self {
-        rocm_kernels::ArgSink::pointer(self, buffer.ptr());
+        crate::kernel::ArgSink::pointer(self, buffer.ptr());
         self
     }
 
@@ -196,12 +196,12 @@ impl LaunchArgs {
 
     /// The device address `byte_offset` bytes into `buffer` (at most its length).
     pub fn push_buffer_at(&mut self, buffer: &Buffer, byte_offset: usize) -> Result<&mut Self> {
-        rocm_kernels::ArgSink::pointer(self, buffer.ptr_at(byte_offset)?);
+        crate::kernel::ArgSink::pointer(self, buffer.ptr_at(byte_offset)?);
         Ok(self)
     }
 
-    /// A declared parameter list's values, in its order (see [`rocm_kernels::params`]).
-    pub fn from_params<P: rocm_kernels::KernelParams>(params: &P) -> Self {
+    /// A declared parameter list's values, in its order (see [`crate::kernel::params`]).
+    pub fn from_params<P: crate::kernel::KernelParams>(params: &P) -> Self {
         let mut args = LaunchArgs::new();
         params.push_to(&mut args);
         args

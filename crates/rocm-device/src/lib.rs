@@ -8,10 +8,14 @@
 //! - devices: [`Device::new`], [`enumerate`], [`DeviceInfo`]
 //! - memory: [`Buffer`], [`DeviceBuffer`], a caching pool per device ([`MemoryStats`])
 //! - ordering and timing: one [`Stream`] per device, [`Event`]
-//! - kernels: modules from `rocm-kernels` compiled on first use and cached on disk
-//!   ([`compile`]), resolved by (module, op, dtype) through [`Device::kernel`];
-//!   [`LaunchArgs`] and [`LaunchConfig`] for launches
-//! - operands: [`Operand`] (buffer, dtype, layout) with a checked [`Operand::contiguous`]
+//! - kernels: what a module is ([`kernel::KernelModule`]: source text, entry points, typed
+//!   parameters, headers), compiled on first use and cached on disk ([`compile`]), resolved
+//!   by (module, op, dtype) through [`Device::kernel`]; [`LaunchArgs`] and [`LaunchConfig`]
+//!   for launches. The runtime knows no source: the table of modules is `rocm-kernels`', which
+//!   hands them in (and, through [`Device::set_companions`], what to compile in the
+//!   background)
+//! - operands: [`Operand`] (buffer, dtype, layout) and [`Contiguous`] (rocm-elementwise's
+//!   `OperandCopy` makes any operand contiguous with the table's copies)
 //! - configuration: [`Config`], read from the environment once
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -22,6 +26,7 @@ pub mod config;
 mod device;
 mod error;
 pub mod host_time;
+pub mod kernel;
 mod launch;
 mod operand;
 mod platform;
@@ -31,8 +36,8 @@ mod tensor;
 
 pub use config::Config;
 pub use device::{
-    Buffer, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event, Function, Graph,
-    Module, Stream, Tickets,
+    Buffer, Companions, CompileStats, Device, DeviceBuffer, DeviceInfo, DeviceRepr, Event,
+    Function, Graph, Module, Stream, Tickets, WAVE64_MAX_WAVES,
 };
 pub use error::{library_error, Error, Result};
 pub use launch::{
@@ -45,7 +50,6 @@ pub use sys::abi;
 pub use sys::library::{find_library, rocm_library_dirs, Library, LibraryMissing, LibraryStatus};
 
 pub use pool::{size_class, MemoryStats};
-pub use rocm_kernels as kernels;
 pub use tensor::{DType, Layout, Scalar};
 
 /// What one platform offers on this machine.

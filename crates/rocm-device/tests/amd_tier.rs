@@ -6,7 +6,8 @@
 
 mod common;
 
-use rocm_device::{compile::compile_for_arch, kernels, Device, Error, Platform};
+use rocm_device::{compile::compile_for_arch, Device, Error, Platform};
+use rocm_kernels as kernels;
 
 /// CDNA (wave64) and RDNA (wave32) targets.
 const ARCHS: [&str; 4] = ["gfx90a", "gfx942", "gfx1100", "gfx1201"];
@@ -75,6 +76,7 @@ fn integer_dot_products_are_native_on_every_target() {
             dtypes: &["probe"],
         }],
         params: &[],
+        headers: kernels::HEADERS,
     };
     for arch in ARCHS {
         let compiled = compile_for_arch(Platform::Amd, &probe, arch, &[], None)
@@ -93,6 +95,7 @@ fn rocm_kernels_bad_module() -> kernels::KernelModule {
         source: "KERNEL void k(float* x) { x[0] = undeclared_thing; }",
         groups: &[],
         params: &[],
+        headers: kernels::HEADERS,
     }
 }
 

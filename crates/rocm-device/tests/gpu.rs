@@ -6,9 +6,8 @@ use std::sync::OnceLock;
 
 use half::{bf16, f16};
 use rand::{Rng, SeedableRng};
-use rocm_device::{
-    kernels, Config, Device, DeviceRepr, Error, KernelLayout, LaunchArgs, LaunchConfig,
-};
+use rocm_device::{Config, Device, DeviceRepr, Error, KernelLayout, LaunchArgs, LaunchConfig};
+use rocm_kernels as kernels;
 
 fn device() -> Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
@@ -616,7 +615,7 @@ fn fresh_device(dir: &std::path::Path, threads: usize) -> Device {
 }
 
 /// The modules that have a one-key variant for `key`.
-fn modules_of(key: &str) -> Vec<&'static rocm_device::kernels::KernelModule> {
+fn modules_of(key: &str) -> Vec<&'static rocm_kernels::KernelModule> {
     kernels::ALL_MODULES
         .iter()
         .copied()
@@ -629,7 +628,7 @@ fn prepare_compiles_and_loads_every_module_of_a_key_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = fresh_device(dir.path(), 4);
     let t = std::time::Instant::now();
-    d.prepare_keys(&["f32"]).unwrap();
+    d.prepare_keys(kernels::ALL_MODULES, &["f32"]).unwrap();
     let wall = t.elapsed();
     let s = d.compile_stats();
     let want = modules_of("f32").len() as u64;
@@ -654,7 +653,8 @@ fn prepare_compiles_and_loads_every_module_of_a_key_at_once() {
         .chunks_exact(4)
         .all(|c| f32::from_le_bytes(c.try_into().unwrap()) == 2.5));
     // a second prepare has nothing to do; a key no module has is no error
-    d.prepare_keys(&["f32", "no-such-key"]).unwrap();
+    d.prepare_keys(kernels::ALL_MODULES, &["f32", "no-such-key"])
+        .unwrap();
     assert_eq!(d.compile_stats().compiled, want);
 }
 
@@ -662,6 +662,7 @@ fn prepare_compiles_and_loads_every_module_of_a_key_at_once() {
 fn the_first_kernel_of_a_key_compiles_its_usual_companions_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
     let d = fresh_device(dir.path(), 4);
+    d.set_companions(kernels::companions);
     d.kernel(&kernels::FILL, "fill", "bf16").unwrap();
     // each usual module's bf16 variant, and the byte-moving ones' 2- and 16-byte widths
     let companions = kernels::ALL_MODULES

@@ -4,7 +4,8 @@
 
 mod common;
 
-use rocm_device::{compile::compile_for_arch, kernels, Platform};
+use rocm_device::{compile::compile_for_arch, Platform};
+use rocm_kernels as kernels;
 
 #[test]
 fn every_module_compiles_through_nvrtc_for_sm_90() {
@@ -205,11 +206,10 @@ fn one_dtype_variants_compile_in_parallel_threads_as_alone() {
     let wanted: Vec<_> = common::tier_modules()
         .into_iter()
         .filter(|m| {
-            rocm_device::kernels::PREFETCH_MODULES.contains(&m.name)
-                && m.filter_keys().contains(&"f32")
+            rocm_kernels::PREFETCH_MODULES.contains(&m.name) && m.filter_keys().contains(&"f32")
         })
         .collect();
-    let compile = |m: &rocm_device::kernels::KernelModule| {
+    let compile = |m: &rocm_kernels::KernelModule| {
         let defines = one_key("f32");
         compile_for_arch(Platform::Nvidia, m, "sm_90", &defines, None)
             .unwrap_or_else(|e| panic!("{}: {e}", m.name))

@@ -31,6 +31,7 @@ pub use params::{
 use rocm_blas::Blas;
 pub use rocm_device::Operand;
 use rocm_device::{Buffer, DType, Device, Error, Platform, Result};
+use rocm_elementwise::OperandCopy;
 
 /// Which implementation runs a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,9 +2,10 @@
 //! our own pooling kernels. Runs on both platforms; every gemm goes through rocm-blas.
 
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
-use rocm_device::kernels;
-use rocm_device::kernels::conv::{self, ConvGeometry, Strides4};
 use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
+use rocm_elementwise::OperandCopy;
+use rocm_kernels as kernels;
+use rocm_kernels::conv::{self, ConvGeometry, Strides4};
 
 use crate::params::{ConvSpec, Direction, Pool2dParams};
 

@@ -4,6 +4,7 @@
 //! `bash .gpu/run.sh --bench` runs it next to torch eager and merges the two into a table.
 
 use rocm_bench_support::{report_bandwidth, time_ms};
+use rocm_elementwise::OperandCopy;
 use rocm_elementwise::{self as ew, BinaryOp, Buffer, DType, Device, Layout, Operand, UnaryOp};
 
 const ITERS: usize = 20;

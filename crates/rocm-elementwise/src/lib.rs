@@ -10,9 +10,11 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod copy;
 mod ops;
 mod rope;
 
+pub use copy::OperandCopy;
 pub use ops::{
     affine, affine_into, binary, binary_into, cast, cast_into, cmp, const_set, copy2d, copy2d_many,
     elu, powf, silu_mul, unary, unary_into, where_cond, BinaryOp, CmpOp, Copy2d, UnaryOp,

@@ -1,7 +1,7 @@
 //! Host side of unary.hip, binary.hip, cast.hip, ternary.hip and fill.hip.
 
-use rocm_device::kernels::{self, DevicePtr, Entry, KernelLayout, KernelParams};
 use rocm_device::{Buffer, DType, Device, Error, LaunchConfig, Layout, Operand, Result, Scalar};
+use rocm_kernels::{self as kernels, DevicePtr, Entry, KernelLayout, KernelParams};
 
 /// Unary ops of Candle's `UnaryOpT` plus normcdf and candle-nn's sigmoid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -691,11 +691,10 @@ fn launch_copy2d(
     };
     let _span = tracing::debug_span!("op", op = OP, blocks = parts.len(), rows = first.rows, unit)
         .entered();
-    let width =
-        rocm_device::kernels::width_key(unit as usize).ok_or_else(|| Error::InvalidLaunch {
-            function: OP.to_string(),
-            reason: format!("no copy of {unit}-byte units"),
-        })?;
+    let width = rocm_kernels::width_key(unit as usize).ok_or_else(|| Error::InvalidLaunch {
+        function: OP.to_string(),
+        reason: format!("no copy of {unit}-byte units"),
+    })?;
     device.launch_entry(kernels::fill::COPY2D, width, config, &params)
 }
 

@@ -1,7 +1,7 @@
 //! Host side of rope.hip: candle-nn's rotary embeddings.
 
-use rocm_device::kernels;
 use rocm_device::{Buffer, DType, Device, Error, LaunchConfig, Operand, Result};
+use rocm_kernels as kernels;
 
 /// Which of candle-nn's three rotary embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::Tensor;
+use rocm_elementwise::OperandCopy;
 use rocm_elementwise::{
     self as ew, BinaryOp, CmpOp, Copy2d, DType, Error, Layout, Operand as O, RopeVariant, Scalar,
     UnaryOp,

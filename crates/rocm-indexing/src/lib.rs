@@ -28,8 +28,8 @@ pub use sort::arg_sort_last_dim;
 pub use upsample::{upsample_bilinear2d, upsample_nearest1d, upsample_nearest2d, Bilinear};
 
 use plan::{gather_units, prefers_ownership, with_stride, without, Walk};
-use rocm_device::kernels::{self, indexing, DevicePtr, Entry, Family, KernelParams};
 use rocm_device::{KernelLayout, LaunchConfig};
+use rocm_kernels::{self as kernels, indexing, DevicePtr, Entry, Family, KernelParams};
 
 /// Choices of the indexing ops.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

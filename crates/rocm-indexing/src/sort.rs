@@ -1,8 +1,9 @@
 //! arg_sort along the last dim: rows up to one tile sorted in shared memory, longer rows
 //! sorted per tile and merged in passes (see sort.hip).
 
-use rocm_device::kernels::sort::{self, MergeParams, TileParams};
 use rocm_device::{Buffer, Device, Error, LaunchConfig, Operand, Result};
+use rocm_elementwise::OperandCopy;
+use rocm_kernels::sort::{self, MergeParams, TileParams};
 
 /// Elements one block sorts in shared memory (ARGSORT_TILE in sort.hip).
 const TILE: usize = 2048;

@@ -1,8 +1,8 @@
 //! Nearest and bilinear upsampling of (b, c, [h,] w) tensors of any layout.
 
-use rocm_device::kernels::upsample::{self, Params};
-use rocm_device::kernels::{self, Entry};
 use rocm_device::{Buffer, DType, Device, Error, KernelLayout, LaunchConfig, Operand, Result};
+use rocm_kernels::upsample::{self, Params};
+use rocm_kernels::{self as kernels, Entry};
 
 /// (batch, channel) layout with the start offset, then the spatial (dim, stride) pairs.
 fn split(

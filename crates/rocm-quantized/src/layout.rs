@@ -185,7 +185,7 @@ mod tests {
     /// The ranges here are those the kernels' block structs declare.
     #[test]
     fn the_kernels_declare_the_same_ranges() {
-        let source = rocm_device::kernels::QUANTIZED.source;
+        let source = rocm_kernels::QUANTIZED.source;
         for ty in GgmlType::ALL {
             let name = match ty {
                 GgmlType::F32 => "QF32".to_string(),

@@ -22,9 +22,10 @@ pub mod layout;
 
 pub use layout::{download, to_device_layout, to_ggml_layout, upload};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
-use rocm_device::kernels::{self, quantized, Entry, Family, KernelParams};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{Contiguous, LaunchConfig};
+use rocm_elementwise::OperandCopy;
+use rocm_kernels::{self as kernels, quantized, Entry, Family, KernelParams};
 
 /// Candle's `GgmlDType`: the block types of GGUF files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -15,11 +15,12 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-use rocm_device::kernels;
-use rocm_device::kernels::attention::Cache;
-use rocm_device::kernels::norm::{RowOp, RowParams, RowShape};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{Contiguous, KernelLayout, LaunchConfig};
+use rocm_elementwise::OperandCopy;
+use rocm_kernels as kernels;
+use rocm_kernels::attention::Cache;
+use rocm_kernels::norm::{RowOp, RowParams, RowShape};
 
 /// Candle's `ReduceOp`, in the order of the kernel tables (`kernels::reduce::FIRST_PASS`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::compile::{self, CompileRequest, Origin};
 use crate::error::{Error, Result};
+use crate::kernel::KernelModule;
 use crate::platform::{FunctionHandle, ModuleHandle};
 
 use super::*;
@@ -66,8 +67,13 @@ impl std::hash::Hasher for FxHasher {
 /// slot empty for the next caller to retry and report.
 pub(crate) type CompileSlot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
 
-/// Wavefronts a block may hold with emulated wave64 (CANDLE_ROCM_WAVE64_MAX_WAVES in compat.h).
-pub(crate) const WAVE64_MAX_WAVES: u32 = 8;
+/// Wavefronts a block may hold with emulated wave64 (CANDLE_ROCM_WAVE64_MAX_WAVES in compat.h,
+/// which the kernel table's tests hold to this).
+pub const WAVE64_MAX_WAVES: u32 = 8;
+
+/// The module variants to compile in the background once a kernel of a key is first needed:
+/// `(key, the key's element bytes where it names a dtype)` to `(module, key)` pairs.
+pub type Companions = fn(&str, Option<usize>) -> Vec<(&'static KernelModule, &'static str)>;
 
 /// Background compiles and process exit. A compile thread still inside NVRTC or hiprtc, or
 /// still dropping its device handle, must not run while the process tears down its
@@ -177,7 +183,7 @@ impl Device {
     }
 
     /// The loaded module for a kernel family, compiling it on first use.
-    pub fn load_module(&self, module: &rocm_kernels::KernelModule) -> Result<Arc<Module>> {
+    pub fn load_module(&self, module: &KernelModule) -> Result<Arc<Module>> {
         if let Some(m) = self.cached_module(module.name) {
             return Ok(m);
         }
@@ -199,7 +205,7 @@ impl Device {
     }
 
     /// Compiles (or loads from the disk cache) and loads a full translation unit under
-    /// `name`. The source must include the prelude (`rocm_kernels::prelude()`) if it uses it.
+    /// `name`. The source must include the headers it uses (`KernelModule::prelude`).
     /// A second call with the same name returns the first module.
     pub fn load_source(&self, name: &str, source: &str) -> Result<Arc<Module>> {
         if let Some(m) = self.cached_module(name) {
@@ -316,11 +322,8 @@ impl Device {
     /// Compiles and loads the one-key variants `wanted` ((module, dtype or width key) pairs,
     /// as [`Device::kernel`] names them) at once, on up to `Config::compile_threads` threads:
     /// a warm-up before the first forward pass. Returns the first error.
-    pub fn prepare(
-        &self,
-        wanted: &[(&'static rocm_kernels::KernelModule, &'static str)],
-    ) -> Result<()> {
-        let todo: Vec<(String, &'static rocm_kernels::KernelModule, &'static str)> = wanted
+    pub fn prepare(&self, wanted: &[(&'static KernelModule, &'static str)]) -> Result<()> {
+        let todo: Vec<(String, &'static KernelModule, &'static str)> = wanted
             .iter()
             .filter(|(m, k)| m.filter_keys().contains(k))
             .map(|&(m, k)| (m.name_for_dtype(k), m, k))
@@ -366,19 +369,32 @@ impl Device {
         Ok(())
     }
 
-    /// Every module variant of the keys `keys` (dtype names such as `f32`, or GGUF type keys
-    /// such as `q4k`) compiled and loaded at once: [`Device::prepare`] over the whole table.
-    pub fn prepare_keys(&self, keys: &[&'static str]) -> Result<()> {
-        let wanted: Vec<_> = rocm_kernels::ALL_MODULES
+    /// Every variant of `modules` for the keys `keys` (dtype names such as `f32`, or GGUF type
+    /// keys such as `q4k`) compiled and loaded at once: [`Device::prepare`] over a table.
+    pub fn prepare_keys(
+        &self,
+        modules: &[&'static KernelModule],
+        keys: &[&'static str],
+    ) -> Result<()> {
+        let wanted: Vec<_> = modules
             .iter()
             .flat_map(|&m| keys.iter().map(move |&k| (m, k)))
             .collect();
         self.prepare(&wanted)
     }
 
-    /// Queues the variants [`rocm_kernels::companions`] names for `key` on background threads, once per key
-    /// and handle (none with `Config::compile_threads` 0).
-    pub(crate) fn prefetch(&self, key: &'static str, asked: &'static rocm_kernels::KernelModule) {
+    /// Sets what is compiled in the background when the first kernel of a key is needed (the
+    /// kernel table's choice; nothing until it is set). The first setting holds.
+    pub fn set_companions(&self, companions: Companions) {
+        let _ = self.inner.companions.set(companions);
+    }
+
+    /// Queues the variants the companions name for `key` on background threads, once per key
+    /// and handle (none with `Config::compile_threads` 0 or no companions set).
+    pub(crate) fn prefetch(&self, key: &'static str, asked: &'static KernelModule) {
+        let Some(companions) = self.inner.companions.get() else {
+            return;
+        };
         if self.inner.config.compile_threads == 0
             || !self
                 .inner
@@ -393,11 +409,10 @@ impl Device {
             .iter()
             .find(|d| d.as_str() == key)
             .map(|d| d.size_in_bytes());
-        let todo: Vec<(&'static rocm_kernels::KernelModule, &'static str)> =
-            rocm_kernels::companions(key, element_bytes)
-                .into_iter()
-                .filter(|&(m, k)| !(m.name == asked.name && k == key))
-                .collect();
+        let todo: Vec<(&'static KernelModule, &'static str)> = companions(key, element_bytes)
+            .into_iter()
+            .filter(|&(m, k)| !(m.name == asked.name && k == key))
+            .collect();
         self.compile_in_background(&todo);
     }
 
@@ -407,10 +422,7 @@ impl Device {
     /// types once its tensors load). Nothing starts with `Config::compile_threads` 0; a
     /// background compile that fails is left for the thread that needs the module to retry
     /// and report.
-    pub fn compile_in_background(
-        &self,
-        wanted: &[(&'static rocm_kernels::KernelModule, &'static str)],
-    ) {
+    pub fn compile_in_background(&self, wanted: &[(&'static KernelModule, &'static str)]) {
         let threads = self.inner.config.compile_threads;
         let todo: Vec<_> = wanted
             .iter()
@@ -484,7 +496,7 @@ impl Device {
     /// once per handle; later calls take one lock and no allocation.
     pub fn kernel(
         &self,
-        module: &'static rocm_kernels::KernelModule,
+        module: &'static KernelModule,
         op: &'static str,
         key: &'static str,
     ) -> Result<Function> {
@@ -603,23 +615,5 @@ impl fmt::Debug for Function {
 impl Function {
     pub fn name(&self) -> &str {
         &self.name
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The wave64 emulation's block limit is compat.h's.
-    #[test]
-    fn the_wave64_wave_limit_is_compat_hs() {
-        let line = rocm_kernels::COMPAT_H
-            .lines()
-            .find(|l| l.starts_with("#define CANDLE_ROCM_WAVE64_MAX_WAVES "))
-            .unwrap();
-        assert_eq!(
-            line.split_whitespace().nth(2),
-            Some(&*WAVE64_MAX_WAVES.to_string())
-        );
     }
 }

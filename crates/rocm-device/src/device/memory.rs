@@ -274,22 +274,22 @@ impl Buffer {
     }
 
     /// The device address `byte_offset` bytes in (at most the length), as a kernel parameter.
-    pub fn ptr_at(&self, byte_offset: usize) -> Result<rocm_kernels::DevicePtr> {
+    pub fn ptr_at(&self, byte_offset: usize) -> Result<crate::kernel::DevicePtr> {
         if byte_offset > self.len() {
             return Err(Error::SizeMismatch {
                 op: "kernel argument",
                 detail: format!("offset {byte_offset} past a buffer of {} bytes", self.len()),
             });
         }
-        Ok(rocm_kernels::DevicePtr {
+        Ok(crate::kernel::DevicePtr {
             addr: self.device_ptr() + byte_offset as u64,
             device: self.device().id(),
         })
     }
 
     /// The device address of the first byte, as a kernel parameter.
-    pub fn ptr(&self) -> rocm_kernels::DevicePtr {
-        rocm_kernels::DevicePtr {
+    pub fn ptr(&self) -> crate::kernel::DevicePtr {
+        crate::kernel::DevicePtr {
             addr: self.device_ptr(),
             device: self.device().id(),
         }

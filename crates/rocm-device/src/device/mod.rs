@@ -23,7 +23,8 @@ mod stream;
 mod tickets;
 
 pub use graph::Graph;
-use jit::{CompileSlot, KernelKey, KeyHasher, WAVE64_MAX_WAVES};
+pub use jit::{Companions, WAVE64_MAX_WAVES};
+use jit::{CompileSlot, KernelKey, KeyHasher};
 pub use jit::{CompileStats, Function, Module};
 use memory::Allocator;
 pub use memory::{Buffer, DeviceBuffer, DeviceRepr};
@@ -49,6 +50,8 @@ struct DeviceInner {
     compiles: Mutex<HashMap<String, CompileSlot>>,
     /// Keys whose common modules went to the background compilers.
     prefetched: Mutex<HashSet<&'static str>>,
+    /// What to compile in the background when a key's first kernel is needed (none unset).
+    companions: OnceLock<Companions>,
     progress: CompileProgress,
     tickets: Mutex<TicketStore>,
 }
@@ -152,6 +155,7 @@ impl Device {
                 compiler_version: OnceLock::new(),
                 compiles: Mutex::default(),
                 prefetched: Mutex::default(),
+                companions: OnceLock::new(),
                 progress: CompileProgress::default(),
                 tickets: Mutex::default(),
                 config,
@@ -225,7 +229,7 @@ impl Device {
     pub fn launch_elements(
         &self,
         (module, op, key): (
-            &'static rocm_kernels::KernelModule,
+            &'static crate::kernel::KernelModule,
             &'static str,
             &'static str,
         ),
@@ -242,9 +246,9 @@ impl Device {
 
     /// Queues `entry`'s kernel for `key` (a dtype or width) with `params`, the parameter list
     /// the entry's kernel is declared with.
-    pub fn launch_entry<P: rocm_kernels::KernelParams>(
+    pub fn launch_entry<P: crate::kernel::KernelParams>(
         &self,
-        entry: rocm_kernels::Entry<P>,
+        entry: crate::kernel::Entry<P>,
         key: &'static str,
         config: LaunchConfig,
         params: &P,
@@ -255,9 +259,9 @@ impl Device {
 
     /// [`Device::launch_entry`] grid-stride over `n` elements (the elementwise kernels'
     /// configuration, as [`Device::launch_elements`]).
-    pub fn launch_entry_elements<P: rocm_kernels::KernelParams>(
+    pub fn launch_entry_elements<P: crate::kernel::KernelParams>(
         &self,
-        entry: rocm_kernels::Entry<P>,
+        entry: crate::kernel::Entry<P>,
         key: &'static str,
         n: u64,
         params: &P,

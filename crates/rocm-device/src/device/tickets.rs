@@ -28,8 +28,8 @@ impl Tickets {
     }
 
     /// The first counter's address, as a kernel parameter.
-    pub fn ptr(&self) -> rocm_kernels::DevicePtr {
-        rocm_kernels::DevicePtr {
+    pub fn ptr(&self) -> crate::kernel::DevicePtr {
+        crate::kernel::DevicePtr {
             addr: self.ptr,
             device: self.device,
         }

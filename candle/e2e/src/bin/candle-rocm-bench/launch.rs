@@ -80,7 +80,7 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
     // driver floor: the fill kernel (the launch cost does not depend on the kernel)
     let out = raw.alloc_typed::<f32>(N).map_err(rocm_err)?;
     let fill = raw
-        .kernel(&rocm_device::kernels::FILL, "fill", "f32")
+        .kernel(&rocm_kernels::FILL, "fill", "f32")
         .map_err(rocm_err)?;
     let config = rocm_device::LaunchConfig::for_elements(N as u64, raw.info());
     let mut args = rocm_device::LaunchArgs::new();
@@ -97,7 +97,7 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
         "resolve + launch: kernel looked up by (module, op, dtype)",
         both(&sync, &mut || {
             raw.launch_elements(
-                (&rocm_device::kernels::FILL, "fill", "f32"),
+                (&rocm_kernels::FILL, "fill", "f32"),
                 N as u64,
                 &mut args,
             )

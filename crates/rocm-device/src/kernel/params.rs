@@ -9,7 +9,7 @@
 
 use std::marker::PhantomData;
 
-use crate::KernelModule;
+use super::KernelModule;
 
 /// A device address and the identity of the device handle its memory belongs to (checked at
 /// launch against the launching device).
@@ -53,7 +53,7 @@ scalar_args!(
     f64 = "double"
 );
 
-impl KernelArg for crate::KernelLayout {
+impl KernelArg for super::KernelLayout {
     const C_TYPE: &'static str = "KernelLayout";
     fn push_to<S: ArgSink>(&self, sink: &mut S) {
         sink.scalar(*self);
@@ -177,7 +177,7 @@ impl<P: KernelParams> Family<P> {
 /// (pushed in order) and the C macro the kernel source's entries take:
 ///
 /// ```text
-/// rocm_kernels::kernel_params! {
+/// rocm_device::kernel_params! {
 ///     /// The rotary embeddings' parameters.
 ///     pub struct Params = "ROPE_PARAMS(T)" {
 ///         x: DevicePtr = "const T*",
@@ -201,21 +201,21 @@ macro_rules! kernel_params {
             $($(#[$fmeta])* pub $field: $ty,)*
         }
 
-        impl $crate::params::KernelParams for $name {
-            const DECL: $crate::params::ParamsDecl = $crate::params::ParamsDecl {
+        impl $crate::kernel::params::KernelParams for $name {
+            const DECL: $crate::kernel::params::ParamsDecl = $crate::kernel::params::ParamsDecl {
                 macro_head: $head,
                 fields: &[$((
                     stringify!($field),
                     $crate::kernel_params!(@c_type $ty $(, $cty)?),
                 )),*],
             };
-            fn push_to<S: $crate::params::ArgSink>(&self, sink: &mut S) {
-                $($crate::params::KernelArg::push_to(&self.$field, sink);)*
+            fn push_to<S: $crate::kernel::params::ArgSink>(&self, sink: &mut S) {
+                $($crate::kernel::params::KernelArg::push_to(&self.$field, sink);)*
             }
         }
     };
     (@c_type $ty:ty, $cty:literal) => { $cty };
-    (@c_type $ty:ty) => { <$ty as $crate::params::KernelArg>::C_TYPE };
+    (@c_type $ty:ty) => { <$ty as $crate::kernel::params::KernelArg>::C_TYPE };
 }
 
 #[cfg(test)]
@@ -228,7 +228,7 @@ mod tests {
             src: DevicePtr = "const T*",
             n: u64,
             scale: f32,
-            layout: crate::KernelLayout,
+            layout: crate::kernel::KernelLayout,
         }
     }
 
@@ -253,7 +253,7 @@ mod tests {
             "#define SAMPLE_PARAMS(T) const T* src, u64 n, float scale, KernelLayout layout"
         );
         assert_eq!(Sample::DECL.macro_name(), "SAMPLE_PARAMS");
-        let layout = crate::KernelLayout::new(&[4], &[1], 0).unwrap();
+        let layout = crate::kernel::KernelLayout::new(&[4], &[1], 0).unwrap();
         let sample = Sample {
             src: DevicePtr {
                 addr: 0x100,
@@ -265,7 +265,10 @@ mod tests {
         };
         let mut sink = Recorded::default();
         sample.push_to(&mut sink);
-        let layout_bytes = format!("{} bytes", std::mem::size_of::<crate::KernelLayout>());
+        let layout_bytes = format!(
+            "{} bytes",
+            std::mem::size_of::<crate::kernel::KernelLayout>()
+        );
         assert_eq!(
             sink.0,
             [
