@@ -10,14 +10,24 @@
 //! per rank ([`StaticLlama::load_sharded`]). The fused kernels are ROCm's; on any other
 //! device (the CPU, for reference) every step runs Candle's ops.
 //!
+//! [`generate`] runs the loop: a prompt, then tokens until a stop token, the caller, the
+//! budget or the cache's end, each handed over as it comes.
+//!
+//! [`Sampler`] chooses each next token on the device (temperature, top-k, min-p, top-p,
+//! repeat penalty, a seed) without reading the logits back.
+//!
 //! [`kld`] measures how far one run's next-token distributions are from another's along the
 //! same text (llama.cpp's `--kl-divergence`).
 
 pub mod architecture;
+pub mod generate;
 pub mod kld;
 pub mod rope;
+pub mod sampling;
 pub mod static_llama;
 
 pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};
+pub use generate::{generate, GenerateOptions, Generation, StopReason};
 pub use rope::RopeScaling;
+pub use sampling::{Sampler, SamplingParams};
 pub use static_llama::{greedy, DecodeState, Decoder, StaticLlama, StepOutput};

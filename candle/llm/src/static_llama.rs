@@ -41,6 +41,7 @@ use candle_transformers::models::llama::Config;
 
 use crate::architecture::{Architecture, GgufHyperParams};
 use crate::rope::{inverse_frequencies, rotary_tables, RopeScaling};
+use crate::sampling::Sampler;
 
 /// Query rows from which the static llama's attention runs as matrix products instead of
 /// `cached_attention` (prompts; decode steps are one row).
@@ -1035,6 +1036,47 @@ impl<'a> Decoder<'a> {
     /// The next greedy token.
     pub fn next_token(&mut self) -> Result<u32> {
         Ok(self.run_step()?.next.to_vec1::<u32>()?[0])
+    }
+
+    /// Runs `prompt` in one pass and draws the first generated token with `sampler` from the
+    /// logits on the device (the row is not read back; the prompt's tokens join the sampler's
+    /// recent ones first).
+    pub fn prefill_sampled(&mut self, prompt: &[u32], sampler: &mut Sampler) -> Result<u32> {
+        let out = self.model.prefill(&mut self.state, prompt)?;
+        prompt.iter().for_each(|&t| sampler.accept(t));
+        self.choose(&out, sampler)
+    }
+
+    /// The next token drawn by `sampler` (a step, eager or replayed, then the draw on the
+    /// device, which replaces the step's greedy token as the next step's input).
+    pub fn next_token_sampled(&mut self, sampler: &mut Sampler) -> Result<u32> {
+        let out = self.run_step()?;
+        self.choose(&out, sampler)
+    }
+
+    /// `sampler`'s token from a step's logits, written as the next step's input; greedy
+    /// samplers keep the step's own token.
+    fn choose(&mut self, out: &StepOutput, sampler: &mut Sampler) -> Result<u32> {
+        let token = if sampler.params().temperature <= 0.0 && sampler.params().repeat_penalty == 1.0
+        {
+            out.next.to_vec1::<u32>()?[0]
+        } else {
+            let drawn = sampler.sample(&out.logits)?;
+            self.state.token.slice_set(&drawn.reshape((1, 1))?, 0, 0)?;
+            drawn.to_vec1::<u32>()?[0]
+        };
+        sampler.accept(token);
+        Ok(token)
+    }
+
+    /// Positions of the cache used so far.
+    pub fn filled(&self) -> usize {
+        self.state.filled
+    }
+
+    /// The model it decodes.
+    pub fn model(&self) -> &'a StaticLlama {
+        self.model
     }
 
     /// One step on the token the state holds: eagerly, or (captured) an eager step first, then

@@ -1,0 +1,167 @@
+//! Seeded GGUF files of each architecture the static model loads, for the crate's tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use candle_rocm_llm::Architecture;
+
+pub const VOCAB: usize = 256;
+pub const CONTEXT: usize = 256;
+/// Greedy tokens after each prompt.
+pub const STEPS: usize = 40;
+
+/// Seeded N(0, std) draws (splitmix64 and Box-Muller).
+pub struct Normal(pub u64);
+
+impl Normal {
+    pub fn uniform(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn values(&mut self, n: usize, std: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let (u, v) = (self.uniform().max(1e-300), self.uniform());
+                ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32 * std
+            })
+            .collect()
+    }
+
+    pub fn tensor(&mut self, dims: &[usize], std: f32) -> Tensor {
+        let n = dims.iter().product();
+        Tensor::from_vec(self.values(n, std), dims, &Device::Cpu).unwrap()
+    }
+}
+
+/// A small model's shape.
+#[derive(Clone, Copy)]
+pub struct Shape {
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub layers: usize,
+}
+
+pub const SHAPE: Shape = Shape {
+    hidden: 64,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 16,
+    ffn: 128,
+    layers: 2,
+};
+
+/// A GGUF file of `arch` with seeded weights (projections Q8_0, norms and biases f32) at a
+/// path of its own, removed on drop.
+pub struct SeededGguf(pub std::path::PathBuf);
+
+impl Drop for SeededGguf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+pub fn write_gguf(arch: Architecture, s: Shape, seed: u64) -> SeededGguf {
+    let mut rng = Normal(seed);
+    let mut q8 =
+        |dims: &[usize]| QTensor::quantize(&rng.tensor(dims, 0.15), GgmlDType::Q8_0).unwrap();
+    let mut near_one = Normal(seed ^ 0x5eed);
+    let mut f32_tensor = |n: usize, mean: f32| {
+        let t = (near_one.tensor(&[n], 0.1) + f64::from(mean)).unwrap();
+        QTensor::quantize(&t, GgmlDType::F32).unwrap()
+    };
+    let (q_dim, kv_dim) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        ("token_embd.weight".into(), q8(&[VOCAB, s.hidden])),
+        ("output_norm.weight".into(), f32_tensor(s.hidden, 1.0)),
+        ("output.weight".into(), q8(&[VOCAB, s.hidden])),
+    ];
+    for l in 0..s.layers {
+        let mut w = |name: &str, t: QTensor| tensors.push((format!("blk.{l}.{name}"), t));
+        if arch == Architecture::Phi3 {
+            w("attn_qkv.weight", q8(&[q_dim + 2 * kv_dim, s.hidden]));
+            w("ffn_up.weight", q8(&[2 * s.ffn, s.hidden]));
+        } else {
+            w("attn_q.weight", q8(&[q_dim, s.hidden]));
+            w("attn_k.weight", q8(&[kv_dim, s.hidden]));
+            w("attn_v.weight", q8(&[kv_dim, s.hidden]));
+            w("ffn_gate.weight", q8(&[s.ffn, s.hidden]));
+            w("ffn_up.weight", q8(&[s.ffn, s.hidden]));
+        }
+        w("attn_output.weight", q8(&[s.hidden, q_dim]));
+        w("ffn_down.weight", q8(&[s.hidden, s.ffn]));
+        w("attn_norm.weight", f32_tensor(s.hidden, 1.0));
+        w("ffn_norm.weight", f32_tensor(s.hidden, 1.0));
+        if arch == Architecture::Qwen2 {
+            w("attn_q.bias", f32_tensor(q_dim, 0.0));
+            w("attn_k.bias", f32_tensor(kv_dim, 0.0));
+            w("attn_v.bias", f32_tensor(kv_dim, 0.0));
+        }
+        if arch == Architecture::Qwen3 {
+            w("attn_q_norm.weight", f32_tensor(s.head_dim, 1.0));
+            w("attn_k_norm.weight", f32_tensor(s.head_dim, 1.0));
+        }
+    }
+    let name = arch.name();
+    let u32v = |v: usize| gguf_file::Value::U32(v as u32);
+    let key = |k: &str| format!("{name}.{k}");
+    let metadata = [
+        (
+            "general.architecture".to_string(),
+            gguf_file::Value::String(name.into()),
+        ),
+        (key("context_length"), u32v(CONTEXT)),
+        (key("embedding_length"), u32v(s.hidden)),
+        (key("block_count"), u32v(s.layers)),
+        (key("feed_forward_length"), u32v(s.ffn)),
+        (key("attention.head_count"), u32v(s.heads)),
+        (key("attention.head_count_kv"), u32v(s.kv_heads)),
+        (key("attention.key_length"), u32v(s.head_dim)),
+        (key("attention.value_length"), u32v(s.head_dim)),
+        (key("rope.dimension_count"), u32v(s.head_dim)),
+        (key("rope.freq_base"), gguf_file::Value::F32(10_000.)),
+        (
+            key("attention.layer_norm_rms_epsilon"),
+            gguf_file::Value::F32(1e-5),
+        ),
+        (key("vocab_size"), u32v(VOCAB)),
+    ];
+    let mut metadata = metadata.to_vec();
+    if arch == Architecture::Qwen3 {
+        // quantized_qwen3 builds its rotary tables in the dtype this key names, f16 where it
+        // is absent (llama.cpp writes no such key): angles rounded to f16 move its logits by
+        // a mean KLD of 2.7e-4 from the f32 tables' (measured here). f32 tables, as the static
+        // model's, compare the same function.
+        metadata.push(("general.dtype".into(), u32v(0)));
+    }
+    let path = std::env::temp_dir().join(format!(
+        "candle-rocm-llm-{name}-{seed}-{}.gguf",
+        std::process::id()
+    ));
+    write_file(&path, &metadata, &tensors);
+    SeededGguf(path)
+}
+
+pub fn write_file(
+    path: &std::path::Path,
+    metadata: &[(String, gguf_file::Value)],
+    tensors: &[(String, QTensor)],
+) {
+    let md: Vec<(&str, &gguf_file::Value)> =
+        metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let mut file = std::fs::File::create(path).unwrap();
+    gguf_file::write(&mut file, &md, &ts).unwrap();
+}
+
+pub fn read(path: &std::path::Path) -> (gguf_file::Content, std::fs::File) {
+    let mut file = std::fs::File::open(path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    (content, file)
+}
