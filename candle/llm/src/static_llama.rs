@@ -463,6 +463,18 @@ impl StaticLlama {
         device: &Device,
         max_len: usize,
     ) -> Result<Self> {
+        Self::from_gguf_with_progress(content, reader, device, max_len, &mut |_, _| {})
+    }
+
+    /// [`StaticLlama::from_gguf`], calling `progress(layers loaded, layers)` as each layer
+    /// reaches the device.
+    pub fn from_gguf_with_progress<R: std::io::Read + std::io::Seek>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+        max_len: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let hp = GgufHyperParams::read(content, reader)?;
         let arch = hp.architecture;
         if let Some(context) = hp.context {
@@ -557,6 +569,7 @@ impl StaticLlama {
                 gate_up,
                 down,
             });
+            progress(n + 1, hp.layers);
         }
         let inv_freq = inverse_frequencies(head_dim, hp.rope_base, &hp.rope_scaling)?;
         let (cos, sin) = rotary_tables(&inv_freq, max_len, device)?;
