@@ -5,7 +5,7 @@
 use candle_core::Result;
 
 use crate::sampling::{Sampler, SamplingParams};
-use crate::static_llama::{Decoder, StaticLlama};
+use crate::static_llama::{DecodeState, Decoder, StaticLlama};
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,4 +99,100 @@ pub fn generate(
         token = decoder.next_token_sampled(&mut sampler)?;
     };
     Ok(Generation { tokens, stop })
+}
+
+/// One sequence of a batch: its state, sampler, tokens so far and stop once it came.
+struct Sequence {
+    state: DecodeState,
+    sampler: Sampler,
+    tokens: Vec<u32>,
+    stop: Option<StopReason>,
+}
+
+/// Generates after each of `prompts` together: each prompt in its own pass, then one step for
+/// every unfinished sequence at once ([`StaticLlama::step_many`]: the weights read once for
+/// all), each sequence at its own position with its own sampler (the seed plus its index) and
+/// its own stop. `on_token(sequence, token)` is called as each token is chosen (`false` stops
+/// that sequence). The generations are in the prompts' order.
+pub fn generate_batch(
+    model: &StaticLlama,
+    prompts: &[Vec<u32>],
+    options: &GenerateOptions,
+    mut on_token: impl FnMut(usize, u32) -> Result<bool>,
+) -> Result<Vec<Generation>> {
+    let mut seqs = Vec::with_capacity(prompts.len());
+    for (i, prompt) in prompts.iter().enumerate() {
+        let Some(&first) = prompt.first() else {
+            candle_core::bail!("generate: prompt {i} is empty")
+        };
+        if prompt.len() >= model.max_len() {
+            candle_core::bail!(
+                "generate: prompt {i} of {} tokens leaves no position of the {}-position cache",
+                prompt.len(),
+                model.max_len()
+            );
+        }
+        let mut sampling = options.sampling.clone();
+        sampling.seed = sampling.seed.wrapping_add(i as u64);
+        seqs.push(Sequence {
+            state: model.new_state(first)?,
+            sampler: Sampler::new(sampling)?,
+            tokens: Vec::new(),
+            stop: None,
+        });
+    }
+    // a sequence's new token: kept, and its stop (None: it goes on)
+    let mut take = |i: usize, token: u32, seq: &mut Sequence| -> Result<()> {
+        seq.stop = if options.stop_tokens.contains(&token) {
+            Some(StopReason::StopToken(token))
+        } else {
+            seq.tokens.push(token);
+            if !on_token(i, token)? {
+                Some(StopReason::Caller)
+            } else if seq.tokens.len() >= options.max_tokens {
+                Some(StopReason::MaxTokens)
+            } else if seq.state.filled() >= model.max_len() {
+                Some(StopReason::ContextFull)
+            } else {
+                None
+            }
+        };
+        Ok(())
+    };
+    for (i, (seq, prompt)) in seqs.iter_mut().zip(prompts).enumerate() {
+        if options.max_tokens == 0 {
+            seq.stop = Some(StopReason::MaxTokens);
+            continue;
+        }
+        let out = model.prefill(&mut seq.state, prompt)?;
+        prompt.iter().for_each(|&t| seq.sampler.accept(t));
+        let token = seq.state.choose(&out, &mut seq.sampler)?;
+        take(i, token, seq)?;
+    }
+    loop {
+        let mut active: Vec<(usize, &mut Sequence)> = seqs
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, s)| s.stop.is_none())
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        for (_, seq) in active.iter_mut() {
+            seq.state.advance()?;
+        }
+        let states: Vec<&DecodeState> = active.iter().map(|(_, s)| &s.state).collect();
+        let outs = model.step_many(&states)?;
+        for ((i, seq), out) in active.into_iter().zip(&outs) {
+            let token = seq.state.choose(out, &mut seq.sampler)?;
+            take(i, token, seq)?;
+        }
+    }
+    Ok(seqs
+        .into_iter()
+        .map(|s| Generation {
+            tokens: s.tokens,
+            stop: s.stop.unwrap_or(StopReason::MaxTokens),
+        })
+        .collect())
 }

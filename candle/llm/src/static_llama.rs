@@ -135,6 +135,15 @@ struct OpsInputs {
     slot: Tensor,
 }
 
+/// One sequence's attention inputs at its positions (see `StaticLlama::attention_inputs`).
+struct AttentionInputs<'s> {
+    state: &'s DecodeState,
+    positions: &'s Tensor,
+    t: usize,
+    mask: Option<Tensor>,
+    ops: Option<OpsInputs>,
+}
+
 /// Linear layers of the same input stacked by output rows (one gemm computes them all).
 fn stacked(parts: &[Linear]) -> Result<Linear> {
     let weights: Vec<&Tensor> = parts.iter().map(|l| l.weight()).collect();
@@ -697,8 +706,7 @@ impl StaticLlama {
     /// built from the positions; the last token's logits (`[vocab]`, the model's dtype).
     fn forward(&self, state: &DecodeState, tokens: &Tensor, positions: &Tensor) -> Result<Tensor> {
         // the fused kernels are ROCm's: elsewhere every step runs the ops
-        let rocm = self.device.is_rocm();
-        let fused = rocm
+        let fused = self.device.is_rocm()
             && self.fused_attention
             && self.comm.is_none()
             && positions.dim(0)? == 1
@@ -706,14 +714,111 @@ impl StaticLlama {
         if fused {
             return self.forward_fused(state, tokens, positions);
         }
-        let (heads, kv_heads, hd, max) = (self.heads, self.kv_heads, self.head_dim, self.max_len);
-        let group = heads / kv_heads;
+        let t = positions.dim(0)?;
+        let inputs = self.attention_inputs(state, positions)?;
+        let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
+                                                 // the last sublayer's output, added to x by the next norm
+        let mut pending: Option<Tensor> = None;
+        for (n, layer) in self.layers.iter().enumerate() {
+            let h;
+            (x, h) = add_norm(x, pending.take(), &layer.input_norm)?;
+            let y = self.attend(layer, n, layer.qkv_outputs(&h)?, &inputs, x.dtype())?;
+            let o = self.all_reduce(layer.o.forward(&y)?)?;
+            let h;
+            (x, h) = add_norm(x, Some(o), &layer.post_norm)?;
+            pending = Some(self.all_reduce(layer.down.forward(&self.gated(layer, &h)?)?)?);
+        }
+        let last = |x: Tensor| x.narrow(1, t - 1, 1);
+        let (_, h) = add_norm(last(x)?, pending.map(last).transpose()?, &self.norm)?;
+        self.lm_head.forward(&h)?.flatten_all()
+    }
+
+    /// One decode step of several sequences together, each at its own position: the
+    /// projections and the MLP of all their tokens in one product each (the weights read once
+    /// for all), each sequence's attention over its own cache. Each state's inputs advance as
+    /// [`StaticLlama::step`] advances them; the outputs are in the states' order. Runs the
+    /// ops' form (no capture).
+    pub fn step_many(&self, states: &[&DecodeState]) -> Result<Vec<StepOutput>> {
+        if states.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.comm.is_some() {
+            candle_core::bail!("static llama: several sequences on a tensor-parallel model");
+        }
+        let inputs = states
+            .iter()
+            .map(|s| self.attention_inputs(s, &s.position))
+            .collect::<Result<Vec<_>>>()?;
+        let tokens: Vec<Tensor> = states.iter().map(|s| s.token.clone()).collect();
+        let mut x = self.embed.forward(&Tensor::cat(&tokens, 0)?)?; // [B, 1, hidden]
+        let mut pending: Option<Tensor> = None;
+        for (n, layer) in self.layers.iter().enumerate() {
+            let h;
+            (x, h) = add_norm(x, pending.take(), &layer.input_norm)?;
+            let outputs = layer.qkv_outputs(&h)?;
+            let ys = inputs
+                .iter()
+                .enumerate()
+                .map(|(i, one)| {
+                    let rows = outputs
+                        .iter()
+                        .map(|o| o.narrow(0, i, 1)?.contiguous())
+                        .collect::<Result<Vec<_>>>()?;
+                    self.attend(layer, n, rows, one, x.dtype())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let o = layer.o.forward(&Tensor::cat(&ys, 0)?)?;
+            let h;
+            (x, h) = add_norm(x, Some(o), &layer.post_norm)?;
+            pending = Some(layer.down.forward(&self.gated(layer, &h)?)?);
+        }
+        let (_, h) = add_norm(x, pending, &self.norm)?;
+        let logits = self.lm_head.forward(&h)?.squeeze(1)?; // [B, vocab]
+        let mut out = Vec::with_capacity(states.len());
+        for (i, state) in states.iter().enumerate() {
+            let logits = logits.get(i)?;
+            let next = logits.argmax(D::Minus1)?.reshape(1)?;
+            state.token.slice_set(&next.reshape((1, 1))?, 0, 0)?;
+            state
+                .position
+                .slice_set(&(&state.position + &state.one)?, 0, 0)?;
+            out.push(StepOutput { logits, next });
+        }
+        Ok(out)
+    }
+
+    /// The gated MLP's input to the down projection: `silu(gate) * up` of `h`.
+    fn gated(&self, layer: &Layer, h: &Tensor) -> Result<Tensor> {
+        match layer.gate_up.as_slice() {
+            [gate_up] => {
+                let gate_up = gate_up.forward(h)?;
+                let width = gate_up.dim(D::Minus1)? / 2;
+                silu_mul(
+                    &gate_up.narrow(D::Minus1, 0, width)?,
+                    &gate_up.narrow(D::Minus1, width, width)?,
+                )
+            }
+            [gate, up] => silu_mul(&gate.forward(h)?, &up.forward(h)?),
+            _ => candle_core::bail!("static llama: gate/up as one or two projections"),
+        }
+    }
+
+    /// What a sequence's attention at `positions` needs besides the layer: the mask over its
+    /// cache where attention runs as products, the rotary rows and the scatter's index where
+    /// the ops rope and write the cache.
+    fn attention_inputs<'s>(
+        &self,
+        state: &'s DecodeState,
+        positions: &'s Tensor,
+    ) -> Result<AttentionInputs<'s>> {
+        let (kv_heads, hd, max) = (self.kv_heads, self.head_dim, self.max_len);
         let t = positions.dim(0)?;
         // A prompt's attention as matrix products over the cache (the BLAS, every query of a
         // kv head in one product); a few tokens' through `cached_attention`, one block a query
         // row, made for decode (8B, 512-token prompt: 6924 tokens/s through it against 10484
         // for quantized_llama's products; bench/results/2026-11-26-h100-gguf-8b-second.md).
-        let gemm_attention = !rocm || !self.fused_attention || t >= PROMPT_GEMM_ATTENTION_FROM;
+        let gemm_attention =
+            !self.device.is_rocm() || !self.fused_attention || t >= PROMPT_GEMM_ATTENTION_FROM;
         let mask = if !gemm_attention {
             None
         } else {
@@ -728,7 +833,6 @@ impl StaticLlama {
                 &state.minus_inf.broadcast_as((t, max))?,
             )?)
         };
-        let scale = 1.0 / (hd as f64).sqrt();
         // Without a mask (a few tokens), one stacked q/k/v product a layer and no collective,
         // `rope_kv_write` ropes and writes the cache; else the ops below, with the rotary rows
         // of the positions and the scatter's index (each token's position at every element of
@@ -751,83 +855,81 @@ impl StaticLlama {
                     .contiguous()?,
             })
         };
+        Ok(AttentionInputs {
+            state,
+            positions,
+            t,
+            mask,
+            ops,
+        })
+    }
 
-        let mut x = self.embed.forward(tokens)?; // [1, T, hidden]
-                                                 // the last sublayer's output, added to x by the next norm
-        let mut pending: Option<Tensor> = None;
-        for (n, layer) in self.layers.iter().enumerate() {
-            let h;
-            (x, h) = add_norm(x, pending.take(), &layer.input_norm)?;
-            // q, k, v as `[1, heads, T, hd]` in f32 (attention runs in f32, as the llama's
-            // does), or with `native_tables` in the model's dtype (scores and sums in f32)
-            let q = match &ops {
-                None => {
-                    let qkv = layer.qkv_outputs(&h)?.remove(0);
-                    let qkv = if self.native_tables.is_some() {
-                        qkv
-                    } else {
-                        qkv.to_dtype(DType::F32)?
-                    };
-                    self.rope_kv_write(&qkv, positions, state, n)?
-                }
-                Some(ops) => {
-                    let (q, k, v) = self.roped_qkv(layer, &h, ops, t)?;
-                    state.k[n].scatter_set(&ops.slot, &k.to_dtype(self.cache_dtype)?, 2)?;
-                    state.v[n].scatter_set(&ops.slot, &v.to_dtype(self.cache_dtype)?, 2)?;
-                    q
-                }
-            };
-            let y = match &mask {
-                // Query head h reads kv head h / group, as the llama's repeat_kv has it.
-                None => cached_attention(
-                    &q,
-                    &state.k[n],
-                    &state.v[n],
-                    CacheMask::Positions(positions),
-                    if self.q_prescaled { 1.0 } else { scale as f32 },
-                )?,
-                Some(mask) => {
-                    let q = q.reshape((1, kv_heads, group * t, hd))?;
-                    // the gemms in f32 (a 16-bit cache widened: the values it stored)
-                    let scores = q.matmul(&state.k[n].to_dtype(DType::F32)?.t()?)?;
-                    let scores = if self.q_prescaled {
-                        scores
-                    } else {
-                        (scores * scale)?
-                    };
-                    let scores = scores
-                        .reshape((1, kv_heads, group, t, max))?
-                        .broadcast_add(mask)?;
-                    candle_nn::ops::softmax_last_dim(&scores)?
-                        .reshape((1, kv_heads, group * t, max))?
-                        .matmul(&state.v[n].to_dtype(DType::F32)?)?
-                }
-            };
-            let y = y
-                .to_dtype(x.dtype())?
-                .reshape((1, heads, t, hd))?
-                .transpose(1, 2)?
-                .reshape((1, t, heads * hd))?;
-            let o = self.all_reduce(layer.o.forward(&y)?)?;
-            let h;
-            (x, h) = add_norm(x, Some(o), &layer.post_norm)?;
-            let mlp = match layer.gate_up.as_slice() {
-                [gate_up] => {
-                    let gate_up = gate_up.forward(&h)?;
-                    let width = gate_up.dim(2)? / 2;
-                    silu_mul(
-                        &gate_up.narrow(2, 0, width)?,
-                        &gate_up.narrow(2, width, width)?,
-                    )?
-                }
-                [gate, up] => silu_mul(&gate.forward(&h)?, &up.forward(&h)?)?,
-                _ => candle_core::bail!("static llama: gate/up as one or two projections"),
-            };
-            pending = Some(self.all_reduce(layer.down.forward(&mlp)?)?);
-        }
-        let last = |x: Tensor| x.narrow(1, t - 1, 1);
-        let (_, h) = add_norm(last(x)?, pending.map(last).transpose()?, &self.norm)?;
-        self.lm_head.forward(&h)?.flatten_all()
+    /// Layer `n`'s attention for one sequence from its q/k/v products `qkv` (`[1, T, ..]`,
+    /// one stacked or three): q and k roped, k and v written into the sequence's cache, and
+    /// the attention's output as `[1, T, heads * hd]` in `dtype`.
+    fn attend(
+        &self,
+        layer: &Layer,
+        n: usize,
+        qkv: Vec<Tensor>,
+        inputs: &AttentionInputs<'_>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let (heads, kv_heads, hd, max) = (self.heads, self.kv_heads, self.head_dim, self.max_len);
+        let group = heads / kv_heads;
+        let (state, t) = (inputs.state, inputs.t);
+        let scale = 1.0 / (hd as f64).sqrt();
+        // q, k, v as `[1, heads, T, hd]` in f32 (attention runs in f32, as the llama's
+        // does), or with `native_tables` in the model's dtype (scores and sums in f32)
+        let q = match &inputs.ops {
+            None => {
+                let qkv = qkv.into_iter().next().ok_or_else(|| {
+                    candle_core::Error::Msg("static llama: no q/k/v product".into())
+                })?;
+                let qkv = if self.native_tables.is_some() {
+                    qkv
+                } else {
+                    qkv.to_dtype(DType::F32)?
+                };
+                self.rope_kv_write(&qkv, inputs.positions, state, n)?
+            }
+            Some(ops) => {
+                let (q, k, v) = self.roped_qkv(layer, &qkv, ops, t)?;
+                state.k[n].scatter_set(&ops.slot, &k.to_dtype(self.cache_dtype)?, 2)?;
+                state.v[n].scatter_set(&ops.slot, &v.to_dtype(self.cache_dtype)?, 2)?;
+                q
+            }
+        };
+        let y = match &inputs.mask {
+            // Query head h reads kv head h / group, as the llama's repeat_kv has it.
+            None => cached_attention(
+                &q,
+                &state.k[n],
+                &state.v[n],
+                CacheMask::Positions(inputs.positions),
+                if self.q_prescaled { 1.0 } else { scale as f32 },
+            )?,
+            Some(mask) => {
+                let q = q.reshape((1, kv_heads, group * t, hd))?;
+                // the gemms in f32 (a 16-bit cache widened: the values it stored)
+                let scores = q.matmul(&state.k[n].to_dtype(DType::F32)?.t()?)?;
+                let scores = if self.q_prescaled {
+                    scores
+                } else {
+                    (scores * scale)?
+                };
+                let scores = scores
+                    .reshape((1, kv_heads, group, t, max))?
+                    .broadcast_add(mask)?;
+                candle_nn::ops::softmax_last_dim(&scores)?
+                    .reshape((1, kv_heads, group * t, max))?
+                    .matmul(&state.v[n].to_dtype(DType::F32)?)?
+            }
+        };
+        y.to_dtype(dtype)?
+            .reshape((1, heads, t, hd))?
+            .transpose(1, 2)?
+            .reshape((1, t, heads * hd))
     }
 
     /// Layer `n`'s stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
@@ -861,7 +963,7 @@ impl StaticLlama {
     fn roped_qkv(
         &self,
         layer: &Layer,
-        h: &Tensor,
+        outputs: &[Tensor],
         ops: &OpsInputs,
         t: usize,
     ) -> Result<(Tensor, Tensor, Tensor)> {
@@ -884,8 +986,7 @@ impl StaticLlama {
                 None => Ok(x),
             }
         };
-        let outputs = layer.qkv_outputs(h)?;
-        match outputs.as_slice() {
+        match outputs {
             [qkv] => {
                 let qkv = qkv.to_dtype(DType::F32)?;
                 let part = |from: usize, n: usize| -> Result<Tensor> {
@@ -1003,6 +1104,26 @@ impl StaticLlama {
 }
 
 impl DecodeState {
+    /// `sampler`'s token from a step's logits, written as the next step's input (greedy
+    /// samplers keep the step's own token), and counted among the sampler's recent ones.
+    pub fn choose(&self, out: &StepOutput, sampler: &mut Sampler) -> Result<u32> {
+        let params = sampler.params();
+        let token = if params.temperature <= 0.0 && params.repeat_penalty == 1.0 {
+            out.next.to_vec1::<u32>()?[0]
+        } else {
+            let drawn = sampler.sample(&out.logits)?;
+            self.token.slice_set(&drawn.reshape((1, 1))?, 0, 0)?;
+            drawn.to_vec1::<u32>()?[0]
+        };
+        sampler.accept(token);
+        Ok(token)
+    }
+
+    /// Positions of the cache used so far.
+    pub fn filled(&self) -> usize {
+        self.filled
+    }
+
     /// Counts one step about to run; an error once the cache is full.
     pub fn advance(&mut self) -> Result<()> {
         if self.filled >= self.max_len {
@@ -1070,16 +1191,7 @@ impl<'a> Decoder<'a> {
     /// `sampler`'s token from a step's logits, written as the next step's input; greedy
     /// samplers keep the step's own token.
     fn choose(&mut self, out: &StepOutput, sampler: &mut Sampler) -> Result<u32> {
-        let token = if sampler.params().temperature <= 0.0 && sampler.params().repeat_penalty == 1.0
-        {
-            out.next.to_vec1::<u32>()?[0]
-        } else {
-            let drawn = sampler.sample(&out.logits)?;
-            self.state.token.slice_set(&drawn.reshape((1, 1))?, 0, 0)?;
-            drawn.to_vec1::<u32>()?[0]
-        };
-        sampler.accept(token);
-        Ok(token)
+        self.state.choose(out, sampler)
     }
 
     /// Positions of the cache used so far.
