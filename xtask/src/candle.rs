@@ -263,6 +263,42 @@ fn write_workspace(work: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `cargo xtask candle [--out DIR]`: the patched crates in the materialised workspace, or
+/// (`--out`) in `DIR` for projects outside this repository: a place that outlives the
+/// repository's `cargo clean`, with candle-core's path to candle-rocm made absolute.
+pub fn run_with(args: &[String]) -> Result<bool, String> {
+    match args {
+        [] => run(),
+        [flag, dir] if flag == "--out" => materialise_outside(Path::new(dir)),
+        _ => Err("usage: cargo xtask candle [--out DIR]".into()),
+    }
+}
+
+/// The crates materialised in `dir` (created), their paths into this repository absolute.
+fn materialise_outside(dir: &Path) -> Result<bool, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let repo = format!("\"{}/", root().display());
+    for krate in CRATES {
+        materialise(krate, &dir)?;
+        let manifest = dir.join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+        let absolute = text.replace("\"../../../", &repo);
+        if absolute != text {
+            std::fs::write(&manifest, absolute).map_err(|e| e.to_string())?;
+        }
+        println!("{krate} {CANDLE_VERSION}: at {}", dir.join(krate).display());
+    }
+    println!(
+        "in your Cargo.toml:\n[patch.crates-io]\ncandle-core = {{ path = \"{0}/candle-core\" }}\n\
+         candle-nn = {{ path = \"{0}/candle-nn\" }}\ncandle-transformers = {{ path = \"{0}/candle-transformers\" }}",
+        dir.display()
+    );
+    Ok(true)
+}
+
 /// `cargo xtask candle`.
 pub fn run() -> Result<bool, String> {
     let work = work_dir();

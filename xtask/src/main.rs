@@ -26,7 +26,7 @@ fn usage() -> ExitCode {
          test       run every verification tier this machine allows (unit, NVRTC, AMD chroot, GPU)\n  \
          gpu-pack   build the GPU test suite and demo into .gpu/ (run there: bash .gpu/run.sh)\n  \
          demo       list platforms, libraries and devices, then run a smoke kernel\n  \
-         candle     materialise Candle's crates with our patches under target/candle/\n  \
+         candle     materialise Candle's crates with our patches under target/candle/ (--out DIR: in DIR, for projects outside this repository)\n  \
          bench-pack build the benchmarks, Candle CUDA and torch peers into .bench/ (run there: bash .bench/run.sh)"
     );
     ExitCode::from(2)
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         Some("test") => tiers::test(&args[1..]),
         Some("gpu-pack") => pack::gpu_pack(),
         Some("demo") => demo::run(),
-        Some("candle") => candle::run(),
+        Some("candle") => candle::run_with(&args[1..]),
         Some("bench-pack") => bench::bench_pack(),
         _ => return usage(),
     };
