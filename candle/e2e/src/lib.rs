@@ -9,22 +9,7 @@ pub mod llama;
 pub use candle_rocm_llm::static_llama;
 
 /// A splitmix64 stream: reproducible draws for seeded weights and random test workloads.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, n).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+pub use candle_rocm_llm::sampling::SplitMix64;
 
 /// The demo's error type: Candle's, the tokenizer's and I/O errors alike.
 pub type DemoResult<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;

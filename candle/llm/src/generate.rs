@@ -61,16 +61,7 @@ pub fn generate(
     options: &GenerateOptions,
     mut on_token: impl FnMut(u32) -> Result<bool>,
 ) -> Result<Generation> {
-    let Some(&first) = prompt.first() else {
-        candle_core::bail!("generate: an empty prompt")
-    };
-    if prompt.len() >= model.max_len() {
-        candle_core::bail!(
-            "generate: a prompt of {} tokens leaves no position of the {}-position cache",
-            prompt.len(),
-            model.max_len()
-        );
-    }
+    let first = first_token(model, prompt)?;
     let mut sampler = Sampler::new(options.sampling.clone())?;
     let captured = options.captured && model.device().is_rocm();
     let mut decoder = Decoder::new(model, first, captured)?;
@@ -122,16 +113,7 @@ pub fn generate_batch(
 ) -> Result<Vec<Generation>> {
     let mut seqs = Vec::with_capacity(prompts.len());
     for (i, prompt) in prompts.iter().enumerate() {
-        let Some(&first) = prompt.first() else {
-            candle_core::bail!("generate: prompt {i} is empty")
-        };
-        if prompt.len() >= model.max_len() {
-            candle_core::bail!(
-                "generate: prompt {i} of {} tokens leaves no position of the {}-position cache",
-                prompt.len(),
-                model.max_len()
-            );
-        }
+        let first = first_token(model, prompt).map_err(|e| e.context(format!("prompt {i}")))?;
         let mut sampling = options.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(i as u64);
         seqs.push(Sequence {
@@ -195,4 +177,20 @@ pub fn generate_batch(
             stop: s.stop.unwrap_or(StopReason::MaxTokens),
         })
         .collect())
+}
+
+/// The prompt's first token; an error where the prompt is empty or leaves the cache no
+/// position to generate into.
+fn first_token(model: &StaticLlama, prompt: &[u32]) -> Result<u32> {
+    let Some(&first) = prompt.first() else {
+        candle_core::bail!("generate: an empty prompt")
+    };
+    if prompt.len() >= model.max_len() {
+        candle_core::bail!(
+            "generate: a prompt of {} tokens leaves no position of the {}-position cache",
+            prompt.len(),
+            model.max_len()
+        );
+    }
+    Ok(first)
 }

@@ -74,12 +74,41 @@ impl SamplingParams {
     }
 }
 
+/// A splitmix64 stream: the sampler's draws, and reproducible draws for seeded weights and
+/// test workloads.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Uniform in [0, 1), 24 bits (every value an f32 holds exactly).
+    pub fn unit_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// Uniform in [0, 1), 53 bits.
+    pub fn unit_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
 /// A sequence's sampler: its parameters, its draws and its recent tokens.
 #[derive(Debug, Clone)]
 pub struct Sampler {
     params: SamplingParams,
-    /// splitmix64 state of the draws.
-    state: u64,
+    draws: SplitMix64,
     recent: VecDeque<u32>,
 }
 
@@ -87,7 +116,7 @@ impl Sampler {
     pub fn new(params: SamplingParams) -> Result<Self> {
         params.check()?;
         Ok(Sampler {
-            state: params.seed,
+            draws: SplitMix64(params.seed),
             params,
             recent: VecDeque::new(),
         })
@@ -109,15 +138,6 @@ impl Sampler {
         self.recent.push_back(token);
     }
 
-    /// The next uniform draw in [0, 1).
-    fn uniform(&mut self) -> f32 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
-    }
-
     /// The next token (u32 `[1]`, on the logits' device) from `logits` (`[vocab]`, any float
     /// dtype).
     pub fn sample(&mut self, logits: &Tensor) -> Result<Tensor> {
@@ -125,7 +145,7 @@ impl Sampler {
         if self.params.temperature <= 0.0 {
             return logits.argmax(0)?.reshape(1);
         }
-        let u = self.uniform();
+        let u = self.draws.unit_f32();
         sample_with(&logits, &self.params, u)
     }
 
@@ -288,7 +308,7 @@ mod tests {
         .unwrap();
         // distinct values spread over about 8 nats
         (0..n)
-            .map(|i| s.uniform() * 8.0 + i as f32 * 1e-4)
+            .map(|i| s.draws.unit_f32() * 8.0 + i as f32 * 1e-4)
             .collect()
     }
 

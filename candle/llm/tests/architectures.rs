@@ -210,7 +210,7 @@ fn llama3_scaling() -> Llama3RopeConfig {
 
 /// A dense llama's seeded weights by candle-transformers' names (f32).
 fn dense_llama(s: Shape, seed: u64) -> HashMap<String, Tensor> {
-    let mut rng = Normal(seed);
+    let mut rng = Normal::new(seed);
     let (q_dim, kv_dim) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
     let mut w = HashMap::new();
     w.insert(

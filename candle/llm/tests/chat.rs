@@ -58,6 +58,20 @@ fn byte_level_text() -> GgufText {
     GgufText::from_gguf(&gguf_file::Content::read(&mut bytes).unwrap()).unwrap()
 }
 
+/// `ids` through a text stream, every piece checked whole.
+fn streamed(text: &GgufText, ids: &[u32]) -> String {
+    let mut stream = text.stream();
+    let mut shown = String::new();
+    for &t in ids {
+        if let Some(part) = stream.push(t).unwrap() {
+            assert!(!part.contains('\u{fffd}'), "{part:?}");
+            shown.push_str(&part);
+        }
+    }
+    shown.push_str(&stream.finish().unwrap());
+    shown
+}
+
 #[test]
 fn a_chatml_template_renders_and_encodes_its_markers_as_single_tokens() {
     let text = byte_level_text();
@@ -96,16 +110,7 @@ fn streamed_text_is_the_decoded_text_and_never_splits_a_character() {
         ids.len() > sentence.chars().count(),
         "multi-byte characters span tokens"
     );
-    let mut stream = text.stream();
-    let mut shown = String::new();
-    for &t in &ids {
-        if let Some(part) = stream.push(t).unwrap() {
-            assert!(!part.contains('\u{fffd}'), "{part:?}");
-            shown.push_str(&part);
-        }
-    }
-    shown.push_str(&stream.finish().unwrap());
-    assert_eq!(shown, sentence);
+    assert_eq!(streamed(&text, &ids), sentence);
     assert_eq!(text.decode(&ids).unwrap(), sentence);
 }
 
@@ -186,13 +191,7 @@ fn smollm2s_own_template_gives_the_chatml_prompt() {
     // streamed, a reply reads as it decodes
     let reply = "Mercury, Venus, Earth — and Mars ☄.";
     let ids = text.encode(reply).unwrap();
-    let mut stream = text.stream();
-    let mut shown = String::new();
-    for &t in &ids {
-        shown.push_str(&stream.push(t).unwrap().unwrap_or_default());
-    }
-    shown.push_str(&stream.finish().unwrap());
-    assert_eq!(shown, text.decode(&ids).unwrap());
+    assert_eq!(streamed(&text, &ids), text.decode(&ids).unwrap());
 }
 
 #[test]

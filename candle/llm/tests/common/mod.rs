@@ -11,15 +11,15 @@ pub const CONTEXT: usize = 256;
 pub const STEPS: usize = 40;
 
 /// Seeded N(0, std) draws (splitmix64 and Box-Muller).
-pub struct Normal(pub u64);
+pub struct Normal(pub candle_rocm_llm::sampling::SplitMix64);
 
 impl Normal {
+    pub fn new(seed: u64) -> Self {
+        Normal(candle_rocm_llm::sampling::SplitMix64(seed))
+    }
+
     pub fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        self.0.unit_f64()
     }
 
     pub fn values(&mut self, n: usize, std: f32) -> Vec<f32> {
@@ -68,10 +68,10 @@ impl Drop for SeededGguf {
 }
 
 pub fn write_gguf(arch: Architecture, s: Shape, seed: u64) -> SeededGguf {
-    let mut rng = Normal(seed);
+    let mut rng = Normal::new(seed);
     let mut q8 =
         |dims: &[usize]| QTensor::quantize(&rng.tensor(dims, 0.15), GgmlDType::Q8_0).unwrap();
-    let mut near_one = Normal(seed ^ 0x5eed);
+    let mut near_one = Normal::new(seed ^ 0x5eed);
     let mut f32_tensor = |n: usize, mean: f32| {
         let t = (near_one.tensor(&[n], 0.1) + f64::from(mean)).unwrap();
         QTensor::quantize(&t, GgmlDType::F32).unwrap()
