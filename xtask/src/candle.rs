@@ -21,7 +21,7 @@ pub const CANDLE_VERSION: &str = "0.11.1";
 pub const CRATES: [&str; 3] = ["candle-core", "candle-nn", "candle-transformers"];
 /// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
 /// the e2e GPU suites: packed for the GPU machine, where they run on `Device::Rocm`.
-pub const DEVICE_TESTS: [&str; 14] = [
+pub const DEVICE_TESTS: [&str; 15] = [
     "candle-core/bilinear_tests",
     "candle-core/conv_tests",
     "candle-core/grad_tests",
@@ -36,6 +36,7 @@ pub const DEVICE_TESTS: [&str; 14] = [
     "e2e/graph",
     "e2e/kld",
     "e2e/moe",
+    "llm/gpu",
 ];
 /// The packages of the materialised workspace whose tests run: in the CPU tier and, for
 /// their device tests, in the GPU pack.
@@ -51,7 +52,7 @@ pub const TEST_PACKAGES: [&str; 8] = [
 ];
 /// Features of the materialised workspace for Candle's tests on the nvidia platform.
 pub const NVIDIA_TEST_FEATURES: &str =
-    "candle-core/rocm-gpu-tests,candle-nn/rocm-gpu-tests,candle-rocm-e2e/gpu-tests,candle-rocm/nvidia";
+    "candle-core/rocm-gpu-tests,candle-nn/rocm-gpu-tests,candle-rocm-e2e/gpu-tests,candle-rocm-llm/gpu-tests,candle-rocm/nvidia";
 
 const MARKER: &str = ".candle-rocm-materialised";
 

@@ -1,0 +1,107 @@
+//! The LLM runtime on `Device::Rocm` (a GPU must exist; built with `--features gpu-tests`):
+//! each architecture's static model, eagerly and replaying a captured step, against
+//! candle-transformers' quantized model of the same architecture on the CPU with the KL check
+//! of tests/architectures.rs; several sequences stepped together against each stepped alone;
+//! draws on the device against the same draws on the CPU.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use candle_rocm_llm::kld::divergence;
+use candle_rocm_llm::sampling::sample_with;
+use candle_rocm_llm::{Architecture, SamplingParams, StaticLlama};
+use common::*;
+
+fn gpu() -> Device {
+    Device::new_rocm(0).expect("a ROCm device (the GPU tests need one)")
+}
+
+#[test]
+fn every_architecture_on_the_gpu_is_as_close_to_its_cpu_reference_as_rounding_allows() {
+    let dev = gpu();
+    for arch in Architecture::ALL {
+        let shape = match arch {
+            Architecture::Qwen3 => Shape {
+                head_dim: 32,
+                ..SHAPE
+            },
+            _ => SHAPE,
+        };
+        let file = write_gguf(arch, shape, 11);
+        let r = reference(|| quantized_reference(arch, &file.0));
+        let (content, mut reader) = read(&file.0);
+        let model = StaticLlama::from_gguf(&content, &mut reader, &dev, 128).unwrap();
+        for captured in [false, true] {
+            let what = format!("{} on the GPU (captured: {captured})", arch.name());
+            check(&what, &r, &static_run(&model, &r, captured));
+        }
+    }
+}
+
+#[test]
+fn sequences_stepped_together_on_the_gpu_match_each_stepped_alone() {
+    let dev = gpu();
+    let file = write_gguf(Architecture::Llama, SHAPE, 5);
+    let (content, mut reader) = read(&file.0);
+    let m = StaticLlama::from_gguf(&content, &mut reader, &dev, 64).unwrap();
+    let prompts: [&[u32]; 3] = [
+        &[3, 41, 17, 200, 9, 77, 128],
+        &[5, 6, 7, 8, 9],
+        &[250, 1, 99],
+    ];
+    let prefilled = || {
+        prompts
+            .iter()
+            .map(|p| {
+                let mut s = m.new_state(p[0]).unwrap();
+                m.prefill(&mut s, p).unwrap();
+                s
+            })
+            .collect::<Vec<_>>()
+    };
+    let (together, alone) = (prefilled(), prefilled());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        let refs: Vec<_> = together.iter().collect();
+        for (state, out) in alone.iter().zip(m.step_many(&refs).unwrap()) {
+            // each follows its own greedy tokens: equal while the top-1 agrees (checked)
+            let want = m.step(state).unwrap();
+            a.push(out.logits.to_vec1::<f32>().unwrap());
+            b.push(want.logits.to_vec1::<f32>().unwrap());
+        }
+    }
+    let d = divergence(&b, &a).unwrap();
+    println!("together against alone on the GPU: {d}");
+    assert!(d.mean <= ROUNDING_FLOOR && d.top1 == 1.0, "{d}");
+}
+
+#[test]
+fn draws_on_the_gpu_are_the_cpus() {
+    let dev = gpu();
+    let mut rng = candle_rocm_llm::sampling::SplitMix64(9);
+    let row: Vec<f32> = (0..50_000)
+        .map(|i| rng.unit_f32() * 12.0 + i as f32 * 1e-6)
+        .collect();
+    let cpu = Tensor::new(row.as_slice(), &Device::Cpu).unwrap();
+    let on_gpu = cpu.to_device(&dev).unwrap();
+    for p in [
+        SamplingParams::default(),
+        SamplingParams {
+            top_k: 0,
+            top_p: 0.9,
+            min_p: 0.0,
+            ..SamplingParams::default()
+        },
+    ] {
+        for j in 0..20 {
+            let u = (j as f32 + 0.5) / 20.0;
+            let want = sample_with(&cpu, &p, u).unwrap().to_vec1::<u32>().unwrap();
+            let got = sample_with(&on_gpu, &p, u)
+                .unwrap()
+                .to_vec1::<u32>()
+                .unwrap();
+            assert_eq!(got, want, "{p:?} u {u}");
+        }
+    }
+}
