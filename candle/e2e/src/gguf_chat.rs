@@ -1,22 +1,22 @@
 //! A quantized LLM from one GGUF file: candle-transformers' `quantized_llama` weights, the
-//! tokenizer built from the file's own metadata (`TokenizerFromGguf`), greedy decoding.
+//! text side built from the file's own metadata (tokenizer, chat template: the LLM runtime's
+//! `GgufText`), greedy decoding.
 
 use std::path::Path;
 use std::time::Instant;
 
 use candle_core::quantized::gguf_file;
-use candle_core::quantized::tokenizer::TokenizerFromGguf;
 use candle_core::{Device, Tensor};
+use candle_rocm_llm::{GgufText, Message};
 use candle_transformers::models::quantized_llama::ModelWeights;
-use tokenizers::Tokenizer;
 
 use crate::{sync, DemoResult};
 
-/// The model and its tokenizer on one device.
+/// The model and its text side on one device.
 pub struct GgufChat {
     model: ModelWeights,
     device: Device,
-    pub tokenizer: Tokenizer,
+    pub text: GgufText,
     /// The end-of-turn token (`tokenizer.ggml.eos_token_id`).
     pub eos: u32,
 }
@@ -35,30 +35,25 @@ impl GgufChat {
     pub fn load(path: &Path, device: &Device) -> DemoResult<Self> {
         let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let content = gguf_file::Content::read(&mut file)?;
-        let tokenizer = Tokenizer::from_gguf(&content)?;
-        let eos = match content.metadata.get("tokenizer.ggml.eos_token_id") {
-            Some(v) => v.to_u32()?,
-            None => return Err("the GGUF names no eos token".into()),
-        };
+        let text = GgufText::from_gguf(&content)?;
+        let eos = text.eos.ok_or("the GGUF names no eos token")?;
         let model = ModelWeights::from_gguf(content, &mut file, device)?;
         Ok(Self {
             model,
             device: device.clone(),
-            tokenizer,
+            text,
             eos,
         })
     }
 
-    /// The prompt of a one-turn chat in the ChatML form the file's chat template writes.
+    /// The prompt of a one-turn chat through the file's own chat template.
     pub fn chat_prompt(&self, system: &str, user: &str) -> DemoResult<Vec<u32>> {
-        let text = format!(
-            "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-        );
-        Ok(self.tokenizer.encode(text, false)?.get_ids().to_vec())
+        let messages = [Message::new("system", system), Message::new("user", user)];
+        Ok(self.text.chat_prompt(&messages)?)
     }
 
     pub fn decode(&self, tokens: &[u32]) -> DemoResult<String> {
-        self.tokenizer.decode(tokens, true)
+        Ok(self.text.decode(tokens)?)
     }
 
     /// `steps` greedy tokens after `prompt` (the whole prompt in one forward, then one token per
