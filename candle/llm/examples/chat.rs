@@ -1,7 +1,7 @@
 //! The README's chat program: `cargo run --release -p candle-rocm-llm --example chat -- FILE.gguf`.
 
 use candle_core::quantized::gguf_file;
-use candle_rocm_llm::{generate, GenerateOptions, GgufText, Message, StaticLlama};
+use candle_rocm_llm::{ChatSession, GenerateOptions, GgufText, Message, StaticLlama};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = candle_core::Device::new_rocm(0)?;
@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let content = gguf_file::Content::read(&mut file)?;
     let text = GgufText::from_gguf(&content)?; // tokenizer and chat template of the file
     let model = StaticLlama::from_gguf(&content, &mut file, &device, 2048)?;
+    let mut session = ChatSession::new(&model, true)?; // earlier turns stay in its cache
     let mut chat = vec![Message::new("system", "You are a helpful assistant.")];
     for line in std::io::stdin().lines() {
         chat.push(Message::new("user", &line?));
@@ -18,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Default::default()
         };
         let mut stream = text.stream();
-        let reply = generate(&model, &prompt, &options, |token| {
+        let reply = session.respond(&prompt, &options, |token| {
             if let Some(piece) = stream.push(token)? {
                 print!("{piece}"); // streamed as each token completes a character
             }

@@ -62,9 +62,21 @@ pub fn generate(
     mut on_token: impl FnMut(u32) -> Result<bool>,
 ) -> Result<Generation> {
     let first = first_token(model, prompt)?;
-    let mut sampler = Sampler::new(options.sampling.clone())?;
     let captured = options.captured && model.device().is_rocm();
     let mut decoder = Decoder::new(model, first, captured)?;
+    generate_on(&mut decoder, prompt, options, &mut on_token)
+}
+
+/// The generation loop on `decoder`, whose cache may already hold positions: `new_tokens`
+/// are prefilled after them, then tokens are generated as [`generate`] generates them.
+fn generate_on(
+    decoder: &mut Decoder<'_>,
+    new_tokens: &[u32],
+    options: &GenerateOptions,
+    on_token: &mut dyn FnMut(u32) -> Result<bool>,
+) -> Result<Generation> {
+    let model = decoder.model();
+    let mut sampler = Sampler::new(options.sampling.clone())?;
     let mut tokens = Vec::new();
     if options.max_tokens == 0 {
         return Ok(Generation {
@@ -72,7 +84,7 @@ pub fn generate(
             stop: StopReason::MaxTokens,
         });
     }
-    let mut token = decoder.prefill_sampled(prompt, &mut sampler)?;
+    let mut token = decoder.prefill_sampled(new_tokens, &mut sampler)?;
     let stop = loop {
         if options.stop_tokens.contains(&token) {
             break StopReason::StopToken(token);
@@ -90,6 +102,61 @@ pub fn generate(
         token = decoder.next_token_sampled(&mut sampler)?;
     };
     Ok(Generation { tokens, stop })
+}
+
+/// A conversation kept in one cache: each turn's prompt (the whole conversation, as the chat
+/// template renders it) is compared with what the cache holds, and only the tokens after the
+/// common part are prefilled; the rest of the cache is forgotten.
+pub struct ChatSession<'a> {
+    decoder: Decoder<'a>,
+    /// The tokens whose keys and values the cache holds, in order.
+    held: Vec<u32>,
+    last_prefilled: usize,
+}
+
+impl<'a> ChatSession<'a> {
+    /// An empty conversation (a captured step on `Device::Rocm` where `captured`).
+    pub fn new(model: &'a StaticLlama, captured: bool) -> Result<Self> {
+        let captured = captured && model.device().is_rocm();
+        Ok(ChatSession {
+            decoder: Decoder::new(model, 0, captured)?,
+            held: Vec::new(),
+            last_prefilled: 0,
+        })
+    }
+
+    /// The answer to the conversation `prompt`, generated as [`generate`] generates it.
+    pub fn respond(
+        &mut self,
+        prompt: &[u32],
+        options: &GenerateOptions,
+        mut on_token: impl FnMut(u32) -> Result<bool>,
+    ) -> Result<Generation> {
+        let model = self.decoder.model();
+        first_token(model, prompt)?;
+        // at least the last token runs again: its logits choose the first new token
+        let common = self
+            .held
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len() - 1);
+        self.decoder.rewind(common);
+        self.held.truncate(common);
+        self.last_prefilled = prompt.len() - common;
+        let generation = generate_on(&mut self.decoder, &prompt[common..], options, &mut on_token)?;
+        // the cache holds the prompt and every generated token that was fed to a step
+        self.held = prompt.to_vec();
+        self.held.extend(&generation.tokens);
+        self.held.truncate(self.decoder.filled());
+        Ok(generation)
+    }
+
+    /// Tokens the last turn prefilled (the rest of its prompt was in the cache).
+    pub fn last_prefilled(&self) -> usize {
+        self.last_prefilled
+    }
 }
 
 /// One sequence of a batch: its state, sampler, tokens so far and stop once it came.

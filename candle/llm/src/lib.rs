@@ -32,7 +32,9 @@ pub mod static_llama;
 
 pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};
 pub use chat::{ChatTemplate, GgufText, Message, StopStrings, TextStream};
-pub use generate::{generate, generate_batch, GenerateOptions, Generation, StopReason};
+pub use generate::{
+    generate, generate_batch, ChatSession, GenerateOptions, Generation, StopReason,
+};
 pub use rope::RopeScaling;
 pub use sampling::{Sampler, SamplingParams};
 pub use static_llama::{greedy, DecodeState, Decoder, StaticLlama, StepOutput};

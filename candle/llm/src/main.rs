@@ -17,7 +17,7 @@ use std::time::Instant;
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use candle_rocm_llm::{
-    generate, GenerateOptions, GgufText, Message, SamplingParams, StaticLlama, StopReason,
+    ChatSession, GenerateOptions, GgufText, Message, SamplingParams, StaticLlama, StopReason,
     StopStrings,
 };
 
@@ -129,8 +129,14 @@ fn load(args: &Args) -> CliResult<(StaticLlama, GgufText)> {
     Ok((model, text))
 }
 
-/// Generates after `prompt`, streaming text to stdout; returns the answer's text.
-fn answer(model: &StaticLlama, text: &GgufText, prompt: &[u32], args: &Args) -> CliResult<String> {
+/// Generates after `prompt` (the conversation so far; the session's cache holds what it can
+/// of it), streaming text to stdout; returns the answer's text.
+fn answer(
+    session: &mut ChatSession<'_>,
+    text: &GgufText,
+    prompt: &[u32],
+    args: &Args,
+) -> CliResult<String> {
     let mut options = args.options.clone();
     options.stop_tokens.extend(&text.stop_tokens);
     let mut stream = text.stream();
@@ -140,7 +146,7 @@ fn answer(model: &StaticLlama, text: &GgufText, prompt: &[u32], args: &Args) -> 
     let start = Instant::now();
     let mut first_at = None;
     let mut stopped_by_string = false;
-    let generation = generate(model, prompt, &options, |token| {
+    let generation = session.respond(prompt, &options, |token| {
         first_at.get_or_insert_with(Instant::now);
         let Some(piece) = stream.push(token)? else {
             return Ok(true);
@@ -169,10 +175,11 @@ fn answer(model: &StaticLlama, text: &GgufText, prompt: &[u32], args: &Args) -> 
         StopReason::Caller => "stop string".to_string(),
         StopReason::ContextFull => "the cache is full".to_string(),
     };
+    let prefilled = session.last_prefilled();
     eprintln!(
-        "[prompt {} tokens: {:.1} tokens/s; {n} generated: {:.1} tokens/s; stopped by {why}]",
+        "[prompt {} tokens, {prefilled} new: {:.1} tokens/s; {n} generated: {:.1} tokens/s; stopped by {why}]",
         prompt.len(),
-        prompt.len() as f64 / prefill.max(1e-9),
+        prefilled as f64 / prefill.max(1e-9),
         n.saturating_sub(1) as f64 / decode.max(1e-9),
     );
     Ok(out)
@@ -181,6 +188,7 @@ fn answer(model: &StaticLlama, text: &GgufText, prompt: &[u32], args: &Args) -> 
 fn main() -> CliResult<()> {
     let args = parse(std::env::args().skip(1))?;
     let (model, text) = load(&args)?;
+    let mut session = ChatSession::new(&model, args.options.captured)?;
     let system = args.system.iter().map(|s| Message::new("system", s));
     if args.command == "generate" {
         let prompt = args.prompt.clone().ok_or("generate needs --prompt")?;
@@ -192,7 +200,7 @@ fn main() -> CliResult<()> {
             let messages: Vec<Message> = system.chain([Message::new("user", &prompt)]).collect();
             text.chat_prompt(&messages)?
         };
-        answer(&model, &text, &tokens, &args)?;
+        answer(&mut session, &text, &tokens, &args)?;
         return Ok(());
     }
     let mut messages: Vec<Message> = system.collect();
@@ -207,7 +215,7 @@ fn main() -> CliResult<()> {
         }
         messages.push(Message::new("user", &line));
         let prompt = text.chat_prompt(&messages)?;
-        let reply = answer(&model, &text, &prompt, &args)?;
+        let reply = answer(&mut session, &text, &prompt, &args)?;
         messages.push(Message::new("assistant", &reply));
         eprint!("> ");
         std::io::stderr().flush()?;

@@ -1132,6 +1132,12 @@ impl DecodeState {
         self.filled += 1;
         Ok(())
     }
+
+    /// Forgets every position from `to` on: the next prefill writes from there (what the
+    /// cache held past it is masked by position until overwritten).
+    pub fn rewind(&mut self, to: usize) {
+        self.filled = self.filled.min(to);
+    }
 }
 
 /// Greedy decoding of one sequence, the prompt in one pass, then a token a step, each token
@@ -1197,6 +1203,11 @@ impl<'a> Decoder<'a> {
     /// Positions of the cache used so far.
     pub fn filled(&self) -> usize {
         self.state.filled
+    }
+
+    /// Forgets the positions from `to` on (see [`DecodeState::rewind`]).
+    pub fn rewind(&mut self, to: usize) {
+        self.state.rewind(to)
     }
 
     /// The model it decodes.

@@ -197,3 +197,33 @@ fn a_batch_generates_what_each_prompt_generates_alone() {
     let b = candle_rocm_llm::generate_batch(&m, &prompts, &sampled, |_, _| Ok(true)).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn a_chat_session_prefills_only_what_its_cache_lacks() {
+    let m = model(128);
+    let options = greedy_options(8);
+    let fresh = |prompt: &[u32]| generate(&m, prompt, &options, |_| Ok(true)).unwrap().tokens;
+    let mut chat = candle_rocm_llm::ChatSession::new(&m, false).unwrap();
+    let turn1 = PROMPT.to_vec();
+    let g1 = chat.respond(&turn1, &options, |_| Ok(true)).unwrap();
+    assert_eq!(chat.last_prefilled(), turn1.len());
+    assert_eq!(g1.tokens, fresh(&turn1));
+    // the next turn: the conversation so far and a new message; the cache holds the prompt
+    // and the 7 tokens fed to steps (the 8th ended the budget), so 1 + 4 tokens run
+    let mut turn2 = turn1.clone();
+    turn2.extend(&g1.tokens);
+    turn2.extend([11, 22, 33, 44]);
+    let g2 = chat.respond(&turn2, &options, |_| Ok(true)).unwrap();
+    assert_eq!(chat.last_prefilled(), 5);
+    assert_eq!(g2.tokens, fresh(&turn2));
+    // a turn that rewrites the history keeps the common part only
+    let mut turn3 = turn1[..3].to_vec();
+    turn3.extend([9, 9, 9]);
+    let g3 = chat.respond(&turn3, &options, |_| Ok(true)).unwrap();
+    assert_eq!(chat.last_prefilled(), 3);
+    assert_eq!(g3.tokens, fresh(&turn3));
+    // the same prompt again: its last token runs again for the first new token's logits
+    let g4 = chat.respond(&turn3, &options, |_| Ok(true)).unwrap();
+    assert_eq!(chat.last_prefilled(), 1);
+    assert_eq!(g4.tokens, g3.tokens);
+}
