@@ -20,6 +20,10 @@ pub enum Architecture {
     /// q, k and v packed in one projection (`attn_qkv`), gate and up in one (`ffn_up`, gate
     /// first); rotary embedding on halves.
     Phi3,
+    /// Qwen3's attention, and a mixture of experts in place of the MLP: a router
+    /// (`ffn_gate_inp`) picks `expert_used_count` of `expert_count` gated MLPs a token
+    /// (`ffn_{gate,up,down}_exps`), their outputs summed by the renormalised router weights.
+    Qwen3Moe,
 }
 
 /// A GGUF of an architecture the static model does not compute (its name as the file has it).
@@ -41,11 +45,12 @@ impl std::fmt::Display for UnsupportedArchitecture {
 impl std::error::Error for UnsupportedArchitecture {}
 
 impl Architecture {
-    pub const ALL: [Architecture; 4] = [
+    pub const ALL: [Architecture; 5] = [
         Architecture::Llama,
         Architecture::Qwen2,
         Architecture::Qwen3,
         Architecture::Phi3,
+        Architecture::Qwen3Moe,
     ];
 
     /// `general.architecture`'s value, and the prefix of the file's hyper-parameters.
@@ -55,6 +60,7 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
             Architecture::Phi3 => "phi3",
+            Architecture::Qwen3Moe => "qwen3moe",
         }
     }
 
@@ -76,7 +82,11 @@ impl Architecture {
     }
 
     pub(crate) fn qk_norm(self) -> bool {
-        self == Architecture::Qwen3
+        matches!(self, Architecture::Qwen3 | Architecture::Qwen3Moe)
+    }
+
+    pub(crate) fn experts(self) -> bool {
+        self == Architecture::Qwen3Moe
     }
 
     pub(crate) fn packed_projections(self) -> bool {
@@ -100,6 +110,8 @@ pub struct GgufHyperParams {
     pub rope_scaling: RopeScaling,
     /// The context the model was trained for, where the file says.
     pub context: Option<usize>,
+    /// A mixture of experts' size: (experts, experts used a token).
+    pub experts: Option<(usize, usize)>,
 }
 
 impl GgufHyperParams {
@@ -193,8 +205,21 @@ impl GgufHyperParams {
                 RopeScaling::Factors(factors)
             }
         };
+        let experts = if architecture.experts() {
+            if optional_count("expert_shared_feed_forward_length")?.unwrap_or(0) > 0 {
+                candle_core::bail!("static llama: shared experts are not supported");
+            }
+            let (all, used) = (count("expert_count")?, count("expert_used_count")?);
+            if used == 0 || used > all {
+                candle_core::bail!("static llama: {used} of {all} experts a token");
+            }
+            Some((all, used))
+        } else {
+            None
+        };
         Ok(Self {
             architecture,
+            experts,
             heads,
             kv_heads,
             hidden,

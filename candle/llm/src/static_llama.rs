@@ -37,6 +37,7 @@ use candle_core::rocm_backend::collective::{Comm, ReduceOp};
 use candle_core::rocm_backend::fused::add_rms_norm;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
+use candle_transformers::fused_moe::FusedMoeGGUF;
 use candle_transformers::models::llama::Config;
 
 use crate::architecture::{Architecture, GgufHyperParams};
@@ -75,9 +76,15 @@ struct Layer {
     qk_norm: Option<(RmsNorm, RmsNorm)>,
     o: Proj,
     post_norm: RmsNorm,
-    /// gate and up: stacked by rows into one gemm, or two products.
-    gate_up: Vec<Proj>,
-    down: Proj,
+    ffn: FeedForward,
+}
+
+/// A layer's feed-forward part.
+enum FeedForward {
+    /// The gated MLP: gate and up stacked by rows into one gemm, or two products; down.
+    Gated { gate_up: Vec<Proj>, down: Proj },
+    /// Routed experts (candle-transformers' GGUF mixture of experts).
+    Experts(FusedMoeGGUF),
 }
 
 impl Layer {
@@ -407,11 +414,13 @@ impl StaticLlama {
                 qk_norm: None,
                 o: Proj::Dense(cols(&att.pp("o_proj"), (h, h))?),
                 post_norm: norm(h, vb.pp("post_attention_layernorm"))?,
-                gate_up: vec![Proj::Dense(stacked(&[
-                    rows(&mlp.pp("gate_proj"), (i, h))?,
-                    rows(&mlp.pp("up_proj"), (i, h))?,
-                ])?)],
-                down: Proj::Dense(cols(&mlp.pp("down_proj"), (h, i))?),
+                ffn: FeedForward::Gated {
+                    gate_up: vec![Proj::Dense(stacked(&[
+                        rows(&mlp.pp("gate_proj"), (i, h))?,
+                        rows(&mlp.pp("up_proj"), (i, h))?,
+                    ])?)],
+                    down: Proj::Dense(cols(&mlp.pp("down_proj"), (h, i))?),
+                },
             });
         }
         let embedding_init = Init::Randn {
@@ -515,23 +524,55 @@ impl StaticLlama {
         let mut blocks = Vec::with_capacity(hp.layers);
         for n in 0..hp.layers {
             let name = |part: &str| format!("blk.{n}.{part}.weight");
-            let mut proj = |part: &str| -> Result<Proj> {
+            let proj = |reader: &mut R, part: &str| -> Result<Proj> {
                 let w = content.tensor(reader, &name(part), device)?;
                 Ok(Proj::Quantized(QMatMul::from_qtensor(w)?))
             };
-            let (o, down) = (proj("attn_output")?, proj("ffn_down")?);
-            let (qkv, gate_up) = if arch.packed_projections() {
-                (vec![proj("attn_qkv")?], vec![proj("ffn_up")?])
+            let o = proj(reader, "attn_output")?;
+            let qkv = if arch.packed_projections() {
+                vec![proj(reader, "attn_qkv")?]
             } else {
-                let qkv = stacked_gguf(
+                stacked_gguf(
                     content,
                     reader,
                     &[name("attn_q"), name("attn_k"), name("attn_v")],
                     device,
-                )?;
-                let gate_up =
-                    stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?;
-                (qkv, gate_up)
+                )?
+            };
+            let ffn = match hp.experts {
+                Some((_, used)) => {
+                    let mut experts = |part: &str| -> Result<Arc<QTensor>> {
+                        Ok(Arc::new(content.tensor(reader, &name(part), device)?))
+                    };
+                    let (gate_experts, up_experts, down_experts) = (
+                        experts("ffn_gate_exps")?,
+                        experts("ffn_up_exps")?,
+                        experts("ffn_down_exps")?,
+                    );
+                    let router = content
+                        .tensor(reader, &name("ffn_gate_inp"), device)?
+                        .dequantize(device)?
+                        .to_dtype(DType::F32)?;
+                    FeedForward::Experts(FusedMoeGGUF {
+                        gate: Linear::new(router, None),
+                        gate_experts,
+                        up_experts,
+                        down_experts,
+                        act: candle_nn::Activation::Silu,
+                        norm_topk_prob: true,
+                        num_experts_per_tok: used,
+                        dtype: DType::F32,
+                    })
+                }
+                None => {
+                    let down = proj(reader, "ffn_down")?;
+                    let gate_up = if arch.packed_projections() {
+                        vec![proj(reader, "ffn_up")?]
+                    } else {
+                        stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?
+                    };
+                    FeedForward::Gated { gate_up, down }
+                }
             };
             let mut f32_tensor = |name: &str| -> Result<Tensor> {
                 content
@@ -563,20 +604,25 @@ impl StaticLlama {
             let mut tensor = |part: &str| content.tensor(reader, &name(part), device);
             let (input_norm, input_w) = norm(tensor("attn_norm")?)?;
             let (post_norm, post_w) = norm(tensor("ffn_norm")?)?;
-            // the fused decode step computes the plain layer: no biases, no q/k norms
-            let plain = qkv_bias.is_empty() && qk_norm.is_none();
+            // the fused decode step computes the plain layer: no biases, no q/k norms, a gated
+            // MLP
+            let fused = match &ffn {
+                FeedForward::Gated { gate_up, down }
+                    if qkv_bias.is_empty() && qk_norm.is_none() =>
+                {
+                    FusedLayer::of(&qkv, gate_up, down, (&input_w, &post_w))
+                }
+                _ => None,
+            };
             blocks.push(Layer {
-                fused: plain
-                    .then(|| FusedLayer::of(&qkv, &gate_up, &down, (&input_w, &post_w)))
-                    .flatten(),
+                fused,
                 input_norm,
                 qkv,
                 qkv_bias,
                 qk_norm,
                 o,
                 post_norm,
-                gate_up,
-                down,
+                ffn,
             });
             progress(n + 1, hp.layers);
         }
@@ -726,7 +772,7 @@ impl StaticLlama {
             let o = self.all_reduce(layer.o.forward(&y)?)?;
             let h;
             (x, h) = add_norm(x, Some(o), &layer.post_norm)?;
-            pending = Some(self.all_reduce(layer.down.forward(&self.gated(layer, &h)?)?)?);
+            pending = Some(self.all_reduce(self.feed_forward(layer, &h, t > 1)?)?);
         }
         let last = |x: Tensor| x.narrow(1, t - 1, 1);
         let (_, h) = add_norm(last(x)?, pending.map(last).transpose()?, &self.norm)?;
@@ -770,7 +816,7 @@ impl StaticLlama {
             let o = layer.o.forward(&Tensor::cat(&ys, 0)?)?;
             let h;
             (x, h) = add_norm(x, Some(o), &layer.post_norm)?;
-            pending = Some(layer.down.forward(&self.gated(layer, &h)?)?);
+            pending = Some(self.feed_forward(layer, &h, false)?);
         }
         let (_, h) = add_norm(x, pending, &self.norm)?;
         let logits = self.lm_head.forward(&h)?.squeeze(1)?; // [B, vocab]
@@ -787,20 +833,25 @@ impl StaticLlama {
         Ok(out)
     }
 
-    /// The gated MLP's input to the down projection: `silu(gate) * up` of `h`.
-    fn gated(&self, layer: &Layer, h: &Tensor) -> Result<Tensor> {
-        match layer.gate_up.as_slice() {
+    /// The layer's feed-forward output for `h` (`prefill`: several tokens of one sequence).
+    fn feed_forward(&self, layer: &Layer, h: &Tensor, prefill: bool) -> Result<Tensor> {
+        let (gate_up, down) = match &layer.ffn {
+            FeedForward::Experts(moe) => return moe.forward(h, prefill),
+            FeedForward::Gated { gate_up, down } => (gate_up, down),
+        };
+        let gated = match gate_up.as_slice() {
             [gate_up] => {
                 let gate_up = gate_up.forward(h)?;
                 let width = gate_up.dim(D::Minus1)? / 2;
                 silu_mul(
                     &gate_up.narrow(D::Minus1, 0, width)?,
                     &gate_up.narrow(D::Minus1, width, width)?,
-                )
+                )?
             }
-            [gate, up] => silu_mul(&gate.forward(h)?, &up.forward(h)?),
+            [gate, up] => silu_mul(&gate.forward(h)?, &up.forward(h)?)?,
             _ => candle_core::bail!("static llama: gate/up as one or two projections"),
-        }
+        };
+        down.forward(&gated)
     }
 
     /// What a sequence's attention at `positions` needs besides the layer: the mask over its

@@ -6,7 +6,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_rocm_llm::kld::{divergence, within, Divergence};
 use candle_rocm_llm::{Architecture, Decoder, StaticLlama};
 use candle_transformers::models::{
-    quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3,
+    quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3, quantized_qwen3_moe,
 };
 
 pub const VOCAB: usize = 256;
@@ -61,6 +61,9 @@ pub const SHAPE: Shape = Shape {
     layers: 2,
 };
 
+/// Experts of the mixture-of-experts files, and experts a token.
+pub const EXPERTS: (usize, usize) = (4, 2);
+
 /// A GGUF file of `arch` with seeded weights (projections Q8_0, norms and biases f32) at a
 /// path of its own, removed on drop.
 pub struct SeededGguf(pub std::path::PathBuf);
@@ -95,11 +98,21 @@ pub fn write_gguf(arch: Architecture, s: Shape, seed: u64) -> SeededGguf {
             w("attn_q.weight", q8(&[q_dim, s.hidden]));
             w("attn_k.weight", q8(&[kv_dim, s.hidden]));
             w("attn_v.weight", q8(&[kv_dim, s.hidden]));
+        }
+        if arch == Architecture::Qwen3Moe {
+            let e = EXPERTS.0;
+            w("ffn_gate_inp.weight", q8(&[e, s.hidden]));
+            w("ffn_gate_exps.weight", q8(&[e, s.ffn, s.hidden]));
+            w("ffn_up_exps.weight", q8(&[e, s.ffn, s.hidden]));
+            w("ffn_down_exps.weight", q8(&[e, s.hidden, s.ffn]));
+        } else if arch != Architecture::Phi3 {
             w("ffn_gate.weight", q8(&[s.ffn, s.hidden]));
             w("ffn_up.weight", q8(&[s.ffn, s.hidden]));
         }
+        if arch != Architecture::Qwen3Moe {
+            w("ffn_down.weight", q8(&[s.hidden, s.ffn]));
+        }
         w("attn_output.weight", q8(&[s.hidden, q_dim]));
-        w("ffn_down.weight", q8(&[s.hidden, s.ffn]));
         w("attn_norm.weight", f32_tensor(s.hidden, 1.0));
         w("ffn_norm.weight", f32_tensor(s.hidden, 1.0));
         if arch == Architecture::Qwen2 {
@@ -107,7 +120,7 @@ pub fn write_gguf(arch: Architecture, s: Shape, seed: u64) -> SeededGguf {
             w("attn_k.bias", f32_tensor(kv_dim, 0.0));
             w("attn_v.bias", f32_tensor(kv_dim, 0.0));
         }
-        if arch == Architecture::Qwen3 {
+        if matches!(arch, Architecture::Qwen3 | Architecture::Qwen3Moe) {
             w("attn_q_norm.weight", f32_tensor(s.head_dim, 1.0));
             w("attn_k_norm.weight", f32_tensor(s.head_dim, 1.0));
         }
@@ -137,6 +150,13 @@ pub fn write_gguf(arch: Architecture, s: Shape, seed: u64) -> SeededGguf {
         (key("vocab_size"), u32v(VOCAB)),
     ];
     let mut metadata = metadata.to_vec();
+    if arch == Architecture::Qwen3Moe {
+        metadata.extend([
+            (key("expert_count"), u32v(EXPERTS.0)),
+            (key("expert_used_count"), u32v(EXPERTS.1)),
+            (key("expert_feed_forward_length"), u32v(s.ffn)),
+        ]);
+    }
     if arch == Architecture::Qwen3 {
         // quantized_qwen3 builds its rotary tables in the dtype this key names, f16 where it
         // is absent (llama.cpp writes no such key): angles rounded to f16 move its logits by
@@ -188,6 +208,12 @@ pub fn quantized_reference(arch: Architecture, path: &std::path::Path) -> Forwar
         }
         Architecture::Qwen3 => {
             let mut m = quantized_qwen3::ModelWeights::from_gguf(content, &mut file, &cpu).unwrap();
+            Box::new(move |x, pos| m.forward(x, pos))
+        }
+        Architecture::Qwen3Moe => {
+            let mut m =
+                quantized_qwen3_moe::GGUFQWenMoE::from_gguf(content, &mut file, &cpu, DType::F32)
+                    .unwrap();
             Box::new(move |x, pos| m.forward(x, pos))
         }
         Architecture::Phi3 => {
@@ -306,4 +332,53 @@ pub fn check(what: &str, r: &Reference, got: &[Vec<f32>]) -> (Divergence, Diverg
         "{what}: {verdict}; over the rounding floor of {ROUNDING_FLOOR:e}"
     );
     (test, own)
+}
+
+/// A qwen3 file as the same model in a `qwen3moe` file: one expert, always chosen with weight
+/// 1, holding the file's MLP (re-quantized from its Q8_0 values, which Q8_0 holds exactly).
+pub fn as_one_expert_qwen3moe(qwen3: &SeededGguf) -> SeededGguf {
+    let (content, mut reader) = read(&qwen3.0);
+    let mut metadata: Vec<(String, gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "general.architecture" => (k.clone(), gguf_file::Value::String("qwen3moe".into())),
+            _ => (k.replace("qwen3.", "qwen3moe."), v.clone()),
+        })
+        .collect();
+    let ffn = content.metadata["qwen3.feed_forward_length"].clone();
+    metadata.extend([
+        (
+            "qwen3moe.expert_count".to_string(),
+            gguf_file::Value::U32(1),
+        ),
+        (
+            "qwen3moe.expert_used_count".to_string(),
+            gguf_file::Value::U32(1),
+        ),
+        ("qwen3moe.expert_feed_forward_length".to_string(), ffn),
+    ]);
+    let mut tensors = Vec::new();
+    for name in content.tensor_infos.keys() {
+        let t = content.tensor(&mut reader, name, &Device::Cpu).unwrap();
+        let Some(part) = ["ffn_gate", "ffn_up", "ffn_down"]
+            .into_iter()
+            .find(|p| name.ends_with(&format!("{p}.weight")))
+        else {
+            tensors.push((name.clone(), t));
+            continue;
+        };
+        let values = t.dequantize(&Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let experts = QTensor::quantize(&values, GgmlDType::Q8_0).unwrap();
+        tensors.push((name.replace(part, &format!("{part}_exps")), experts));
+        if part == "ffn_gate" {
+            let hidden = values.dim(2).unwrap();
+            let router = Tensor::zeros((1, hidden), DType::F32, &Device::Cpu).unwrap();
+            let router = QTensor::quantize(&router, GgmlDType::F32).unwrap();
+            tensors.push((name.replace("ffn_gate", "ffn_gate_inp"), router));
+        }
+    }
+    let path = qwen3.0.with_extension("one-expert.gguf");
+    write_file(&path, &metadata, &tensors);
+    SeededGguf(path)
 }
