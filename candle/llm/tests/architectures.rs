@@ -227,10 +227,7 @@ fn dense_llama_gguf(w: &HashMap<String, Tensor>, s: Shape, factors: &[f32]) -> S
             gguf_file::Value::F32(1e-5),
         ),
     ];
-    let path = std::env::temp_dir().join(format!(
-        "candle-rocm-llm-llama3-{}.gguf",
-        std::process::id()
-    ));
+    let path = temp_path("llama3");
     write_file(&path, &metadata, &tensors);
     SeededGguf(path)
 }
@@ -309,10 +306,7 @@ fn an_unknown_architecture_is_a_typed_error_naming_it() {
         "general.architecture".to_string(),
         gguf_file::Value::String("falcon".into()),
     )];
-    let path = std::env::temp_dir().join(format!(
-        "candle-rocm-llm-falcon-{}.gguf",
-        std::process::id()
-    ));
+    let path = temp_path("falcon");
     write_file(&path, &metadata, &[]);
     let file = SeededGguf(path);
     let (content, mut reader) = read(&file.0);

@@ -61,6 +61,16 @@ pub const SHAPE: Shape = Shape {
     layers: 2,
 };
 
+/// A file path of its own for `what` (tests run in parallel threads of one process).
+pub fn temp_path(what: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "candle-rocm-llm-{what}-{}-{n}.gguf",
+        std::process::id()
+    ))
+}
+
 /// Experts of the mixture-of-experts files, and experts a token.
 pub const EXPERTS: (usize, usize) = (4, 2);
 
@@ -164,10 +174,7 @@ pub fn write_gguf(arch: Architecture, s: Shape, seed: u64) -> SeededGguf {
         // model's, compare the same function.
         metadata.push(("general.dtype".into(), u32v(0)));
     }
-    let path = std::env::temp_dir().join(format!(
-        "candle-rocm-llm-{name}-{seed}-{}.gguf",
-        std::process::id()
-    ));
+    let path = temp_path(&format!("{name}-{seed}"));
     write_file(&path, &metadata, &tensors);
     SeededGguf(path)
 }
