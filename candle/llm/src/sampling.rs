@@ -17,7 +17,7 @@ use candle_core::{DType, Device, Result, Tensor};
 /// How the next token is chosen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
-    /// Divides the logits; 0 (or below) picks the most likely token (greedy).
+    /// Divides the logits; 0 picks the most likely token (greedy); below 0 is an error.
     pub temperature: f64,
     /// Candidates: the `top_k` most likely tokens (0: every token).
     pub top_k: usize,
@@ -58,8 +58,8 @@ impl SamplingParams {
     /// An error naming the parameter out of its range.
     pub fn check(&self) -> Result<()> {
         let bad = |what: &str| candle_core::bail!("sampling: {what} out of range in {self:?}");
-        if !self.temperature.is_finite() {
-            return bad("temperature");
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return bad("temperature [0, inf)");
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad("top_p (0, 1]");
@@ -443,6 +443,14 @@ mod tests {
             },
             SamplingParams {
                 temperature: f64::NAN,
+                ..SamplingParams::default()
+            },
+            SamplingParams {
+                temperature: -0.5,
+                ..SamplingParams::default()
+            },
+            SamplingParams {
+                top_p: 1.5,
                 ..SamplingParams::default()
             },
         ] {
