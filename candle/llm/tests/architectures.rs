@@ -372,3 +372,37 @@ fn what_the_model_does_not_compute_is_refused_by_name() {
     let e = llama_load_error(&[("general.architecture", s("bert"))], &[]);
     assert!(e.contains("\"bert\""), "{e}");
 }
+
+#[test]
+fn a_missing_tensor_and_a_context_too_long_are_errors() {
+    let file = write_gguf(Architecture::Qwen2, SHAPE, 4);
+    let (content, mut reader) = read(&file.0);
+    // a cache longer than the file's context
+    let e = match StaticLlama::from_gguf(&content, &mut reader, &Device::Cpu, CONTEXT + 1) {
+        Ok(_) => panic!("a cache past the context loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains(&format!("over the context of {CONTEXT}")), "{e}");
+    // the same file without one tensor
+    let metadata: Vec<(String, gguf_file::Value)> = content.metadata.clone().into_iter().collect();
+    let tensors: Vec<(String, QTensor)> = content
+        .tensor_infos
+        .keys()
+        .filter(|n| n.as_str() != "blk.1.attn_k.bias")
+        .map(|n| {
+            (
+                n.clone(),
+                content.tensor(&mut reader, n, &Device::Cpu).unwrap(),
+            )
+        })
+        .collect();
+    let path = temp_path("missing");
+    write_file(&path, &metadata, &tensors);
+    let missing = SeededGguf(path);
+    let (content, mut reader) = read(&missing.0);
+    let e = match StaticLlama::from_gguf(&content, &mut reader, &Device::Cpu, 64) {
+        Ok(_) => panic!("a file without blk.1.attn_k.bias loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("blk.1.attn_k.bias"), "{e}");
+}
