@@ -10,7 +10,7 @@
 //! below `min_p` times the most likely one's probability; top-p keeps the most likely ones until
 //! their mass reaches `top_p` (the first always); the draw picks by the cumulative mass.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use candle_core::{DType, Device, Result, Tensor};
 
@@ -110,6 +110,8 @@ pub struct Sampler {
     params: SamplingParams,
     draws: SplitMix64,
     recent: VecDeque<u32>,
+    /// The prefix sums' triangles, built at the first draw and kept.
+    triangles: Triangles,
 }
 
 impl Sampler {
@@ -119,6 +121,7 @@ impl Sampler {
             draws: SplitMix64(params.seed),
             params,
             recent: VecDeque::new(),
+            triangles: Triangles::default(),
         })
     }
 
@@ -146,7 +149,7 @@ impl Sampler {
             return logits.argmax(0)?.reshape(1);
         }
         let u = self.draws.unit_f32();
-        sample_with(&logits, &self.params, u)
+        draw(&logits, &self.params, u, &mut self.triangles)
     }
 
     /// The repeat penalty applied to the recent tokens' logits.
@@ -175,6 +178,16 @@ impl Sampler {
 /// temperature (> 0), top-k, min-p and top-p: the first candidate, most likely first, whose
 /// cumulative kept probability exceeds `u` times the kept total.
 pub fn sample_with(logits: &Tensor, params: &SamplingParams, u: f32) -> Result<Tensor> {
+    draw(logits, params, u, &mut Triangles::default())
+}
+
+/// [`sample_with`], its prefix sums' triangles kept in `triangles`.
+fn draw(
+    logits: &Tensor,
+    params: &SamplingParams,
+    u: f32,
+    triangles: &mut Triangles,
+) -> Result<Tensor> {
     let vocab = logits.dim(0)?;
     let k = match params.top_k {
         0 => vocab,
@@ -192,12 +205,12 @@ pub fn sample_with(logits: &Tensor, params: &SamplingParams, u: f32) -> Result<T
         let floor = (probs.narrow(0, 0, 1)? * params.min_p)?.broadcast_as(k)?;
         probs = probs.ge(&floor)?.where_cond(&probs, &zeros)?;
     }
-    let mut cumulative = prefix_sum(&probs)?;
+    let mut cumulative = triangles.prefix_sum(&probs)?;
     if params.top_p < 1.0 {
         // kept while the mass before a candidate is below top_p (the first always)
         let before = (&cumulative - &probs)?;
         probs = before.lt(params.top_p)?.where_cond(&probs, &zeros)?;
-        cumulative = prefix_sum(&probs)?;
+        cumulative = triangles.prefix_sum(&probs)?;
     }
     let total = cumulative.narrow(0, k - 1, 1)?;
     let threshold = (total * f64::from(u))?.broadcast_as(k)?;
@@ -213,40 +226,59 @@ pub fn sample_with(logits: &Tensor, params: &SamplingParams, u: f32) -> Result<T
 /// Inclusive prefix sums of a 1-D f32 tensor, as matrix products with a triangle of ones:
 /// within blocks of [`SCAN_BLOCK`], then the blocks' totals scanned the same way and added.
 pub fn prefix_sum(x: &Tensor) -> Result<Tensor> {
-    let n = x.dim(0)?;
-    let device = x.device();
-    if n <= SCAN_BLOCK {
-        return x.unsqueeze(0)?.matmul(&upper_ones(n, device)?)?.squeeze(0);
-    }
-    let blocks = n.div_ceil(SCAN_BLOCK);
-    let padded = match blocks * SCAN_BLOCK - n {
-        0 => x.clone(),
-        pad => Tensor::cat(&[x, &Tensor::zeros(pad, DType::F32, device)?], 0)?,
-    };
-    let within = padded
-        .reshape((blocks, SCAN_BLOCK))?
-        .matmul(&upper_ones(SCAN_BLOCK, device)?)?;
-    let totals = within
-        .narrow(1, SCAN_BLOCK - 1, 1)?
-        .squeeze(1)?
-        .contiguous()?;
-    // each block's offset: the totals of the blocks before it
-    let offsets = (prefix_sum(&totals)? - &totals)?;
-    within
-        .broadcast_add(&offsets.unsqueeze(1)?)?
-        .flatten_all()?
-        .narrow(0, 0, n)
+    Triangles::default().prefix_sum(x)
 }
 
 /// The block of [`prefix_sum`]'s products (a 256 x 256 triangle: 256 KiB).
 pub const SCAN_BLOCK: usize = 256;
 
-/// `[n, n]` with ones on and above the diagonal: row vector times it is the inclusive scan.
-fn upper_ones(n: usize, device: &Device) -> Result<Tensor> {
-    let i = Tensor::arange(0u32, n as u32, device)?;
-    let rows = i.reshape((n, 1))?.broadcast_as((n, n))?;
-    let cols = i.reshape((1, n))?.broadcast_as((n, n))?;
-    rows.le(&cols)?.to_dtype(DType::F32)
+/// Triangles of ones (`[n, n]`, ones on and above the diagonal: a row vector times one is its
+/// inclusive scan) by size, each built once on the device that first asks for it.
+#[derive(Debug, Clone, Default)]
+struct Triangles(HashMap<usize, Tensor>);
+
+impl Triangles {
+    fn upper_ones(&mut self, n: usize, device: &Device) -> Result<Tensor> {
+        if let Some(t) = self.0.get(&n).filter(|t| t.device().same_device(device)) {
+            return Ok(t.clone());
+        }
+        let i = Tensor::arange(0u32, n as u32, device)?;
+        let rows = i.reshape((n, 1))?.broadcast_as((n, n))?;
+        let cols = i.reshape((1, n))?.broadcast_as((n, n))?;
+        let t = rows.le(&cols)?.to_dtype(DType::F32)?;
+        self.0.insert(n, t.clone());
+        Ok(t)
+    }
+
+    /// [`prefix_sum`] with the triangles kept here.
+    fn prefix_sum(&mut self, x: &Tensor) -> Result<Tensor> {
+        let n = x.dim(0)?;
+        let device = x.device();
+        if n <= SCAN_BLOCK {
+            return x
+                .unsqueeze(0)?
+                .matmul(&self.upper_ones(n, device)?)?
+                .squeeze(0);
+        }
+        let blocks = n.div_ceil(SCAN_BLOCK);
+        let padded = match blocks * SCAN_BLOCK - n {
+            0 => x.clone(),
+            pad => Tensor::cat(&[x, &Tensor::zeros(pad, DType::F32, device)?], 0)?,
+        };
+        let within = padded
+            .reshape((blocks, SCAN_BLOCK))?
+            .matmul(&self.upper_ones(SCAN_BLOCK, device)?)?;
+        let totals = within
+            .narrow(1, SCAN_BLOCK - 1, 1)?
+            .squeeze(1)?
+            .contiguous()?;
+        // each block's offset: the totals of the blocks before it
+        let offsets = (self.prefix_sum(&totals)? - &totals)?;
+        within
+            .broadcast_add(&offsets.unsqueeze(1)?)?
+            .flatten_all()?
+            .narrow(0, 0, n)
+    }
 }
 
 #[cfg(test)]

@@ -121,17 +121,7 @@ fn sequences_stepped_together_match_each_stepped_alone() {
         &[5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
         &[250, 1, 99, 3],
     ];
-    let prefilled = || {
-        prompts
-            .iter()
-            .map(|p| {
-                let mut s = m.new_state(p[0]).unwrap();
-                m.prefill(&mut s, p).unwrap();
-                s
-            })
-            .collect::<Vec<_>>()
-    };
-    let (together, alone) = (prefilled(), prefilled());
+    let (together, alone) = (prefilled(&m, &prompts), prefilled(&m, &prompts));
     let mut worst = 0f32;
     for _ in 0..10 {
         let refs: Vec<_> = together.iter().collect();

@@ -341,6 +341,18 @@ pub fn check(what: &str, r: &Reference, got: &[Vec<f32>]) -> (Divergence, Diverg
     (test, own)
 }
 
+/// One decode state a prompt, each prompt prefilled.
+pub fn prefilled(model: &StaticLlama, prompts: &[&[u32]]) -> Vec<candle_rocm_llm::DecodeState> {
+    prompts
+        .iter()
+        .map(|p| {
+            let mut s = model.new_state(p[0]).unwrap();
+            model.prefill(&mut s, p).unwrap();
+            s
+        })
+        .collect()
+}
+
 /// A qwen3 file as the same model in a `qwen3moe` file: one expert, always chosen with weight
 /// 1, holding the file's MLP (re-quantized from its Q8_0 values, which Q8_0 holds exactly).
 pub fn as_one_expert_qwen3moe(qwen3: &SeededGguf) -> SeededGguf {
