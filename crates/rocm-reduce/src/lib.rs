@@ -9,7 +9,7 @@
 //!   [`layer_norm`]: rows of up to 8 K units (16-byte packs, or elements) are held in
 //!   registers by a group of threads and read once; longer rows get one block each. f32 statistics for the 16-bit floats,
 //!   max-subtracted softmax, variance from deviations (never E[x^2] - mean^2). Strided inputs
-//!   are copied to contiguous ones first (`Operand::contiguous`).
+//!   are copied to contiguous ones first (rocm-elementwise's `OperandCopy::contiguous`).
 //! - [`cached_attention`]: `softmax(q k^T * scale) v` of queries over a key/value cache in one
 //!   launch (grouped-query heads, no mask, causal, or a position per query read on the device).
 
