@@ -30,18 +30,25 @@ fn every_architecture_on_the_gpu_is_as_close_to_its_cpu_reference_as_rounding_al
         };
         let file = write_gguf(arch, shape, 11);
         // qwen3 against plain attention (tests/architectures.rs says why)
-        let r = match arch {
-            Architecture::Qwen3 => {
-                let one_expert = as_one_expert_qwen3moe(&file);
-                reference(|| quantized_reference(Architecture::Qwen3Moe, &one_expert.0))
-            }
-            _ => reference(|| quantized_reference(arch, &file.0)),
+        let one_expert = (arch == Architecture::Qwen3).then(|| as_one_expert_qwen3moe(&file));
+        let (ref_arch, ref_path) = match &one_expert {
+            Some(f) => (Architecture::Qwen3Moe, &f.0),
+            None => (arch, &file.0),
         };
+        let r = reference(|| quantized_reference(ref_arch, ref_path));
+        // the same reference code on the GPU: what the device's rounding alone moves
+        let on_gpu = forced_run(
+            || quantized_reference_on(ref_arch, ref_path, &dev),
+            &r,
+            &dev,
+        );
+        let device_rounding = divergence(&r.at_once, &on_gpu).unwrap();
         let (content, mut reader) = read(&file.0);
         let model = StaticLlama::from_gguf(&content, &mut reader, &dev, 128).unwrap();
         for captured in [false, true] {
             let what = format!("{} on the GPU (captured: {captured})", arch.name());
-            check(&what, &r, &static_run(&model, &r, captured));
+            let got = static_run(&model, &r, captured);
+            check_with(&what, &r, &got, Some(&device_rounding));
         }
     }
 }
