@@ -85,6 +85,8 @@ enum {
     F(cuCtxGetDevice, CUresult, (CUdevice*))                                                   \
     F(cuMemAlloc_v2, CUresult, (CUdeviceptr*, size_t))                                         \
     F(cuMemFree_v2, CUresult, (CUdeviceptr))                                                   \
+    F(cuMemHostAlloc, CUresult, (void**, size_t, unsigned int))                                \
+    F(cuMemFreeHost, CUresult, (void*))                                                        \
     F(cuMemGetInfo_v2, CUresult, (size_t*, size_t*))                                           \
     F(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void*, size_t, CUstream))           \
     F(cuMemcpyDtoHAsync_v2, CUresult, (void*, CUdeviceptr, size_t, CUstream))                 \

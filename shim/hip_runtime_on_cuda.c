@@ -240,6 +240,24 @@ hipError_t hipFree(void* ptr) {
     return translate(cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)ptr));
 }
 
+hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
+    if (!ptr) return hipErrorInvalidValue;
+    SHIM_TRY(ensure_context());
+    // Only the default (plain page-locked memory) is asked for; other flags are refused.
+    if (flags != hipHostMallocDefault) return hipErrorInvalidValue;
+    if (size == 0) {
+        *ptr = NULL;
+        return hipSuccess;
+    }
+    return translate(cu.cuMemHostAlloc(ptr, size, 0));
+}
+
+hipError_t hipHostFree(void* ptr) {
+    if (!ptr) return hipSuccess;
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuMemFreeHost(ptr));
+}
+
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
     if (!stream) return hipErrorInvalidValue;
     SHIM_TRY(ensure_context());

@@ -25,6 +25,7 @@
 pub mod architecture;
 pub mod chat;
 pub mod generate;
+pub mod gguf_reader;
 pub mod kld;
 pub mod rope;
 pub mod sampling;
@@ -35,6 +36,7 @@ pub use chat::{ChatTemplate, GgufText, Message, StopStrings, TextStream};
 pub use generate::{
     generate, generate_batch, ChatSession, GenerateOptions, Generation, StopReason,
 };
+pub use gguf_reader::TensorReader;
 pub use rope::RopeScaling;
 pub use sampling::{Sampler, SamplingParams};
 pub use static_llama::{greedy, DecodeState, Decoder, StaticLlama, StepOutput};

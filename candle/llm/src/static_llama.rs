@@ -41,6 +41,7 @@ use candle_transformers::fused_moe::FusedMoeGGUF;
 use candle_transformers::models::llama::Config;
 
 use crate::architecture::{Architecture, GgufHyperParams};
+use crate::gguf_reader::TensorReader;
 use crate::rope::{inverse_frequencies, rotary_tables, RopeScaling};
 use crate::sampling::Sampler;
 
@@ -158,55 +159,35 @@ fn stacked(parts: &[Linear]) -> Result<Linear> {
 }
 
 /// GGUF projections of the same input (`names`, in order) as one quantized product: where all
-/// have one block type and width, their blocks joined by rows on the host (ggml's rows are
-/// whole blocks), so that one mat-vec computes them all and fills the device with their rows
-/// together; else one product each.
+/// have one block type and width, their blocks joined by rows (ggml's rows are whole blocks),
+/// so that one mat-vec computes them all and fills the device with their rows together; else
+/// one product each.
 fn stacked_gguf<R: std::io::Read + std::io::Seek>(
-    content: &gguf_file::Content,
-    reader: &mut R,
+    gguf: &mut TensorReader<'_, R>,
     names: &[String],
     device: &Device,
 ) -> Result<Vec<Proj>> {
-    use candle_core::quantized::{QStorage, QTensor};
-    let info = |name: &String| {
-        content.tensor_infos.get(name).ok_or_else(|| {
-            candle_core::Error::Msg(format!("static llama: no tensor {name} in the GGUF"))
-        })
-    };
-    let first = info(&names[0])?;
+    let first = gguf.info(&names[0])?;
     let width = first.shape.dims().last().copied();
-    let same = names
-        .iter()
-        .map(info)
-        .collect::<Result<Vec<_>>>()?
-        .iter()
-        .all(|t| {
-            t.ggml_dtype == first.ggml_dtype
-                && t.shape.rank() == 2
-                && t.shape.dims().last().copied() == width
-        });
-    if !same {
-        return names
-            .iter()
-            .map(|n| {
-                Ok(Proj::Quantized(QMatMul::from_qtensor(
-                    content.tensor(reader, n, device)?,
-                )?))
-            })
-            .collect();
-    }
-    let (mut bytes, mut rows) = (Vec::new(), 0);
+    let mut same = true;
     for name in names {
-        let t = content.tensor(reader, name, &Device::Cpu)?;
-        rows += t.shape().dims()[0];
-        bytes.extend_from_slice(&t.data()?);
+        let t = gguf.info(name)?;
+        same &= t.ggml_dtype == first.ggml_dtype
+            && t.shape.rank() == 2
+            && t.shape.dims().last().copied() == width;
     }
-    let storage = QStorage::from_data(std::borrow::Cow::Owned(bytes), device, first.ggml_dtype)?;
-    let k = width.unwrap_or(0);
-    Ok(vec![Proj::Quantized(QMatMul::from_qtensor(QTensor::new(
-        storage,
-        (rows, k),
-    )?)?)])
+    let projs = if same {
+        vec![gguf.stacked(names, device)?]
+    } else {
+        names
+            .iter()
+            .map(|n| gguf.tensor(n, device))
+            .collect::<Result<_>>()?
+    };
+    projs
+        .into_iter()
+        .map(|w| Ok(Proj::Quantized(QMatMul::from_qtensor(w)?)))
+        .collect()
 }
 
 /// The token embedding: a float table, or a GGUF table kept in its blocks on the device, each
@@ -505,36 +486,42 @@ impl StaticLlama {
         }
         let (heads, kv_heads, head_dim, hidden, eps) =
             (hp.heads, hp.kv_heads, hp.head_dim, hp.hidden, hp.rms_eps);
-        let mut tensor = |name: &str| content.tensor(reader, name, device);
+        let mut gguf = TensorReader::new(content, reader);
         let norm = |w: QTensor| -> Result<(RmsNorm, Tensor)> {
             let w = w.dequantize(device)?;
             Ok((RmsNorm::new(w.clone(), eps), w))
         };
-        let embed_q = Arc::new(tensor("token_embd.weight")?);
+        let f32_tensor = |gguf: &mut TensorReader<'_, R>, name: &str| -> Result<Tensor> {
+            gguf.tensor(name, device)?
+                .dequantize(device)?
+                .to_dtype(DType::F32)
+        };
+        let embed_q = Arc::new(gguf.tensor("token_embd.weight", device)?);
         if embed_q.shape().dims2()?.1 != hidden {
             candle_core::bail!(
                 "static llama: token_embd.weight is {:?}, not (vocab, {hidden})",
                 embed_q.shape()
             );
         }
-        let lm_head = match tensor("output.weight") {
-            Ok(w) => Arc::new(w),
-            Err(_) => embed_q.clone(),
+        // tied to the embedding where the file has no output matrix
+        let lm_head = if gguf.has("output.weight") {
+            Arc::new(gguf.tensor("output.weight", device)?)
+        } else {
+            embed_q.clone()
         };
         let mut blocks = Vec::with_capacity(hp.layers);
         for n in 0..hp.layers {
             let name = |part: &str| format!("blk.{n}.{part}.weight");
-            let proj = |reader: &mut R, part: &str| -> Result<Proj> {
-                let w = content.tensor(reader, &name(part), device)?;
+            let proj = |gguf: &mut TensorReader<'_, R>, part: &str| -> Result<Proj> {
+                let w = gguf.tensor(&name(part), device)?;
                 Ok(Proj::Quantized(QMatMul::from_qtensor(w)?))
             };
-            let o = proj(reader, "attn_output")?;
+            let o = proj(&mut gguf, "attn_output")?;
             let qkv = if arch.packed_projections() {
-                vec![proj(reader, "attn_qkv")?]
+                vec![proj(&mut gguf, "attn_qkv")?]
             } else {
                 stacked_gguf(
-                    content,
-                    reader,
+                    &mut gguf,
                     &[name("attn_q"), name("attn_k"), name("attn_v")],
                     device,
                 )?
@@ -542,17 +529,14 @@ impl StaticLlama {
             let ffn = match hp.experts {
                 Some((_, used)) => {
                     let mut experts = |part: &str| -> Result<Arc<QTensor>> {
-                        Ok(Arc::new(content.tensor(reader, &name(part), device)?))
+                        Ok(Arc::new(gguf.tensor(&name(part), device)?))
                     };
                     let (gate_experts, up_experts, down_experts) = (
                         experts("ffn_gate_exps")?,
                         experts("ffn_up_exps")?,
                         experts("ffn_down_exps")?,
                     );
-                    let router = content
-                        .tensor(reader, &name("ffn_gate_inp"), device)?
-                        .dequantize(device)?
-                        .to_dtype(DType::F32)?;
+                    let router = f32_tensor(&mut gguf, &name("ffn_gate_inp"))?;
                     FeedForward::Experts(FusedMoeGGUF {
                         gate: Linear::new(router, None),
                         gate_experts,
@@ -565,25 +549,19 @@ impl StaticLlama {
                     })
                 }
                 None => {
-                    let down = proj(reader, "ffn_down")?;
+                    let down = proj(&mut gguf, "ffn_down")?;
                     let gate_up = if arch.packed_projections() {
-                        vec![proj(reader, "ffn_up")?]
+                        vec![proj(&mut gguf, "ffn_up")?]
                     } else {
-                        stacked_gguf(content, reader, &[name("ffn_gate"), name("ffn_up")], device)?
+                        stacked_gguf(&mut gguf, &[name("ffn_gate"), name("ffn_up")], device)?
                     };
                     FeedForward::Gated { gate_up, down }
                 }
             };
-            let mut f32_tensor = |name: &str| -> Result<Tensor> {
-                content
-                    .tensor(reader, name, device)?
-                    .dequantize(device)?
-                    .to_dtype(DType::F32)
-            };
             // biases follow the products: one joined by rows where q/k/v are one product
             let qkv_bias = if arch.qkv_bias() {
                 let parts = ["attn_q", "attn_k", "attn_v"]
-                    .map(|p| f32_tensor(&format!("blk.{n}.{p}.bias")))
+                    .map(|p| f32_tensor(&mut gguf, &format!("blk.{n}.{p}.bias")))
                     .into_iter()
                     .collect::<Result<Vec<_>>>()?;
                 match qkv.len() {
@@ -594,16 +572,14 @@ impl StaticLlama {
                 Vec::new()
             };
             let qk_norm = if arch.qk_norm() {
-                let mut rms = |part: &str| -> Result<RmsNorm> {
-                    Ok(RmsNorm::new(f32_tensor(&name(part))?, eps))
-                };
-                Some((rms("attn_q_norm")?, rms("attn_k_norm")?))
+                let q = f32_tensor(&mut gguf, &name("attn_q_norm"))?;
+                let k = f32_tensor(&mut gguf, &name("attn_k_norm"))?;
+                Some((RmsNorm::new(q, eps), RmsNorm::new(k, eps)))
             } else {
                 None
             };
-            let mut tensor = |part: &str| content.tensor(reader, &name(part), device);
-            let (input_norm, input_w) = norm(tensor("attn_norm")?)?;
-            let (post_norm, post_w) = norm(tensor("ffn_norm")?)?;
+            let (input_norm, input_w) = norm(gguf.tensor(&name("attn_norm"), device)?)?;
+            let (post_norm, post_w) = norm(gguf.tensor(&name("ffn_norm"), device)?)?;
             // the fused decode step computes the plain layer: no biases, no q/k norms, a gated
             // MLP
             let fused = match &ffn {
@@ -631,7 +607,7 @@ impl StaticLlama {
         Ok(Self {
             embed: TokenEmbedding::Quantized(embed_q),
             layers: blocks,
-            norm: norm(content.tensor(reader, "output_norm.weight", device)?)?.0,
+            norm: norm(gguf.tensor("output_norm.weight", device)?)?.0,
             eps: eps as f32,
             lm_head: Proj::Quantized(QMatMul::from_arc(lm_head)?),
             cos,

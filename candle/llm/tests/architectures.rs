@@ -406,3 +406,32 @@ fn a_missing_tensor_and_a_context_too_long_are_errors() {
     };
     assert!(e.contains("blk.1.attn_k.bias"), "{e}");
 }
+
+#[test]
+fn a_truncated_file_is_an_error_naming_the_tensor_it_cut() {
+    let file = write_gguf(Architecture::Llama, SHAPE, 6);
+    let (content, _) = read(&file.0);
+    // the tensor whose bytes end last in the file
+    let (last, info) = content
+        .tensor_infos
+        .iter()
+        .max_by_key(|(_, i)| i.offset)
+        .unwrap();
+    let len = std::fs::metadata(&file.0).unwrap().len();
+    let path = temp_path("truncated");
+    std::fs::copy(&file.0, &path).unwrap();
+    let truncated = SeededGguf(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&truncated.0)
+        .unwrap()
+        .set_len(content.tensor_data_offset + info.offset + 1)
+        .unwrap();
+    assert!(content.tensor_data_offset + info.offset + 1 < len);
+    let mut reader = std::fs::File::open(&truncated.0).unwrap();
+    let e = match StaticLlama::from_gguf(&content, &mut reader, &Device::Cpu, 64) {
+        Ok(_) => panic!("a truncated file loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains(last.as_str()), "{e}");
+}

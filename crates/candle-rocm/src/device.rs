@@ -194,6 +194,34 @@ impl RocmDevice {
         Ok(self.storage(buf, dtype))
     }
 
+    /// `storage_from_slice` / `storage_from_cpu_storage` without a host copy of the bytes:
+    /// `values` (elements of `dtype`, `N` = its size) written as `to_le` gives them straight into
+    /// the page-locked staging of the upload, which the host does not wait for.
+    pub fn storage_from_elements<T: Copy, const N: usize>(
+        &self,
+        dtype: DType,
+        values: &[T],
+        to_le: fn(T) -> [u8; N],
+    ) -> Result<RocmStorage> {
+        if N != dtype.size_in_bytes() {
+            return Err(Error::SizeMismatch {
+                op: "storage_from_elements",
+                detail: format!("{N}-byte elements given as {dtype}"),
+            });
+        }
+        let buf = self.inner.device.alloc(values.len() * N)?;
+        self.inner
+            .device
+            .copy_htod_with(&buf, 0, values.len() * N, &mut |at, out| {
+                // pieces start on element boundaries (the staging's size is a multiple of N)
+                for (o, &x) in out.chunks_exact_mut(N).zip(&values[at / N..]) {
+                    o.copy_from_slice(&to_le(x));
+                }
+                Ok(())
+            })?;
+        Ok(self.storage(buf, dtype))
+    }
+
     /// `rand_uniform`: `len` draws in [lo, hi) for bf16, f16, f32, f64 and f8e4m3, computed in
     /// f64 for f64 and in f32 for the others: rounding to a narrow dtype may reach `hi`.
     pub fn rand_uniform(&self, len: usize, dtype: DType, lo: f64, hi: f64) -> Result<RocmStorage> {

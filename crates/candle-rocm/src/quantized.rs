@@ -1,5 +1,5 @@
 //! GGUF blocks held in a `RocmStorage` of bytes in rocm-quantized's device layout (made from
-//! ggml's bytes by [`to_device_layout`], turned back by [`to_ggml_layout`]): dequantize,
+//! ggml's bytes on the way up by [`upload`], turned back by [`to_ggml_layout`]): dequantize,
 //! embedding, `QMatMul`'s forward and the mixture-of-experts product on the device
 //! (rocm-quantized), for Candle's `QRocmStorage`.
 
@@ -8,6 +8,13 @@ pub use rocm_quantized::{to_device_layout, to_ggml_layout, GgmlType, Q8Activatio
 use rocm_quantized::{QExperts, QWeights};
 
 use crate::RocmStorage;
+
+/// ggml's bytes of `ty` blocks as a storage of bytes in the device layout, permuted on their
+/// way through the upload's staging buffers (the host does not wait for the copy).
+pub fn upload(device: &crate::RocmDevice, ty: GgmlType, ggml: &[u8]) -> Result<RocmStorage> {
+    let blocks = rocm_quantized::upload(device.raw(), ty, ggml)?;
+    Ok(device.storage(blocks, DType::U8))
+}
 
 /// A (rows, k) matrix of `ty` blocks whose bytes, in the device layout, are `blocks`.
 #[derive(Debug, Clone, Copy)]

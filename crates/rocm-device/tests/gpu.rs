@@ -72,6 +72,70 @@ fn round_trips_of_many_sizes() {
 }
 
 #[test]
+fn staged_uploads_land_whole_and_in_stream_order() {
+    let d = device();
+    let mut r = rng(2);
+    // below the staged size, one chunk, chunks and a partial one, more chunks than buffers
+    for n in [(1 << 20) - 1, 1 << 20, (8 << 20) + 3, (20 << 20) + 5] {
+        let mut host: Vec<u8> = (0..n).map(|_| r.random()).collect();
+        let buf = d.alloc_typed::<u8>(n + 7).unwrap();
+        d.memset(buf.as_buffer(), 0, 7, 0x5a).unwrap();
+        d.copy_htod(&host, buf.as_buffer(), 7).unwrap();
+        // the source may be reused at once: the staging holds its bytes
+        let want = host.clone();
+        host.fill(0);
+        let host = want;
+        // a device copy queued behind the upload sees all of it
+        let copy = d.alloc_typed::<u8>(n).unwrap();
+        d.copy_dtod(buf.as_buffer(), 7, copy.as_buffer(), 0, n)
+            .unwrap();
+        let back = d.dtoh(&copy).unwrap();
+        assert!(back == host, "staged upload of {n} bytes differs");
+        let mut head = [0u8; 7];
+        d.copy_dtoh(buf.as_buffer(), 0, &mut head).unwrap();
+        assert_eq!(
+            head, [0x5a; 7],
+            "the upload of {n} bytes wrote before its offset"
+        );
+    }
+    // bytes made piece by piece: every offset is asked for once, in order
+    let n = (17 << 20) + 11;
+    let buf = d.alloc_typed::<u8>(n).unwrap();
+    let mut asked = 0usize;
+    d.copy_htod_with(buf.as_buffer(), 0, n, &mut |at, out| {
+        assert_eq!(at, asked, "pieces out of order");
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = ((at + i) % 251) as u8;
+        }
+        asked += out.len();
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(asked, n);
+    let back = d.dtoh(&buf).unwrap();
+    assert!(back.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+    // a fill that fails stops the upload with its error; the device goes on
+    let err = d
+        .copy_htod_with(buf.as_buffer(), 0, n, &mut |at, _| {
+            if at > 0 {
+                Err(Error::SizeMismatch {
+                    op: "test fill",
+                    detail: "stops here".into(),
+                })
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("stops here"), "{err}");
+    // past the end of the buffer: refused before any byte moves
+    assert!(d
+        .copy_htod_with(buf.as_buffer(), 1, n, &mut |_, _| Ok(()))
+        .is_err());
+    d.synchronize().unwrap();
+}
+
+#[test]
 fn copies_out_of_bounds_are_typed_errors() {
     let d = device();
     let buf = d.alloc(100).unwrap();

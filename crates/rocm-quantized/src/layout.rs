@@ -67,24 +67,41 @@ fn whole_blocks(op: &'static str, ty: GgmlType, len: usize) -> Result<usize> {
 
 /// ggml's bytes of `ty` blocks in the device layout.
 pub fn to_device_layout(ty: GgmlType, ggml: &[u8]) -> Result<Vec<u8>> {
-    let n = whole_blocks("to_device_layout", ty, ggml.len())?;
+    whole_blocks("to_device_layout", ty, ggml.len())?;
+    let mut out = vec![0u8; ggml.len()];
+    device_layout_range(ty, ggml, 0, &mut out);
+    Ok(out)
+}
+
+/// Bytes `at..at + out.len()` of the device layout of `ggml` (whole `ty` blocks, the range
+/// inside them) into `out`: a piece of [`to_device_layout`]'s result made without the rest,
+/// so an upload can write the layout straight into its staging buffers.
+pub fn device_layout_range(ty: GgmlType, ggml: &[u8], at: usize, out: &mut [u8]) {
     let ((start, len), size) = (ty.quant_range(), ty.type_size());
     if len == size {
-        return Ok(ggml.to_vec()); // the float types
+        out.copy_from_slice(&ggml[at..at + out.len()]); // the float types
+        return;
     }
-    let mut out = vec![0u8; ggml.len()];
-    let (quants, others) = out.split_at_mut(n * len);
-    let blocks = ggml.chunks_exact(size);
-    let (quants, others) = (
-        quants.chunks_exact_mut(len),
-        others.chunks_exact_mut(size - len),
-    );
-    for ((block, q), m) in blocks.zip(quants).zip(others) {
-        q.copy_from_slice(&block[start..start + len]);
-        m[..start].copy_from_slice(&block[..start]);
-        m[start..].copy_from_slice(&block[start + len..]);
+    // the packed values, `len` bytes a block, then the other fields, `size - len` a block
+    let quants = ggml.len() / size * len;
+    let other = size - len;
+    let (mut p, mut o) = (at, 0);
+    while o < out.len() {
+        let (src, run) = if p < quants {
+            let (block, r) = (p / len, p % len);
+            (block * size + start + r, len - r)
+        } else {
+            let (block, r) = ((p - quants) / other, (p - quants) % other);
+            if r < start {
+                (block * size + r, start - r)
+            } else {
+                (block * size + len + r, other - r)
+            }
+        };
+        let run = run.min(out.len() - o);
+        out[o..o + run].copy_from_slice(&ggml[src..src + run]);
+        (p, o) = (p + run, o + run);
     }
-    Ok(out)
 }
 
 /// Blocks of `ty` in the device layout as ggml's bytes.
@@ -105,13 +122,36 @@ pub fn to_ggml_layout(ty: GgmlType, device: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// ggml's bytes of `ty` blocks in a new device buffer, in the device layout.
+/// ggml's bytes of `ty` blocks in a new device buffer, in the device layout: permuted straight
+/// into the upload's staging buffers, a piece while the piece before is copied, by up to
+/// [`UPLOAD_THREADS`] threads; the call returns before the last copy ends (later work on the
+/// device's stream sees the blocks).
 pub fn upload(device: &Device, ty: GgmlType, ggml: &[u8]) -> Result<Buffer> {
-    let bytes = to_device_layout(ty, ggml)?;
-    let buffer = device.alloc(bytes.len())?;
-    device.copy_htod(&bytes, &buffer, 0)?;
+    whole_blocks("upload", ty, ggml.len())?;
+    let buffer = device.alloc(ggml.len())?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(UPLOAD_THREADS);
+    device.copy_htod_with(&buffer, 0, ggml.len(), &mut |at, out| {
+        let part = out.len().div_ceil(threads).max(UPLOAD_MIN_PART);
+        if part >= out.len() {
+            device_layout_range(ty, ggml, at, out);
+            return Ok(());
+        }
+        std::thread::scope(|s| {
+            for (i, piece) in out.chunks_mut(part).enumerate() {
+                s.spawn(move || device_layout_range(ty, ggml, at + i * part, piece));
+            }
+        });
+        Ok(())
+    })?;
     Ok(buffer)
 }
+
+/// Threads that permute a staging buffer's piece of an upload (memory-bound: a few suffice).
+pub const UPLOAD_THREADS: usize = 4;
+/// The least bytes a thread of an upload permutes.
+const UPLOAD_MIN_PART: usize = 1 << 20;
 
 /// The `ty` blocks of a device buffer (in the device layout) as ggml's bytes.
 pub fn download(device: &Device, ty: GgmlType, buffer: &Buffer) -> Result<Vec<u8>> {
@@ -130,6 +170,34 @@ mod tests {
         (0..n)
             .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
             .collect()
+    }
+
+    #[test]
+    fn any_range_of_the_layout_is_that_range_of_the_whole() {
+        for ty in GgmlType::ALL {
+            let ggml = pattern(23 * ty.type_size());
+            let whole = to_device_layout(ty, &ggml).unwrap();
+            for (at, n) in [
+                (0, whole.len()),
+                (0, 1),
+                (1, 5),
+                (7, 300),
+                (whole.len() - 3, 3),
+            ] {
+                let n = n.min(whole.len() - at);
+                let mut piece = vec![0u8; n];
+                device_layout_range(ty, &ggml, at, &mut piece);
+                assert_eq!(piece, whole[at..at + n], "{ty} bytes {at}..{}", at + n);
+            }
+            // every split point of a two-piece upload
+            for cut in 0..=whole.len() {
+                let mut out = vec![0u8; whole.len()];
+                let (a, b) = out.split_at_mut(cut);
+                device_layout_range(ty, &ggml, 0, a);
+                device_layout_range(ty, &ggml, cut, b);
+                assert_eq!(out, whole, "{ty} cut at {cut}");
+            }
+        }
     }
 
     #[test]

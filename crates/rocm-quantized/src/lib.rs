@@ -20,7 +20,7 @@
 
 pub mod layout;
 
-pub use layout::{download, to_device_layout, to_ggml_layout, upload};
+pub use layout::{device_layout_range, download, to_device_layout, to_ggml_layout, upload};
 use rocm_blas::{Blas, MatmulShape, OutputLayout};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{Contiguous, LaunchConfig};

@@ -139,6 +139,24 @@ impl Device {
 
     /// Host bytes into `dst` at `dst_offset`; returns once `src` may be reused.
     pub fn copy_htod(&self, src: &[u8], dst: &Buffer, dst_offset: usize) -> Result<()> {
+        if src.len() >= staging::STAGED_MIN_BYTES {
+            // through page-locked buffers: `src` is copied out before this returns, the
+            // device's copy is not waited for
+            return self.copy_htod_with(dst, dst_offset, src.len(), &mut |at, out| {
+                out.copy_from_slice(&src[at..at + out.len()]);
+                Ok(())
+            });
+        }
+        self.copy_htod_pageable(src, dst, dst_offset)
+    }
+
+    /// [`Device::copy_htod`] from pageable memory: the driver stages it, the host waits.
+    pub(crate) fn copy_htod_pageable(
+        &self,
+        src: &[u8],
+        dst: &Buffer,
+        dst_offset: usize,
+    ) -> Result<()> {
         self.refuse_under_capture("copy_htod")?;
         self.check_own("copy_htod", dst)?;
         Self::check_range("copy_htod", dst, dst_offset, src.len())?;

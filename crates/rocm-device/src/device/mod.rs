@@ -19,6 +19,7 @@ use crate::pool::Pool;
 mod graph;
 mod jit;
 mod memory;
+mod staging;
 mod stream;
 mod tickets;
 
@@ -36,6 +37,8 @@ struct DeviceInner {
     raw: Arc<dyn RawDevice>,
     info: DeviceInfo,
     config: Config,
+    /// Dropped before the stream: its buffers wait for their last copies.
+    staging: Mutex<staging::Staging>,
     stream: Stream,
     pool: Pool,
     modules: Mutex<HashMap<String, Arc<Module>>>,
@@ -158,6 +161,7 @@ impl Device {
                 companions: OnceLock::new(),
                 progress: CompileProgress::default(),
                 tickets: Mutex::default(),
+                staging: Mutex::default(),
                 config,
             }),
         })

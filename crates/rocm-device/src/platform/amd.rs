@@ -9,7 +9,7 @@ use crate::sys::hip::{abi, sys as hip, HINT};
 
 use super::{
     AllocFailure, CompileInputs, DeviceInfo, DevicePtr, EventHandle, FunctionHandle,
-    GraphExecHandle, GraphHandle, ModuleHandle, Platform, RawDevice, StreamHandle,
+    GraphExecHandle, GraphHandle, HostPtr, ModuleHandle, Platform, RawDevice, StreamHandle,
 };
 use crate::error::{Error, Result};
 
@@ -325,6 +325,38 @@ impl RawDevice for HipDevice {
             hip::hipMemcpyHtoDAsync(dptr(dst), src.as_ptr() as *mut c_void, src.len(), stream(s))
         })?;
         self.stream_synchronize(s)
+    }
+    fn host_alloc(&self, bytes: usize) -> Result<HostPtr, AllocFailure> {
+        self.bind().map_err(AllocFailure::Other)?;
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: valid out-pointer; bytes > 0 (caller's contract); the default flags.
+        let code = unsafe { hip::hipHostMalloc(&mut p, bytes, abi::HIP_HOST_MALLOC_DEFAULT) };
+        if code == abi::HIP_ERROR_OUT_OF_MEMORY {
+            return Err(AllocFailure::OutOfMemory);
+        }
+        check("hipHostMalloc", code).map_err(AllocFailure::Other)?;
+        Ok(HostPtr(p as usize))
+    }
+    fn host_free(&self, p: HostPtr) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `p` came from hipHostMalloc and is freed once.
+        check("hipHostFree", unsafe {
+            hip::hipHostFree(p.0 as *mut c_void)
+        })
+    }
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: HostPtr,
+        bytes: usize,
+        s: StreamHandle,
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the caller keeps `src` (page-locked, `bytes` long) untouched until the stream
+        // passes the copy; `dst` holds `bytes` bytes (caller checked).
+        check("hipMemcpyHtoDAsync", unsafe {
+            hip::hipMemcpyHtoDAsync(dptr(dst), src.0 as *mut c_void, bytes, stream(s))
+        })
     }
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, s: StreamHandle) -> Result<()> {
         self.bind()?;

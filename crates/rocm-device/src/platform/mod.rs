@@ -277,6 +277,8 @@ handles!(
     GraphHandle,
     /// An executable instance of a graph.
     GraphExecHandle,
+    /// Page-locked host memory.
+    HostPtr,
 );
 
 /// The raw, per-device interface each platform implements. Streams, events, modules and
@@ -298,6 +300,22 @@ pub(crate) trait RawDevice: Send + Sync {
 
     /// Host to device on `stream`; returns once `src` may be reused.
     fn memcpy_htod(&self, dst: DevicePtr, src: &[u8], stream: StreamHandle) -> Result<()>;
+    /// Page-locked host memory of `bytes` > 0 bytes: the source of copies that the host does
+    /// not wait for.
+    fn host_alloc(&self, bytes: usize) -> Result<HostPtr, AllocFailure>;
+    fn host_free(&self, ptr: HostPtr) -> Result<()>;
+    /// Host to device on `stream`, returning at once.
+    ///
+    /// # Safety
+    /// `src` holds `bytes` bytes of memory from [`RawDevice::host_alloc`], and neither is
+    /// written nor freed until the stream has passed this copy.
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: HostPtr,
+        bytes: usize,
+        stream: StreamHandle,
+    ) -> Result<()>;
     /// Device to host on `stream`; returns once `dst` holds the data.
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, stream: StreamHandle) -> Result<()>;
     fn memcpy_dtod(

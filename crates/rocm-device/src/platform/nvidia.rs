@@ -11,7 +11,8 @@ use cudarc::nvrtc::sys as rtc;
 
 use super::{
     AllocFailure, CompileInputs, DeviceInfo, DevicePtr, EventHandle, FunctionHandle,
-    GraphExecHandle, GraphHandle, LibraryStatus, ModuleHandle, Platform, RawDevice, StreamHandle,
+    GraphExecHandle, GraphHandle, HostPtr, LibraryStatus, ModuleHandle, Platform, RawDevice,
+    StreamHandle,
 };
 use crate::error::{Error, Result};
 use crate::sys::library::find_library;
@@ -385,6 +386,38 @@ impl RawDevice for CudaDevice {
             cu::cuMemcpyHtoDAsync_v2(dst, src.as_ptr().cast(), src.len(), stream(s))
         })?;
         self.stream_synchronize(s)
+    }
+    fn host_alloc(&self, bytes: usize) -> Result<HostPtr, AllocFailure> {
+        self.bind().map_err(AllocFailure::Other)?;
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: valid out-pointer; bytes > 0 (caller's contract); flags 0: plain pinned.
+        let code = unsafe { cu::cuMemHostAlloc(&mut p, bytes, 0) };
+        if code == cu::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Err(AllocFailure::OutOfMemory);
+        }
+        check("cuMemHostAlloc", code).map_err(AllocFailure::Other)?;
+        Ok(HostPtr(p as usize))
+    }
+    fn host_free(&self, p: HostPtr) -> Result<()> {
+        self.bind()?;
+        // SAFETY: `p` came from cuMemHostAlloc in this context and is freed once.
+        check("cuMemFreeHost", unsafe {
+            cu::cuMemFreeHost(p.0 as *mut c_void)
+        })
+    }
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: HostPtr,
+        bytes: usize,
+        s: StreamHandle,
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the caller keeps `src` (page-locked, `bytes` long) untouched until the stream
+        // passes the copy; `dst` holds `bytes` bytes (caller checked).
+        check("cuMemcpyHtoDAsync", unsafe {
+            cu::cuMemcpyHtoDAsync_v2(dst, src.0 as *const c_void, bytes, stream(s))
+        })
     }
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr, s: StreamHandle) -> Result<()> {
         self.bind()?;

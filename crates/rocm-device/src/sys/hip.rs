@@ -38,6 +38,7 @@ pub mod abi {
         HIP_ERROR_NOT_FOUND: u32 = 500 => "hipErrorNotFound";
         HIP_ERROR_NOT_READY: u32 = 600 => "hipErrorNotReady";
         HIP_STREAM_NON_BLOCKING: u32 = 1 => "hipStreamNonBlocking";
+        HIP_HOST_MALLOC_DEFAULT: u32 = 0 => "hipHostMallocDefault";
         HIP_STREAM_CAPTURE_MODE_RELAXED: u32 = 2 => "hipStreamCaptureModeRelaxed";
         HIPRTC_SUCCESS: u32 = 0 => "HIPRTC_SUCCESS";
     );

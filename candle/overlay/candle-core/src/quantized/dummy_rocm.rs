@@ -1,7 +1,7 @@
 //! Quantized ROCm storage when candle-core is built without `rocm`: the type is uninhabited
 //! (no `RocmDevice` can exist), so every method is unreachable by construction.
 
-use super::{GgmlDType, GgmlType, QStorage};
+use super::{GgmlDType, QStorage};
 use crate::{CpuStorage, Layout, Result, RocmDevice, RocmStorage, Shape};
 
 pub enum QRocmStorage {}
@@ -69,13 +69,6 @@ impl QRocmStorage {
     ) -> Result<(RocmStorage, Shape)> {
         match *self {}
     }
-}
-
-pub fn load_quantized<T: GgmlType + Send + Sync + 'static>(
-    device: &RocmDevice,
-    _: &[T],
-) -> Result<QStorage> {
-    device.unreachable()
 }
 
 pub fn from_bytes(device: &RocmDevice, _: &[u8], _: GgmlDType) -> Result<QStorage> {

@@ -8,7 +8,7 @@
 
 use candle_rocm as rocm;
 
-use super::{GgmlDType, GgmlType, QStorage, QuantizedType};
+use super::{GgmlDType, QStorage, QuantizedType};
 use crate::backend::{BackendDevice, BackendStorage};
 use crate::rocm_backend::{dtype_to_rocm, layout as rocm_layout, wrap};
 use crate::{CpuStorage, DType, Layout, Result, RocmDevice, RocmStorage, Shape};
@@ -40,9 +40,9 @@ impl QRocmStorage {
     fn from_bytes(device: &RocmDevice, bytes: &[u8], dtype: GgmlDType) -> Result<Self> {
         // the first tensor of a type starts its kernels' compile behind the rest of the load
         device.inner().prefetch_quantized(ggml_type(dtype));
-        let blocks = rocm::quantized::to_device_layout(ggml_type(dtype), bytes).map_err(wrap)?;
+        let blocks = rocm::quantized::upload(device.inner(), ggml_type(dtype), bytes);
         Ok(Self {
-            data: device.storage_from_cpu_storage_owned(CpuStorage::U8(blocks))?,
+            data: device.wrap_storage(blocks.map_err(wrap)?),
             len: bytes.len(),
             device: device.clone(),
             dtype,
@@ -225,19 +225,6 @@ fn ggml_type(dtype: GgmlDType) -> rocm::quantized::GgmlType {
         GgmlDType::Q6K => rocm::quantized::GgmlType::Q6K,
         GgmlDType::Q8K => rocm::quantized::GgmlType::Q8K,
     }
-}
-
-/// Quantized storage on `device` from host blocks.
-pub fn load_quantized<T: GgmlType + Send + Sync + 'static>(
-    device: &RocmDevice,
-    data: &[T],
-) -> Result<QStorage> {
-    let host = QStorage::Cpu(Box::new(data.to_vec()));
-    Ok(QStorage::Rocm(QRocmStorage::from_bytes(
-        device,
-        &host.data()?,
-        T::DTYPE,
-    )?))
 }
 
 /// Quantized storage on `device` from the bytes of ggml blocks.

@@ -365,8 +365,7 @@ macro_rules! backend_methods {
             }
 
             fn storage_from_cpu_storage(&self, s: &CpuStorage) -> Result<Self::Storage> {
-                let (dt, bytes) = cpu_to_bytes(s)?;
-                Ok(self.wrap_storage(self.0.storage_from_bytes(dt, &bytes).map_err(wrap)?))
+                Ok(self.wrap_storage(upload_cpu(&self.0, s)?))
             }
 
             fn storage_from_cpu_storage_owned(&self, s: CpuStorage) -> Result<Self::Storage> {

@@ -56,25 +56,26 @@ pub(crate) fn layout(l: &Layout) -> rocm::Layout {
 }
 
 /// Host elements as the little-endian bytes candle-rocm takes (f8e4m3 as bit patterns).
-fn cpu_to_bytes(s: &CpuStorage) -> Result<(rocm::DType, Vec<u8>)> {
-    macro_rules! le {
-        ($v:expr, $dt:expr) => {
-            ($dt, $v.iter().flat_map(|x| x.to_le_bytes()).collect())
-        };
-    }
-    Ok(match s {
-        CpuStorage::U8(v) => (rocm::DType::U8, v.clone()),
-        CpuStorage::U32(v) => le!(v, rocm::DType::U32),
-        CpuStorage::I16(v) => le!(v, rocm::DType::I16),
-        CpuStorage::I32(v) => le!(v, rocm::DType::I32),
-        CpuStorage::I64(v) => le!(v, rocm::DType::I64),
-        CpuStorage::BF16(v) => le!(v, rocm::DType::BF16),
-        CpuStorage::F16(v) => le!(v, rocm::DType::F16),
-        CpuStorage::F32(v) => le!(v, rocm::DType::F32),
-        CpuStorage::F64(v) => le!(v, rocm::DType::F64),
-        CpuStorage::F8E4M3(v) => (rocm::DType::F8E4M3, v.iter().map(|x| x.to_bits()).collect()),
+/// Host elements onto the device: written as little-endian bytes straight into the upload's
+/// staging (f8e4m3 as its bit patterns).
+fn upload_cpu(device: &rocm::RocmDevice, s: &CpuStorage) -> Result<rocm::RocmStorage> {
+    use rocm::DType as D;
+    let stored = match s {
+        CpuStorage::U8(v) => device.storage_from_elements(D::U8, v, |x: u8| [x]),
+        CpuStorage::U32(v) => device.storage_from_elements(D::U32, v, u32::to_le_bytes),
+        CpuStorage::I16(v) => device.storage_from_elements(D::I16, v, i16::to_le_bytes),
+        CpuStorage::I32(v) => device.storage_from_elements(D::I32, v, i32::to_le_bytes),
+        CpuStorage::I64(v) => device.storage_from_elements(D::I64, v, i64::to_le_bytes),
+        CpuStorage::BF16(v) => device.storage_from_elements(D::BF16, v, half::bf16::to_le_bytes),
+        CpuStorage::F16(v) => device.storage_from_elements(D::F16, v, half::f16::to_le_bytes),
+        CpuStorage::F32(v) => device.storage_from_elements(D::F32, v, f32::to_le_bytes),
+        CpuStorage::F64(v) => device.storage_from_elements(D::F64, v, f64::to_le_bytes),
+        CpuStorage::F8E4M3(v) => {
+            device.storage_from_elements(D::F8E4M3, v, |x: float8::F8E4M3| [x.to_bits()])
+        }
         other => return Err(crate::Error::UnsupportedDTypeForOp(other.dtype(), "to rocm").bt()),
-    })
+    };
+    stored.map_err(wrap)
 }
 
 fn bytes_to_cpu(dtype: rocm::DType, b: &[u8]) -> CpuStorage {
