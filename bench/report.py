@@ -296,7 +296,47 @@ def gguf_table(work):
             f"| {r['shape']} | {r['type']} | {GGUF_PEERS[r['peer']]} | {fmt(r.get('prefill_tokens_per_s'))} "
             f"| {fmt(dec, 1)} | {fmt(r.get('process_peak_mib'))} | {vs('cuda')} | {fmt(ratio(dec, best), 2)} |"
         )
+    md += load_table(work, raw)
     return md, raw
+
+
+def load_table(work, raw):
+    """Each file onto the GPU: the static llama's second load in its process against llama.cpp's
+    (bench/llama_load.cpp, also the second), and against the host-to-device copy ceiling."""
+    rows = []
+    for r in raw:
+        if r["peer"] not in ("rocm-static", "rocm-static-f16") or r.get("first_load_s") is None:
+            continue
+        ll = lines(f"{work}/gguf-{r['shape']}-{r['type']}-llamacpp-load.json")
+        ll = ll[-1] if ll else {}
+        gb = (r.get("tensor_bytes") or 0) / 1e9
+        ceiling = r.get("h2d_ceiling_gbps")
+        rate = gb / r["load_s"] if r.get("load_s") else None
+        rows.append(
+            f"| {r['shape']} | {r['type']} | {GGUF_PEERS[r['peer']]} | {fmt(gb, 2)} | {fmt(r['load_s'], 2)} "
+            f"| {fmt(r['first_load_s'], 2)} | {fmt(rate, 2)} | {fmt(ceiling, 1)} "
+            f"| {fmt(100 * rate / ceiling if rate and ceiling else None, 0)} "
+            f"| {fmt(ll.get('load_s'), 2)} | {fmt(ll.get('first_load_s'), 2)} "
+            f"| {fmt(ratio(r['load_s'], ll.get('load_s')), 2)} |"
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "### Load",
+        "",
+        "From the call to the model on the device (synchronised), the file in the page cache: each "
+        "peer loads it twice in one process and the second load is compared (the first also warms the "
+        "driver; on candle-rocm it compiles the kernels the load needs). llama.cpp: "
+        "`llama_model_load_from_file` with every layer on the GPU (bench/llama_load.cpp). Ceiling: "
+        "1 GiB copied from candle-rocm's page-locked staging buffers with nothing written into them, "
+        "in the same process. time / llama.cpp's: the issue's target is at most 1.2.",
+        "",
+        "| shape | type | peer | tensor GB | load s | first load s | GB/s | host-to-device ceiling GB/s "
+        "| % of ceiling | llama.cpp load s | llama.cpp first load s | time / llama.cpp's |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
 
 
 def accuracy_table(work, runs, checks):

@@ -114,6 +114,14 @@ if [ $gguf = 1 ]; then
       cmake --build "$build" --target llama-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 ||
       { echo "FAILED: building llama.cpp"; tail -20 "$work"/llama-*.log; }
   fi
+  # its load timer (bench/llama_load.cpp) against the libraries llama-bench was built with
+  loader="$build/bin/llama-load"
+  if [ -x "$bench" ] && [ ! -x "$loader" ]; then
+    [ -d "$work/llama.cpp" ] || tar -C "$work" -xJf "$here/llama.cpp.tar.xz"
+    c++ -O2 -std=c++17 "$here/py/llama_load.cpp" -I"$work/llama.cpp/include" -I"$work/llama.cpp/ggml/include" \
+      -L"$build/bin" -L"$build/src" -L"$build/ggml/src" -lllama -lggml -lggml-base -Wl,-rpath,"$build/bin" -o "$loader" ||
+      echo "FAILED: building llama-load"
+  fi
   [ -x "$bench" ] || bench=""
   [ "$build_llama_only" = 1 ] && exit 0
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$work/mem-gguf.csv" &
@@ -140,6 +148,8 @@ if [ $gguf = 1 ]; then
         echo "== GGUF $shape $ty on llama.cpp"
         "$bench" -m "$f" -p 512 -n 128 -d 0,512 -r 3 -ngl 99 -fa 0,1 -o json > "$work/gguf-$shape-$ty-llamacpp.json" 2> "$work/gguf-$shape-$ty-llamacpp.log" &
         pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on llama.cpp"; echo $pid > "$work/pid-gguf-$shape-$ty-llamacpp"
+        [ -x "$loader" ] && { "$loader" "$f" > "$work/gguf-$shape-$ty-llamacpp-load.json" ||
+          echo "FAILED: llama.cpp's load of $f"; }
       fi
       rm -f "$f"
     done

@@ -21,8 +21,9 @@ const CRATE_BENCHES: [(&str, &str); 6] = [
     ("rocm-quantized", "quantized_bench"),
 ];
 
-/// The Python side: torch peers and the report.
-const SCRIPTS: [&str; 11] = [
+/// The Python side (torch peers and the report) and llama.cpp's load timer, built beside
+/// llama-bench.
+const SCRIPTS: [&str; 12] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -34,6 +35,7 @@ const SCRIPTS: [&str; 11] = [
     "torch_quantized.py",
     "report.py",
     "report_decode.py",
+    "llama_load.cpp",
 ];
 
 /// llama.cpp, the GGUF peer: the source vendored in this sdist (pinned by version), built
