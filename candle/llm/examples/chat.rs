@@ -8,7 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut file = std::fs::File::open(std::env::args().nth(1).ok_or("usage: chat FILE.gguf")?)?;
     let content = gguf_file::Content::read(&mut file)?;
     let text = GgufText::from_gguf(&content)?; // tokenizer and chat template of the file
-    let model = StaticLlama::from_gguf(&content, &mut file, &device, 2048)?;
+    let model = StaticLlama::from_gguf_file(&content, &file, &device, 2048)?;
     let mut session = ChatSession::new(&model, true)?; // earlier turns stay in its cache
     let mut chat = vec![Message::new("system", "You are a helpful assistant.")];
     for line in std::io::stdin().lines() {

@@ -5,26 +5,83 @@
 //! time as reading the file. [`TensorReader`] keeps one buffer for the whole load; the device
 //! copies each tensor out of it into its page-locked staging (on `Device::Rocm`, permuted into
 //! the device layout of quantized blocks on the way) and returns before the copy ends, so
-//! reading the next tensor overlaps it.
+//! reading the next tensor overlaps it. Made from a `File` ([`TensorReader::from_file`]), it
+//! reads each tensor with several threads at once (positioned reads: the page cache copies
+//! out at several times one thread's rate).
 
 use std::io::{Read, Seek, SeekFrom};
 
 use candle_core::quantized::{ggml_file::qtensor_from_ggml, gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Result};
 
+/// Threads that read a tensor of a file at once.
+pub const READ_THREADS: usize = 8;
+/// The least bytes a reading thread takes.
+const READ_MIN_PART: usize = 4 << 20;
+
+/// Where the bytes come from.
+enum Source<'a, R> {
+    Stream(&'a mut R),
+    File(&'a std::fs::File),
+}
+
 /// Reads tensors of one GGUF file by name.
 pub struct TensorReader<'a, R> {
     content: &'a gguf_file::Content,
-    reader: &'a mut R,
+    source: Source<'a, R>,
     buf: Vec<u8>,
     bytes_read: u64,
+}
+
+impl<'a> TensorReader<'a, std::fs::File> {
+    /// Reads `content`'s tensors out of `file` (the file `content` was read from), each with
+    /// up to [`READ_THREADS`] threads.
+    pub fn from_file(content: &'a gguf_file::Content, file: &'a std::fs::File) -> Self {
+        TensorReader {
+            content,
+            source: Source::File(file),
+            buf: Vec::new(),
+            bytes_read: 0,
+        }
+    }
+}
+
+/// `out.len()` bytes of `file` from `at`, by several threads.
+fn read_parallel(file: &std::fs::File, at: u64, out: &mut [u8]) -> std::io::Result<()> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(READ_THREADS);
+    let part = out.len().div_ceil(threads).max(READ_MIN_PART);
+    #[cfg(unix)]
+    let read_at =
+        |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(file, buf, at);
+    #[cfg(not(unix))]
+    let read_at = |buf: &mut [u8], at: u64| {
+        let mut f = file.try_clone()?;
+        f.seek(SeekFrom::Start(at))?;
+        f.read_exact(buf)
+    };
+    if part >= out.len() {
+        return read_at(out, at);
+    }
+    std::thread::scope(|s| {
+        let reads: Vec<_> = out
+            .chunks_mut(part)
+            .enumerate()
+            .map(|(i, piece)| s.spawn(move || read_at(piece, at + (i * part) as u64)))
+            .collect();
+        reads.into_iter().try_for_each(|r| {
+            r.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a reading thread panicked")))
+        })
+    })
 }
 
 impl<'a, R: Read + Seek> TensorReader<'a, R> {
     pub fn new(content: &'a gguf_file::Content, reader: &'a mut R) -> Self {
         TensorReader {
             content,
-            reader,
+            source: Source::Stream(reader),
             buf: Vec::new(),
             bytes_read: 0,
         }
@@ -61,14 +118,16 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
         let start = self.buf.len();
         self.buf.resize(start + bytes, 0);
         let at = self.content.tensor_data_offset + info.offset;
-        self.reader
-            .seek(SeekFrom::Start(at))
-            .and_then(|_| self.reader.read_exact(&mut self.buf[start..]))
-            .map_err(|e| {
-                candle_core::Error::Msg(format!(
-                    "GGUF tensor {name}: {bytes} bytes at offset {at}: {e}"
-                ))
-            })?;
+        let out = &mut self.buf[start..];
+        match &mut self.source {
+            Source::Stream(r) => r.seek(SeekFrom::Start(at)).and_then(|_| r.read_exact(out)),
+            Source::File(f) => read_parallel(f, at, out),
+        }
+        .map_err(|e| {
+            candle_core::Error::Msg(format!(
+                "GGUF tensor {name}: {bytes} bytes at offset {at}: {e}"
+            ))
+        })?;
         self.bytes_read += bytes as u64;
         Ok(info)
     }
@@ -107,5 +166,27 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
             candle_core::bail!("GGUF: no tensors to join");
         };
         qtensor_from_ggml(ty, &self.buf, vec![rows, k], device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_reads_give_the_files_bytes_and_refuse_a_short_file() {
+        // several parts of READ_MIN_PART and a short last one, from an odd offset
+        let len = 3 * READ_MIN_PART + 12_345;
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+        let path = std::env::temp_dir().join(format!("gguf-reader-{}.bin", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let mut out = vec![0u8; len - 5];
+        read_parallel(&file, 5, &mut out).unwrap();
+        assert!(out == bytes[5..], "the bytes read differ from the file's");
+        let mut past = vec![0u8; len];
+        let err = read_parallel(&file, 5, &mut past).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        std::fs::remove_file(&path).unwrap();
     }
 }

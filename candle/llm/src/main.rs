@@ -115,7 +115,7 @@ fn load(args: &Args) -> CliResult<(StaticLlama, GgufText)> {
         let _ = std::io::stderr().flush();
     };
     let model =
-        StaticLlama::from_gguf_with_progress(&content, &mut file, &device, ctx, &mut progress)?
+        StaticLlama::from_gguf_file_with_progress(&content, &file, &device, ctx, &mut progress)?
             .with_cache_dtype(args.kv_cache)?;
     device.synchronize()?;
     let secs = start.elapsed().as_secs_f64();

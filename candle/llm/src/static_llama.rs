@@ -475,6 +475,47 @@ impl StaticLlama {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let hp = GgufHyperParams::read(content, reader)?;
+        Self::from_tensors(
+            hp,
+            TensorReader::new(content, reader),
+            device,
+            max_len,
+            progress,
+        )
+    }
+
+    /// [`StaticLlama::from_gguf`] out of the file `content` was read from, each tensor read by
+    /// several threads at once: the fastest load.
+    pub fn from_gguf_file(
+        content: &gguf_file::Content,
+        file: &std::fs::File,
+        device: &Device,
+        max_len: usize,
+    ) -> Result<Self> {
+        Self::from_gguf_file_with_progress(content, file, device, max_len, &mut |_, _| {})
+    }
+
+    /// [`StaticLlama::from_gguf_file`], calling `progress(layers loaded, layers)` as each layer
+    /// reaches the device.
+    pub fn from_gguf_file_with_progress(
+        content: &gguf_file::Content,
+        file: &std::fs::File,
+        device: &Device,
+        max_len: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
+        let hp = GgufHyperParams::read(content, &mut &*file)?;
+        let tensors = TensorReader::from_file(content, file);
+        Self::from_tensors(hp, tensors, device, max_len, progress)
+    }
+
+    fn from_tensors<R: std::io::Read + std::io::Seek>(
+        hp: GgufHyperParams,
+        mut gguf: TensorReader<'_, R>,
+        device: &Device,
+        max_len: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let arch = hp.architecture;
         if let Some(context) = hp.context {
             if max_len > context {
@@ -486,7 +527,6 @@ impl StaticLlama {
         }
         let (heads, kv_heads, head_dim, hidden, eps) =
             (hp.heads, hp.kv_heads, hp.head_dim, hp.hidden, hp.rms_eps);
-        let mut gguf = TensorReader::new(content, reader);
         let norm = |w: QTensor| -> Result<(RmsNorm, Tensor)> {
             let w = w.dequantize(device)?;
             Ok((RmsNorm::new(w.clone(), eps), w))

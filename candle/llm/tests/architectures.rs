@@ -434,4 +434,23 @@ fn a_truncated_file_is_an_error_naming_the_tensor_it_cut() {
         Err(e) => e.to_string(),
     };
     assert!(e.contains(last.as_str()), "{e}");
+    // the same through the parallel reads of a file
+    let e = match StaticLlama::from_gguf_file(&content, &reader, &Device::Cpu, 64) {
+        Ok(_) => panic!("a truncated file loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains(last.as_str()), "{e}");
+}
+
+#[test]
+fn a_file_read_by_threads_gives_the_model_a_stream_gives() {
+    let file = write_gguf(Architecture::Qwen2, SHAPE, 8);
+    let (content, mut reader) = read(&file.0);
+    let streamed = StaticLlama::from_gguf(&content, &mut reader, &Device::Cpu, 64).unwrap();
+    let threaded = StaticLlama::from_gguf_file(&content, &reader, &Device::Cpu, 64).unwrap();
+    let logits = |m: &StaticLlama| {
+        let state = m.new_state(3).unwrap();
+        m.step(&state).unwrap().logits.to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(logits(&streamed), logits(&threaded));
 }

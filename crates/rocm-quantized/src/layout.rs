@@ -149,7 +149,7 @@ pub fn upload(device: &Device, ty: GgmlType, ggml: &[u8]) -> Result<Buffer> {
 }
 
 /// Threads that permute a staging buffer's piece of an upload (memory-bound: a few suffice).
-pub const UPLOAD_THREADS: usize = 4;
+pub const UPLOAD_THREADS: usize = 8;
 /// The least bytes a thread of an upload permutes.
 const UPLOAD_MIN_PART: usize = 1 << 20;
 

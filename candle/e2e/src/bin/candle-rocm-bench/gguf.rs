@@ -565,7 +565,7 @@ fn h2d_ceiling(device: &Device) -> DemoResult<Option<f64>> {
     Ok(Some(3.0 * bytes as f64 / t.elapsed().as_secs_f64() / 1e9))
 }
 
-/// The same file through the static llama (`StaticLlama::from_gguf`): the prompt in one pass,
+/// The same file through the static llama (`StaticLlama::from_gguf_file`): the prompt in one pass,
 /// then `decode` greedy tokens by replaying one captured step, each token read back. Median of
 /// 3 sequences after a warm-up one (which loads the kernels and captures nothing). `cache`: the
 /// KV cache's dtype.
@@ -576,13 +576,13 @@ pub fn run_static(
     cache: DType,
 ) -> DemoResult<serde_json::Value> {
     use candle_rocm_e2e::static_llama::{Decoder, StaticLlama};
-    let (mut file, content, vocab) = open_gguf(path)?;
+    let (file, content, vocab) = open_gguf(path)?;
     // loaded twice: the first load compiles what kernels it needs; the second, timed as
     // llama.cpp's load is (bench/llama_load.cpp), reads a file in the page cache onto a warm
     // device
-    let mut load = || -> DemoResult<(StaticLlama, f64)> {
+    let load = || -> DemoResult<(StaticLlama, f64)> {
         let t = Instant::now();
-        let model = StaticLlama::from_gguf(&content, &mut file, device, prompt + decode + 2)?
+        let model = StaticLlama::from_gguf_file(&content, &file, device, prompt + decode + 2)?
             .with_cache_dtype(cache)?;
         device.synchronize()?;
         Ok((model, t.elapsed().as_secs_f64()))
