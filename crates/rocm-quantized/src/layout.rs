@@ -85,23 +85,88 @@ pub fn device_layout_range(ty: GgmlType, ggml: &[u8], at: usize, out: &mut [u8])
     // the packed values, `len` bytes a block, then the other fields, `size - len` a block
     let quants = ggml.len() / size * len;
     let other = size - len;
+    let (whole_quants, whole_others) = whole_block_copies(ty);
     let (mut p, mut o) = (at, 0);
     while o < out.len() {
-        let (src, run) = if p < quants {
-            let (block, r) = (p / len, p % len);
-            (block * size + start + r, len - r)
+        let left = out.len() - o;
+        let (unit, region, r) = if p < quants {
+            (len, 0, p)
         } else {
-            let (block, r) = ((p - quants) / other, (p - quants) % other);
-            if r < start {
-                (block * size + r, start - r)
-            } else {
-                (block * size + len + r, other - r)
-            }
+            (other, quants, p - quants)
         };
-        let run = run.min(out.len() - o);
+        let (block, within) = (r / unit, r % unit);
+        let region_end = if p < quants { quants } else { ggml.len() };
+        // whole blocks: fixed-size copies (most of any range)
+        let whole = if within == 0 {
+            left.min(region_end - p) / unit
+        } else {
+            0
+        };
+        if whole > 0 {
+            let src = &ggml[block * size..(block + whole) * size];
+            let dst = &mut out[o..o + whole * unit];
+            if region == 0 {
+                whole_quants(src, dst);
+            } else {
+                whole_others(src, dst);
+            }
+            (p, o) = (p + whole * unit, o + whole * unit);
+            continue;
+        }
+        // a block's part: its run up to the next field boundary
+        let (src, run) = if p < quants {
+            (block * size + start + within, len - within)
+        } else if within < start {
+            (block * size + within, start - within)
+        } else {
+            (block * size + len + within, other - within)
+        };
+        let run = run.min(left);
         out[o..o + run].copy_from_slice(&ggml[src..src + run]);
         (p, o) = (p + run, o + run);
     }
+}
+
+/// Whole blocks' packed values, block after block (`SIZE`-byte blocks, the values `LEN` bytes
+/// from `START`): copies of sizes the compiler knows, a few moves each.
+fn quants_of<const SIZE: usize, const START: usize, const LEN: usize>(src: &[u8], out: &mut [u8]) {
+    for (o, b) in out.chunks_exact_mut(LEN).zip(src.chunks_exact(SIZE)) {
+        o.copy_from_slice(&b[START..START + LEN]);
+    }
+}
+
+/// Whole blocks' other fields, block after block.
+fn others_of<const SIZE: usize, const START: usize, const LEN: usize>(src: &[u8], out: &mut [u8]) {
+    for (o, b) in out.chunks_exact_mut(SIZE - LEN).zip(src.chunks_exact(SIZE)) {
+        o[..START].copy_from_slice(&b[..START]);
+        o[START..].copy_from_slice(&b[START + LEN..]);
+    }
+}
+
+/// A permutation of whole blocks: ggml's blocks in, the device layout's run out.
+type WholeBlocks = fn(&[u8], &mut [u8]);
+
+/// The fixed-size copies of `ty`'s whole blocks (quants, other fields).
+fn whole_block_copies(ty: GgmlType) -> (WholeBlocks, WholeBlocks) {
+    macro_rules! fixed {
+        ($($t:ident),*) => {
+            match ty {
+                $(GgmlType::$t => {
+                    const SIZE: usize = GgmlType::$t.type_size();
+                    const START: usize = GgmlType::$t.quant_range().0;
+                    const LEN: usize = GgmlType::$t.quant_range().1;
+                    (quants_of::<SIZE, START, LEN>, others_of::<SIZE, START, LEN>)
+                })*
+                // the float types are their own layout (never asked for)
+                GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => (copy_all, copy_all),
+            }
+        };
+    }
+    fixed!(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2K, Q3K, Q4K, Q5K, Q6K, Q8K)
+}
+
+fn copy_all(src: &[u8], out: &mut [u8]) {
+    out.copy_from_slice(&src[..out.len()]);
 }
 
 /// Blocks of `ty` in the device layout as ggml's bytes.
