@@ -64,19 +64,21 @@ pub fn generate(
     let first = first_token(model, prompt)?;
     let captured = options.captured && model.device().is_rocm();
     let mut decoder = Decoder::new(model, first, captured)?;
-    generate_on(&mut decoder, prompt, options, &mut on_token)
+    let mut sampler = Sampler::new(options.sampling.clone())?;
+    generate_on(&mut decoder, prompt, options, &mut sampler, &mut on_token)
 }
 
 /// The generation loop on `decoder`, whose cache may already hold positions: `new_tokens`
-/// are prefilled after them, then tokens are generated as [`generate`] generates them.
+/// are prefilled after them, then tokens are generated as [`generate`] generates them, drawn by
+/// `sampler`.
 fn generate_on(
     decoder: &mut Decoder<'_>,
     new_tokens: &[u32],
     options: &GenerateOptions,
+    sampler: &mut Sampler,
     on_token: &mut dyn FnMut(u32) -> Result<bool>,
 ) -> Result<Generation> {
     let model = decoder.model();
-    let mut sampler = Sampler::new(options.sampling.clone())?;
     let mut tokens = Vec::new();
     if options.max_tokens == 0 {
         return Ok(Generation {
@@ -84,7 +86,7 @@ fn generate_on(
             stop: StopReason::MaxTokens,
         });
     }
-    let mut token = decoder.prefill_sampled(new_tokens, &mut sampler)?;
+    let mut token = decoder.prefill_sampled(new_tokens, sampler)?;
     let stop = loop {
         if options.stop_tokens.contains(&token) {
             break StopReason::StopToken(token);
@@ -99,7 +101,7 @@ fn generate_on(
         if decoder.filled() >= model.max_len() {
             break StopReason::ContextFull;
         }
-        token = decoder.next_token_sampled(&mut sampler)?;
+        token = decoder.next_token_sampled(sampler)?;
     };
     Ok(Generation { tokens, stop })
 }
@@ -109,6 +111,9 @@ fn generate_on(
 /// common part are prefilled; the rest of the cache is forgotten.
 pub struct ChatSession<'a> {
     decoder: Decoder<'a>,
+    /// One sampler for the conversation while the options' sampling stays the same: its draws
+    /// and repeat-penalty window go on from turn to turn, as llama.cpp's do.
+    sampler: Option<Sampler>,
     /// The tokens whose keys and values the cache holds, in order.
     held: Vec<u32>,
     last_prefilled: usize,
@@ -120,6 +125,7 @@ impl<'a> ChatSession<'a> {
         let captured = captured && model.device().is_rocm();
         Ok(ChatSession {
             decoder: Decoder::new(model, 0, captured)?,
+            sampler: None,
             held: Vec::new(),
             last_prefilled: 0,
         })
@@ -145,7 +151,17 @@ impl<'a> ChatSession<'a> {
         self.decoder.rewind(common);
         self.held.truncate(common);
         self.last_prefilled = prompt.len() - common;
-        let generation = generate_on(&mut self.decoder, &prompt[common..], options, &mut on_token)?;
+        let sampler = match &mut self.sampler {
+            Some(s) if s.params() == &options.sampling => s,
+            slot => slot.insert(Sampler::new(options.sampling.clone())?),
+        };
+        let generation = generate_on(
+            &mut self.decoder,
+            &prompt[common..],
+            options,
+            sampler,
+            &mut on_token,
+        )?;
         // the cache holds the prompt and every generated token that was fed to a step
         self.held = prompt.to_vec();
         self.held.extend(&generation.tokens);

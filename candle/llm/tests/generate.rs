@@ -217,3 +217,45 @@ fn a_chat_session_prefills_only_what_its_cache_lacks() {
     assert_eq!(chat.last_prefilled(), 1);
     assert_eq!(g4.tokens, g3.tokens);
 }
+
+#[test]
+fn a_chat_sessions_draws_go_on_from_turn_to_turn() {
+    let m = model(128);
+    let options = GenerateOptions {
+        max_tokens: 6,
+        sampling: SamplingParams {
+            temperature: 1.5,
+            seed: 21,
+            ..SamplingParams::default()
+        },
+        ..GenerateOptions::default()
+    };
+    let mut chat = candle_rocm_llm::ChatSession::new(&m, false).unwrap();
+    let turn1 = PROMPT.to_vec();
+    let g1 = chat.respond(&turn1, &options, |_| Ok(true)).unwrap();
+    let mut turn2 = turn1.clone();
+    turn2.extend(&g1.tokens);
+    turn2.extend([11, 22, 33, 44]);
+    let g2 = chat.respond(&turn2, &options, |_| Ok(true)).unwrap();
+    // the same conversation by hand: one sampler, the second turn after the first's draws
+    let mut sampler = candle_rocm_llm::Sampler::new(options.sampling.clone()).unwrap();
+    let mut decoder = candle_rocm_llm::Decoder::new(&m, turn1[0], false).unwrap();
+    let mut turn = |decoder: &mut candle_rocm_llm::Decoder, new: &[u32]| {
+        let mut out = vec![decoder.prefill_sampled(new, &mut sampler).unwrap()];
+        while out.len() < options.max_tokens {
+            out.push(decoder.next_token_sampled(&mut sampler).unwrap());
+        }
+        out
+    };
+    assert_eq!(turn(&mut decoder, &turn1), g1.tokens);
+    // the cache holds the prompt and the 5 tokens fed to steps: the last one runs again
+    decoder.rewind(turn1.len() + g1.tokens.len() - 1);
+    let held = turn1.len() + g1.tokens.len() - 1;
+    assert_eq!(turn(&mut decoder, &turn2[held..]), g2.tokens);
+    // a fresh sampler would have drawn otherwise (the seed restarted)
+    let restarted = generate(&m, &turn2, &options, |_| Ok(true)).unwrap().tokens;
+    assert_ne!(
+        restarted, g2.tokens,
+        "the draws of a restarted seed happen to agree"
+    );
+}
