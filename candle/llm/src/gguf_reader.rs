@@ -29,8 +29,10 @@ enum Source<'a, R> {
 pub struct TensorReader<'a, R> {
     content: &'a gguf_file::Content,
     source: Source<'a, R>,
+    /// Grows to the largest tensor (or join) read and is never shrunk or zeroed again: its
+    /// first `used` bytes are the current tensor's.
     buf: Vec<u8>,
-    bytes_read: u64,
+    used: usize,
 }
 
 impl<'a> TensorReader<'a, std::fs::File> {
@@ -41,34 +43,27 @@ impl<'a> TensorReader<'a, std::fs::File> {
             content,
             source: Source::File(file),
             buf: Vec::new(),
-            bytes_read: 0,
+            used: 0,
         }
     }
 }
 
-/// `out.len()` bytes of `file` from `at`, by several threads.
+/// `out.len()` bytes of `file` from `at`, by several threads (positioned reads).
+#[cfg(unix)]
 fn read_parallel(file: &std::fs::File, at: u64, out: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(READ_THREADS);
     let part = out.len().div_ceil(threads).max(READ_MIN_PART);
-    #[cfg(unix)]
-    let read_at =
-        |buf: &mut [u8], at: u64| std::os::unix::fs::FileExt::read_exact_at(file, buf, at);
-    #[cfg(not(unix))]
-    let read_at = |buf: &mut [u8], at: u64| {
-        let mut f = file.try_clone()?;
-        f.seek(SeekFrom::Start(at))?;
-        f.read_exact(buf)
-    };
     if part >= out.len() {
-        return read_at(out, at);
+        return file.read_exact_at(out, at);
     }
     std::thread::scope(|s| {
         let reads: Vec<_> = out
             .chunks_mut(part)
             .enumerate()
-            .map(|(i, piece)| s.spawn(move || read_at(piece, at + (i * part) as u64)))
+            .map(|(i, piece)| s.spawn(move || file.read_exact_at(piece, at + (i * part) as u64)))
             .collect();
         reads.into_iter().try_for_each(|r| {
             r.join()
@@ -77,13 +72,21 @@ fn read_parallel(file: &std::fs::File, at: u64, out: &mut [u8]) -> std::io::Resu
     })
 }
 
+/// `out.len()` bytes of `file` from `at` (elsewhere a file's handles share one position: one
+/// reader).
+#[cfg(not(unix))]
+fn read_parallel(mut file: &std::fs::File, at: u64, out: &mut [u8]) -> std::io::Result<()> {
+    file.seek(SeekFrom::Start(at))?;
+    file.read_exact(out)
+}
+
 impl<'a, R: Read + Seek> TensorReader<'a, R> {
     pub fn new(content: &'a gguf_file::Content, reader: &'a mut R) -> Self {
         TensorReader {
             content,
             source: Source::Stream(reader),
             buf: Vec::new(),
-            bytes_read: 0,
+            used: 0,
         }
     }
 
@@ -99,11 +102,6 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
         self.content.tensor_infos.contains_key(name)
     }
 
-    /// Tensor bytes read so far.
-    pub fn bytes_read(&self) -> u64 {
-        self.bytes_read
-    }
-
     /// Appends tensor `name`'s bytes to the buffer.
     fn append(&mut self, name: &str) -> Result<&'a gguf_file::TensorInfo> {
         let info = self.info(name)?;
@@ -115,10 +113,12 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
             );
         }
         let bytes = elems / ty.block_size() * ty.type_size();
-        let start = self.buf.len();
-        self.buf.resize(start + bytes, 0);
+        let (start, end) = (self.used, self.used + bytes);
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
         let at = self.content.tensor_data_offset + info.offset;
-        let out = &mut self.buf[start..];
+        let out = &mut self.buf[start..end];
         match &mut self.source {
             Source::Stream(r) => r.seek(SeekFrom::Start(at)).and_then(|_| r.read_exact(out)),
             Source::File(f) => read_parallel(f, at, out),
@@ -128,17 +128,17 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
                 "GGUF tensor {name}: {bytes} bytes at offset {at}: {e}"
             ))
         })?;
-        self.bytes_read += bytes as u64;
+        self.used = end;
         Ok(info)
     }
 
     /// Tensor `name` on `device`.
     pub fn tensor(&mut self, name: &str, device: &Device) -> Result<QTensor> {
-        self.buf.clear();
+        self.used = 0;
         let info = self.append(name)?;
         qtensor_from_ggml(
             info.ggml_dtype,
-            &self.buf,
+            &self.buf[..self.used],
             info.shape.dims().to_vec(),
             device,
         )
@@ -147,7 +147,7 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
     /// The 2-D tensors `names`, of one block type and width, joined by rows into one tensor
     /// on `device` (ggml's rows are whole blocks, so their bytes follow each other).
     pub fn stacked(&mut self, names: &[String], device: &Device) -> Result<QTensor> {
-        self.buf.clear();
+        self.used = 0;
         let (mut rows, mut form): (usize, Option<(GgmlDType, usize)>) = (0, None);
         for name in names {
             let info = self.append(name)?;
@@ -165,7 +165,7 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
         let Some((ty, k)) = form else {
             candle_core::bail!("GGUF: no tensors to join");
         };
-        qtensor_from_ggml(ty, &self.buf, vec![rows, k], device)
+        qtensor_from_ggml(ty, &self.buf[..self.used], vec![rows, k], device)
     }
 }
 
