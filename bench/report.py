@@ -264,8 +264,9 @@ def gguf_table(work):
                 if os.path.exists(pid_file):
                     r["process_peak_mib"] = peaks.get(int(open(pid_file).read().strip()))
                 raw.append(dict(r, shape=shape, type=ty, peer=peer))
+    batch_md, batch_raw = batch_table(work, peaks)
     if not raw:
-        return ["## GGUF models", "", "not run"], raw
+        return ["## GGUF models", "", *(batch_md or ["not run"])], batch_raw
     md += [
         "## GGUF models (quantized_llama; the static llama with a captured decode step; llama.cpp's llama-bench)",
         "",
@@ -297,7 +298,79 @@ def gguf_table(work):
             f"| {fmt(dec, 1)} | {fmt(r.get('process_peak_mib'))} | {vs('cuda')} | {fmt(ratio(dec, best), 2)} |"
         )
     md += load_table(work, raw)
-    return md, raw
+    md += batch_md
+    return md, raw + batch_raw
+
+
+def llama_batched_rows(path):
+    """llama-batched-bench's JSON lines (stdout, or mixed into its log)."""
+    rows = []
+    for p in (path, path.removesuffix(".jsonl") + ".log"):
+        for line in open(p) if os.path.exists(p) else []:
+            line = line.strip()
+            if line.startswith("{") and '"speed_tg"' in line:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass
+    return rows
+
+
+def batch_table(work, peaks):
+    """Several sequences decoding together: the static llama's batch of slots (f16 cache) against
+    llama-batched-bench at the same batch sizes, prompt and decode lengths."""
+    md_rows, raw = [], []
+    pid_mem = lambda name: (peaks.get(int(open(f"{work}/pid-gguf-{name}").read().strip()))
+                            if os.path.exists(f"{work}/pid-gguf-{name}") else None)
+    for shape in ("1b", "8b"):
+        for ty in ("q4_0", "q4k", "q6k", "q8_0"):
+            ours = lines(f"{work}/gguf-{shape}-{ty}-rocm-batch.json")
+            if not ours:
+                continue
+            ours = ours[-1]
+            mem = pid_mem(f"{shape}-{ty}-rocm-batch")
+            theirs = {fa: {r["pl"]: r for r in llama_batched_rows(
+                f"{work}/gguf-{shape}-{ty}-llamacpp-batched-fa{fa}.jsonl")} for fa in ("off", "on")}
+            their_mem = {fa: pid_mem(f"{shape}-{ty}-llamacpp-batched-fa{fa}") for fa in ("off", "on")}
+            for b in ours.get("batches", []):
+                n = b["batch"]
+                off, on = theirs["off"].get(n, {}), theirs["on"].get(n, {})
+                best = max(off.get("speed_tg") or 0, on.get("speed_tg") or 0) or None
+                md_rows.append(
+                    f"| {shape} | {ty} | {n} | {fmt(b['decode_tokens_per_s'], 1)} | {fmt(b['prefill_tokens_per_s'])} "
+                    f"| {fmt(off.get('speed_tg'), 1)} | {fmt(on.get('speed_tg'), 1)} "
+                    f"| {fmt(ratio(b['decode_tokens_per_s'], best), 2)} "
+                    f"| {fmt(on.get('speed_pp'))} |"
+                )
+                raw.append(dict(b, shape=shape, type=ty, peer="rocm-batch",
+                                llamacpp_tg_fa_off=off.get("speed_tg"), llamacpp_tg_fa_on=on.get("speed_tg"),
+                                llamacpp_pp_fa_on=on.get("speed_pp")))
+            raw.append({"shape": shape, "type": ty, "peer": "rocm-batch-memory", "process_peak_mib": mem,
+                        "llamacpp_batched_fa_off_mib": their_mem["off"], "llamacpp_batched_fa_on_mib": their_mem["on"]})
+            md_rows.append(
+                f"| {shape} | {ty} | memory | process peak {fmt(mem)} MiB | | {fmt(their_mem['off'])} MiB "
+                f"| {fmt(their_mem['on'])} MiB | {fmt(ratio(mem, their_mem['on']), 2)} (memory / llama.cpp's) | |"
+            )
+    if not md_rows:
+        return [], raw
+    return [
+        "",
+        "### Several sequences decoding together",
+        "",
+        "Each sequence's own prompt of 512 seeded tokens, then 128 tokens decoded by all the sequences "
+        "together; aggregate decode tokens/s = sequences x 128 / time. candle-rocm: the static llama's "
+        "batch of slots (`new_batch`, `prefill_slot` a prompt each, then `step_batch` captured once and "
+        "replayed, the greedy tokens read back every step), f16 KV cache; median of 3 after a warm-up. "
+        "llama.cpp: `llama-batched-bench -npp 512 -ntg 128 -npl <batches> -c <largest batch x 640> "
+        "-b 2048 -ub 512 -ngl 99` (prompts not shared; its KV cache f16), flash attention off and on; "
+        "its S_TG. Memory: the largest nvidia-smi sample of each process over all its batch sizes "
+        "(the largest batch's cache); the ratio is against llama.cpp with flash attention on.",
+        "",
+        "| shape | type | sequences | candle-rocm decode tokens/s | candle-rocm prompt tokens/s "
+        "| llama.cpp fa off | llama.cpp fa on | ours / llama.cpp at its best | llama.cpp prompt tokens/s (fa on) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        *md_rows,
+    ], raw
 
 
 def load_table(work, raw):

@@ -6,9 +6,10 @@
 // contiguous. Query i sees cache positions 0..=last(i), where last(i) is
 // - ATTN_ALL:       cache_len - 1 (no mask);
 // - ATTN_CAUSAL:    cache_len - queries + i (the queries are the cache's last positions);
-// - ATTN_POSITIONS: positions[i], read on the device (a static cache filled up to a position
-//                   the host does not know, as a captured decode step needs), clamped to the
-//                   cache.
+// - ATTN_POSITIONS: positions[b * positions_stride + i] for query i of batch b, read on the
+//                   device (a static cache filled up to a position the host does not know, as a
+//                   captured decode step needs; sequences of a batch each at their own), clamped
+//                   to the cache.
 // One block of ATTN_BLOCK threads a row. Keys go in chunks of one per thread: each thread
 // scores its key (the dot product in the accumulator type, q pre-scaled in shared memory, the
 // key read in 16-byte packs), the block takes the chunk's max, the running sum and output are
@@ -24,13 +25,21 @@
 #define ATTN_CAUSAL 1u
 #define ATTN_POSITIONS 2u
 
+// The last cache position query i sees under `mode` (`positions`: its sequence's).
+DEVICE u32 attn_last(const u32* positions, u32 i, u32 queries, u32 cache_len, u32 mode) {
+    u32 last = cache_len - 1;
+    if (mode == ATTN_CAUSAL) last = cache_len - queries + i;
+    else if (mode == ATTN_POSITIONS && positions[i] < last) last = positions[i];
+    return last;
+}
+
 // T: the queries' and the output's dtype; C: the cache's (T, or a 16-bit float type under f32
 // queries: a cache of half the bytes). N: cache elements a thread reads at once from a row (a
 // 16-byte pack, or 1 where rows are not whole aligned packs).
 template <typename T, typename C, int N>
 DEVICE void cached_attention_impl(const T* q, const C* k, const C* v, const u32* positions, T* out,
                                   u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
-                                  u32 cache_len, float scale, u32 mode) {
+                                  u32 cache_len, float scale, u32 mode, u32 positions_stride) {
     typedef typename Acc<T>::type A;
     typedef typename RawOf<sizeof(C) * N>::type Raw;
     __shared__ A qs[ATTN_MAX_HEAD_DIM];
@@ -46,10 +55,7 @@ DEVICE void cached_attention_impl(const T* q, const C* k, const C* v, const u32*
     const u64 cache_start = (b * kv_heads + kv_head) * (u64)cache_len * head_dim;
     const C* kc = k + cache_start;
     const C* vc = v + cache_start;
-    u32 last = cache_len - 1;
-    if (mode == ATTN_CAUSAL) last = cache_len - queries + i;
-    else if (mode == ATTN_POSITIONS && positions[i] < last) last = positions[i];
-    const u32 len = last + 1;
+    const u32 len = attn_last(positions + b * positions_stride, i, queries, cache_len, mode) + 1;
 
     for (u32 d = tid; d < head_dim; d += nthreads) qs[d] = cvt<A>(q[row * head_dim + d]) * (A)scale;
     __syncthreads();
@@ -118,14 +124,14 @@ DEVICE void cached_attention_impl(const T* q, const C* k, const C* v, const u32*
 template <typename T, typename C>
 DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* positions, T* out,
                                  u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len,
-                                 float scale, u32 mode) {
+                                 float scale, u32 mode, u32 positions_stride) {
     constexpr int N = 16 / sizeof(C);
     if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
         cached_attention_impl<T, C, N>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
-                                    cache_len, scale, mode);
+                                    cache_len, scale, mode, positions_stride);
     else
         cached_attention_impl<T, C, 1>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,
-                                    cache_len, scale, mode);
+                                    cache_len, scale, mode, positions_stride);
 }
 
 // Split over the cache (flash-decoding), for few query rows over a long cache: one block of
@@ -150,18 +156,11 @@ DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* 
 #define ATTN_SPLIT_KEYS 64
 #define ATTN_SPLIT_UNROLL 8
 
-template <typename T>
-DEVICE u32 attn_last(const u32* positions, u32 i, u32 queries, u32 cache_len, u32 mode) {
-    u32 last = cache_len - 1;
-    if (mode == ATTN_CAUSAL) last = cache_len - queries + i;
-    else if (mode == ATTN_POSITIONS && positions[i] < last) last = positions[i];
-    return last;
-}
-
 template <typename T, typename C, int N>
 DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* positions,
                                  typename Acc<T>::type* partial, u32 heads, u32 kv_heads, u32 queries,
-                                 u32 head_dim, u32 cache_len, float scale, u32 mode) {
+                                 u32 head_dim, u32 cache_len, float scale, u32 mode,
+                                 u32 positions_stride) {
     typedef typename Acc<T>::type A;
     typedef typename RawOf<sizeof(C) * N>::type Raw;
     constexpr int U = ATTN_SPLIT_UNROLL;
@@ -179,7 +178,7 @@ DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* 
     const u64 b = batch_head / heads;
     const u32 kv_head = h / (heads / kv_heads);
     const u64 cache_start = (b * kv_heads + kv_head) * (u64)cache_len * head_dim;
-    const u32 len = attn_last<T>(positions, i, queries, cache_len, mode) + 1;
+    const u32 len = attn_last(positions + b * positions_stride, i, queries, cache_len, mode) + 1;
     const u32 first = split * ATTN_SPLIT_KEYS;
     const u32 n = first >= len ? 0 : (len - first < ATTN_SPLIT_KEYS ? len - first : ATTN_SPLIT_KEYS);
     A* out = partial + (row * splits + split) * (u64)(head_dim + 2);
@@ -323,27 +322,38 @@ DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32*
 template <typename T, typename C>
 DEVICE void attention_split(const T* q, const C* k, const C* v, const u32* positions, typename Acc<T>::type* partial,
                             T* out, u32* tickets, u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
-                            u32 cache_len, float scale, u32 mode) {
+                            u32 cache_len, float scale, u32 mode, u32 positions_stride) {
     constexpr int N = 16 / sizeof(C);
     if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
         attention_split_impl<T, C, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
-                                   scale, mode);
+                                   scale, mode, positions_stride);
     else
         attention_split_impl<T, C, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
-                                   scale, mode);
+                                   scale, mode, positions_stride);
     attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim);
 }
 
 // A decode step's rotary embedding and cache write in one launch: qkv is (t, (heads + 2 kv_heads)
 // * d), each token's q heads, k heads, v heads, at positions[token]; cos and sin are
 // (max_len, d / 2). q_out (heads, t, d) gets the roped q, and the cache rows at each token's
-// position of k_cache and v_cache (kv_heads, cache_len, d) the roped k and the v. Rotation on
+// position of k_cache and v_cache (kv_heads, cache_len, d) the roped k and the v. With
+// per_token_cache each token is a sequence of its own (a batch's decode step): token i writes
+// the i-th of t caches (t, kv_heads, cache_len, d) and q_out is (t, heads, d). Rotation on
 // the pairs (2i, 2i + 1) (interleaved) or (i, i + d / 2), as rope_i / rope compute it. A
 // position past the cache (a bound the host keeps) writes nothing there and leaves its q
 // unrotated. One thread a rotated pair of q and k, then one a v value.
+// rope_kv_write's row of q_out for (head, token), and its cache row of a token's kv head at pos.
+DEVICE u64 rope_kv_q_row(u64 head, u64 token, u32 t, u32 heads, u32 per_token_cache) {
+    return per_token_cache ? token * heads + head : head * t + token;
+}
+DEVICE u64 rope_kv_cache_row(u64 kv_head, u64 token, u32 pos, u32 kv_heads, u32 cache_len, u32 per_token_cache) {
+    return ((per_token_cache ? token * kv_heads : 0) + kv_head) * cache_len + pos;
+}
+
 template <typename T, typename C>
 DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, C* k_cache,
-                          C* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved) {
+                          C* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved,
+                          u32 per_token_cache) {
     typedef typename Acc<T>::type A;
     const u64 half = d / 2, width = (u64)(heads + 2 * kv_heads) * d;
     const u64 pairs = (u64)t * (heads + kv_heads) * half;
@@ -358,7 +368,7 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
             const T* x = qkv + token * width + (u64)head * d;
             if (pos >= cache_len) {
                 if (head < heads) {
-                    T* y = q_out + ((u64)head * t + token) * d;
+                    T* y = q_out + rope_kv_q_row(head, token, t, heads, per_token_cache) * d;
                     y[i1] = x[i1];
                     y[i2] = x[i2];
                 }
@@ -369,12 +379,12 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
             const A cc = cvt<A>(cos[cs]), ss = cvt<A>(sin[cs]);
             const A y1 = x1 * cc - x2 * ss, y2 = x1 * ss + x2 * cc;
             if (head < heads) {
-                T* y = q_out + ((u64)head * t + token) * d;
+                T* y = q_out + rope_kv_q_row(head, token, t, heads, per_token_cache) * d;
                 y[i1] = cvt<T>(y1);
                 y[i2] = cvt<T>(y2);
             } else {
                 // rounded to T first, as a rope in T then a cast to the cache's dtype would
-                C* y = k_cache + ((u64)(head - heads) * cache_len + pos) * d;
+                C* y = k_cache + rope_kv_cache_row(head - heads, token, pos, kv_heads, cache_len, per_token_cache) * d;
                 y[i1] = cvt<C>(cvt<A>(cvt<T>(y1)));
                 y[i2] = cvt<C>(cvt<A>(cvt<T>(y2)));
             }
@@ -383,7 +393,7 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
             const u32 pos = positions[token];
             if (pos >= cache_len) continue;
             const u64 head = rest / d, e = rest % d;
-            v_cache[(head * cache_len + pos) * d + e] = cvt<C>(cvt<A>(qkv[token * width + (heads + kv_heads + head) * d + e]));
+            v_cache[rope_kv_cache_row(head, token, pos, kv_heads, cache_len, per_token_cache) * d + e] = cvt<C>(cvt<A>(qkv[token * width + (heads + kv_heads + head) * d + e]));
         }
     }
 }
@@ -394,15 +404,16 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
 #define ATTENTION_ENTRY_SET(SPLIT, ROPE, CACHED, T, C)                                           \
     KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(ATTN_PARAMS(T, C)) {                 \
         attention_split<T, C>(q, k, v, positions, (Acc<T>::type*)partial, out, tickets, heads,   \
-                              kv_heads, queries, head_dim, cache_len, scale, mode);              \
+                              kv_heads, queries, head_dim, cache_len, scale, mode,               \
+                              positions_stride);                                                 \
     }                                                                                            \
     KERNEL void ROPE(ROPE_KV_PARAMS(T, C)) {                                                     \
         rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads,         \
-                            kv_heads, d, cache_len, interleaved);                                \
+                            kv_heads, d, cache_len, interleaved, per_token_cache);               \
     }                                                                                            \
     KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(ATTN_PARAMS(T, C)) {                        \
         cached_attention_any<T, C>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,  \
-                                   cache_len, scale, mode);                                      \
+                                   cache_len, scale, mode, positions_stride);                    \
     }
 // `<op>_<NAME>`: the cache in the queries' dtype.
 #define ATTENTION_ENTRIES(NAME, T)                                                               \

@@ -638,8 +638,9 @@ pub mod attention {
     crate::kernel_params! {
         /// `cached_attention` and its split form: `heads` query heads of `queries` rows each
         /// over a cache of `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out);
-        /// `mode` one of the `MODE_*` (positions: u32 `[queries]`, read with `MODE_POSITIONS`
-        /// only). The split form writes each block's run to `partial` (the accumulator type's
+        /// `mode` one of the `MODE_*` (positions: u32, query i of batch b at
+        /// `positions[b * positions_stride + i]`, read with `MODE_POSITIONS` only; a stride of 0
+        /// gives every batch the same positions). The split form writes each block's run to `partial` (the accumulator type's
         /// head_dim + 2 values a run), combined by the last block of a row to finish (a ticket
         /// a row); the one-block form reads neither.
         pub struct Params = "ATTN_PARAMS(T, C)" {
@@ -657,12 +658,15 @@ pub mod attention {
             cache_len: u32,
             scale: f32,
             mode: u32,
+            positions_stride: u32,
         }
     }
 
     crate::kernel_params! {
         /// `rope_kv_write`: `t` tokens' stacked q/k/v rows, q roped to `q_out`, k roped and v
-        /// written into the caches at the tokens' positions.
+        /// written into the caches at the tokens' positions. With `per_token_cache` each token
+        /// is a sequence of its own: token i writes cache i of `t` (`[t, kv_heads, cache_len,
+        /// d]`) and q_out is `[t, heads, d]`; else one cache and q_out `[heads, t, d]`.
         pub struct RopeKvParams = "ROPE_KV_PARAMS(T, C)" {
             qkv: DevicePtr = "const T*",
             cos: DevicePtr = "const T*",
@@ -677,6 +681,7 @@ pub mod attention {
             d: u32,
             cache_len: u32,
             interleaved: u32,
+            per_token_cache: u32,
         }
     }
 

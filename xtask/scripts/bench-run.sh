@@ -111,7 +111,7 @@ if [ $gguf = 1 ]; then
       cmake -S "$work/llama.cpp" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF > "$work/llama-cmake.log" 2>&1 &&
-      cmake --build "$build" --target llama-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 ||
+      cmake --build "$build" --target llama-bench llama-batched-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 ||
       { echo "FAILED: building llama.cpp"; tail -20 "$work"/llama-*.log; }
   fi
   # its load timer (bench/llama_load.cpp) against the libraries llama-bench was built with
@@ -135,12 +135,19 @@ if [ $gguf = 1 ]; then
       # also the static llama with a captured step, its KV cache in f32 and in f16 (llama.cpp's
       # default)
       peers="rocm cuda rocm-static rocm-static-f16"
+      # GGUF_BATCHES (e.g. 1,4,16): also the static llama's batch of sequences (f16 cache, as
+      # llama.cpp's) beside llama-batched-bench at the same batch sizes
+      [ -n "${GGUF_BATCHES:-}" ] && peers="$peers rocm-batch"
       # the experts' model with bf16 activations: Candle CUDA's MoE kernels take no other
       moe=(); case $shape in *-a3b) peers="rocm cuda"; moe=(--dtype bf16);; esac
       for peer in $peers; do
         echo "== GGUF $shape $ty on $peer"
         args=(--device "${peer%%-*}")
-        case $peer in rocm-static) args+=(--static);; rocm-static-f16) args+=(--static --cache f16);; esac
+        case $peer in
+          rocm-static) args+=(--static);;
+          rocm-static-f16) args+=(--static --cache f16);;
+          rocm-batch) args+=(--static --cache f16 --batches "$GGUF_BATCHES");;
+        esac
         "$here/bin/candle-rocm-bench" gguf "${args[@]}" "${moe[@]}" --file "$f" > "$work/gguf-$shape-$ty-$peer.json" &
         pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on $peer"; echo $pid > "$work/pid-gguf-$shape-$ty-$peer"
       done
@@ -150,6 +157,19 @@ if [ $gguf = 1 ]; then
         pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on llama.cpp"; echo $pid > "$work/pid-gguf-$shape-$ty-llamacpp"
         [ -x "$loader" ] && { "$loader" "$f" > "$work/gguf-$shape-$ty-llamacpp-load.json" ||
           echo "FAILED: llama.cpp's load of $f"; }
+        batched="$build/bin/llama-batched-bench"
+        if [ -n "${GGUF_BATCHES:-}" ] && [ -x "$batched" ]; then
+          # prompts not shared, each sequence 512 + 128 positions of a cache for all of them
+          most=$(echo "$GGUF_BATCHES" | tr ',' '\n' | sort -n | tail -1)
+          for fa in off on; do
+            echo "== GGUF $shape $ty on llama-batched-bench (flash attention $fa)"
+            "$batched" -m "$f" -c $((most * 640)) -b 2048 -ub 512 -npp 512 -ntg 128 -npl "$GGUF_BATCHES" \
+              -ngl 99 -fa $fa --output-format jsonl > "$work/gguf-$shape-$ty-llamacpp-batched-fa$fa.jsonl" \
+              2> "$work/gguf-$shape-$ty-llamacpp-batched-fa$fa.log" &
+            pid=$!; wait $pid || echo "FAILED: GGUF $shape $ty on llama-batched-bench"
+            echo $pid > "$work/pid-gguf-$shape-$ty-llamacpp-batched-fa$fa"
+          done
+        fi
       fi
       rm -f "$f"
     done

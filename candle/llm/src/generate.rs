@@ -4,8 +4,9 @@
 
 use candle_core::Result;
 
+use crate::batch::BatchDecoder;
 use crate::sampling::{Sampler, SamplingParams};
-use crate::static_llama::{DecodeState, Decoder, StaticLlama};
+use crate::static_llama::{Decoder, StaticLlama};
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,39 +176,45 @@ impl<'a> ChatSession<'a> {
     }
 }
 
-/// One sequence of a batch: its state, sampler, tokens so far and stop once it came.
+/// One sequence of a batch: its sampler, tokens so far and stop once it came.
 struct Sequence {
-    state: DecodeState,
     sampler: Sampler,
     tokens: Vec<u32>,
     stop: Option<StopReason>,
 }
 
-/// Generates after each of `prompts` together: each prompt in its own pass, then one step for
-/// every unfinished sequence at once ([`StaticLlama::step_many`]: the weights read once for
-/// all), each sequence at its own position with its own sampler (the seed plus its index) and
-/// its own stop. `on_token(sequence, token)` is called as each token is chosen (`false` stops
-/// that sequence). The generations are in the prompts' order.
+/// Generates after each of `prompts` together: each prompt in its own pass into a slot of one
+/// batch ([`BatchState`]), then one step for all the slots at once
+/// ([`StaticLlama::step_batch`]: the weights read once for all; with `captured` a step
+/// captured once and replayed where the model's step is the fused one), each sequence at its
+/// own position with its own sampler (the seed plus its index) and its own stop (a finished
+/// slot is stepped on with the others, its tokens unread). `on_token(sequence, token)` is
+/// called as each token is chosen (`false` stops that sequence). The generations are in the
+/// prompts' order.
 pub fn generate_batch(
     model: &StaticLlama,
     prompts: &[Vec<u32>],
     options: &GenerateOptions,
+    captured: bool,
     mut on_token: impl FnMut(usize, u32) -> Result<bool>,
 ) -> Result<Vec<Generation>> {
     let mut seqs = Vec::with_capacity(prompts.len());
     for (i, prompt) in prompts.iter().enumerate() {
-        let first = first_token(model, prompt).map_err(|e| e.context(format!("prompt {i}")))?;
+        first_token(model, prompt).map_err(|e| e.context(format!("prompt {i}")))?;
         let mut sampling = options.sampling.clone();
         sampling.seed = sampling.seed.wrapping_add(i as u64);
         seqs.push(Sequence {
-            state: model.new_state(first)?,
             sampler: Sampler::new(sampling)?,
             tokens: Vec::new(),
             stop: None,
         });
     }
+    if seqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut batch = model.new_batch(prompts.len())?;
     // a sequence's new token: kept, and its stop (None: it goes on)
-    let mut take = |i: usize, token: u32, seq: &mut Sequence| -> Result<()> {
+    let mut take = |i: usize, token: u32, seq: &mut Sequence, filled: usize| -> Result<()> {
         seq.stop = if options.stop_tokens.contains(&token) {
             Some(StopReason::StopToken(token))
         } else {
@@ -216,7 +223,7 @@ pub fn generate_batch(
                 Some(StopReason::Caller)
             } else if seq.tokens.len() >= options.max_tokens {
                 Some(StopReason::MaxTokens)
-            } else if seq.state.filled() >= model.max_len() {
+            } else if filled >= model.max_len() {
                 Some(StopReason::ContextFull)
             } else {
                 None
@@ -229,28 +236,36 @@ pub fn generate_batch(
             seq.stop = Some(StopReason::MaxTokens);
             continue;
         }
-        let out = model.prefill(&mut seq.state, prompt)?;
+        let out = model.prefill_slot(&mut batch, i, prompt)?;
         prompt.iter().for_each(|&t| seq.sampler.accept(t));
-        let token = seq.state.choose(&out, &mut seq.sampler)?;
-        take(i, token, seq)?;
+        let greedy = out.next.to_vec1::<u32>()?.first().copied();
+        let token = batch.choose(i, &out.logits, greedy, &mut seq.sampler)?;
+        take(i, token, seq, batch.filled(i))?;
     }
+    let mut decoder = BatchDecoder::new(model, captured);
+    let greedy_sampling = seqs.iter().all(|s| s.sampler.is_greedy());
     loop {
-        let mut active: Vec<(usize, &mut Sequence)> = seqs
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, s)| s.stop.is_none())
+        let active: Vec<usize> = (0..seqs.len())
+            .filter(|&i| seqs[i].stop.is_none())
             .collect();
         if active.is_empty() {
             break;
         }
-        for (_, seq) in active.iter_mut() {
-            seq.state.advance()?;
+        for &i in &active {
+            batch.advance(i)?;
         }
-        let states: Vec<&DecodeState> = active.iter().map(|(_, s)| &s.state).collect();
-        let outs = model.step_many(&states)?;
-        for ((i, seq), out) in active.into_iter().zip(&outs) {
-            let token = seq.state.choose(out, &mut seq.sampler)?;
-            take(i, token, seq)?;
+        let out = decoder.step(&batch)?;
+        // the greedy tokens of every slot, read back once
+        let greedy = if greedy_sampling {
+            out.next.to_vec1::<u32>()?
+        } else {
+            Vec::new()
+        };
+        for i in active {
+            let seq = &mut seqs[i];
+            let logits = out.logits.get(i)?;
+            let token = batch.choose(i, &logits, greedy.get(i).copied(), &mut seq.sampler)?;
+            take(i, token, seq, batch.filled(i))?;
         }
     }
     Ok(seqs

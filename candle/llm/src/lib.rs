@@ -23,6 +23,7 @@
 //! same text (llama.cpp's `--kl-divergence`).
 
 pub mod architecture;
+pub mod batch;
 pub mod chat;
 pub mod generate;
 pub mod gguf_reader;
@@ -32,6 +33,7 @@ pub mod sampling;
 pub mod static_llama;
 
 pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};
+pub use batch::{BatchDecoder, BatchOutput, BatchState};
 pub use chat::{ChatTemplate, GgufText, Message, StopStrings, TextStream};
 pub use generate::{
     generate, generate_batch, ChatSession, GenerateOptions, Generation, StopReason,

@@ -129,6 +129,12 @@ impl Sampler {
         &self.params
     }
 
+    /// Whether its token is always the step's greedy one (no temperature, no repeat
+    /// penalty): a decode step's own argmax serves, no draw runs.
+    pub fn is_greedy(&self) -> bool {
+        self.params.temperature <= 0.0 && self.params.repeat_penalty == 1.0
+    }
+
     /// Counts `token` among the recent ones (the repeat penalty's window): the prompt's tokens
     /// and each chosen one, as the caller learns them.
     pub fn accept(&mut self, token: u32) {

@@ -295,20 +295,20 @@ fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 /// One sequence: its KV cache (`[1, kv_heads, max_len, head_dim]` a layer, in the model's
 /// cache dtype) and the step's inputs, which each step rewrites in place for the next.
 pub struct DecodeState {
-    k: Vec<Tensor>,
-    v: Vec<Tensor>,
+    pub(crate) k: Vec<Tensor>,
+    pub(crate) v: Vec<Tensor>,
     /// u32 `[1, 1]`: the token the next step reads.
-    token: Tensor,
+    pub(crate) token: Tensor,
     /// u32 `[1]`: its position.
-    position: Tensor,
+    pub(crate) position: Tensor,
     /// u32 `[max_len]`: 0, 1, ... (the mask's comparison).
-    positions: Tensor,
-    one: Tensor,
-    zeros: Tensor,
-    minus_inf: Tensor,
+    pub(crate) positions: Tensor,
+    pub(crate) one: Tensor,
+    pub(crate) zeros: Tensor,
+    pub(crate) minus_inf: Tensor,
     /// Positions filled so far (host-side bound check).
-    filled: usize,
-    max_len: usize,
+    pub(crate) filled: usize,
+    pub(crate) max_len: usize,
 }
 
 /// What one step left on the device: its logits (`[vocab]`, the model's dtype) and greedy
@@ -699,20 +699,35 @@ impl StaticLlama {
         self.cache_dtype
     }
 
+    /// Whether a decode step runs the fused kernels ([`StaticLlama::forward_fused`]): on ROCm,
+    /// one rank, every layer with GGUF projections of the fused form.
+    pub(crate) fn decodes_fused(&self) -> bool {
+        self.device.is_rocm()
+            && self.fused_attention
+            && self.comm.is_none()
+            && self.layers.iter().all(|l| l.fused.is_some())
+    }
+
+    /// `count` empty caches of a layer (`[count, kv_heads, max_len, head_dim]` in the cache
+    /// dtype), one per layer.
+    pub(crate) fn caches(&self, count: usize) -> Result<Vec<Tensor>> {
+        (0..self.layers.len())
+            .map(|_| {
+                Tensor::zeros(
+                    (count, self.kv_heads, self.max_len, self.head_dim),
+                    self.cache_dtype,
+                    &self.device,
+                )
+            })
+            .collect()
+    }
+
     /// A new sequence: an empty cache, position 0, token `first`.
     pub fn new_state(&self, first: u32) -> Result<DecodeState> {
         let dev = &self.device;
-        let cache = || {
-            Tensor::zeros(
-                (1, self.kv_heads, self.max_len, self.head_dim),
-                self.cache_dtype,
-                dev,
-            )
-        };
-        let layers = self.layers.len();
         Ok(DecodeState {
-            k: (0..layers).map(|_| cache()).collect::<Result<_>>()?,
-            v: (0..layers).map(|_| cache()).collect::<Result<_>>()?,
+            k: self.caches(1)?,
+            v: self.caches(1)?,
             token: Tensor::new(&[[first]], dev)?,
             position: Tensor::new(&[0u32], dev)?,
             positions: Tensor::arange(0u32, self.max_len as u32, dev)?,
@@ -768,13 +783,10 @@ impl StaticLlama {
     /// built from the positions; the last token's logits (`[vocab]`, the model's dtype).
     fn forward(&self, state: &DecodeState, tokens: &Tensor, positions: &Tensor) -> Result<Tensor> {
         // the fused kernels are ROCm's: elsewhere every step runs the ops
-        let fused = self.device.is_rocm()
-            && self.fused_attention
-            && self.comm.is_none()
-            && positions.dim(0)? == 1
-            && self.layers.iter().all(|l| l.fused.is_some());
-        if fused {
-            return self.forward_fused(state, tokens, positions);
+        if self.decodes_fused() && positions.dim(0)? == 1 {
+            return self
+                .forward_fused((&state.k, &state.v), tokens, positions)?
+                .flatten_all();
         }
         let t = positions.dim(0)?;
         let inputs = self.attention_inputs(state, positions)?;
@@ -958,7 +970,7 @@ impl StaticLlama {
                 } else {
                     qkv.to_dtype(DType::F32)?
                 };
-                self.rope_kv_write(&qkv, inputs.positions, state, n)?
+                self.rope_kv_write(&qkv, inputs.positions, (&state.k[n], &state.v[n]))?
             }
             Some(ops) => {
                 let (q, k, v) = self.roped_qkv(layer, &qkv, ops, t)?;
@@ -999,15 +1011,15 @@ impl StaticLlama {
             .reshape((1, t, heads * hd))
     }
 
-    /// Layer `n`'s stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
-    /// written into the layer's cache, q roped returned as `[1, heads, T, hd]` (f32, or the
-    /// model's dtype with `native_tables`).
+    /// A layer's stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
+    /// written into the layer's caches, q roped returned as `[1, heads, T, hd]` (f32, or the
+    /// model's dtype with `native_tables`); with a cache a token (`[T, ..]`, T sequences),
+    /// `[T, heads, 1, hd]`.
     fn rope_kv_write(
         &self,
         qkv: &Tensor,
         positions: &Tensor,
-        state: &DecodeState,
-        n: usize,
+        (k_cache, v_cache): (&Tensor, &Tensor),
     ) -> Result<Tensor> {
         let (cos, sin) = match &self.native_tables {
             Some((cos, sin)) if qkv.dtype() == cos.dtype() => (cos, sin),
@@ -1018,8 +1030,8 @@ impl StaticLlama {
             cos,
             sin,
             positions,
-            &state.k[n],
-            &state.v[n],
+            k_cache,
+            v_cache,
             self.heads,
             self.rope_interleaved,
         )
@@ -1091,9 +1103,13 @@ impl StaticLlama {
     /// quantize), to the rounding of the norms' sums of squares. (The norms in the o and down
     /// projections' last block instead, 6 launches a layer, measured 1-2.5% slower:
     /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.)
-    fn forward_fused(
+    ///
+    /// `tokens` (u32 `[B, 1]`) are B sequences' tokens at `positions` (u32 `[B]`), each over
+    /// its own cache (`caches`: a layer's `[B, kv_heads, max_len, head_dim]`); the logits are
+    /// `[B, vocab]`.
+    pub(crate) fn forward_fused(
         &self,
-        state: &DecodeState,
+        (k_caches, v_caches): (&[Tensor], &[Tensor]),
         tokens: &Tensor,
         positions: &Tensor,
     ) -> Result<Tensor> {
@@ -1104,7 +1120,8 @@ impl StaticLlama {
         } else {
             1.0 / (hd as f32).sqrt()
         };
-        let mut x = self.embed.forward(tokens)?; // [1, 1, hidden]
+        let b = tokens.dim(0)?;
+        let mut x = self.embed.forward(tokens)?; // [B, 1, hidden]
                                                  // the last sublayer's output, added to x by the next norm
         let mut pending: Option<Tensor> = None;
         for (n, layer) in self.layers.iter().enumerate() {
@@ -1123,15 +1140,11 @@ impl StaticLlama {
                 x = sum;
             }
             let qkv = matmul_q8(&f.qkv, &hq)?;
-            let q = self.rope_kv_write(&qkv, positions, state, n)?;
-            let y = cached_attention(
-                &q,
-                &state.k[n],
-                &state.v[n],
-                CacheMask::Positions(positions),
-                scale,
-            )?
-            .reshape((1, 1, heads * hd))?;
+            let (k_cache, v_cache) = (&k_caches[n], &v_caches[n]);
+            // [B, heads, 1, hd]: each sequence's query at its own position
+            let q = self.rope_kv_write(&qkv, positions, (k_cache, v_cache))?;
+            let y = cached_attention(&q, k_cache, v_cache, CacheMask::Positions(positions), scale)?
+                .reshape((b, 1, heads * hd))?;
             let o = layer.o.forward(&y)?;
             let (sum, hg) = norm(&x, Some(&o), &f.post_norm, &f.gate_up)?;
             if let Some(sum) = sum {
@@ -1142,7 +1155,9 @@ impl StaticLlama {
             pending = Some(matmul_q8(&f.down, &hd_q8)?);
         }
         let (_, h) = add_norm(x, pending, &self.norm)?;
-        self.lm_head.forward(&h)?.flatten_all()
+        let logits = self.lm_head.forward(&h)?;
+        let vocab = logits.dim(D::Minus1)?;
+        logits.reshape((b, vocab))
     }
 
     /// The sum of the ranks' partial outputs of a row-parallel layer, in place.
@@ -1174,8 +1189,7 @@ impl DecodeState {
     /// `sampler`'s token from a step's logits, written as the next step's input (greedy
     /// samplers keep the step's own token), and counted among the sampler's recent ones.
     pub fn choose(&self, out: &StepOutput, sampler: &mut Sampler) -> Result<u32> {
-        let params = sampler.params();
-        let token = if params.temperature <= 0.0 && params.repeat_penalty == 1.0 {
+        let token = if sampler.is_greedy() {
             out.next.to_vec1::<u32>()?[0]
         } else {
             let drawn = sampler.sample(&out.logits)?;

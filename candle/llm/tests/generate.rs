@@ -148,6 +148,51 @@ fn sequences_stepped_together_match_each_stepped_alone() {
 }
 
 #[test]
+fn a_batch_in_slots_steps_as_each_sequence_steps_alone() {
+    let m = model(64);
+    let prompts: [&[u32]; 3] = [&PROMPT, &[5, 6, 7, 8, 9, 10, 11, 12], &[250, 1, 99, 3]];
+    let alone = prefilled(&m, &prompts);
+    let mut batch = m.new_batch(prompts.len()).unwrap();
+    for (i, p) in prompts.iter().enumerate() {
+        m.prefill_slot(&mut batch, i, p).unwrap();
+        assert_eq!(batch.filled(i), p.len());
+    }
+    for _ in 0..8 {
+        let out = m.step_batch(&batch).unwrap();
+        let next = out.next.to_vec1::<u32>().unwrap();
+        for (i, state) in alone.iter().enumerate() {
+            let want = m.step(state).unwrap();
+            assert_eq!(next[i], want.next.to_vec1::<u32>().unwrap()[0], "slot {i}");
+            let got = out.logits.get(i).unwrap().to_vec1::<f32>().unwrap();
+            // the slots' steps are the sequences' own on the CPU: the same bits
+            assert_eq!(got, want.logits.to_vec1::<f32>().unwrap(), "slot {i}");
+        }
+    }
+    // a slot emptied and filled again decodes its new prompt as a fresh sequence does
+    batch.reset(1).unwrap();
+    m.prefill_slot(&mut batch, 1, &PROMPT).unwrap();
+    let fresh = prefilled(&m, &[&PROMPT]);
+    let out = m.step_batch(&batch).unwrap();
+    assert_eq!(
+        out.logits.get(1).unwrap().to_vec1::<f32>().unwrap(),
+        m.step(&fresh[0]).unwrap().logits.to_vec1::<f32>().unwrap()
+    );
+    // bad slots and counts: errors naming them
+    assert!(m.new_batch(0).is_err());
+    let e = m.prefill_slot(&mut batch, 3, &PROMPT).err().unwrap();
+    assert!(e.to_string().contains("slot 3"), "{e}");
+    assert!(batch.reset(7).is_err());
+    let mut small = model(12).new_batch(1).unwrap();
+    let short = model(12);
+    short.prefill_slot(&mut small, 0, &PROMPT).unwrap();
+    for _ in PROMPT.len()..12 {
+        small.advance(0).unwrap();
+    }
+    let e = small.advance(0).unwrap_err();
+    assert!(e.to_string().contains("holds 12 positions"), "{e}");
+}
+
+#[test]
 fn a_batch_generates_what_each_prompt_generates_alone() {
     let m = model(64);
     let prompts = vec![
@@ -162,7 +207,7 @@ fn a_batch_generates_what_each_prompt_generates_alone() {
         .collect();
     // the second sequence stops itself after 3 tokens; the others go on without it
     let mut streamed = vec![Vec::new(); 3];
-    let together = candle_rocm_llm::generate_batch(&m, &prompts, &options, |i, t| {
+    let together = candle_rocm_llm::generate_batch(&m, &prompts, &options, false, |i, t| {
         streamed[i].push(t);
         Ok(!(i == 1 && streamed[1].len() == 3))
     })
@@ -183,8 +228,10 @@ fn a_batch_generates_what_each_prompt_generates_alone() {
         },
         ..greedy_options(12)
     };
-    let a = candle_rocm_llm::generate_batch(&m, &prompts, &sampled, |_, _| Ok(true)).unwrap();
-    let b = candle_rocm_llm::generate_batch(&m, &prompts, &sampled, |_, _| Ok(true)).unwrap();
+    let a =
+        candle_rocm_llm::generate_batch(&m, &prompts, &sampled, false, |_, _| Ok(true)).unwrap();
+    let b =
+        candle_rocm_llm::generate_batch(&m, &prompts, &sampled, false, |_, _| Ok(true)).unwrap();
     assert_eq!(a, b);
 }
 

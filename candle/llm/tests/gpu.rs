@@ -1,7 +1,8 @@
 //! The LLM runtime on `Device::Rocm` (a GPU must exist; built with `--features gpu-tests`):
 //! each architecture's static model, eagerly and replaying a captured step, against
 //! candle-transformers' quantized model of the same architecture on the CPU with the KL check
-//! of tests/architectures.rs; several sequences stepped together against each stepped alone;
+//! of tests/architectures.rs; several sequences stepped together (and as a batch's slots,
+//! eagerly and captured) against each stepped alone;
 //! draws on the device against the same draws on the CPU.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,7 +11,10 @@ mod common;
 use candle_core::{Device, Tensor};
 use candle_rocm_llm::kld::divergence;
 use candle_rocm_llm::sampling::sample_with;
-use candle_rocm_llm::{Architecture, SamplingParams, StaticLlama};
+use candle_rocm_llm::{
+    generate, generate_batch, Architecture, BatchDecoder, GenerateOptions, SamplingParams,
+    StaticLlama,
+};
 use common::*;
 
 fn gpu() -> Device {
@@ -78,6 +82,53 @@ fn sequences_stepped_together_on_the_gpu_match_each_stepped_alone() {
     let d = divergence(&b, &a).unwrap();
     println!("together against alone on the GPU: {d}");
     assert!(d.mean <= ROUNDING_FLOOR && d.top1 == 1.0, "{d}");
+}
+
+#[test]
+fn a_batch_of_slots_on_the_gpu_matches_each_sequence_stepped_alone() {
+    let dev = gpu();
+    let file = write_gguf(Architecture::Llama, SHAPE, 5);
+    let (content, mut reader) = read(&file.0);
+    let m = StaticLlama::from_gguf(&content, &mut reader, &dev, 64).unwrap();
+    let prompts: [&[u32]; 3] = [
+        &[3, 41, 17, 200, 9, 77, 128],
+        &[5, 6, 7, 8, 9],
+        &[250, 1, 99],
+    ];
+    // the fused step of all slots at once, eagerly and replayed, against each alone
+    for captured in [false, true] {
+        let alone = prefilled(&m, &prompts);
+        let mut batch = m.new_batch(prompts.len()).unwrap();
+        for (i, p) in prompts.iter().enumerate() {
+            m.prefill_slot(&mut batch, i, p).unwrap();
+        }
+        let mut decoder = BatchDecoder::new(&m, captured);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            let out = decoder.step(&batch).unwrap();
+            for (i, state) in alone.iter().enumerate() {
+                // each follows its own greedy tokens: equal while the top-1 agrees (checked)
+                let want = m.step(state).unwrap();
+                a.push(out.logits.get(i).unwrap().to_vec1::<f32>().unwrap());
+                b.push(want.logits.to_vec1::<f32>().unwrap());
+            }
+        }
+        let d = divergence(&b, &a).unwrap();
+        println!("a batch's slots against each alone on the GPU (captured: {captured}): {d}");
+        assert!(d.mean <= ROUNDING_FLOOR && d.top1 == 1.0, "{d}");
+    }
+    // generation of the batch, captured, is each prompt's own greedy generation
+    let options = GenerateOptions {
+        max_tokens: 12,
+        sampling: SamplingParams::greedy(),
+        ..GenerateOptions::default()
+    };
+    let prompts: Vec<Vec<u32>> = prompts.iter().map(|p| p.to_vec()).collect();
+    let together = generate_batch(&m, &prompts, &options, true, |_, _| Ok(true)).unwrap();
+    for (p, g) in prompts.iter().zip(&together) {
+        let alone = generate(&m, p, &options, |_| Ok(true)).unwrap();
+        assert_eq!(g.tokens, alone.tokens);
+    }
 }
 
 #[test]

@@ -495,8 +495,8 @@ impl RocmStorage {
 
     /// A decode step's rotary embedding and cache write in one launch
     /// (`rocm_reduce::rope_kv_write`): `self` holds q, k and v heads of each token at
-    /// `positions`; returns q roped (`[heads, t, head_dim]`), writes k roped and v into the
-    /// caches in place.
+    /// `positions`; returns q roped (`[heads, t, head_dim]`, or `[t, heads, head_dim]` with a
+    /// cache a token), writes k roped and v into the caches in place.
     #[allow(clippy::too_many_arguments)]
     pub fn rope_kv_write(
         &self,

@@ -631,7 +631,9 @@ pub enum AttentionMask<P> {
     Causal,
     /// Query i sees positions `0..=positions[i]` (u32, one per query, read on the device and
     /// clamped to the cache): a cache preallocated to its maximum length and filled up to a
-    /// position only the device knows, as a captured decode step has it.
+    /// position only the device knows, as a captured decode step has it. `[queries]` positions
+    /// serve every batch; `[batch, queries]` give each batch its own (sequences decoding
+    /// together, each at its own position).
     Positions(P),
 }
 
@@ -777,13 +779,14 @@ pub fn cached_attention_via(
         }
         AttentionMask::Causal => (abi::MODE_CAUSAL, None),
         AttentionMask::Positions(p) => {
-            if p.dtype != DType::U32 || p.elem_count() != queries {
+            let shared = p.elem_count() == queries;
+            if p.dtype != DType::U32 || !(shared || p.elem_count() == batch * queries) {
                 return Err(shape_error(format!(
-                    "positions are {} {:?}, not u32 [{queries}]",
+                    "positions are {} {:?}, not u32 [{queries}] or [{batch} x {queries}]",
                     p.dtype, p.layout.dims
                 )));
             }
-            (abi::MODE_POSITIONS, Some(p.contiguous(OP)?))
+            (abi::MODE_POSITIONS, Some((p.contiguous(OP)?, shared)))
         }
     };
     let (qc, kc, vc) = (q.contiguous(OP)?, k.contiguous(OP)?, v.contiguous(OP)?);
@@ -796,8 +799,13 @@ pub fn cached_attention_via(
         AttentionPath::OneBlockARow => false,
         AttentionPath::Split => true,
     };
-    // Without positions the kernel never reads the pointer: q's stands in.
-    let positions = positions.as_ref().unwrap_or(&qc).ptr()?;
+    // Without positions the kernel never reads the pointer: q's stands in. Shared positions
+    // serve every batch (a stride of 0), else each batch has its queries' own.
+    let positions_stride = match &positions {
+        Some((_, false)) => queries,
+        _ => 0,
+    };
+    let positions = positions.as_ref().map_or(&qc, |(p, _)| p).ptr()?;
     let (heads, kv_heads, queries) = (
         fit("heads", heads)?,
         fit("kv_heads", kv_heads)?,
@@ -819,6 +827,7 @@ pub fn cached_attention_via(
         cache_len: fit("cache_len", cache_len)?,
         scale,
         mode,
+        positions_stride: fit("queries", positions_stride)?,
     };
     if !split {
         let config = LaunchConfig {
@@ -853,7 +862,8 @@ pub fn cached_attention_via(
 
 /// Where [`rope_kv_write`] puts a step's keys and values: the key and value caches, each
 /// contiguous `[kv_heads, cache_len, head_dim]` (any leading dims of 1) in q's dtype, written in
-/// place.
+/// place; or `[t, kv_heads, cache_len, head_dim]`, a cache for each of the t tokens (sequences
+/// decoding together, a token each).
 #[derive(Debug, Clone, Copy)]
 pub struct KvCache<'a> {
     pub k: Operand<'a>,
@@ -864,7 +874,8 @@ pub struct KvCache<'a> {
 /// splitting the heads and scattering k and v into the caches: `qkv` (.., t, (heads +
 /// 2 kv_heads) * head_dim) holds each token's q, k and v heads; token i sits at `positions[i]`
 /// (u32 `[t]`, read on the device); `cos` and `sin` (`[max_len, head_dim / 2]`, at least the
-/// cache's length) are the rotary tables. Returns q roped, `[heads, t, head_dim]`; writes k
+/// cache's length) are the rotary tables. Returns q roped, `[heads, t, head_dim]` (with a
+/// cache a token, `[t, heads, head_dim]`: each token's own sequence); writes k
 /// roped and v into the caches' rows at the positions (a position past the cache writes
 /// nothing and leaves its q unrotated). Pairs are (2i, 2i + 1) with `interleaved` (candle-nn's `rope_i`), else (i, i +
 /// head_dim / 2) (`rope`). The caches are in qkv's dtype, or f16/bf16 under f32 (k roped in f32,
@@ -889,20 +900,18 @@ pub fn rope_kv_write(
         ("k_cache", &cache.k),
         ("v_cache", &cache.v),
     )?);
-    // [kv_heads, cache_len, head_dim] after leading dims of 1
-    let cache_dims = |x: &Operand<'_>| -> Option<[usize; 3]> {
+    // (caches, kv_heads, cache_len, head_dim): the leading dims' product is the caches
+    let cache_dims = |x: &Operand<'_>| -> Option<[usize; 4]> {
         let d = &x.layout.dims;
         let n = d.len().checked_sub(3)?;
-        d[..n]
-            .iter()
-            .all(|&l| l == 1)
-            .then(|| [d[n], d[n + 1], d[n + 2]])
+        Some([d[..n].iter().product(), d[n], d[n + 1], d[n + 2]])
     };
-    let [kv_heads, cache_len, head_dim] = match (cache_dims(&cache.k), cache_dims(&cache.v)) {
+    let [caches, kv_heads, cache_len, head_dim] = match (cache_dims(&cache.k), cache_dims(&cache.v))
+    {
         (Some(k), Some(v)) if k == v => k,
         _ => {
             return Err(shape_error(format!(
-                "caches of dims {:?} and {:?}, not both [kv_heads, cache_len, head_dim]",
+                "caches of dims {:?} and {:?}, not both [.., kv_heads, cache_len, head_dim]",
                 cache.k.layout.dims, cache.v.layout.dims
             )))
         }
@@ -921,6 +930,14 @@ pub fn rope_kv_write(
         return Err(shape_error(format!(
             "qkv {:?} and {} positions {:?}: not (t, ({heads} + 2 x {kv_heads}) x {head_dim}) and u32 [t]",
             qkv.layout.dims, positions.dtype, positions.layout.dims
+        )));
+    }
+    // one cache for all the tokens (a sequence's), or one a token (a batch's decode step)
+    let per_token_cache = caches != 1;
+    if per_token_cache && caches != t {
+        return Err(shape_error(format!(
+            "{t} tokens over caches of dims {:?}: one cache, or one a token",
+            cache.k.layout.dims
         )));
     }
     if head_dim % 2 != 0 || kv_heads == 0 || heads % kv_heads != 0 {
@@ -967,6 +984,7 @@ pub fn rope_kv_write(
         d: fit("head_dim", head_dim)?,
         cache_len: fit("cache_len", cache_len)?,
         interleaved: u32::from(interleaved),
+        per_token_cache: u32::from(per_token_cache),
     };
     let config = LaunchConfig::for_elements(items, device.info());
     device.launch_entry(entry, dtype.as_str(), config, &params)?;

@@ -610,20 +610,36 @@ fn cached_attention_matches_the_unfused_ops() {
             };
             let pos_t = Tensor::new(positions.as_slice(), &candle_core::Device::Cpu).unwrap();
             let (pb, pl) = (upload(&d, &pos_t), layout_of(&pos_t));
+            // each batch its own positions ([b, t]): batch i's earlier by 5 i
+            let own: Vec<u32> = (0..b)
+                .flat_map(|i| {
+                    positions
+                        .iter()
+                        .map(move |&p| p.saturating_sub(5 * i as u32))
+                })
+                .collect();
+            let own_t = Tensor::from_vec(own.clone(), (b, t), &candle_core::Device::Cpu).unwrap();
+            let (ob, ol) = (upload(&d, &own_t), layout_of(&own_t));
+            let seen = |p: &[u32]| -> Vec<usize> {
+                p.iter().map(|&p| (p as usize).min(len - 1)).collect()
+            };
+            // the last position each query of each batch sees
             let masks = [
-                ("none", rr::AttentionMask::None, vec![len - 1; t]),
+                ("none", rr::AttentionMask::None, vec![vec![len - 1; t]; b]),
                 (
                     "causal",
                     rr::AttentionMask::Causal,
-                    (0..t).map(|i| len - t + i).collect(),
+                    vec![(0..t).map(|i| len - t + i).collect(); b],
                 ),
                 (
                     "positions",
                     rr::AttentionMask::Positions(O::new(&pb, DType::U32, &pl)),
-                    positions
-                        .iter()
-                        .map(|&p| (p as usize).min(len - 1))
-                        .collect(),
+                    vec![seen(&positions); b],
+                ),
+                (
+                    "positions of each batch",
+                    rr::AttentionMask::Positions(O::new(&ob, DType::U32, &ol)),
+                    own.chunks(t).map(seen).collect(),
                 ),
             ];
             // both forms: one block a row, and split over the cache with a combining launch
@@ -644,7 +660,14 @@ fn cached_attention_matches_the_unfused_ops() {
                     path,
                 )
                 .unwrap_or_else(|e| panic!("{dtype} {name} {path:?} case {n}: {e}"));
-                let want = attention_reference(&q, &k, &v, scale as f32 as f64, &last);
+                let batch = |x: &Tensor, i: usize| x.narrow(0, i, 1).unwrap();
+                let want = (0..b)
+                    .map(|i| {
+                        let (q, k, v) = (batch(&q, i), batch(&k, i), batch(&v, i));
+                        attention_reference(&q, &k, &v, scale as f32 as f64, &last[i])
+                    })
+                    .collect::<Vec<_>>();
+                let want = Tensor::cat(&want, 0).unwrap();
                 let want = if dtype == DType::F64 {
                     want
                 } else {
@@ -663,7 +686,7 @@ fn cached_attention_matches_the_unfused_ops() {
             }
         }
     }
-    assert_eq!(checked, 4 * 6 * 3 * 2);
+    assert_eq!(checked, 4 * 6 * 4 * 2);
 }
 
 #[test]
@@ -922,10 +945,17 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
         (DType::F32, DType::F16),
         (DType::F32, DType::BF16),
     ];
+    // positions of one sequence, or (per_token) of t sequences a token each, each with a cache
+    let cases = [
+        (vec![4u32], false),
+        (vec![1, 5, 6], false),
+        (vec![1, 5, 1, 6], true),
+    ];
     for (dtype, cache) in dtypes {
-        for positions in [vec![4u32], vec![1, 5, 6]] {
+        for (positions, per_token) in cases.clone() {
             for interleaved in [true, false] {
                 let t = positions.len();
+                let caches = if per_token { t } else { 1 };
                 let qkv = values(&random(dtype, t * width, -2.0, 2.0, 3), dtype);
                 let cos = values(&random(dtype, max_len * half, -1.0, 1.0, 4), dtype);
                 let sin = values(&random(dtype, max_len * half, -1.0, 1.0, 5), dtype);
@@ -934,15 +964,15 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     upload(&d, &t.to_dtype(cdtype(to)).unwrap())
                 };
                 let up = |v: &[f64], dims: &[usize]| up_as(v, dims, dtype);
-                let sentinel = vec![7.0f64; kv_heads * cache_len * hd];
+                let sentinel = vec![7.0f64; caches * kv_heads * cache_len * hd];
                 let (qb, cb, sb) = (
                     up(&qkv, &[t, width]),
                     up(&cos, &[max_len, half]),
                     up(&sin, &[max_len, half]),
                 );
                 let (kb, vb) = (
-                    up_as(&sentinel, &[kv_heads * cache_len * hd], cache),
-                    up_as(&sentinel, &[kv_heads * cache_len * hd], cache),
+                    up_as(&sentinel, &[sentinel.len()], cache),
+                    up_as(&sentinel, &[sentinel.len()], cache),
                 );
                 let pb = d.htod(&positions).unwrap();
                 let (ql, csl, pl) = (
@@ -950,7 +980,7 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     Layout::contiguous(&[max_len, half]),
                     Layout::contiguous(&[t]),
                 );
-                let cache_l = Layout::contiguous(&[1, kv_heads, cache_len, hd]);
+                let cache_l = Layout::contiguous(&[caches, kv_heads, cache_len, hd]);
                 let q = rr::rope_kv_write(
                     &d,
                     O::new(&qb, dtype, &ql),
@@ -992,10 +1022,17 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                                 y[i2] = x[i1] * s + x[i2] * c;
                             }
                         }
+                        // q as [heads, t, hd], or [t, heads, hd] a sequence a token; the
+                        // token's own cache
+                        let (q_row, c) = if per_token {
+                            (i * heads + h, i)
+                        } else {
+                            (h * t + i, 0)
+                        };
                         if h < heads {
-                            want_q[(h * t + i) * hd..(h * t + i + 1) * hd].copy_from_slice(&y);
+                            want_q[q_row * hd..(q_row + 1) * hd].copy_from_slice(&y);
                         } else if pos < cache_len {
-                            let at = ((h - heads) * cache_len + pos) * hd;
+                            let at = ((c * kv_heads + h - heads) * cache_len + pos) * hd;
                             want_k[at..at + hd].copy_from_slice(&y);
                             let vh = &row[(heads + kv_heads + h - heads) * hd..][..hd];
                             want_v[at..at + hd].copy_from_slice(vh);
@@ -1017,7 +1054,7 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     for (j, (g, w)) in got.iter().zip(want.iter()).enumerate() {
                         assert!(
                             (g - w).abs() <= tol(dt) * w.abs().max(1.0),
-                            "{dtype} over a {cache} cache, positions {positions:?} interleaved {interleaved}: {what}[{j}] {g} vs {w}"
+                            "{dtype} over a {cache} cache, positions {positions:?} (a cache a token: {per_token}) interleaved {interleaved}: {what}[{j}] {g} vs {w}"
                         );
                     }
                 }
@@ -1052,5 +1089,21 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
         let e = call(w, v_hd).unwrap_err();
         assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     }
+    // two caches for one token: neither one cache nor one a token
+    let two = Layout::contiguous(&[2, 2, 6, 8]);
+    let e = rr::rope_kv_write(
+        &d,
+        O::new(&buf, DType::F32, &Layout::contiguous(&[1, 64])),
+        (O::new(&buf, DType::F32, &cs), O::new(&buf, DType::F32, &cs)),
+        O::new(p.as_buffer(), DType::U32, &pl),
+        rr::KvCache {
+            k: O::new(&buf, DType::F32, &two),
+            v: O::new(&buf, DType::F32, &two),
+        },
+        4,
+        true,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     println!("rope_kv_write: {checked} dtype x positions x order cases");
 }

@@ -305,7 +305,12 @@ fn architecture(content: &gguf_file::Content) -> DemoResult<String> {
 
 /// The prompt every peer gets: `prompt` seeded tokens below `vocab`.
 fn prompt_tokens(vocab: usize, prompt: usize) -> Vec<u32> {
-    let mut rng = SplitMix64(7);
+    seeded_prompt(vocab, prompt, 7)
+}
+
+/// `prompt` tokens below `vocab` from `seed`.
+fn seeded_prompt(vocab: usize, prompt: usize, seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix64(seed);
     (0..prompt).map(|_| rng.below(vocab) as u32).collect()
 }
 
@@ -634,6 +639,80 @@ pub fn run_static(
         "prefill_tokens_per_s": prompt as f64 / prefill,
         "decode_tokens_per_s": decode as f64 / dec,
         "tokens": runs[0].2,
+        "peak_bytes": peak_memory(device),
+    }))
+}
+
+/// Several sequences decoding together through the static llama (`StaticLlama::step_batch`, a
+/// step of all the slots captured once and replayed), for each batch size of `batches`: each
+/// slot's own seeded prompt of `prompt` tokens in a pass of its own, then `decode` steps of
+/// all the slots, the greedy tokens read back after each (as a generation does). Aggregate
+/// tokens/s (slots x steps / time), the prompts' rate, median of 3 after a warm-up; as
+/// llama.cpp's `llama-batched-bench` with prompts not shared (`-npp` prompt, `-ntg` decode,
+/// `-npl` the batch sizes).
+pub fn run_static_batches(
+    path: &Path,
+    device: &Device,
+    (prompt, decode): (usize, usize),
+    cache: DType,
+    batches: &[usize],
+) -> DemoResult<serde_json::Value> {
+    use candle_rocm_e2e::static_llama::StaticLlama;
+    use candle_rocm_llm::BatchDecoder;
+    let (file, content, vocab) = open_gguf(path)?;
+    let model = StaticLlama::from_gguf_file(&content, &file, device, prompt + decode + 2)?
+        .with_cache_dtype(cache)?;
+    let mut rows = Vec::new();
+    for &slots in batches {
+        let prompts: Vec<Vec<u32>> = (0..slots)
+            .map(|i| seeded_prompt(vocab, prompt, 7 + i as u64))
+            .collect();
+        let mut batch = model.new_batch(slots)?;
+        let mut decoder = BatchDecoder::new(&model, true);
+        // (prompts' seconds, decode seconds, slot 0's tokens)
+        let mut run = || -> DemoResult<(f64, f64, Vec<u32>)> {
+            device.synchronize()?;
+            let t = Instant::now();
+            for (i, p) in prompts.iter().enumerate() {
+                batch.reset(i)?;
+                model.prefill_slot(&mut batch, i, p)?;
+            }
+            device.synchronize()?;
+            let prefill = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let mut first = Vec::with_capacity(decode);
+            for _ in 0..decode {
+                for i in 0..slots {
+                    batch.advance(i)?;
+                }
+                let next = decoder.step(&batch)?.next.to_vec1::<u32>()?;
+                first.push(next[0]);
+            }
+            Ok((prefill, t.elapsed().as_secs_f64(), first))
+        };
+        run()?; // warm-up: kernels load, the step is captured
+        let runs = (0..3).map(|_| run()).collect::<DemoResult<Vec<_>>>()?;
+        let (prefill, dec) = (median(&runs, |r| r.0), median(&runs, |r| r.1));
+        rows.push(serde_json::json!({
+            "batch": slots,
+            "prefill_tokens_per_s": (slots * prompt) as f64 / prefill,
+            "decode_tokens_per_s": (slots * decode) as f64 / dec,
+            "decode_step_ms": dec / decode as f64 * 1e3,
+            "slot0_tokens": runs[0].2,
+        }));
+        drop(decoder);
+        drop(batch);
+        if let Device::Rocm(rocm) = device {
+            rocm.inner().empty_cache()?;
+        }
+    }
+    Ok(serde_json::json!({
+        "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "model": "static llama, batch of sequences, captured step",
+        "kv_cache": format!("{cache:?}").to_lowercase(),
+        "prompt": prompt,
+        "decode": decode,
+        "batches": rows,
         "peak_bytes": peak_memory(device),
     }))
 }

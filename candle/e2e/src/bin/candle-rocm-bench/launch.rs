@@ -96,12 +96,8 @@ pub fn run(cuda: Option<&Device>) -> Result<()> {
     rows.push((
         "resolve + launch: kernel looked up by (module, op, dtype)",
         both(&sync, &mut || {
-            raw.launch_elements(
-                (&rocm_kernels::FILL, "fill", "f32"),
-                N as u64,
-                &mut args,
-            )
-            .map_err(rocm_err)
+            raw.launch_elements((&rocm_kernels::FILL, "fill", "f32"), N as u64, &mut args)
+                .map_err(rocm_err)
         })?,
     ));
 

@@ -13,7 +13,8 @@
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
 //!   (a qwen3moe file runs through quantized_qwen3_moe, --dtype bf16|f32 (f32) its activations;
 //!    --static: the static llama with a
-//!    captured decode step instead of quantized_llama;
+//!    captured decode step instead of quantized_llama; --batches 1,4,16 (with --static): that
+//!    many sequences decoding together, each after a prompt of its own, aggregate tokens/s;
 //!    --profile [--quantized-llama]: a short run for ncu, the static llama eagerly or
 //!    quantized_llama's steps inside the CUDA profiler's range; CANDLE_ROCM_HOST_TIME=1: the
 //!    host's time of a decode step by category)
@@ -198,7 +199,16 @@ fn run(args: &[String]) -> DemoResult<()> {
                     "bf16" => candle_core::DType::BF16,
                     other => return Err(format!("--cache {other}: f32, f16 or bf16").into()),
                 };
-                gguf::run_static(path, &open(device)?, (prompt, decode), cache)?
+                match flag_value(args, "--batches") {
+                    Some(list) => {
+                        let batches = list
+                            .split(',')
+                            .map(str::parse)
+                            .collect::<Result<Vec<usize>, _>>()?;
+                        gguf::run_static_batches(path, &open(device)?, (prompt, decode), cache, &batches)?
+                    }
+                    None => gguf::run_static(path, &open(device)?, (prompt, decode), cache)?,
+                }
             } else {
                 // activations of the mixture-of-experts model (quantized_llama's are f32)
                 let dtype = match flag_value(args, "--dtype") {

@@ -8,7 +8,8 @@ use crate::{Result, Storage, Tensor};
 /// Which cache positions each query of [`cached_attention`] sees. With `Positions(p)`, query i
 /// sees positions `0..=p[i]` (u32 `[queries]` on the same device, read there: a cache
 /// preallocated to its maximum length and filled up to a position the host need not know, as a
-/// captured decode step has it).
+/// captured decode step has it); `[batch, queries]` positions give each batch its own
+/// (sequences decoding together).
 pub type CacheMask<'a> = candle_rocm::AttentionMask<&'a Tensor>;
 
 /// `q` `[batch, heads, queries, head_dim]` over `k` and `v` `[batch, kv_heads, cache_len,
@@ -78,7 +79,9 @@ pub fn cached_attention(
 /// 2 kv_heads) * head_dim]`) holds each token's q, k and v heads, token i at `positions[i]`
 /// (u32 `[t]`, read on the device); `cos` and `sin` (`[max_len, head_dim / 2]`) are the rotary
 /// tables; `k_cache` and `v_cache` (`[1, kv_heads, cache_len, head_dim]`, contiguous) receive
-/// k roped and v at the positions, in place. Returns q roped, `[1, heads, t, head_dim]`. Pairs
+/// k roped and v at the positions, in place. Returns q roped, `[1, heads, t, head_dim]`. With
+/// caches of `[t, kv_heads, cache_len, head_dim]` each token is a sequence of its own (a batch's
+/// decode step): token i writes cache i, and q comes back as `[t, heads, 1, head_dim]`. Pairs
 /// as candle-nn's `rope_i` (`interleaved`) or `rope`. One dtype for all, except that the caches
 /// may be f16/bf16 under an f32 `qkv`; every tensor on one ROCm device. No gradient.
 #[allow(clippy::too_many_arguments)]
@@ -130,9 +133,21 @@ pub fn rope_kv_write(
     ))?;
     let head_dim = k_cache.dims().last().copied().unwrap_or(0);
     let t = positions.elem_count();
+    // a cache a token (the dims before the last three, checked below): each token its own
+    // sequence
+    let dims = k_cache.dims();
+    let per_token = dims[..dims.len().saturating_sub(3)]
+        .iter()
+        .product::<usize>()
+        != 1;
+    let shape = if per_token {
+        (t, heads, 1, head_dim)
+    } else {
+        (1, heads, t, head_dim)
+    };
     Ok(crate::tensor::from_storage(
         Storage::Rocm(out),
-        (1, heads, t, head_dim),
+        shape,
         BackpropOp::none(),
         false,
     ))
