@@ -12,8 +12,9 @@
 #               tensor-parallel llama's check, the all-reduce benchmark against torch.distributed and
 #               the tensor-parallel llama's throughput; results under $OUT)
 # GPU_TESTS (a glob over tests/, default all) picks test binaries, e.g. 'rocm-indexing-*';
-# with it set the demo is left out. GPU_TEST_TIMEOUT (seconds, default 900) bounds each binary,
-# so a kernel that hangs fails its binary instead of the run.
+# with it set the demo and the LLM CLI are left out (GPU_LLM_CLI=1 keeps the CLI).
+# GPU_TEST_TIMEOUT (seconds, default 900) bounds each binary, so a kernel that hangs fails its
+# binary instead of the run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -81,5 +82,27 @@ for pass in $passes; do
   echo "== demo ($pass kernel cache)"
   if CANDLE_ROCM_CACHE_DIR=$demo_cache "$here/xtask" demo; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
+# The LLM runtime as a user runs it: the CLI (a prompt, then a chat turn on stdin) and the
+# README's chat program on the SmolLM2 GGUF; each must answer with some text and exit cleanly.
+llm_cli=1
+[ -n "${GPU_TESTS:-}" ] && [ -z "${GPU_LLM_CLI:-}" ] && llm_cli=0
+[ -n "${CANDLE_ROCM_SMOLLM2_GGUF:-}" ] || llm_cli=0
+if [ $llm_cli = 1 ]; then
+  for run in generate chat example; do
+    echo "== candle-rocm-llm $run"
+    case $run in
+      generate) got=$("${wrap[@]}" "$here/bin/candle-rocm-llm" generate --model "$CANDLE_ROCM_SMOLLM2_GGUF" \
+                  --prompt "What is the capital of France?" --max-tokens 24 2>"$here/llm-$run.err");;
+      chat) got=$(echo "Name three colours." | "${wrap[@]}" "$here/bin/candle-rocm-llm" chat \
+              --model "$CANDLE_ROCM_SMOLLM2_GGUF" --max-tokens 24 2>"$here/llm-$run.err");;
+      example) got=$(echo "Name three colours." | "${wrap[@]}" "$here/bin/chat" "$CANDLE_ROCM_SMOLLM2_GGUF" \
+                 2>"$here/llm-$run.err");;
+    esac
+    rc=$?
+    echo "$got"; tail -3 "$here/llm-$run.err"
+    if [ $rc -eq 0 ] && [ -n "$(echo "$got" | tr -d '[:space:]')" ]; then passed=$((passed + 1)); else
+      echo "FAILED: candle-rocm-llm $run (exit $rc)"; failed=$((failed + 1)); fi
+  done
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -387,7 +387,8 @@ fn install_from_wheel(
     }
 }
 
-/// Builds the model demo (release, both platforms) and returns its path.
+/// The demo (release, nvidia platform), the tensor-parallel binary, and the LLM runtime's CLI
+/// and examples; the demo's path (the others sit beside it, the examples under `examples/`).
 pub fn build_demo() -> Result<PathBuf, String> {
     run()?;
     let status = cargo_in_workspace()
@@ -403,6 +404,23 @@ pub fn build_demo() -> Result<PathBuf, String> {
         .map_err(|e| e.to_string())?;
     if !status.success() {
         return Err("building candle-rocm-demo failed".into());
+    }
+    // the LLM runtime's CLI and the README's chat example, beside the demo
+    let status = cargo_in_workspace()
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "candle-rocm-llm",
+            "--features",
+            "nvidia",
+            "--bins",
+            "--examples",
+        ])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err("building candle-rocm-llm's CLI and examples failed".into());
     }
     Ok(root()
         .join("target")

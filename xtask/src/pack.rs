@@ -115,6 +115,18 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::copy(demo_bin.with_file_name("candle-rocm-tp"), &packed_tp)
         .map_err(|e| e.to_string())?;
     strip(&packed_tp)?;
+    // the LLM runtime's CLI and the README's chat program, as a user builds them
+    for (built, name) in [
+        (
+            demo_bin.with_file_name("candle-rocm-llm"),
+            "candle-rocm-llm",
+        ),
+        (demo_bin.with_file_name("examples").join("chat"), "chat"),
+    ] {
+        let packed = out.join("bin").join(name);
+        std::fs::copy(&built, &packed).map_err(|e| format!("{}: {e}", built.display()))?;
+        strip(&packed)?;
+    }
     let (ok, _) = run_echo(
         Command::new(&demo_bin)
             .arg("--export-f16")
