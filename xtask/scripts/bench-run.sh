@@ -138,6 +138,8 @@ if [ $gguf = 1 ]; then
       # GGUF_BATCHES (e.g. 1,4,16): also the static llama's batch of sequences (f16 cache, as
       # llama.cpp's) beside llama-batched-bench at the same batch sizes
       [ -n "${GGUF_BATCHES:-}" ] && peers="$peers rocm-batch"
+      # GGUF_PEERS picks some of them (llama.cpp's runs are kept)
+      peers=${GGUF_PEERS:-$peers}
       # the experts' model with bf16 activations: Candle CUDA's MoE kernels take no other
       moe=(); case $shape in *-a3b) peers="rocm cuda"; moe=(--dtype bf16);; esac
       for peer in $peers; do
