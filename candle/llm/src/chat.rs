@@ -1,5 +1,6 @@
 //! Text in and out of a GGUF model: its tokenizer built from the file's own metadata (GPT-2
-//! style byte-level BPE, as Llama 3, Qwen and SmolLM files carry), its chat template rendered by
+//! style byte-level BPE, as Llama 3, Qwen and SmolLM files carry, or SentencePiece's BPE, as
+//! Llama 2, Mistral, Phi-3 and Gemma files carry: `spm`), its chat template rendered by
 //! a Jinja engine as Hugging Face's `apply_chat_template` renders it (blocks trimmed, Python's
 //! string methods), its stop tokens, and text streamed token by token without splitting a
 //! character.
@@ -95,7 +96,15 @@ const END_OF_TURN: [&str; 4] = ["<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_
 impl GgufText {
     /// From the file's metadata (no tensor is read).
     pub fn from_gguf(content: &gguf_file::Content) -> Result<Self> {
-        let tokenizer = Tokenizer::from_gguf(content)?;
+        // SentencePiece files (`llama`) here; GPT-2's byte-level BPE through Candle
+        let model = match content.metadata.get("tokenizer.ggml.model") {
+            Some(v) => Some(v.to_string()?.to_lowercase()),
+            None => None,
+        };
+        let tokenizer = match model.as_deref() {
+            Some("llama") => crate::spm::Pieces::from_gguf(content)?.tokenizer()?,
+            _ => Tokenizer::from_gguf(content)?,
+        };
         let id = |key: &str| -> Result<Option<u32>> {
             content.metadata.get(key).map(|v| v.to_u32()).transpose()
         };

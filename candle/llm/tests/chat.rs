@@ -1,9 +1,11 @@
 //! The text side of a GGUF model, on the CPU: a chat template rendered by the Jinja engine as
 //! Hugging Face renders it, stop tokens, and streamed text that never splits a character; on a
-//! byte-level tokenizer written here and on SmolLM2's own file (its template and tokenizer).
+//! byte-level tokenizer written here and on SmolLM2's own file (its template and tokenizer);
+//! a SentencePiece (`llama`) tokenizer against SentencePiece's merges computed here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::quantized::gguf_file::{self, Value};
+use candle_rocm_llm::spm::Pieces;
 use candle_rocm_llm::{ChatTemplate, GgufText, Message};
 
 /// GPT-2's byte-to-character map: printable bytes stand for themselves, the rest for the
@@ -216,4 +218,159 @@ fn stop_strings_cut_the_stream_where_they_begin() {
     assert_eq!(s.push("#b"), ("##b".to_string(), false));
     assert_eq!(s.push("c ##"), ("c ".to_string(), false));
     assert_eq!(s.finish(), "##");
+}
+
+/// SentencePiece's pieces for the tests: unknown, bos and eos, the 256 byte pieces, ChatML's
+/// start marker (user-defined), then characters and joined pieces with their scores.
+fn sentencepiece_pieces() -> Pieces {
+    let mut pieces: Vec<(String, f32, i32)> = vec![
+        ("<unk>".into(), 0.0, 2),
+        ("<s>".into(), 0.0, 3),
+        ("</s>".into(), 0.0, 3),
+    ];
+    pieces.extend((0..=255u8).map(|b| (format!("<0x{b:02X}>"), 0.0, 6)));
+    pieces.push(("<|im_start|>".into(), 0.0, 4));
+    let normal = [
+        ("\u{2581}", -1.0),
+        ("h", -2.0),
+        ("e", -2.1),
+        ("l", -2.2),
+        ("o", -2.3),
+        ("w", -2.4),
+        ("r", -2.5),
+        ("d", -2.6),
+        ("a", -2.7),
+        ("\u{2581}h", -3.0),
+        ("he", -3.5),
+        ("ll", -3.2),
+        ("lo", -3.1),
+        ("llo", -4.0),
+        ("hel", -4.5),
+        ("\u{2581}he", -3.3),
+        ("\u{2581}hello", -5.0),
+        ("hello", -5.5),
+        ("\u{2581}w", -3.4),
+        ("or", -3.6),
+        ("ld", -3.7),
+        ("orld", -4.2),
+        ("\u{2581}world", -5.1),
+        ("\u{2581}a", -3.8),
+        ("é", -2.9),
+    ];
+    pieces.extend(normal.iter().map(|&(p, s)| (p.to_string(), s, 1)));
+    Pieces {
+        pieces: pieces.iter().map(|p| p.0.clone()).collect(),
+        scores: pieces.iter().map(|p| p.1).collect(),
+        types: pieces.iter().map(|p| p.2).collect(),
+    }
+}
+
+/// SentencePiece's BPE one merge at a time over the text's symbols (`▁` for each space and one
+/// in front; the highest-scoring joined piece of the vocabulary first, the leftmost of equals),
+/// symbols outside the vocabulary as their bytes' pieces: what the tokenizer must give.
+fn sentencepiece_reference(pieces: &Pieces, text: &str) -> Vec<u32> {
+    let id_of = |s: &str| pieces.pieces.iter().position(|p| p == s);
+    let text = format!("\u{2581}{}", text.replace(' ', "\u{2581}"));
+    let mut symbols: Vec<String> = text.chars().map(String::from).collect();
+    loop {
+        let mut best: Option<(f32, usize)> = None;
+        for i in 0..symbols.len().saturating_sub(1) {
+            let joined = format!("{}{}", symbols[i], symbols[i + 1]);
+            if let Some(id) = id_of(&joined).filter(|&id| pieces.types[id] == 1) {
+                if best.is_none_or(|(s, _)| pieces.scores[id] > s) {
+                    best = Some((pieces.scores[id], i));
+                }
+            }
+        }
+        let Some((_, i)) = best else { break };
+        let right = symbols.remove(i + 1);
+        symbols[i].push_str(&right);
+    }
+    let mut ids = Vec::new();
+    for s in symbols {
+        match id_of(&s) {
+            Some(id) => ids.push(id as u32),
+            None => ids.extend(
+                s.bytes()
+                    .map(|b| id_of(&format!("<0x{b:02X}>")).unwrap() as u32),
+            ),
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_sentencepiece_file_tokenizes_as_sentencepiece_merges_and_decodes_back() {
+    let pieces = sentencepiece_pieces();
+    let tokenizer = pieces.tokenizer().unwrap();
+    // texts of the vocabulary's letters, spaces, and characters it lacks (bytes then)
+    let alphabet: Vec<char> = "helowrda  xyé€".chars().collect();
+    let mut rng = candle_rocm_llm::sampling::SplitMix64(21);
+    let mut texts = vec![
+        "hello world".to_string(),
+        "hello".into(),
+        "a hello  wor".into(),
+    ];
+    for _ in 0..300 {
+        let len = 1 + (rng.unit_f32() * 12.0) as usize;
+        texts.push(
+            (0..len)
+                .map(|_| {
+                    alphabet[(rng.unit_f32() * alphabet.len() as f32) as usize % alphabet.len()]
+                })
+                .collect(),
+        );
+    }
+    for text in &texts {
+        let got = tokenizer
+            .encode(text.as_str(), false)
+            .unwrap()
+            .get_ids()
+            .to_vec();
+        assert_eq!(got, sentencepiece_reference(&pieces, text), "{text:?}");
+        assert_eq!(
+            &tokenizer.decode(&got, true).unwrap(),
+            text,
+            "{text:?} round trip"
+        );
+    }
+    let hello = pieces
+        .pieces
+        .iter()
+        .position(|p| p == "\u{2581}hello")
+        .unwrap() as u32;
+    assert_eq!(tokenizer.encode("hello", false).unwrap().get_ids(), [hello]);
+    // through the file's metadata: the `llama` model picks it; a special piece in the text is
+    // its id
+    let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
+    let metadata = [
+        ("tokenizer.ggml.model", Value::String("llama".into())),
+        ("tokenizer.ggml.tokens", strings(&pieces.pieces)),
+        (
+            "tokenizer.ggml.scores",
+            Value::Array(pieces.scores.iter().map(|&s| Value::F32(s)).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            Value::Array(pieces.types.iter().map(|&t| Value::I32(t)).collect()),
+        ),
+        ("tokenizer.ggml.bos_token_id", Value::U32(1)),
+        ("tokenizer.ggml.eos_token_id", Value::U32(2)),
+    ];
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut bytes, &md, &[]).unwrap();
+    bytes.set_position(0);
+    let text = GgufText::from_gguf(&gguf_file::Content::read(&mut bytes).unwrap()).unwrap();
+    assert_eq!(
+        text.encode("hello world").unwrap(),
+        sentencepiece_reference(&pieces, "hello world")
+    );
+    let start = pieces
+        .pieces
+        .iter()
+        .position(|p| p == "<|im_start|>")
+        .unwrap() as u32;
+    assert_eq!(text.encode("<|im_start|>").unwrap(), [start]);
+    assert_eq!(text.stop_tokens, [2]);
 }
