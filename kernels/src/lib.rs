@@ -630,6 +630,60 @@ pub const ATTENTION: KernelModule = KernelModule {
     params: &[attention::Params::DECL, attention::RopeKvParams::DECL],
 };
 
+/// Forward attention over whole sequences without a (seq x seq) buffer
+/// (`flash_attention_<dtype>`): grouped-query heads, causal and sliding windows, ALiBi, softcap,
+/// variable lengths.
+pub const FLASH_ATTENTION: KernelModule = KernelModule {
+    headers: HEADERS,
+    name: "flash_attention",
+    source: include_str!("flash_attention.hip"),
+    groups: &[EntryGroup {
+        ops: &["flash_attention"],
+        dtypes: &["bf16", "f16", "f32"],
+    }],
+    params: &[flash_attention::Params::DECL],
+};
+
+/// The launch shape of `flash_attention` (flash_attention.hip's `FA_*` defines; a test checks
+/// the two agree) and its parameter list.
+pub mod flash_attention {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// `flash_attention_<dtype>`: q `[tokens_q, heads, head_dim]`, k and v `[tokens_k,
+        /// kv_heads, head_dim]`, out q's shape; sequence b's rows from `cu_q[b]` / `cu_k[b]`
+        /// (null: `b * seq_q` / `b * seq_k`, every sequence `seq_q` / `seq_k` long); ALiBi
+        /// slopes (null: none) at `b * alibi_batch_stride + h`; a softcap of 0 is none; a
+        /// negative window is no limit on that side (causal: `window_right` 0).
+        pub struct Params = "FLASH_PARAMS(T)" {
+            q: DevicePtr = "const T*",
+            k: DevicePtr = "const T*",
+            v: DevicePtr = "const T*",
+            out: DevicePtr = "T*",
+            alibi: Option<DevicePtr> = "const float*",
+            cu_q: Option<DevicePtr> = "const u32*",
+            cu_k: Option<DevicePtr> = "const u32*",
+            heads: u32,
+            kv_heads: u32,
+            head_dim: u32,
+            seq_q: u32,
+            seq_k: u32,
+            alibi_batch_stride: u32,
+            scale: f32,
+            softcap: f32,
+            window_left: i32,
+            window_right: i32,
+        }
+    }
+
+    /// Keyed by the dtype of q, k, v and out.
+    pub const FLASH: Entry<Params> = Entry::new(&super::FLASH_ATTENTION, "flash_attention");
+    /// Query rows a block takes (a warp each).
+    pub const ROWS: u32 = 8;
+    /// The longest head.
+    pub const MAX_HEAD_DIM: u32 = 256;
+}
+
 /// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
 /// defines; a test checks the two agree), and the family's entries and parameter lists.
 pub mod attention {
@@ -640,9 +694,9 @@ pub mod attention {
         /// over a cache of `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out);
         /// `mode` one of the `MODE_*` (positions: u32, query i of batch b at
         /// `positions[b * positions_stride + i]`, read with `MODE_POSITIONS` only; a stride of 0
-        /// gives every batch the same positions). The split form writes each block's run to `partial` (the accumulator type's
-        /// head_dim + 2 values a run), combined by the last block of a row to finish (a ticket
-        /// a row); the one-block form reads neither.
+        /// gives every batch the same positions). The split form writes each block's run to
+        /// `partial` (the accumulator type's head_dim + 2 values a run), combined by the last
+        /// block of a row to finish (a ticket a row); the one-block form reads neither.
         pub struct Params = "ATTN_PARAMS(T, C)" {
             q: DevicePtr = "const T*",
             k: DevicePtr = "const C*",
@@ -1585,8 +1639,22 @@ pub fn companions(
 
 /// Every module, for the compile tiers to iterate over.
 pub const ALL_MODULES: &[&KernelModule] = &[
-    &FILL, &UNARY, &BINARY, &CAST, &TERNARY, &ROPE, &REDUCE, &NORM, &INDEXING, &UPSAMPLE, &SORT,
-    &CONV, &RANDOM, &QUANTIZED, &ATTENTION,
+    &FILL,
+    &UNARY,
+    &BINARY,
+    &CAST,
+    &TERNARY,
+    &ROPE,
+    &REDUCE,
+    &NORM,
+    &INDEXING,
+    &UPSAMPLE,
+    &SORT,
+    &CONV,
+    &RANDOM,
+    &QUANTIZED,
+    &ATTENTION,
+    &FLASH_ATTENTION,
 ];
 
 #[cfg(test)]
@@ -1647,6 +1715,18 @@ mod tests {
         assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
         assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
         assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);
+    }
+
+    #[test]
+    fn flash_attention_constants_match_the_kernel_source() {
+        let define = |name: &str| {
+            FLASH_ATTENTION
+                .define(name)
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or_else(|| panic!("flash_attention.hip defines no u32 {name}"))
+        };
+        assert_eq!(define("FA_ROWS"), flash_attention::ROWS);
+        assert_eq!(define("FA_MAX_HEAD_DIM"), flash_attention::MAX_HEAD_DIM);
     }
 
     #[test]

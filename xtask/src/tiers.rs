@@ -11,10 +11,10 @@ use crate::tools::{cargo, pip_install_into, run_echo, tools_dir, with_ld_path};
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc==13.0.88";
 /// The cargo features that put every crate on the nvidia platform (GPU tier and pack).
 pub(crate) const NVIDIA_FEATURES: &str =
-    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,rocm-quantized/nvidia,rocm-ccl/nvidia,candle-rocm/nvidia";
+    "rocm-device/nvidia,rocm-elementwise/nvidia,rocm-blas/nvidia,rocm-reduce/nvidia,rocm-attention/nvidia,rocm-indexing/nvidia,rocm-dnn/nvidia,rocm-quantized/nvidia,rocm-ccl/nvidia,candle-rocm/nvidia";
 /// The features that build every crate's GPU test target.
 pub(crate) const GPU_TEST_FEATURES: &str =
-    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,rocm-quantized/gpu-tests,rocm-ccl/gpu-tests,candle-rocm/gpu-tests";
+    "rocm-device/gpu-tests,rocm-elementwise/gpu-tests,rocm-blas/gpu-tests,rocm-reduce/gpu-tests,rocm-attention/gpu-tests,rocm-indexing/gpu-tests,rocm-dnn/gpu-tests,rocm-quantized/gpu-tests,rocm-ccl/gpu-tests,candle-rocm/gpu-tests";
 #[derive(Default)]
 struct Tally {
     passed: u64,

@@ -100,6 +100,9 @@ pub enum Error {
     /// Operands of one op whose shapes disagree.
     #[error("{op}: shape mismatch: {detail}")]
     ShapeMismatch { op: &'static str, detail: String },
+    /// A parameter of an op outside what it takes (a window, a scale, a softcap).
+    #[error("{op}: invalid argument: {detail}")]
+    InvalidArgument { op: &'static str, detail: String },
     /// Ids outside the dim they index (checked when `CANDLE_ROCM_CHECK_INDICES=1`; otherwise
     /// such ids read zero or are skipped, and never touch memory out of bounds).
     /// `count` is the number of lookups that met such an id (an index_select id is looked up
@@ -111,10 +114,10 @@ pub enum Error {
         size: usize,
         count: u64,
     },
-    /// A layout the kernels cannot take.
+    /// Work a graph capture cannot take.
     #[error("graph capture: {0}")]
     Capture(String),
-
+    /// A layout the kernels cannot take.
     #[error("invalid layout: {0}")]
     InvalidLayout(String),
     /// Two buffers of different devices (or device handles) in one call.
