@@ -15,6 +15,8 @@ use crate::tools::{
 
 /// The GPU pack's runner (`.gpu/run.sh`).
 const RUN_SH: &str = include_str!("../scripts/gpu-run.sh");
+/// Chains of the suite in several modes side by side, in one device call.
+const MODES_SH: &str = include_str!("../scripts/gpu-modes.sh");
 /// Joins the GGUF halves carried apart from a pack (`.gpu/join-gguf.sh`, `.bench/join-gguf.sh`).
 pub(crate) const JOIN_GGUF_SH: &str = include_str!("../scripts/join-gguf.sh");
 
@@ -104,6 +106,7 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::copy(root().join("target/release/xtask"), &demo).map_err(|e| e.to_string())?;
     strip(&demo)?;
     std::fs::write(out.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("modes.sh"), MODES_SH).map_err(|e| e.to_string())?;
     std::fs::write(out.join("join-gguf.sh"), JOIN_GGUF_SH).map_err(|e| e.to_string())?;
     // The model demo and an f16 copy of its model (the f32 one would not fit).
     let demo_bin = crate::candle::build_demo()?;
