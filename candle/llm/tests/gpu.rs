@@ -57,17 +57,24 @@ fn every_architecture_on_the_gpu_is_as_close_to_its_cpu_reference_as_rounding_al
     }
 }
 
+/// Three prompts of a seeded llama file.
+const PROMPTS: [&[u32]; 3] = [
+    &[3, 41, 17, 200, 9, 77, 128],
+    &[5, 6, 7, 8, 9],
+    &[250, 1, 99],
+];
+
+/// The seeded llama file's static model on `dev`, 64 positions.
+fn seeded_llama(dev: &Device) -> StaticLlama {
+    let file = write_gguf(Architecture::Llama, SHAPE, 5);
+    let (content, mut reader) = read(&file.0);
+    StaticLlama::from_gguf(&content, &mut reader, dev, 64).unwrap()
+}
+
 #[test]
 fn sequences_stepped_together_on_the_gpu_match_each_stepped_alone() {
     let dev = gpu();
-    let file = write_gguf(Architecture::Llama, SHAPE, 5);
-    let (content, mut reader) = read(&file.0);
-    let m = StaticLlama::from_gguf(&content, &mut reader, &dev, 64).unwrap();
-    let prompts: [&[u32]; 3] = [
-        &[3, 41, 17, 200, 9, 77, 128],
-        &[5, 6, 7, 8, 9],
-        &[250, 1, 99],
-    ];
+    let (m, prompts) = (seeded_llama(&dev), PROMPTS);
     let (together, alone) = (prefilled(&m, &prompts), prefilled(&m, &prompts));
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for _ in 0..10 {
@@ -87,14 +94,7 @@ fn sequences_stepped_together_on_the_gpu_match_each_stepped_alone() {
 #[test]
 fn a_batch_of_slots_on_the_gpu_matches_each_sequence_stepped_alone() {
     let dev = gpu();
-    let file = write_gguf(Architecture::Llama, SHAPE, 5);
-    let (content, mut reader) = read(&file.0);
-    let m = StaticLlama::from_gguf(&content, &mut reader, &dev, 64).unwrap();
-    let prompts: [&[u32]; 3] = [
-        &[3, 41, 17, 200, 9, 77, 128],
-        &[5, 6, 7, 8, 9],
-        &[250, 1, 99],
-    ];
+    let (m, prompts) = (seeded_llama(&dev), PROMPTS);
     // the fused step of all slots at once, eagerly and replayed, against each alone
     for captured in [false, true] {
         let alone = prefilled(&m, &prompts);
