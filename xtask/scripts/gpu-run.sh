@@ -45,6 +45,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 passed=0; failed=0
+# The f16 all-MiniLM-L6-v2 of the demo travels apart too (.gpu-gguf-minilm): beside the pack, or
+# where an earlier call put it.
+side=${GPU_SIDE:-$HOME/gpu-side}
+for d in "$here/../.gpu-gguf-minilm" "$side"; do
+  [ -d "$here/models/all-MiniLM-L6-v2" ] || [ ! -d "$d/all-MiniLM-L6-v2" ] || cp -r "$d/all-MiniLM-L6-v2" "$here/models/"
+done
 # The SmolLM2 GGUF comes in two halves carried apart from the pack; joined once, for the KL
 # divergence test (e2e kld) and the demo.
 if gguf=$(bash "$here/join-gguf.sh" "$here"); then export CANDLE_ROCM_SMOLLM2_GGUF=$gguf; fi

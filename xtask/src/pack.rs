@@ -134,7 +134,7 @@ pub fn gpu_pack() -> Result<bool, String> {
         Command::new(&demo_bin)
             .arg("--export-f16")
             .arg(crate::candle::minilm_dir()?)
-            .arg(out.join("models").join("all-MiniLM-L6-v2")),
+            .arg(side_dir("minilm")?.join("all-MiniLM-L6-v2")),
     )?;
     if !ok {
         return Err("exporting the f16 model failed".into());
@@ -181,11 +181,7 @@ pub(crate) fn pack_gguf_halves(pack: &Path) -> Result<(), String> {
     let name = crate::candle::SMOLLM2_GGUF;
     let half = bytes.len().div_ceil(2);
     for (i, part) in bytes.chunks(half).enumerate() {
-        let dir = root().join(format!(".gpu-gguf-{}", i + 1));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = side_dir(&(i + 1).to_string())?;
         std::fs::write(dir.join(format!("{name}.part{}", i + 1)), part)
             .map_err(|e| e.to_string())?;
     }
@@ -197,4 +193,16 @@ pub(crate) fn pack_gguf_halves(pack: &Path) -> Result<(), String> {
         format!("{digest}  {name}\n"),
     )
     .map_err(|e| e.to_string())
+}
+
+/// `.gpu-gguf-<name>/` beside the pack, emptied: the models too large to travel in the pack's
+/// own call (a device call carries 64 MiB), each carried by a call of its own that copies it
+/// off the checkout on the GPU machine (`run.sh` takes them from there).
+fn side_dir(name: &str) -> Result<std::path::PathBuf, String> {
+    let dir = root().join(format!(".gpu-gguf-{name}"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
 }
