@@ -163,8 +163,9 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::remove_dir_all(&multi_dir).map_err(|e| e.to_string())?;
     let size = checked_pack_size(&out)?;
     println!(
-        "packed {} test binaries and the demos into {} ({:.1} MiB); the GGUF halves into \
-         .gpu-gguf-1 and .gpu-gguf-2: carry each in a call of its own before the pack's",
+        "packed {} test binaries and the demos into {} ({:.1} MiB); the GGUF halves and the \
+         demo's MiniLM into .gpu-gguf-1, .gpu-gguf-2 and .gpu-gguf-minilm: carry each in a call \
+         of its own that copies it into ~/gpu-side, before the pack's (README, On a GPU machine)",
         packed,
         out.display(),
         size as f64 / 1048576.0
