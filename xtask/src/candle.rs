@@ -21,7 +21,7 @@ pub const CANDLE_VERSION: &str = "0.11.1";
 pub const CRATES: [&str; 3] = ["candle-core", "candle-nn", "candle-transformers"];
 /// Candle's test binaries that hold device tests (`test_device!`, the transfer tests), and
 /// the e2e GPU suites: packed for the GPU machine, where they run on `Device::Rocm`.
-pub const DEVICE_TESTS: [&str; 15] = [
+pub const DEVICE_TESTS: [&str; 16] = [
     "candle-core/bilinear_tests",
     "candle-core/conv_tests",
     "candle-core/grad_tests",
@@ -36,6 +36,7 @@ pub const DEVICE_TESTS: [&str; 15] = [
     "e2e/graph",
     "e2e/kld",
     "e2e/moe",
+    "e2e/flash_attn",
     "llm/gpu",
 ];
 /// The packages of the materialised workspace whose tests run: in the CPU tier and, for

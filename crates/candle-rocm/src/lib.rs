@@ -31,6 +31,7 @@ pub use rocm_indexing::IndexOptions;
 pub use rocm_reduce::AttentionMask;
 pub use rocm_reduce::ReduceOp;
 pub use storage::{binary_op_from_name, unary_op_from_name, CacheMask, RocmStorage};
+pub use storage::{FlashArgs, FlashVarLen};
 
 #[cfg(test)]
 mod tests {

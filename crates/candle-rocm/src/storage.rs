@@ -493,6 +493,48 @@ impl RocmStorage {
         Ok(self.wrap(out, self.dtype))
     }
 
+    /// Forward attention over whole sequences without a (seq x seq) buffer
+    /// (`rocm_attention::flash_attention`): `self` is q (`[batch, seq_q, heads, head_dim]`, or
+    /// `[tokens, heads, head_dim]` with `varlen`), k and v of kv heads; a new contiguous
+    /// storage of q's shape.
+    pub fn flash_attention(
+        &self,
+        q_l: &Layout,
+        (k, k_l): (&Self, &Layout),
+        (v, v_l): (&Self, &Layout),
+        args: &FlashArgs<'_>,
+        varlen: Option<&FlashVarLen<'_>>,
+    ) -> Result<Self> {
+        const OP: &str = "flash_attention";
+        let mut others = vec![k, v];
+        others.extend(args.alibi.map(|(a, _)| a));
+        if let Some(l) = varlen {
+            others.extend([l.cu_q.0, l.cu_k.0]);
+        }
+        self.same_device(OP, &others)?;
+        let options = rocm_attention::FlashOptions {
+            scale: args.scale,
+            causal: args.causal,
+            window_left: args.window_left,
+            window_right: args.window_right,
+            softcap: args.softcap,
+            alibi: args.alibi.map(|(a, l)| a.operand(l)),
+        };
+        let varlen = varlen.map(|l| rocm_attention::VarLen {
+            cu_q: l.cu_q.0.operand(l.cu_q.1),
+            cu_k: l.cu_k.0.operand(l.cu_k.1),
+            max_q: l.max_q,
+            max_k: l.max_k,
+        });
+        let out = rocm_attention::flash_attention(
+            self.raw(),
+            (self.operand(q_l), k.operand(k_l), v.operand(v_l)),
+            &options,
+            varlen.as_ref(),
+        )?;
+        Ok(self.wrap(out, self.dtype))
+    }
+
     /// A decode step's rotary embedding and cache write in one launch
     /// (`rocm_reduce::rope_kv_write`): `self` holds q, k and v heads of each token at
     /// `positions`; returns q roped (`[heads, t, head_dim]`, or `[t, heads, head_dim]` with a
@@ -640,4 +682,26 @@ pub fn unary_op_from_name(name: &str) -> Option<UnaryOp> {
 /// The [`BinaryOp`] of Candle's `BinaryOpT::NAME`.
 pub fn binary_op_from_name(name: &str) -> Option<BinaryOp> {
     BinaryOp::ALL.into_iter().find(|op| op.name() == name)
+}
+
+/// What [`RocmStorage::flash_attention`] computes besides q, k and v: rocm-attention's
+/// `FlashOptions` with the ALiBi slopes as a storage and its layout.
+#[derive(Debug, Clone, Copy)]
+pub struct FlashArgs<'a> {
+    pub scale: f32,
+    pub causal: bool,
+    pub window_left: Option<usize>,
+    pub window_right: Option<usize>,
+    pub softcap: Option<f32>,
+    pub alibi: Option<(&'a RocmStorage, &'a Layout)>,
+}
+
+/// Packed sequences of variable lengths for [`RocmStorage::flash_attention`] (rocm-attention's
+/// `VarLen`, the cumulative lengths as storages and their layouts).
+#[derive(Debug, Clone, Copy)]
+pub struct FlashVarLen<'a> {
+    pub cu_q: (&'a RocmStorage, &'a Layout),
+    pub cu_k: (&'a RocmStorage, &'a Layout),
+    pub max_q: usize,
+    pub max_k: usize,
 }

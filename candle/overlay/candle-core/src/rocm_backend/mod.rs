@@ -5,6 +5,7 @@ use candle_rocm as rocm;
 
 pub mod attention;
 pub mod collective;
+pub mod flash_attention;
 pub mod fused;
 mod methods;
 
