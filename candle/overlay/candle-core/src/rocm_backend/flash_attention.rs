@@ -8,16 +8,10 @@
 //! slopes f32 `(num_heads_q)` or `(batch, num_heads_q)`; a softcap `c` makes each scaled score
 //! `c * tanh(s / c)`. No gradient.
 
-use crate::op::BackpropOp;
-use crate::{Result, Storage, Tensor};
+use super::fused::{output, rocm, same_device};
+use crate::{Result, Tensor};
 
-/// The ROCm storage of a tensor's storage, or an error naming `what`.
-fn rocm<'a>(what: &str, s: &'a Storage) -> Result<&'a super::RocmStorage> {
-    match s {
-        Storage::Rocm(s) => Ok(s),
-        _ => Err(crate::Error::Msg(format!("flash_attn: {what} is not on a ROCm device")).bt()),
-    }
-}
+const OP: &str = "flash_attn";
 
 /// The windows, softcap and slopes of one call.
 struct Bias<'a> {
@@ -46,16 +40,7 @@ fn run(
     if let Some(p) = &packed {
         others.extend([p.seqlens_q, p.seqlens_k]);
     }
-    for t in others {
-        if !t.device().same_device(q.device()) {
-            return Err(crate::Error::DeviceMismatchBinaryOp {
-                lhs: q.device().location(),
-                rhs: t.device().location(),
-                op: "flash_attn",
-            }
-            .bt());
-        }
-    }
+    same_device(OP, q, &others)?;
     let (qs, ql) = q.storage_and_layout();
     let (ks, kl) = k.storage_and_layout();
     let (vs, vl) = v.storage_and_layout();
@@ -66,7 +51,7 @@ fn run(
             p.seqlens_k.storage_and_layout(),
         )
     });
-    let qr = rocm("q", &qs)?;
+    let qr = rocm(OP, &qs)?;
     let (kl, vl) = (super::layout(kl), super::layout(vl));
     let alibi_l = alibi.as_ref().map(|(_, l)| super::layout(l));
     let args = candle_rocm::FlashArgs {
@@ -76,7 +61,7 @@ fn run(
         window_right: bias.window_right,
         softcap: bias.softcap,
         alibi: match (&alibi, &alibi_l) {
-            (Some((s, _)), Some(l)) => Some((rocm("alibi_slopes", s)?.inner(), l)),
+            (Some((s, _)), Some(l)) => Some((rocm(OP, s)?.inner(), l)),
             _ => None,
         },
     };
@@ -85,8 +70,8 @@ fn run(
         .map(|((_, lq), (_, lk))| (super::layout(lq), super::layout(lk)));
     let varlen = match (&lens, &lens_l, &packed) {
         (Some(((sq, _), (sk, _))), Some((lq, lk)), Some(p)) => Some(candle_rocm::FlashVarLen {
-            cu_q: (rocm("seqlens_q", sq)?.inner(), lq),
-            cu_k: (rocm("seqlens_k", sk)?.inner(), lk),
+            cu_q: (rocm(OP, sq)?.inner(), lq),
+            cu_k: (rocm(OP, sk)?.inner(), lk),
             max_q: p.max_seqlen_q,
             max_k: p.max_seqlen_k,
         }),
@@ -94,17 +79,12 @@ fn run(
     };
     let out = qr.wrap(qr.inner().flash_attention(
         &super::layout(ql),
-        (rocm("k", &ks)?.inner(), &kl),
-        (rocm("v", &vs)?.inner(), &vl),
+        (rocm(OP, &ks)?.inner(), &kl),
+        (rocm(OP, &vs)?.inner(), &vl),
         &args,
         varlen.as_ref(),
     ))?;
-    Ok(crate::tensor::from_storage(
-        Storage::Rocm(out),
-        q.shape().clone(),
-        BackpropOp::none(),
-        false,
-    ))
+    Ok(output(out, q))
 }
 
 /// The window of a causal call (`causal`) or of none.

@@ -7,7 +7,7 @@ use crate::op::BackpropOp;
 use crate::{Result, Storage, Tensor};
 
 /// Checks that `others` are on `first`'s device.
-fn same_device(op: &'static str, first: &Tensor, others: &[&Tensor]) -> Result<()> {
+pub(super) fn same_device(op: &'static str, first: &Tensor, others: &[&Tensor]) -> Result<()> {
     for t in others {
         if !t.device().same_device(first.device()) {
             return Err(crate::Error::DeviceMismatchBinaryOp {
@@ -22,14 +22,14 @@ fn same_device(op: &'static str, first: &Tensor, others: &[&Tensor]) -> Result<(
 }
 
 /// The ROCm storage of a tensor's storage, or an error naming `op`.
-fn rocm<'a>(op: &'static str, s: &'a Storage) -> Result<&'a super::RocmStorage> {
+pub(super) fn rocm<'a>(op: &'static str, s: &'a Storage) -> Result<&'a super::RocmStorage> {
     match s {
         Storage::Rocm(s) => Ok(s),
         _ => Err(crate::Error::Msg(format!("{op}: the tensors are not on a ROCm device")).bt()),
     }
 }
 
-fn output(storage: super::RocmStorage, like: &Tensor) -> Tensor {
+pub(super) fn output(storage: super::RocmStorage, like: &Tensor) -> Tensor {
     crate::tensor::from_storage(
         Storage::Rocm(storage),
         like.shape().clone(),
