@@ -351,6 +351,331 @@ DEVICE int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
 #endif
 
 // ---------------------------------------------------------------------------------------------
+// Matrix units. The operation matrix kernels use: a warp (wavefront) adds the product of two
+// 16x16 tiles of a 16-bit float type T (f16_t or bf16_t) to a 16x16 f32 tile,
+// mma_16x16x16<T>(a, b, c): c += a b, on the target's instruction:
+//   CANDLE_ROCM_MMA_SYNC   NVIDIA: two mma.sync.m16n8k16 (32 lanes)
+//   CANDLE_ROCM_MMA_MFMA   CDNA gfx90a / gfx94x / gfx950: v_mfma_f32_16x16x16{f16,bf16_1k}
+//                          (64 lanes); under the wave64 emulation the same instructions in
+//                          software with AMD's register layouts (below)
+//   CANDLE_ROCM_MMA_WMMA11 RDNA3 gfx11: v_wmma_f32_16x16x16_{f16,bf16} (wave32)
+//   CANDLE_ROCM_MMA_WMMA12 RDNA4 gfx12: the same instructions' gfx12 forms (wave32)
+// A lane holds MMA_A elements of a, MMA_B of b and MMA_C of c; mma_a_at(e), mma_b_at(e) and
+// mma_c_at(e) say which (row, column) of its tile element e is. Those maps, the loads from
+// shared memory and the accumulator's row groups live here and nowhere else. Targets without
+// matrix units (CANDLE_ROCM_HAS_MMA 0) get gfx11's maps and an mma_16x16x16 that traps: the
+// host launches matrix kernels only on devices that have them.
+#if defined(CANDLE_ROCM_NVIDIA) && !defined(CANDLE_ROCM_WAVE64_EMULATION)
+#define CANDLE_ROCM_MMA_SYNC 1
+#elif defined(CANDLE_ROCM_WAVE64_EMULATION) || defined(__gfx90a__) || defined(__gfx940__) || \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__)
+#define CANDLE_ROCM_MMA_MFMA 1
+#elif defined(__GFX12__)
+#define CANDLE_ROCM_MMA_WMMA12 1
+#elif defined(__GFX11__)
+#define CANDLE_ROCM_MMA_WMMA11 1
+#endif
+#if defined(CANDLE_ROCM_MMA_SYNC) || defined(CANDLE_ROCM_MMA_MFMA) || \
+    defined(CANDLE_ROCM_MMA_WMMA11) || defined(CANDLE_ROCM_MMA_WMMA12)
+#define CANDLE_ROCM_HAS_MMA 1
+#else
+#define CANDLE_ROCM_HAS_MMA 0
+#endif
+
+DEVICE u32 mma_lane() { return threadIdx.x % warpSize; }
+
+// The single instructions, on registers as the hardware holds them (the probes test each one
+// against a host model of its layout). Row and column below are those of the instruction's
+// own A (M x K), B (K x N) and C (M x N).
+#if defined(CANDLE_ROCM_MMA_SYNC)
+// m16n8k16, g = lane / 4, t = lane % 4: a[e] at (g + 8 ((e / 2) % 2), 2t + e % 2 + 8 (e / 4));
+// b[e] at (2t + e % 2 + 8 (e / 2), g); c[e] at (g + 8 (e / 2), 2t + e % 2).
+template <typename T> struct MmaSyncType;
+template <> struct MmaSyncType<bf16_t> { static DEVICE void run(const u32* a, const u32* b, float* c) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+} };
+template <> struct MmaSyncType<f16_t> { static DEVICE void run(const u32* a, const u32* b, float* c) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+} };
+DEVICE u32 mma_pair(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
+template <typename T> DEVICE void mma_m16n8k16(const T* a, const T* b, float* c) {
+    const u32 ar[4] = {mma_pair(a[0].bits, a[1].bits), mma_pair(a[2].bits, a[3].bits),
+                       mma_pair(a[4].bits, a[5].bits), mma_pair(a[6].bits, a[7].bits)};
+    const u32 br[2] = {mma_pair(b[0].bits, b[1].bits), mma_pair(b[2].bits, b[3].bits)};
+    MmaSyncType<T>::run(ar, br, c);
+}
+#endif
+
+#if defined(CANDLE_ROCM_MMA_MFMA)
+// MFMA M x M x K (M = 16: K = 16; M = 32: K = 8), four consecutive k a lane: a[e] at
+// (lane % M, 4 (lane / M) + e), b[e] at (4 (lane / M) + e, lane % M); c[e] at
+// (4 (lane / 16) + e, lane % 16) for M = 16 and (8 (e / 4) + 4 (lane / 32) + e % 4, lane % 32)
+// for M = 32 (AMD's CDNA3 ISA, "matrix fused multiply-add" layouts).
+template <int M> DEVICE void mfma_c_at(u32 lane, u32 e, u32& row, u32& col) {
+    if (M == 16) { row = 4 * (lane / 16) + e; col = lane % 16; }
+    else { row = 8 * (e / 4) + 4 * (lane / 32) + e % 4; col = lane % 32; }
+}
+#if defined(CANDLE_ROCM_AMD)
+typedef short cr_i16x4 __attribute__((ext_vector_type(4)));
+typedef _Float16 cr_f16x4 __attribute__((ext_vector_type(4)));
+typedef float cr_f32x4 __attribute__((ext_vector_type(4)));
+typedef float cr_f32x16 __attribute__((ext_vector_type(16)));
+template <typename T> struct Mfma;
+template <> struct Mfma<bf16_t> {
+    static DEVICE cr_i16x4 in(const bf16_t* x) { cr_i16x4 v; for (int i = 0; i < 4; ++i) v[i] = (short)x[i].bits; return v; }
+    static DEVICE cr_f32x4 m16(const bf16_t* a, const bf16_t* b, cr_f32x4 c) { return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(in(a), in(b), c, 0, 0, 0); }
+    static DEVICE cr_f32x16 m32(const bf16_t* a, const bf16_t* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(in(a), in(b), c, 0, 0, 0); }
+};
+template <> struct Mfma<f16_t> {
+    static DEVICE cr_f16x4 in(const f16_t* x) { cr_f16x4 v; for (int i = 0; i < 4; ++i) v[i] = __builtin_bit_cast(_Float16, x[i].bits); return v; }
+    static DEVICE cr_f32x4 m16(const f16_t* a, const f16_t* b, cr_f32x4 c) { return __builtin_amdgcn_mfma_f32_16x16x16f16(in(a), in(b), c, 0, 0, 0); }
+    static DEVICE cr_f32x16 m32(const f16_t* a, const f16_t* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8f16(in(a), in(b), c, 0, 0, 0); }
+};
+template <typename T> DEVICE void mfma_16x16x16(const T* a, const T* b, float* c) {
+    cr_f32x4 acc;
+    for (int i = 0; i < 4; ++i) acc[i] = c[i];
+    acc = Mfma<T>::m16(a, b, acc);
+    for (int i = 0; i < 4; ++i) c[i] = acc[i];
+}
+template <typename T> DEVICE void mfma_32x32x8(const T* a, const T* b, float* c) {
+    cr_f32x16 acc;
+    for (int i = 0; i < 16; ++i) acc[i] = c[i];
+    acc = Mfma<T>::m32(a, b, acc);
+    for (int i = 0; i < 16; ++i) c[i] = acc[i];
+}
+#else
+// The emulation: each lane posts its four a and four b values (8 bytes each) to its
+// wavefront's slots, then computes its own c elements from the slots in f32 (the products of
+// two 16-bit floats are exact in f32). CANDLE_ROCM_PLANT_TRANSPOSED_B (tests only) reads each
+// K x K block of b transposed: the layout fault the probes must catch.
+__shared__ u64 candle_rocm_mfma_b_slots[CANDLE_ROCM_WAVE64_MAX_WAVES][64];
+template <typename T> DEVICE u64 mfma_post(const T* x) {
+    return (u64)x[0].bits | ((u64)x[1].bits << 16) | ((u64)x[2].bits << 32) | ((u64)x[3].bits << 48);
+}
+template <typename T> DEVICE float mfma_value(u64 word, u32 e) {
+    T t;
+    t.bits = (u16)(word >> (16 * e));
+    return cvt<float>(t);
+}
+template <typename T, int M> DEVICE void mfma_emulated(const T* a, const T* b, float* c) {
+    const int K = 256 / M;
+    u64* sa = candle_rocm_wave_slots[wave_index()];
+    u64* sb = candle_rocm_mfma_b_slots[wave_index()];
+    const u32 lane = wave_lane();
+    sa[lane] = mfma_post(a);
+    sb[lane] = mfma_post(b);
+    wave_sync();
+    for (u32 e = 0; e < (u32)(M * M / 64); ++e) {
+        u32 row, col;
+        mfma_c_at<M>(lane, e, row, col);
+        float acc = c[e];
+        for (u32 k = 0; k < (u32)K; ++k) {
+            const float x = mfma_value<T>(sa[row + M * (k / 4)], k % 4);
+#if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
+            const u32 bk = col % K, bn = k + K * (col / K);
+#else
+            const u32 bk = k, bn = col;
+#endif
+            acc = __fmaf_rn(x, mfma_value<T>(sb[bn + M * (bk / 4)], bk % 4), acc);
+        }
+        c[e] = acc;
+    }
+    wave_sync();
+}
+template <typename T> DEVICE void mfma_16x16x16(const T* a, const T* b, float* c) { mfma_emulated<T, 16>(a, b, c); }
+template <typename T> DEVICE void mfma_32x32x8(const T* a, const T* b, float* c) { mfma_emulated<T, 32>(a, b, c); }
+#endif
+#endif
+
+#if defined(CANDLE_ROCM_MMA_WMMA11) || defined(CANDLE_ROCM_MMA_WMMA12)
+typedef short cr_i16x16 __attribute__((ext_vector_type(16)));
+typedef _Float16 cr_f16x16 __attribute__((ext_vector_type(16)));
+typedef short cr_i16x8 __attribute__((ext_vector_type(8)));
+typedef _Float16 cr_f16x8 __attribute__((ext_vector_type(8)));
+typedef float cr_f32x8 __attribute__((ext_vector_type(8)));
+template <typename V, int N> DEVICE V wmma_in_i16(const bf16_t* x) { V v; for (int i = 0; i < N; ++i) v[i] = (short)x[i].bits; return v; }
+template <typename V, int N> DEVICE V wmma_in_f16(const f16_t* x) { V v; for (int i = 0; i < N; ++i) v[i] = __builtin_bit_cast(_Float16, x[i].bits); return v; }
+template <typename T> struct Wmma;
+#if defined(CANDLE_ROCM_MMA_WMMA11)
+// gfx11, wave32: a[e] at (lane % 16, e) and b[e] at (e, lane % 16), e < 16 (lanes 16-31 hold
+// copies of lanes 0-15); c[e] at (2e + lane / 16, lane % 16), e < 8.
+template <> struct Wmma<bf16_t> { static DEVICE cr_f32x8 run(const bf16_t* a, const bf16_t* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(wmma_in_i16<cr_i16x16, 16>(a), wmma_in_i16<cr_i16x16, 16>(b), c);
+} };
+template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const f16_t* a, const f16_t* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(wmma_in_f16<cr_f16x16, 16>(a), wmma_in_f16<cr_f16x16, 16>(b), c);
+} };
+#else
+// gfx12, wave32: a[e] at (lane % 16, 8 (lane / 16) + e) and b[e] at (8 (lane / 16) + e,
+// lane % 16), e < 8; c[e] at (8 (lane / 16) + e, lane % 16).
+template <> struct Wmma<bf16_t> { static DEVICE cr_f32x8 run(const bf16_t* a, const bf16_t* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(wmma_in_i16<cr_i16x8, 8>(a), wmma_in_i16<cr_i16x8, 8>(b), c);
+} };
+template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const f16_t* a, const f16_t* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(wmma_in_f16<cr_f16x8, 8>(a), wmma_in_f16<cr_f16x8, 8>(b), c);
+} };
+#endif
+template <typename T> DEVICE void wmma_16x16x16(const T* a, const T* b, float* c) {
+    cr_f32x8 acc;
+    for (int i = 0; i < 8; ++i) acc[i] = c[i];
+    acc = Wmma<T>::run(a, b, acc);
+    for (int i = 0; i < 8; ++i) c[i] = acc[i];
+}
+#endif
+
+// The 16x16x16 tile operation and its maps. MMA_ROW_LANES: the aligned group of lanes that
+// holds one row of c (a row's max and sum combine over it); MMA_ROW_SLOTS: the distinct rows a
+// lane holds, mma_c_slot(e) the one of element e.
+#if defined(CANDLE_ROCM_MMA_SYNC)
+#define MMA_A 8
+#define MMA_B 8
+#define MMA_C 8
+#define MMA_ROW_LANES 4
+#define MMA_ROW_SLOTS 2
+// two n8 halves: b[0..3] and c[0..3] for columns 0-7, b[4..7] and c[4..7] for 8-15.
+DEVICE void mma_a_at(u32 e, u32& row, u32& k) {
+    const u32 l = mma_lane();
+    row = l / 4 + 8 * ((e / 2) % 2);
+    k = 2 * (l % 4) + e % 2 + 8 * (e / 4);
+}
+DEVICE void mma_b_at(u32 e, u32& k, u32& col) {
+    const u32 l = mma_lane();
+    k = 2 * (l % 4) + e % 2 + 8 * ((e / 2) % 2);
+    col = l / 4 + 8 * (e / 4);
+}
+DEVICE void mma_c_at(u32 e, u32& row, u32& col) {
+    const u32 l = mma_lane();
+    row = l / 4 + 8 * ((e / 2) % 2);
+    col = 2 * (l % 4) + e % 2 + 8 * (e / 4);
+}
+DEVICE u32 mma_c_slot(u32 e) { return (e / 2) % 2; }
+template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) {
+    mma_m16n8k16(a, b, c);
+    mma_m16n8k16(a, b + 4, c + 4);
+}
+// c's element e sits where a's element e does: a product's c is the next product's a as is.
+#define MMA_C_IS_A 1
+#elif defined(CANDLE_ROCM_MMA_MFMA)
+#define MMA_A 4
+#define MMA_B 4
+#define MMA_C 4
+#define MMA_ROW_LANES 16
+#define MMA_ROW_SLOTS 4
+DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 4 * (mma_lane() / 16) + e; }
+DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = 4 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
+DEVICE void mma_c_at(u32 e, u32& row, u32& col) { mfma_c_at<16>(mma_lane(), e, row, col); }
+DEVICE u32 mma_c_slot(u32 e) { return e; }
+template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) { mfma_16x16x16(a, b, c); }
+#elif defined(CANDLE_ROCM_MMA_WMMA12)
+#define MMA_A 8
+#define MMA_B 8
+#define MMA_C 8
+#define MMA_ROW_LANES 16
+#define MMA_ROW_SLOTS 8
+DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 8 * (mma_lane() / 16) + e; }
+DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = 8 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
+DEVICE void mma_c_at(u32 e, u32& row, u32& col) { row = 8 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
+DEVICE u32 mma_c_slot(u32 e) { return e; }
+template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) { wmma_16x16x16(a, b, c); }
+#else
+#define MMA_A 16
+#define MMA_B 16
+#define MMA_C 8
+#define MMA_ROW_LANES 16
+#define MMA_ROW_SLOTS 8
+DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = e; }
+DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = e; col = mma_lane() % 16; }
+DEVICE void mma_c_at(u32 e, u32& row, u32& col) { row = 2 * e + mma_lane() / 16; col = mma_lane() % 16; }
+DEVICE u32 mma_c_slot(u32 e) { return e; }
+#if defined(CANDLE_ROCM_MMA_WMMA11)
+template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) { wmma_16x16x16(a, b, c); }
+#else
+template <typename T> DEVICE void mma_16x16x16(const T*, const T*, float*) { __builtin_trap(); }
+#endif
+#endif
+
+// The warp's shared-memory writes are seen by its own later reads.
+DEVICE void mma_warp_sync() {
+#if defined(CANDLE_ROCM_AMD)
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#elif defined(CANDLE_ROCM_WAVE64_EMULATION)
+    wave_sync();
+#else
+    __syncwarp();
+#endif
+}
+
+// Loads from shared memory (`ld` even, `s` 4-byte aligned: pairs of consecutive k are one
+// 32-bit read). a(row, k) = s[row * ld + k]; b given as rows of n, b(k, n) = s[n * ld + k];
+// b given as rows of k, b(k, n) = s[k * ld + n].
+template <typename T> DEVICE void mma_pair_at(T* x, const T* s) {
+    const u32 w = *(const u32*)s;
+    x[0].bits = (u16)w;
+    x[1].bits = (u16)(w >> 16);
+}
+template <typename T> DEVICE void mma_load_a(T* a, const T* s, u32 ld) {
+#pragma unroll
+    for (u32 e = 0; e < MMA_A; e += 2) {
+        u32 row, k;
+        mma_a_at(e, row, k);
+        mma_pair_at(a + e, s + row * ld + k);
+    }
+}
+template <typename T> DEVICE void mma_load_b_nk(T* b, const T* s, u32 ld) {
+#pragma unroll
+    for (u32 e = 0; e < MMA_B; e += 2) {
+        u32 k, n;
+        mma_b_at(e, k, n);
+#if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
+        b[e] = s[k * ld + n];
+        b[e + 1] = s[(k + 1) * ld + n];
+#else
+        mma_pair_at(b + e, s + n * ld + k);
+#endif
+    }
+}
+template <typename T> DEVICE void mma_load_b_kn(T* b, const T* s, u32 ld) {
+#pragma unroll
+    for (u32 e = 0; e < MMA_B; ++e) {
+        u32 k, n;
+        mma_b_at(e, k, n);
+#if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
+        b[e] = s[n * ld + k];
+#else
+        b[e] = s[k * ld + n];
+#endif
+    }
+}
+
+// The row stride of a warp's scratch tile for mma_c_to_a (16 rows).
+#define MMA_SCRATCH_LD 24
+// c (f32, a product's result) as the a operand of the next product, rounded to T. Where the
+// layouts differ it goes through `scratch`, this warp's 16 x MMA_SCRATCH_LD tile of T.
+template <typename T> DEVICE void mma_c_to_a(const float* c, T* a, T* scratch) {
+#if defined(MMA_C_IS_A)
+    (void)scratch;
+#pragma unroll
+    for (u32 e = 0; e < MMA_A; ++e) a[e] = cvt<T>(c[e]);
+#else
+#pragma unroll
+    for (u32 e = 0; e < MMA_C; ++e) {
+        u32 row, col;
+        mma_c_at(e, row, col);
+        scratch[row * MMA_SCRATCH_LD + col] = cvt<T>(c[e]);
+    }
+    mma_warp_sync();
+    mma_load_a(a, scratch, MMA_SCRATCH_LD);
+    mma_warp_sync();
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
 // Atomics on 16- and 8-bit types: compare-and-swap on the enclosing aligned 32-bit word.
 // `op(old) -> new` is applied to the narrow value held at `addr`.
 template <typename Op>
@@ -502,6 +827,7 @@ DEVICE void atomic_add(f8e4m3_t* a, f8e4m3_t v) { atomic_update_u8(&a->bits, Add
     DEVICE float NAME(float x) { return F32(x); } \
     DEVICE double NAME(double x) { return F64(x); }
 CANDLE_ROCM_MATH(m_exp, expf, exp)
+CANDLE_ROCM_MATH(m_exp2, exp2f, exp2)
 CANDLE_ROCM_MATH(m_log, logf, log)
 CANDLE_ROCM_MATH(m_sin, sinf, sin)
 CANDLE_ROCM_MATH(m_cos, cosf, cos)

@@ -15,10 +15,18 @@
 // softcap c > 0, c * tanh(q.k_j * scale / c); with ALiBi, s - slope(b, h) * |p - j|. A row that
 // sees no key is written as zeros.
 //
-// This is the form without matrix units: a warp a query row (FA_ROWS rows a block, so the rows
+// Two forms. flash_attention_<dtype> has no matrix units: a warp a query row (FA_ROWS rows a block, so the rows
 // of a block read the same keys from cache), each lane holding head_dim / warpSize dims of q
 // and of the output; a key's score is the warp's sum of the lanes' products. The accumulator is
-// f32 for every dtype.
+// f32 for every dtype. It is the f32 path and the reference of the tiled form.
+//
+// flash_tiled_d<DMAX>_<dtype> (bf16, f16) runs on the matrix units (compat.h's 16x16x16 tile
+// operation): a block of FT_WARPS warps takes FT_ROWS query rows of one head, 16 a warp; key
+// and value tiles of BC rows pass through shared memory; each warp computes its rows' scores
+// s = q k^T on the tiles, the online softmax on them in registers (a running max and sum per
+// row, in log2 units), and o += p v with p rounded to the dtype (as flash-attention 2 does;
+// the sum stays f32). DMAX is the widest head it takes (64, 128, 256): narrower heads are
+// padded with zeros.
 
 #define FA_ROWS 8
 #define FA_MAX_HEAD_DIM 256
@@ -85,6 +93,186 @@ DEVICE void flash_attention(const T* q, const T* k, const T* v, T* out, const fl
     }
 }
 
+
+#define FT_WARPS 4
+#define FT_ROWS 64
+static_assert(FT_ROWS == 16 * FT_WARPS, "16 query rows a warp");
+
+template <typename T, int DMAX, int BC>
+DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float* alibi, const u32* cu_q,
+                        const u32* cu_k, u32 heads, u32 kv_heads, u32 head_dim, u32 seq_q, u32 seq_k,
+                        u32 alibi_batch_stride, float scale, float softcap, i32 window_left, i32 window_right) {
+    const u32 LD = DMAX + 8;  // a tile row's stride: 16-byte rows, rows 4 banks apart
+    __shared__ Raw16 ks_raw[BC * (DMAX + 8) / 8], vs_raw[BC * (DMAX + 8) / 8];
+    T* ks = (T*)ks_raw;
+    T* vs = (T*)vs_raw;
+    const u32 warp = threadIdx.x / warpSize;
+#if defined(MMA_C_IS_A)
+    T* scratch = nullptr;
+#else
+    __shared__ T scratch_all[FT_WARPS][16 * MMA_SCRATCH_LD];
+    T* scratch = scratch_all[warp];
+#endif
+    const u32 b = blockIdx.z, h = blockIdx.y;
+    const u32 q0 = cu_q ? cu_q[b] : b * seq_q, len_q = cu_q ? cu_q[b + 1] - q0 : seq_q;
+    const u32 k0 = cu_k ? cu_k[b] : b * seq_k, len_k = cu_k ? cu_k[b + 1] - k0 : seq_k;
+    const u32 row0 = blockIdx.x * FT_ROWS;
+    if (row0 >= len_q) return;  // the whole block
+    const u32 kvh = h / (heads / kv_heads);
+    const u64 q_stride = (u64)heads * head_dim, kv_stride = (u64)kv_heads * head_dim;
+    const i64 shift = (i64)len_k - (i64)len_q, lk = (i64)len_k;
+    // keys some row of the block sees [blk_lo, blk_hi), and those all its rows see [all_lo, all_hi)
+    const u32 last = (row0 + FT_ROWS < len_q ? row0 + FT_ROWS : len_q) - 1;
+    const i64 p_first = (i64)row0 + shift, p_last = (i64)last + shift;
+    const i64 blk_lo = window_left < 0 ? 0 : (p_first - window_left > 0 ? p_first - window_left : 0);
+    const i64 all_lo = window_left < 0 ? 0 : (p_last - window_left > 0 ? p_last - window_left : 0);
+    const i64 blk_hi = window_right < 0 ? lk : (p_last + window_right + 1 < lk ? p_last + window_right + 1 : lk);
+    const i64 all_hi = window_right < 0 ? lk : (p_first + window_right + 1 < lk ? p_first + window_right + 1 : lk);
+    const u32 dsteps = (head_dim + 15) / 16;
+    T qa[DMAX / 16][MMA_A];
+    float o[DMAX / 16][MMA_C];
+#pragma unroll
+    for (u32 t = 0; t < DMAX / 16; ++t) {
+#pragma unroll
+        for (u32 e = 0; e < MMA_A; ++e) {
+            u32 r, c;
+            mma_a_at(e, r, c);
+            const u32 row = row0 + warp * 16 + r, dim = t * 16 + c;
+            qa[t][e] = row < len_q && dim < head_dim ? q[(q0 + row) * q_stride + (u64)h * head_dim + dim]
+                                                     : cvt<T>(0.0f);
+        }
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) o[t][e] = 0.0f;
+    }
+    const float neg_inf = m_neg_inf(0.0f), log2e = 1.4426950408889634f;
+    float m[MMA_ROW_SLOTS], l[MMA_ROW_SLOTS];
+#pragma unroll
+    for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) { m[r] = neg_inf; l[r] = 0.0f; }
+    const float slope = alibi ? alibi[(u64)b * alibi_batch_stride + h] : 0.0f;
+    const bool vec = head_dim % 8 == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
+    for (i64 kt = blk_lo; kt < blk_hi; kt += BC) {
+        __syncthreads();  // the last tile's readers are done
+        if (vec) {
+            for (u32 i = threadIdx.x; i < BC * (DMAX / 8); i += blockDim.x) {
+                const u32 r = i / (DMAX / 8), dim = (i % (DMAX / 8)) * 8;
+                Raw16 kw = {0, 0}, vw = {0, 0};
+                if (kt + r < lk && dim < head_dim) {
+                    const u64 at = ((u64)(k0 + kt + r)) * kv_stride + (u64)kvh * head_dim + dim;
+                    kw = *(const Raw16*)(k + at);
+                    vw = *(const Raw16*)(v + at);
+                }
+                *(Raw16*)(ks + r * LD + dim) = kw;
+                *(Raw16*)(vs + r * LD + dim) = vw;
+            }
+        } else {
+            for (u32 i = threadIdx.x; i < BC * DMAX; i += blockDim.x) {
+                const u32 r = i / DMAX, dim = i % DMAX;
+                T kx = cvt<T>(0.0f), vx = cvt<T>(0.0f);
+                if (kt + r < lk && dim < head_dim) {
+                    const u64 at = ((u64)(k0 + kt + r)) * kv_stride + (u64)kvh * head_dim + dim;
+                    kx = k[at];
+                    vx = v[at];
+                }
+                ks[r * LD + dim] = kx;
+                vs[r * LD + dim] = vx;
+            }
+        }
+        __syncthreads();
+        float s[BC / 16][MMA_C];
+#pragma unroll
+        for (u32 n = 0; n < BC / 16; ++n) {
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) s[n][e] = 0.0f;
+#pragma unroll
+            for (u32 t = 0; t < DMAX / 16; ++t) {
+                if (t < dsteps) {
+                    T fb[MMA_B];
+                    mma_load_b_nk(fb, ks + n * 16 * LD + t * 16, LD);
+                    mma_16x16x16(qa[t], fb, s[n]);
+                }
+            }
+        }
+        // scores in log2 units, masked where a row does not see the key
+        const bool edge = kt < all_lo || kt + BC > all_hi;
+        float mx[MMA_ROW_SLOTS];
+#pragma unroll
+        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) mx[r] = neg_inf;
+#pragma unroll
+        for (u32 n = 0; n < BC / 16; ++n) {
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) {
+                u32 r, c;
+                mma_c_at(e, r, c);
+                const i64 p = (i64)(row0 + warp * 16 + r) + shift, j = kt + n * 16 + c;
+                float x = softcap > 0.0f ? softcap * m_tanh(s[n][e] * scale / softcap) : s[n][e] * scale;
+                if (alibi) x -= slope * (float)(p > j ? p - j : j - p);
+                x *= log2e;
+                if (edge) {
+                    const bool seen = j < lk && p - shift < (i64)len_q &&
+                                      (window_left < 0 || j >= p - window_left) &&
+                                      (window_right < 0 || j <= p + window_right);
+                    if (!seen) x = neg_inf;
+                }
+                s[n][e] = x;
+                const u32 slot = mma_c_slot(e);
+                mx[slot] = x > mx[slot] ? x : mx[slot];
+            }
+        }
+        float base[MMA_ROW_SLOTS];
+#pragma unroll
+        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
+            const float row_max = warp_combine<MaxOf<float> >(mx[r], MMA_ROW_LANES);
+            const float m_new = row_max > m[r] ? row_max : m[r];
+            base[r] = m_new == neg_inf ? 0.0f : m_new;  // a row that has seen nothing yet
+            const float rescale = m_exp2(m[r] - base[r]);
+            l[r] *= rescale;
+            m[r] = m_new;
+            mx[r] = rescale;
+        }
+#pragma unroll
+        for (u32 t = 0; t < DMAX / 16; ++t)
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) o[t][e] *= mx[mma_c_slot(e)];
+#pragma unroll
+        for (u32 n = 0; n < BC / 16; ++n)
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) {
+                const u32 slot = mma_c_slot(e);
+                const float w = m_exp2(s[n][e] - base[slot]);
+                s[n][e] = w;
+                l[slot] += w;
+            }
+#pragma unroll
+        for (u32 n = 0; n < BC / 16; ++n) {
+            T pa[MMA_A];
+            mma_c_to_a(s[n], pa, scratch);
+#pragma unroll
+            for (u32 t = 0; t < DMAX / 16; ++t) {
+                if (t < dsteps) {
+                    T fb[MMA_B];
+                    mma_load_b_kn(fb, vs + n * 16 * LD + t * 16, LD);
+                    mma_16x16x16(pa, fb, o[t]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
+        const float sum = warp_combine<SumOf<float> >(l[r], MMA_ROW_LANES);
+        l[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    }
+#pragma unroll
+    for (u32 t = 0; t < DMAX / 16; ++t)
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) {
+            u32 r, c;
+            mma_c_at(e, r, c);
+            const u32 row = row0 + warp * 16 + r, dim = t * 16 + c;
+            if (row < len_q && dim < head_dim)
+                out[(q0 + row) * q_stride + (u64)h * head_dim + dim] = cvt<T>(o[t][e] * l[mma_c_slot(e)]);
+        }
+}
+
 // FLASH_PARAMS: the parameter list declared in rocm-kernels (`flash_attention::Params`).
 #define FLASH_ATTENTION_ENTRY(NAME, T)                                                          \
     KERNEL __launch_bounds__(FA_ROWS * 64) void flash_attention_##NAME(FLASH_PARAMS(T)) {       \
@@ -95,3 +283,17 @@ DEVICE void flash_attention(const T* q, const T* k, const T* v, T* out, const fl
 CANDLE_ROCM_KEEP(bf16)(FLASH_ATTENTION_ENTRY(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_ATTENTION_ENTRY(f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
+
+// Key tiles of 64 rows; 32 at head dims to 256 (the two tiles stay within 48 KiB of shared
+// memory beside the wave64 emulation's exchange slots).
+#define FLASH_TILED_ENTRY(NAME, T, D, DMAX, BC)                                                  \
+    KERNEL __launch_bounds__(FT_WARPS * 64) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {     \
+        flash_tiled<T, DMAX, BC>(q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim,     \
+                                 seq_q, seq_k, alibi_batch_stride, scale, softcap, window_left,  \
+                                 window_right);                                                  \
+    }
+#define FLASH_TILED_ENTRIES(NAME, T)                                                             \
+    FLASH_TILED_ENTRY(NAME, T, d64, 64, 64) FLASH_TILED_ENTRY(NAME, T, d128, 128, 64)            \
+    FLASH_TILED_ENTRY(NAME, T, d256, 256, 32)
+CANDLE_ROCM_KEEP(bf16)(FLASH_TILED_ENTRIES(bf16, bf16_t))
+CANDLE_ROCM_KEEP(f16)(FLASH_TILED_ENTRIES(f16, f16_t))

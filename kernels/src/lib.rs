@@ -637,10 +637,16 @@ pub const FLASH_ATTENTION: KernelModule = KernelModule {
     headers: HEADERS,
     name: "flash_attention",
     source: include_str!("flash_attention.hip"),
-    groups: &[EntryGroup {
-        ops: &["flash_attention"],
-        dtypes: &["bf16", "f16", "f32"],
-    }],
+    groups: &[
+        EntryGroup {
+            ops: &["flash_attention"],
+            dtypes: &["bf16", "f16", "f32"],
+        },
+        EntryGroup {
+            ops: &["flash_tiled_d64", "flash_tiled_d128", "flash_tiled_d256"],
+            dtypes: &["bf16", "f16"],
+        },
+    ],
     params: &[flash_attention::Params::DECL],
 };
 
@@ -682,6 +688,75 @@ pub mod flash_attention {
     pub const ROWS: u32 = 8;
     /// The longest head.
     pub const MAX_HEAD_DIM: u32 = 256;
+
+    /// The tiled form on the matrix units (bf16 and f16), by the widest head each takes
+    /// (`(widest head, entry)`, narrowest first); the same parameters as [`FLASH`].
+    pub const TILED: [(u32, Entry<Params>); 3] = [
+        (64, Entry::new(&super::FLASH_ATTENTION, "flash_tiled_d64")),
+        (128, Entry::new(&super::FLASH_ATTENTION, "flash_tiled_d128")),
+        (256, Entry::new(&super::FLASH_ATTENTION, "flash_tiled_d256")),
+    ];
+    /// Warps (wavefronts) a block of the tiled form has, 16 query rows each (`FT_WARPS`).
+    pub const TILED_WARPS: u32 = 4;
+    /// Query rows a block of the tiled form takes (`FT_ROWS`).
+    pub const TILED_ROWS: u32 = 64;
+}
+
+/// Probes of compat.h's matrix units for the GPU tests (`mma_registers_<dtype>`,
+/// `mma_tile_<dtype>`, bf16 and f16); no op launches them.
+pub const MATRIX: KernelModule = KernelModule {
+    headers: HEADERS,
+    name: "matrix",
+    source: include_str!("matrix.hip"),
+    groups: &[EntryGroup {
+        ops: &["mma_registers", "mma_tile"],
+        dtypes: &["bf16", "f16"],
+    }],
+    params: &[matrix::Registers::DECL, matrix::Tile::DECL],
+};
+
+/// The probes' parameter lists and instruction numbers (matrix.hip's `MMA_PROBE_*`; a test
+/// checks the two agree).
+pub mod matrix {
+    use crate::{DevicePtr, Entry};
+
+    crate::kernel_params! {
+        /// One warp runs `instruction` on registers given lane by lane: `a`, `b` (the dtype)
+        /// and `c` (f32) hold [`REGS`] values a lane, lane-major; `d` gets c's registers after
+        /// it; `ran[0]` is 1 where the target has the instruction, else 0.
+        pub struct Registers = "MMA_REGISTERS_PARAMS(T)" {
+            instruction: u32,
+            a: DevicePtr = "const T*",
+            b: DevicePtr = "const T*",
+            c: DevicePtr = "const float*",
+            d: DevicePtr = "float*",
+            ran: DevicePtr = "u32*",
+        }
+    }
+    crate::kernel_params! {
+        /// One warp runs compat.h's tile operations on 16x16 row-major `a`, `b` and f32 `c`;
+        /// `d` gets three 16x16 f32 results: `a b + c` with b loaded as rows of k, the same
+        /// with b given transposed, and `round(a b) b + c` through `mma_c_to_a`.
+        pub struct Tile = "MMA_TILE_PARAMS(T)" {
+            a: DevicePtr = "const T*",
+            b: DevicePtr = "const T*",
+            c: DevicePtr = "const float*",
+            d: DevicePtr = "float*",
+        }
+    }
+
+    pub const REGISTERS: Entry<Registers> = Entry::new(&super::MATRIX, "mma_registers");
+    pub const TILE: Entry<Tile> = Entry::new(&super::MATRIX, "mma_tile");
+    /// Register slots a lane has in the probes' arrays.
+    pub const REGS: usize = 16;
+    /// NVIDIA's mma.sync.m16n8k16 (32 lanes).
+    pub const M16N8K16: u32 = 0;
+    /// CDNA's v_mfma_f32_16x16x16 (f16, bf16_1k), 64 lanes.
+    pub const MFMA_16X16X16: u32 = 1;
+    /// CDNA's v_mfma_f32_32x32x8 (f16, bf16_1k), 64 lanes.
+    pub const MFMA_32X32X8: u32 = 2;
+    /// RDNA3/4's v_wmma_f32_16x16x16 (f16, bf16), 32 lanes.
+    pub const WMMA_16X16X16: u32 = 3;
 }
 
 /// The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
@@ -1655,6 +1730,7 @@ pub const ALL_MODULES: &[&KernelModule] = &[
     &QUANTIZED,
     &ATTENTION,
     &FLASH_ATTENTION,
+    &MATRIX,
 ];
 
 #[cfg(test)]
@@ -1727,6 +1803,21 @@ mod tests {
         };
         assert_eq!(define("FA_ROWS"), flash_attention::ROWS);
         assert_eq!(define("FA_MAX_HEAD_DIM"), flash_attention::MAX_HEAD_DIM);
+        assert_eq!(define("FT_WARPS"), flash_attention::TILED_WARPS);
+        assert_eq!(define("FT_ROWS"), flash_attention::TILED_ROWS);
+        for (dmax, entry) in flash_attention::TILED {
+            assert_eq!(entry.op, format!("flash_tiled_d{dmax}"));
+        }
+    }
+
+    #[test]
+    fn matrix_probe_numbers_match_the_kernel_source() {
+        let define = |name: &str| MATRIX.define(name).map(|v| v as u32);
+        assert_eq!(define("MMA_PROBE_REGS"), Some(matrix::REGS as u32));
+        assert_eq!(define("MMA_PROBE_M16N8K16"), Some(matrix::M16N8K16));
+        assert_eq!(define("MMA_PROBE_MFMA_16X16X16"), Some(matrix::MFMA_16X16X16));
+        assert_eq!(define("MMA_PROBE_MFMA_32X32X8"), Some(matrix::MFMA_32X32X8));
+        assert_eq!(define("MMA_PROBE_WMMA_16X16X16"), Some(matrix::WMMA_16X16X16));
     }
 
     #[test]

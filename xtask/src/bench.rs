@@ -12,18 +12,19 @@ use crate::tools::{
 
 /// Op-crate benchmark examples: (package, example); each has a torch peer
 /// `bench/torch_<family>.py` that writes a markdown table.
-const CRATE_BENCHES: [(&str, &str); 6] = [
+const CRATE_BENCHES: [(&str, &str); 7] = [
     ("rocm-elementwise", "elementwise_bench"),
     ("rocm-blas", "matmul_bench"),
     ("rocm-reduce", "reduce_bench"),
     ("rocm-indexing", "indexing_bench"),
     ("rocm-dnn", "conv_bench"),
     ("rocm-quantized", "quantized_bench"),
+    ("rocm-attention", "attention_bench"),
 ];
 
 /// The Python side (torch peers and the report) and llama.cpp's load timer, built beside
 /// llama-bench.
-const SCRIPTS: [&str; 12] = [
+const SCRIPTS: [&str; 13] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -33,6 +34,7 @@ const SCRIPTS: [&str; 12] = [
     "torch_candle_ops.py",
     "torch_llama.py",
     "torch_quantized.py",
+    "torch_attention.py",
     "report.py",
     "report_decode.py",
     "llama_load.cpp",

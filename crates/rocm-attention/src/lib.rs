@@ -7,8 +7,10 @@
 //! flash-attn defines them (see [`FlashOptions`]). bf16, f16 and f32; the softmax and the sums in
 //! f32; head dims up to 256.
 //!
-//! The kernel (`flash_attention.hip`) walks each query row's visible keys once with an online
-//! softmax, a warp a row; it uses no matrix units yet.
+//! Two kernels (`flash_attention.hip`, see [`FlashKernel`]): bf16 and f16 run on the matrix
+//! units where the device has them (compat.h's tile operation: mma.sync, MFMA, WMMA), 64 query
+//! rows a block with key and value tiles in shared memory; f32, and devices without matrix
+//! units, take the portable form, a warp a query row.
 
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{LaunchConfig, MAX_GRID_YZ};
@@ -60,6 +62,18 @@ pub struct VarLen<'a> {
 
 const OP: &str = "flash_attention";
 
+/// Which kernel runs a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlashKernel {
+    /// The tiled form for bf16 and f16 where the device has matrix units, else the portable.
+    #[default]
+    Auto,
+    /// A warp a query row, no matrix units: every dtype, every device (the reference form).
+    Portable,
+    /// The tiled form on the matrix units: bf16 and f16 only, an error elsewhere.
+    Tiled,
+}
+
 fn shape_error(detail: String) -> Error {
     Error::ShapeMismatch { op: OP, detail }
 }
@@ -71,9 +85,21 @@ fn shape_error(detail: String) -> Error {
 /// cumulative lengths are read back and checked first (a synchronising copy).
 pub fn flash_attention(
     device: &Device,
+    qkv: (Operand<'_>, Operand<'_>, Operand<'_>),
+    options: &FlashOptions<'_>,
+    varlen: Option<&VarLen<'_>>,
+) -> Result<Buffer> {
+    flash_attention_with(device, qkv, options, varlen, FlashKernel::Auto)
+}
+
+/// [`flash_attention`] on the kernel `kernel` names (`Tiled` on f32 or on a device without
+/// matrix units is an error).
+pub fn flash_attention_with(
+    device: &Device,
     (q, k, v): (Operand<'_>, Operand<'_>, Operand<'_>),
     options: &FlashOptions<'_>,
     varlen: Option<&VarLen<'_>>,
+    kernel: FlashKernel,
 ) -> Result<Buffer> {
     let dtype = q.dtype;
     if !matches!(dtype, DType::BF16 | DType::F16 | DType::F32) {
@@ -171,6 +197,18 @@ pub fn flash_attention(
             Some((a.contiguous(OP)?, per_batch))
         }
     };
+    let can_tile = dtype != DType::F32 && device.info().matrix_units();
+    let tiled = match kernel {
+        FlashKernel::Auto => can_tile,
+        FlashKernel::Portable => false,
+        FlashKernel::Tiled if can_tile => true,
+        FlashKernel::Tiled => {
+            return Err(bad_option(format!(
+                "the tiled kernel takes bf16 and f16 on matrix units ({dtype} on {})",
+                device.info().arch
+            )))
+        }
+    };
     let fit = |what: &str, n: usize| {
         u32::try_from(n).map_err(|_| shape_error(format!("{what} {n} is over u32")))
     };
@@ -210,19 +248,25 @@ pub fn flash_attention(
         window_right,
     };
     let warp = device.info().warp_size.max(1);
+    // (entry, query rows a block, warps a block)
+    let (entry, rows, warps) = match abi::TILED.iter().find(|(d, _)| head_dim <= *d as usize) {
+        Some(&(_, entry)) if tiled => (entry, abi::TILED_ROWS, abi::TILED_WARPS),
+        _ => (abi::FLASH, abi::ROWS, abi::ROWS),
+    };
     let config = LaunchConfig {
         grid: [
-            fit("query blocks", seq_q.div_ceil(abi::ROWS as usize))?,
+            fit("query blocks", seq_q.div_ceil(rows as usize))?,
             heads as u32,
             batch as u32,
         ],
-        block: [abi::ROWS * warp, 1, 1],
+        block: [warps * warp, 1, 1],
         shared_mem_bytes: 0,
     };
-    let _span =
-        tracing::debug_span!("op", op = OP, %dtype, batch, seq_q, seq_k, heads, kv_heads, head_dim)
-            .entered();
-    device.launch_entry(abi::FLASH, dtype.as_str(), config, &params)?;
+    let _span = tracing::debug_span!(
+        "op", op = OP, %dtype, batch, seq_q, seq_k, heads, kv_heads, head_dim, tiled
+    )
+    .entered();
+    device.launch_entry(entry, dtype.as_str(), config, &params)?;
     Ok(out)
 }
 

@@ -8,7 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use rocm_attention::{
-    flash_attention, DType, Device, Error, FlashOptions, Layout, Operand, VarLen,
+    flash_attention, flash_attention_with, DType, Device, Error, FlashKernel, FlashOptions, Layout,
+    Operand, VarLen,
 };
 use rocm_test_support::{device, download, random, values};
 
@@ -111,8 +112,8 @@ fn reference(c: &Case, scale: f32, (q, k, v): (&[f64], &[f64], &[f64])) -> Vec<f
     out
 }
 
-/// Runs the case on the device; the largest difference from the reference.
-fn run(d: &Device, c: &Case, dtype: DType, seed: u64) -> f64 {
+/// Runs the case on the device with `kernel`; the largest difference from the reference.
+fn run(d: &Device, c: &Case, dtype: DType, kernel: FlashKernel, seed: u64) -> f64 {
     let (tq, tk) = (
         c.lens_q.iter().sum::<usize>(),
         c.lens_k.iter().sum::<usize>(),
@@ -179,7 +180,7 @@ fn run(d: &Device, c: &Case, dtype: DType, seed: u64) -> f64 {
         softcap: c.softcap,
         alibi: (c.alibi != Alibi::None).then(|| Operand::new(sd.as_buffer(), DType::F32, &sl)),
     };
-    let out = flash_attention(
+    let out = flash_attention_with(
         d,
         (
             Operand::new(qd.as_buffer(), dtype, &ql),
@@ -188,8 +189,9 @@ fn run(d: &Device, c: &Case, dtype: DType, seed: u64) -> f64 {
         ),
         &options,
         c.varlen.then_some(&varlen),
+        kernel,
     )
-    .unwrap_or_else(|e| panic!("{dtype} {c:?}: {e}"));
+    .unwrap_or_else(|e| panic!("{dtype} {kernel:?} {c:?}: {e}"));
     let got = values(&download(d, &out), dtype);
     got.iter()
         .zip(&want)
@@ -205,85 +207,119 @@ fn bound(dtype: DType) -> f64 {
     }
 }
 
+/// The kernels a dtype runs on here: the tiled form (bf16, f16, where the device has matrix
+/// units) and the portable one.
+fn kernels(d: &Device, dtype: DType) -> Vec<FlashKernel> {
+    if dtype == DType::F32 {
+        vec![FlashKernel::Portable]
+    } else if d.info().matrix_units() {
+        vec![FlashKernel::Tiled, FlashKernel::Portable]
+    } else {
+        println!(
+            "{} has no matrix units: the tiled kernel is not run",
+            d.info().arch
+        );
+        vec![FlashKernel::Portable]
+    }
+}
+
 #[test]
 fn flash_attention_matches_attention_in_f64_for_every_feature() {
     let d = device();
     let mut checked = 0;
     for dtype in [DType::BF16, DType::F16, DType::F32] {
-        let mut worst = 0f64;
-        for hd in [32, 64, 80, 96, 128, 256] {
-            let causal = |c: Case| Case { causal: true, ..c };
-            let cases = [
-                ("plain", case((&[7, 7], &[128, 128]), (8, 8), hd)),
-                ("causal, GQA 4", causal(case((&[128], &[128]), (8, 2), hd))),
-                (
-                    "causal, fewer queries than keys, MQA",
-                    causal(case((&[7; 3], &[1000; 3]), (8, 1), hd)),
-                ),
-                (
-                    "sliding window 16 left, 4 right",
-                    Case {
-                        window: (Some(16), Some(4)),
-                        ..case((&[128], &[128]), (4, 1), hd)
-                    },
-                ),
-                (
-                    "ALiBi per head, causal",
-                    Case {
-                        alibi: Alibi::PerHead,
-                        ..causal(case((&[7, 7], &[7, 7]), (4, 4), hd))
-                    },
-                ),
-                (
-                    "softcap, one query",
-                    Case {
-                        softcap: Some(30.0),
-                        ..case((&[1], &[1000]), (8, 8), hd)
-                    },
-                ),
-                (
-                    "variable lengths, causal, window, ALiBi per sequence",
-                    Case {
-                        varlen: true,
-                        window: (Some(64), None),
-                        alibi: Alibi::PerSequence,
-                        ..causal(case((&[1, 7, 128], &[7, 7, 1000]), (8, 2), hd))
-                    },
-                ),
-                (
-                    "variable lengths, an empty sequence, right window past the keys",
-                    Case {
-                        varlen: true,
-                        window: (None, Some(3)),
-                        ..case((&[5, 0, 9], &[3, 4, 20]), (4, 4), hd)
-                    },
-                ),
-            ];
-            for (n, (what, c)) in cases.into_iter().enumerate() {
-                let err = run(&d, &c, dtype, 100 + n as u64);
-                worst = worst.max(err);
-                assert!(
-                    err <= bound(dtype),
-                    "{dtype} head_dim {hd}, {what}: largest difference {err:e} (bound {:e})",
-                    bound(dtype)
-                );
-                checked += 1;
+        for kernel in kernels(&d, dtype) {
+            let mut worst = 0f64;
+            for hd in [32, 64, 80, 96, 128, 256] {
+                let causal = |c: Case| Case { causal: true, ..c };
+                let cases = [
+                    ("plain", case((&[7, 7], &[128, 128]), (8, 8), hd)),
+                    ("causal, GQA 4", causal(case((&[128], &[128]), (8, 2), hd))),
+                    (
+                        "causal, fewer queries than keys, MQA",
+                        causal(case((&[7; 3], &[1000; 3]), (8, 1), hd)),
+                    ),
+                    (
+                        "sliding window 16 left, 4 right",
+                        Case {
+                            window: (Some(16), Some(4)),
+                            ..case((&[128], &[128]), (4, 1), hd)
+                        },
+                    ),
+                    (
+                        "ALiBi per head, causal",
+                        Case {
+                            alibi: Alibi::PerHead,
+                            ..causal(case((&[7, 7], &[7, 7]), (4, 4), hd))
+                        },
+                    ),
+                    (
+                        "softcap, one query",
+                        Case {
+                            softcap: Some(30.0),
+                            ..case((&[1], &[1000]), (8, 8), hd)
+                        },
+                    ),
+                    (
+                        "variable lengths, causal, window, ALiBi per sequence",
+                        Case {
+                            varlen: true,
+                            window: (Some(64), None),
+                            alibi: Alibi::PerSequence,
+                            ..causal(case((&[1, 7, 128], &[7, 7, 1000]), (8, 2), hd))
+                        },
+                    ),
+                    (
+                        "variable lengths, an empty sequence, right window past the keys",
+                        Case {
+                            varlen: true,
+                            window: (None, Some(3)),
+                            ..case((&[5, 0, 9], &[3, 4, 20]), (4, 4), hd)
+                        },
+                    ),
+                    (
+                        "more queries than keys, window both sides, softcap",
+                        Case {
+                            window: (Some(40), Some(40)),
+                            softcap: Some(20.0),
+                            ..case((&[200, 200], &[130, 130]), (4, 2), hd)
+                        },
+                    ),
+                ];
+                for (n, (what, c)) in cases.into_iter().enumerate() {
+                    let err = run(&d, &c, dtype, kernel, 100 + n as u64);
+                    worst = worst.max(err);
+                    assert!(
+                        err <= bound(dtype),
+                        "{dtype} {kernel:?} head_dim {hd}, {what}: largest difference {err:e} (bound {:e})",
+                        bound(dtype)
+                    );
+                    checked += 1;
+                }
             }
+            println!(
+                "{dtype} {kernel:?}: largest difference {worst:e} (bound {:e})",
+                bound(dtype)
+            );
         }
-        println!(
-            "{dtype}: largest difference {worst:e} (bound {:e})",
-            bound(dtype)
-        );
     }
-    // a long causal sequence
+    // a long causal sequence, each 16-bit dtype on each kernel
     let long = Case {
         causal: true,
-        ..case((&[4097], &[4097]), (2, 1), 64)
+        ..case((&[4097], &[4097]), (4, 1), 128)
     };
-    let err = run(&d, &long, DType::BF16, 7);
-    assert!(err <= bound(DType::BF16), "4097 tokens: {err:e}");
-    println!("4097 tokens, bf16: largest difference {err:e}");
-    println!("flash_attention: {} cases within the bounds", checked + 1);
+    for dtype in [DType::BF16, DType::F16] {
+        for kernel in kernels(&d, dtype) {
+            let err = run(&d, &long, dtype, kernel, 7);
+            assert!(
+                err <= bound(dtype),
+                "4097 tokens, {dtype} {kernel:?}: {err:e}"
+            );
+            println!("4097 tokens, {dtype} {kernel:?}: largest difference {err:e}");
+            checked += 1;
+        }
+    }
+    println!("flash_attention: {checked} cases within the bounds");
 }
 
 #[test]
@@ -400,6 +436,23 @@ fn flash_attention_rejects_bad_input_with_typed_errors() {
             "shape",
         ),
     ];
+    let tiled_f32 = flash_attention_with(
+        &d,
+        (
+            Operand::new(&buf, f, &q4),
+            Operand::new(&buf, f, &k4),
+            Operand::new(&buf, f, &k4),
+        ),
+        &plain,
+        None,
+        FlashKernel::Tiled,
+    );
+    let mut cases = cases;
+    cases.push((
+        "the tiled kernel on f32",
+        tiled_f32.unwrap_err(),
+        "argument",
+    ));
     for (what, e, want) in &cases {
         let kind = match e {
             Error::UnsupportedDType { .. } => "dtype",

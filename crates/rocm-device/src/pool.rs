@@ -127,6 +127,12 @@ impl Pool {
         self.lock().stats
     }
 
+    /// Starts the peak over from the bytes in use now.
+    pub(crate) fn reset_peak(&self) {
+        let mut st = self.lock();
+        st.stats.peak_in_use_bytes = st.stats.in_use_bytes;
+    }
+
     /// A block of at least `bytes` (> 0).
     pub(crate) fn alloc(&self, raw: &dyn RawAllocator, bytes: usize) -> Result<Block> {
         let Some(class) = size_class(bytes) else {

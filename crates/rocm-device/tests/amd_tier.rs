@@ -89,6 +89,46 @@ fn integer_dot_products_are_native_on_every_target() {
     }
 }
 
+#[test]
+fn matrix_units_are_the_arch_own_on_every_target() {
+    // compat.h picks MFMA on CDNA, WMMA (gfx11 or gfx12 form) on RDNA3/4: the probe fails to
+    // compile where another form (or none) was picked, and runs the tile operation once.
+    for arch in ARCHS {
+        let base = arch.split(':').next().unwrap_or(arch);
+        let want = match base {
+            "gfx90a" | "gfx942" | "gfx950" => "CANDLE_ROCM_MMA_MFMA",
+            a if a.starts_with("gfx11") => "CANDLE_ROCM_MMA_WMMA11",
+            a if a.starts_with("gfx12") => "CANDLE_ROCM_MMA_WMMA12",
+            _ => continue,
+        };
+        let source = format!(
+            "#ifndef {want}\n#error compat.h picked another matrix form\n#endif\n\
+             KERNEL void mma_probe(const f16_t* a, float* c) {{\n\
+             f16_t fa[MMA_A], fb[MMA_B]; float acc[MMA_C] = {{}};\n\
+             for (int e = 0; e < MMA_A; ++e) fa[e] = a[e]; for (int e = 0; e < MMA_B; ++e) fb[e] = a[e];\n\
+             mma_16x16x16(fa, fb, acc); for (int e = 0; e < MMA_C; ++e) c[e] = acc[e]; }}"
+        );
+        let probe = kernels::KernelModule {
+            name: "mma_probe",
+            source: Box::leak(source.into_boxed_str()),
+            groups: &[kernels::EntryGroup {
+                ops: &["mma"],
+                dtypes: &["probe"],
+            }],
+            params: &[],
+            headers: kernels::HEADERS,
+        };
+        let compiled = compile_for_arch(Platform::Amd, &probe, arch, &[], None)
+            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let symbols = rocm_device::code_object::kernel_symbols(&compiled.image).unwrap();
+        assert!(
+            symbols.iter().any(|s| s == "mma_probe"),
+            "{arch}: {symbols:?}"
+        );
+        println!("AMD tier: {arch} matrix units through {want}");
+    }
+}
+
 fn rocm_kernels_bad_module() -> kernels::KernelModule {
     kernels::KernelModule {
         name: "broken",

@@ -46,6 +46,12 @@ impl Device {
         self.inner.pool.stats()
     }
 
+    /// Starts `peak_in_use_bytes` over from the bytes in use now (to measure one step's peak,
+    /// as torch's `reset_peak_memory_stats`).
+    pub fn reset_peak_memory(&self) {
+        self.inner.pool.reset_peak();
+    }
+
     /// Returns every cached block to the driver; the bytes released.
     pub fn empty_cache(&self) -> Result<usize> {
         self.inner.pool.release_cached(&self.allocator())

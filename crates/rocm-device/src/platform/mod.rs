@@ -235,6 +235,28 @@ impl DeviceInfo {
     pub fn base_arch(&self) -> &str {
         self.arch.split(':').next().unwrap_or(&self.arch)
     }
+
+    /// Whether kernels get compat.h's 16x16x16 tile operation on matrix units here: NVIDIA
+    /// sm_80 and later (mma.sync), CDNA gfx90a / gfx94x / gfx950 (MFMA), RDNA3 and RDNA4
+    /// (WMMA). Matrix kernels are launched only where this holds.
+    pub fn matrix_units(&self) -> bool {
+        let arch = self.base_arch();
+        match self.platform {
+            Platform::Nvidia => arch
+                .strip_prefix("sm_")
+                .and_then(|v| {
+                    v.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                        .parse::<u32>()
+                        .ok()
+                })
+                .is_some_and(|v| v >= 80),
+            Platform::Amd => {
+                matches!(arch, "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950")
+                    || arch.starts_with("gfx11")
+                    || arch.starts_with("gfx12")
+            }
+        }
+    }
 }
 
 /// Why a raw allocation failed: out of memory is recoverable (the pool frees its cache and
@@ -392,5 +414,36 @@ mod tests {
         let nv = Platform::Nvidia.base_compile_options("sm_90");
         assert_eq!(nv[0], "-DCANDLE_ROCM_NVIDIA");
         assert!(nv.contains(&"--gpu-architecture=sm_90".to_string()));
+    }
+
+    #[test]
+    fn matrix_units_by_arch() {
+        let info = |platform, arch: &str| DeviceInfo {
+            ordinal: 0,
+            platform,
+            name: String::new(),
+            arch: arch.to_string(),
+            warp_size: 32,
+            multiprocessor_count: 1,
+            shared_mem_per_block: 0,
+            max_threads_per_block: 1024,
+            total_memory: 0,
+        };
+        for (platform, arch, has) in [
+            (Platform::Nvidia, "sm_90", true),
+            (Platform::Nvidia, "sm_90a", true),
+            (Platform::Nvidia, "sm_80", true),
+            (Platform::Nvidia, "sm_75", false),
+            (Platform::Amd, "gfx942:sramecc+:xnack-", true),
+            (Platform::Amd, "gfx90a", true),
+            (Platform::Amd, "gfx950", true),
+            (Platform::Amd, "gfx1100", true),
+            (Platform::Amd, "gfx1151", true),
+            (Platform::Amd, "gfx1201", true),
+            (Platform::Amd, "gfx1030", false),
+            (Platform::Amd, "gfx908", false),
+        ] {
+            assert_eq!(info(platform, arch).matrix_units(), has, "{arch}");
+        }
     }
 }

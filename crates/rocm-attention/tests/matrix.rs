@@ -1,0 +1,353 @@
+//! GPU tests of compat.h's matrix units (kernels/src/matrix.hip), which the tiled flash
+//! attention is built on:
+//! - each instruction the target has, on registers filled from this file's own model of the
+//!   instruction's layout (NVIDIA's PTX tables for mma.sync m16n8k16, AMD's CDNA3 ISA tables for
+//!   MFMA 16x16x16 and 32x32x8, AMD's RDNA3/RDNA4 tables for WMMA), against `a b + c` in f64:
+//!   under `--wave64` and `--amd-shim` the MFMA instructions are compat.h's emulation, so its
+//!   register layouts are held to AMD's here;
+//! - the tile operations kernels use (loads from shared memory both ways, `mma_c_to_a`);
+//! - the same probes built with a planted layout fault (b transposed,
+//!   `CANDLE_ROCM_PLANT_TRANSPOSED_B`) must fail the same comparisons.
+//!
+//! The products of two 16-bit floats are exact in f32 and at most 16 are summed: the bound is
+//! 1e-5 for values in [-1, 1]; a layout fault moves results by about 1.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use rocm_device::{DType, Device, LaunchArgs, LaunchConfig, Module, Platform};
+use rocm_kernels::matrix::{self, Registers, Tile};
+use rocm_kernels::MATRIX;
+use rocm_test_support::{device, download, random, values};
+
+const BOUND: f64 = 1e-5;
+
+/// (row, col) of element e of lane l in one operand.
+type At = fn(usize, usize) -> (usize, usize);
+
+/// An instruction's shape and register layout, as the vendors' tables give them.
+struct Model {
+    name: &'static str,
+    instruction: u32,
+    lanes: usize,
+    mnk: (usize, usize, usize),
+    a: (usize, At),
+    b: (usize, At),
+    c: (usize, At),
+}
+
+fn models() -> Vec<Model> {
+    vec![
+        Model {
+            name: "mma.sync m16n8k16",
+            instruction: matrix::M16N8K16,
+            lanes: 32,
+            mnk: (16, 8, 16),
+            a: (8, |l, e| {
+                (l / 4 + 8 * ((e / 2) % 2), 2 * (l % 4) + e % 2 + 8 * (e / 4))
+            }),
+            b: (4, |l, e| (2 * (l % 4) + e % 2 + 8 * (e / 2), l / 4)),
+            c: (4, |l, e| (l / 4 + 8 * (e / 2), 2 * (l % 4) + e % 2)),
+        },
+        Model {
+            name: "v_mfma_f32_16x16x16",
+            instruction: matrix::MFMA_16X16X16,
+            lanes: 64,
+            mnk: (16, 16, 16),
+            a: (4, |l, e| (l % 16, 4 * (l / 16) + e)),
+            b: (4, |l, e| (4 * (l / 16) + e, l % 16)),
+            c: (4, |l, e| (4 * (l / 16) + e, l % 16)),
+        },
+        Model {
+            name: "v_mfma_f32_32x32x8",
+            instruction: matrix::MFMA_32X32X8,
+            lanes: 64,
+            mnk: (32, 32, 8),
+            a: (4, |l, e| (l % 32, 4 * (l / 32) + e)),
+            b: (4, |l, e| (4 * (l / 32) + e, l % 32)),
+            c: (16, |l, e| (8 * (e / 4) + 4 * (l / 32) + e % 4, l % 32)),
+        },
+    ]
+}
+
+/// The WMMA model of an RDNA arch (gfx11 or gfx12 register layouts).
+fn wmma_model(arch: &str) -> Option<Model> {
+    if arch.starts_with("gfx11") {
+        Some(Model {
+            name: "v_wmma_f32_16x16x16 (gfx11)",
+            instruction: matrix::WMMA_16X16X16,
+            lanes: 32,
+            mnk: (16, 16, 16),
+            a: (16, |l, e| (l % 16, e)),
+            b: (16, |l, e| (e, l % 16)),
+            c: (8, |l, e| (2 * e + l / 16, l % 16)),
+        })
+    } else if arch.starts_with("gfx12") {
+        Some(Model {
+            name: "v_wmma_f32_16x16x16 (gfx12)",
+            instruction: matrix::WMMA_16X16X16,
+            lanes: 32,
+            mnk: (16, 16, 16),
+            a: (8, |l, e| (l % 16, 8 * (l / 16) + e)),
+            b: (8, |l, e| (8 * (l / 16) + e, l % 16)),
+            c: (8, |l, e| (8 * (l / 16) + e, l % 16)),
+        })
+    } else {
+        None
+    }
+}
+
+/// The instructions this device's kernels must have: a real AMD device's by its arch; kernels
+/// built by NVRTC (the nvidia platform, or the HIP shim) mma.sync with 32 lanes and the
+/// emulated MFMA with 64.
+fn expected(d: &Device) -> Vec<u32> {
+    let info = d.info();
+    let nvrtc = info.platform == Platform::Nvidia || d.config().hip_on_cuda;
+    let arch = info.base_arch();
+    if nvrtc {
+        if info.warp_size == 64 {
+            vec![matrix::MFMA_16X16X16, matrix::MFMA_32X32X8]
+        } else {
+            vec![matrix::M16N8K16]
+        }
+    } else if matches!(arch, "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950") {
+        vec![matrix::MFMA_16X16X16, matrix::MFMA_32X32X8]
+    } else if wmma_model(arch).is_some() {
+        vec![matrix::WMMA_16X16X16]
+    } else {
+        vec![]
+    }
+}
+
+/// The matrix module for `dtype`, planted with the transposed-b fault or not.
+fn module(d: &Device, dtype: DType, planted: bool) -> std::sync::Arc<Module> {
+    let key = dtype.as_str();
+    let source = MATRIX.source_for_dtype(key);
+    if planted {
+        let name = format!("matrix.planted.{key}");
+        d.load_source(
+            &name,
+            &format!("#define CANDLE_ROCM_PLANT_TRANSPOSED_B 1\n{source}"),
+        )
+        .unwrap()
+    } else {
+        d.load_source(&MATRIX.name_for_dtype(key), &source).unwrap()
+    }
+}
+
+fn one_warp(d: &Device) -> LaunchConfig {
+    LaunchConfig {
+        grid: [1, 1, 1],
+        block: [d.info().warp_size, 1, 1],
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Runs `model` on registers filled by its layout; None where the target lacks it, else the
+/// largest difference from `a b + c`.
+fn run_registers(d: &Device, m: &Model, dtype: DType, planted: bool, seed: u64) -> Option<f64> {
+    let (rows, cols, depth) = m.mnk;
+    let size = dtype.size_in_bytes();
+    let a = random(dtype, rows * depth, -1.0, 1.0, seed);
+    let b = random(dtype, depth * cols, -1.0, 1.0, seed + 1);
+    let c: Vec<f32> = values(
+        &random(DType::F32, rows * cols, -1.0, 1.0, seed + 2),
+        DType::F32,
+    )
+    .iter()
+    .map(|&x| x as f32)
+    .collect();
+    let regs = matrix::REGS;
+    let (mut ar, mut br) = (
+        vec![0u8; m.lanes * regs * size],
+        vec![0u8; m.lanes * regs * size],
+    );
+    let mut cr = vec![0f32; m.lanes * regs];
+    for l in 0..m.lanes {
+        for e in 0..m.a.0 {
+            let (r, kk) = (m.a.1)(l, e);
+            let at = (r * depth + kk) * size;
+            ar[(l * regs + e) * size..][..size].copy_from_slice(&a[at..at + size]);
+        }
+        for e in 0..m.b.0 {
+            let (kk, n) = (m.b.1)(l, e);
+            let at = (kk * cols + n) * size;
+            br[(l * regs + e) * size..][..size].copy_from_slice(&b[at..at + size]);
+        }
+        for e in 0..m.c.0 {
+            let (r, n) = (m.c.1)(l, e);
+            cr[l * regs + e] = c[r * cols + n];
+        }
+    }
+    // the device's wavefront may be wider than the instruction's (never narrower)
+    let lanes = d.info().warp_size as usize;
+    if lanes < m.lanes {
+        return None;
+    }
+    ar.resize(lanes * regs * size, 0);
+    br.resize(lanes * regs * size, 0);
+    cr.resize(lanes * regs, 0.0);
+    let (ad, bd, cd) = (
+        d.htod(&ar).unwrap(),
+        d.htod(&br).unwrap(),
+        d.htod(&cr).unwrap(),
+    );
+    let dd = d.alloc(lanes * regs * 4).unwrap();
+    let ran = d.htod(&[7u32]).unwrap();
+    let params = Registers {
+        instruction: m.instruction,
+        a: ad.as_buffer().ptr(),
+        b: bd.as_buffer().ptr(),
+        c: cd.as_buffer().ptr(),
+        d: dd.ptr(),
+        ran: ran.as_buffer().ptr(),
+    };
+    let module = module(d, dtype, planted);
+    let f = module
+        .function(&format!("{}_{}", matrix::REGISTERS.op, dtype.as_str()))
+        .unwrap();
+    d.launch(&f, one_warp(d), &mut LaunchArgs::from_params(&params))
+        .unwrap();
+    let ran = values(&download(d, ran.as_buffer()), DType::U32)[0];
+    assert!(ran == 0.0 || ran == 1.0, "{}: ran = {ran}", m.name);
+    if ran == 0.0 {
+        return None;
+    }
+    let got = values(&download(d, &dd), DType::F32);
+    let (av, bv) = (values(&a, dtype), values(&b, dtype));
+    let mut worst = 0f64;
+    for l in 0..m.lanes {
+        for e in 0..m.c.0 {
+            let (r, n) = (m.c.1)(l, e);
+            let want = c[r * cols + n] as f64
+                + (0..depth)
+                    .map(|kk| av[r * depth + kk] * bv[kk * cols + n])
+                    .sum::<f64>();
+            worst = worst.max((got[l * regs + e] - want).abs());
+        }
+    }
+    Some(worst)
+}
+
+/// `n` values of `dtype` from {-1, -0.5, 0, 0.5, 1}: sums of 16 of their products are exact
+/// in f32 and in both 16-bit types, so the chained product's rounding is exact too.
+fn coarse(dtype: DType, n: usize, seed: u64) -> Vec<u8> {
+    values(&random(DType::F32, n, -1.25, 1.25, seed), DType::F32)
+        .iter()
+        .flat_map(|&x| {
+            let x = ((x * 2.0).round() / 2.0) as f32;
+            match dtype {
+                DType::BF16 => half::bf16::from_f32(x).to_le_bytes(),
+                _ => half::f16::from_f32(x).to_le_bytes(),
+            }
+        })
+        .collect()
+}
+
+/// Runs the tile probe; the largest difference of each of its three results.
+fn run_tile(d: &Device, dtype: DType, planted: bool, seed: u64) -> [f64; 3] {
+    let a = coarse(dtype, 256, seed);
+    let b = coarse(dtype, 256, seed + 1);
+    let c: Vec<f32> = values(&random(DType::F32, 256, -1.0, 1.0, seed + 2), DType::F32)
+        .iter()
+        .map(|&x| x as f32)
+        .collect();
+    let (ad, bd, cd) = (
+        d.htod(&a).unwrap(),
+        d.htod(&b).unwrap(),
+        d.htod(&c).unwrap(),
+    );
+    let dd = d.alloc(3 * 256 * 4).unwrap();
+    let params = Tile {
+        a: ad.as_buffer().ptr(),
+        b: bd.as_buffer().ptr(),
+        c: cd.as_buffer().ptr(),
+        d: dd.ptr(),
+    };
+    let module = module(d, dtype, planted);
+    let f = module
+        .function(&format!("{}_{}", matrix::TILE.op, dtype.as_str()))
+        .unwrap();
+    d.launch(&f, one_warp(d), &mut LaunchArgs::from_params(&params))
+        .unwrap();
+    let got = values(&download(d, &dd), DType::F32);
+    let (av, bv) = (values(&a, dtype), values(&b, dtype));
+    let product = |x: &[f64], r: usize, n: usize| {
+        (0..16).map(|k| x[r * 16 + k] * bv[k * 16 + n]).sum::<f64>()
+    };
+    let ab: Vec<f64> = (0..256).map(|i| product(&av, i / 16, i % 16)).collect();
+    let mut worst = [0f64; 3];
+    for i in 0..256 {
+        let (r, n) = (i / 16, i % 16);
+        let plain = c[i] as f64 + ab[i];
+        let chained = c[i] as f64 + product(&ab, r, n);
+        for (t, want) in [plain, plain, chained].into_iter().enumerate() {
+            worst[t] = worst[t].max((got[t * 256 + i] - want).abs());
+        }
+    }
+    worst
+}
+
+#[test]
+fn every_matrix_instruction_matches_its_vendor_layout() {
+    let d = device();
+    let want = expected(&d);
+    let mut all = models();
+    all.extend(wmma_model(d.info().base_arch()));
+    let mut ran = Vec::new();
+    for dtype in [DType::BF16, DType::F16] {
+        for (i, m) in all.iter().enumerate() {
+            let Some(err) = run_registers(&d, m, dtype, false, 10 + i as u64) else {
+                continue;
+            };
+            println!("{} {dtype}: largest difference {err:e}", m.name);
+            assert!(err <= BOUND, "{} {dtype}: {err:e}", m.name);
+            ran.push(m.instruction);
+            // the planted fault must show
+            let planted = run_registers(&d, m, dtype, true, 10 + i as u64).unwrap();
+            println!("{} {dtype}, b transposed (planted): {planted:e}", m.name);
+            if m.instruction != matrix::M16N8K16 {
+                assert!(
+                    planted > 0.05,
+                    "{} {dtype}: the planted transposed b went unseen ({planted:e})",
+                    m.name
+                );
+            }
+        }
+    }
+    for w in &want {
+        assert!(
+            ran.contains(w),
+            "{}: instruction {w} did not run ({ran:?})",
+            d.info().arch
+        );
+    }
+    println!(
+        "matrix instructions on {} ({} lanes): {} checks",
+        d.info().arch,
+        d.info().warp_size,
+        ran.len()
+    );
+}
+
+#[test]
+fn the_tile_operations_multiply_and_the_planted_fault_is_caught() {
+    let d = device();
+    assert!(
+        d.info().matrix_units(),
+        "{} has no matrix units",
+        d.info().arch
+    );
+    for dtype in [DType::BF16, DType::F16] {
+        let err = run_tile(&d, dtype, false, 40);
+        println!(
+            "tile {dtype}: b as rows of k {:e}, b as rows of n {:e}, chained {:e}",
+            err[0], err[1], err[2]
+        );
+        assert!(err.iter().all(|&e| e <= BOUND), "{dtype}: {err:?}");
+        let planted = run_tile(&d, dtype, true, 40);
+        println!("tile {dtype}, b transposed (planted): {planted:?}");
+        assert!(
+            planted[0] > 0.05 && planted[1] > 0.05,
+            "{dtype}: the planted transposed b went unseen ({planted:?})"
+        );
+    }
+}

@@ -1,0 +1,88 @@
+// matrix.hip: probes of compat.h's matrix units, for the GPU tests (no op launches them).
+//
+// mma_registers_<dtype>: one warp runs one instruction (MMA_PROBE_*) on registers given lane
+// by lane (a, b and c hold MMA_PROBE_REGS values a lane, lane-major), writes the result
+// registers to d and whether the instruction exists on this target to ran[0]. The test fills
+// the registers from its own model of the instruction's layout: a layout fault here (or in the
+// emulation) shows as a wrong product.
+//
+// mma_tile_<dtype>: one warp runs compat.h's tile operations on 16x16 row-major a, b and f32 c:
+// d[0] = a b + c with b loaded as rows of k, d[1] the same with b given transposed (rows of n),
+// d[2] = round(a b) b + c with round(a b) made the next a operand by mma_c_to_a; each as
+// 16x16 f32.
+
+#define MMA_PROBE_REGS 16
+#define MMA_PROBE_M16N8K16 0
+#define MMA_PROBE_MFMA_16X16X16 1
+#define MMA_PROBE_MFMA_32X32X8 2
+#define MMA_PROBE_WMMA_16X16X16 3
+
+template <typename T>
+DEVICE void mma_registers(u32 instruction, const T* a, const T* b, const float* c, float* d, u32* ran) {
+    const u32 lane = mma_lane();
+    T ar[MMA_PROBE_REGS], br[MMA_PROBE_REGS];
+    float cr[MMA_PROBE_REGS];
+    for (u32 i = 0; i < MMA_PROBE_REGS; ++i) {
+        ar[i] = a[lane * MMA_PROBE_REGS + i];
+        br[i] = b[lane * MMA_PROBE_REGS + i];
+        cr[i] = c[lane * MMA_PROBE_REGS + i];
+    }
+    u32 done = 0;
+#if defined(CANDLE_ROCM_MMA_SYNC)
+    if (instruction == MMA_PROBE_M16N8K16) { mma_m16n8k16(ar, br, cr); done = 1; }
+#endif
+#if defined(CANDLE_ROCM_MMA_MFMA)
+    if (instruction == MMA_PROBE_MFMA_16X16X16) { mfma_16x16x16(ar, br, cr); done = 1; }
+    if (instruction == MMA_PROBE_MFMA_32X32X8) { mfma_32x32x8(ar, br, cr); done = 1; }
+#endif
+#if defined(CANDLE_ROCM_MMA_WMMA11) || defined(CANDLE_ROCM_MMA_WMMA12)
+    if (instruction == MMA_PROBE_WMMA_16X16X16) { wmma_16x16x16(ar, br, cr); done = 1; }
+#endif
+    for (u32 i = 0; i < MMA_PROBE_REGS; ++i) d[lane * MMA_PROBE_REGS + i] = cr[i];
+    if (lane == 0) ran[0] = done;
+}
+
+template <typename T>
+DEVICE void mma_tile(const T* a, const T* b, const float* c, float* d) {
+    const u32 ld = MMA_SCRATCH_LD;
+    __shared__ T sa[16 * MMA_SCRATCH_LD], sb[16 * MMA_SCRATCH_LD], sbt[16 * MMA_SCRATCH_LD],
+        scratch[16 * MMA_SCRATCH_LD];
+    for (u32 i = mma_lane(); i < 256; i += warpSize) {
+        const u32 r = i / 16, col = i % 16;
+        sa[r * ld + col] = a[i];
+        sb[r * ld + col] = b[i];
+        sbt[col * ld + r] = b[i];
+    }
+    __syncthreads();
+    T fa[MMA_A], fb[MMA_B], pa[MMA_A];
+    float acc[3][MMA_C], p[MMA_C];
+    mma_load_a(fa, sa, ld);
+    for (u32 e = 0; e < MMA_C; ++e) {
+        u32 row, col;
+        mma_c_at(e, row, col);
+        acc[0][e] = acc[1][e] = acc[2][e] = c[row * 16 + col];
+        p[e] = 0.0f;
+    }
+    mma_load_b_kn(fb, sb, ld);
+    mma_16x16x16(fa, fb, acc[0]);
+    mma_16x16x16(fa, fb, p);
+    mma_c_to_a(p, pa, scratch);
+    mma_16x16x16(pa, fb, acc[2]);
+    mma_load_b_nk(fb, sbt, ld);
+    mma_16x16x16(fa, fb, acc[1]);
+    for (u32 t = 0; t < 3; ++t)
+        for (u32 e = 0; e < MMA_C; ++e) {
+            u32 row, col;
+            mma_c_at(e, row, col);
+            d[t * 256 + row * 16 + col] = acc[t][e];
+        }
+}
+
+// MMA_REGISTERS_PARAMS, MMA_TILE_PARAMS: the lists declared in rocm-kernels (`matrix::*`).
+#define MATRIX_ENTRIES(NAME, T)                                                                 \
+    KERNEL void mma_registers_##NAME(MMA_REGISTERS_PARAMS(T)) {                                 \
+        mma_registers<T>(instruction, a, b, c, d, ran);                                         \
+    }                                                                                           \
+    KERNEL void mma_tile_##NAME(MMA_TILE_PARAMS(T)) { mma_tile<T>(a, b, c, d); }
+CANDLE_ROCM_KEEP(bf16)(MATRIX_ENTRIES(bf16, bf16_t))
+CANDLE_ROCM_KEEP(f16)(MATRIX_ENTRIES(f16, f16_t))
