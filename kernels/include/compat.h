@@ -25,6 +25,9 @@ typedef u64 usize;
 #define KERNEL extern "C" __global__
 #define DEVICE __device__ __forceinline__
 
+// 16 bytes, the unit of the wide loads and copies.
+struct alignas(16) Raw16 { u64 lo, hi; };
+
 // ---------------------------------------------------------------------------------------------
 // Bit casts.
 DEVICE u32 f32_bits(float f) { return __float_as_uint(f); }
@@ -361,10 +364,12 @@ DEVICE int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
 //   CANDLE_ROCM_MMA_WMMA11 RDNA3 gfx11: v_wmma_f32_16x16x16_{f16,bf16} (wave32)
 //   CANDLE_ROCM_MMA_WMMA12 RDNA4 gfx12: the same instructions' gfx12 forms (wave32)
 // A lane holds MMA_A elements of a, MMA_B of b and MMA_C of c; mma_a_at(e), mma_b_at(e) and
-// mma_c_at(e) say which (row, column) of its tile element e is. Those maps, the loads from
-// shared memory and the accumulator's row groups live here and nowhere else. Targets without
-// matrix units (CANDLE_ROCM_HAS_MMA 0) get gfx11's maps and an mma_16x16x16 that traps: the
-// host launches matrix kernels only on devices that have them.
+// mma_c_at(e) say which (row, column) of its tile element e is. Elements 2w and 2w + 1 of a and
+// of b are neighbours along k in every layout: the a and b operands are held as MMA_A / 2 and
+// MMA_B / 2 u32 words of two elements (element 2w in the low half), the form the instructions
+// take. Those maps, the loads from shared memory and the accumulator's row groups live here
+// and nowhere else. Targets without matrix units (CANDLE_ROCM_HAS_MMA 0) get gfx11's maps and
+// an mma_16x16x16 that traps: the host launches matrix kernels only on devices that have them.
 #if defined(CANDLE_ROCM_NVIDIA) && !defined(CANDLE_ROCM_WAVE64_EMULATION)
 #define CANDLE_ROCM_MMA_SYNC 1
 #elif defined(CANDLE_ROCM_WAVE64_EMULATION) || defined(__gfx90a__) || defined(__gfx940__) || \
@@ -383,31 +388,44 @@ DEVICE int dot4_i8(int a, int b, int c) { return __dp4a(a, b, c); }
 #endif
 
 DEVICE u32 mma_lane() { return threadIdx.x % warpSize; }
+// Two 16-bit values as one operand word (lo in the low half).
+DEVICE u32 mma_word(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
+// Two f32 values rounded to T (nearest even) as one operand word.
+template <typename T> DEVICE u32 mma_pack(float lo, float hi);
+#if defined(CANDLE_ROCM_NVIDIA)
+template <> DEVICE u32 mma_pack<bf16_t>(float lo, float hi) {
+    u32 w;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+}
+template <> DEVICE u32 mma_pack<f16_t>(float lo, float hi) {
+    u32 w;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+}
+#else
+template <> DEVICE u32 mma_pack<bf16_t>(float lo, float hi) { return mma_word(f32_to_bf16(lo).bits, f32_to_bf16(hi).bits); }
+template <> DEVICE u32 mma_pack<f16_t>(float lo, float hi) { return mma_word(f32_to_f16(lo).bits, f32_to_f16(hi).bits); }
+#endif
 
-// The single instructions, on registers as the hardware holds them (the probes test each one
-// against a host model of its layout). Row and column below are those of the instruction's
-// own A (M x K), B (K x N) and C (M x N).
+// The single instructions, on operand words as the hardware holds them (the probes test each
+// one against a host model of its layout). Row and column below are those of the
+// instruction's own A (M x K), B (K x N) and C (M x N); a[e] is element e of the lane's a.
 #if defined(CANDLE_ROCM_MMA_SYNC)
 // m16n8k16, g = lane / 4, t = lane % 4: a[e] at (g + 8 ((e / 2) % 2), 2t + e % 2 + 8 (e / 4));
 // b[e] at (2t + e % 2 + 8 (e / 2), g); c[e] at (g + 8 (e / 2), 2t + e % 2).
-template <typename T> struct MmaSyncType;
-template <> struct MmaSyncType<bf16_t> { static DEVICE void run(const u32* a, const u32* b, float* c) {
+template <typename T> struct MmaSync;
+template <> struct MmaSync<bf16_t> { static DEVICE void run(const u32* a, const u32* b, float* c) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 } };
-template <> struct MmaSyncType<f16_t> { static DEVICE void run(const u32* a, const u32* b, float* c) {
+template <> struct MmaSync<f16_t> { static DEVICE void run(const u32* a, const u32* b, float* c) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 } };
-DEVICE u32 mma_pair(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
-template <typename T> DEVICE void mma_m16n8k16(const T* a, const T* b, float* c) {
-    const u32 ar[4] = {mma_pair(a[0].bits, a[1].bits), mma_pair(a[2].bits, a[3].bits),
-                       mma_pair(a[4].bits, a[5].bits), mma_pair(a[6].bits, a[7].bits)};
-    const u32 br[2] = {mma_pair(b[0].bits, b[1].bits), mma_pair(b[2].bits, b[3].bits)};
-    MmaSyncType<T>::run(ar, br, c);
-}
+template <typename T> DEVICE void mma_m16n8k16(const u32* a, const u32* b, float* c) { MmaSync<T>::run(a, b, c); }
 #endif
 
 #if defined(CANDLE_ROCM_MMA_MFMA)
@@ -424,24 +442,25 @@ typedef short cr_i16x4 __attribute__((ext_vector_type(4)));
 typedef _Float16 cr_f16x4 __attribute__((ext_vector_type(4)));
 typedef float cr_f32x4 __attribute__((ext_vector_type(4)));
 typedef float cr_f32x16 __attribute__((ext_vector_type(16)));
+DEVICE u64 mma_words64(const u32* x) { return (u64)x[0] | ((u64)x[1] << 32); }
 template <typename T> struct Mfma;
 template <> struct Mfma<bf16_t> {
-    static DEVICE cr_i16x4 in(const bf16_t* x) { cr_i16x4 v; for (int i = 0; i < 4; ++i) v[i] = (short)x[i].bits; return v; }
-    static DEVICE cr_f32x4 m16(const bf16_t* a, const bf16_t* b, cr_f32x4 c) { return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(in(a), in(b), c, 0, 0, 0); }
-    static DEVICE cr_f32x16 m32(const bf16_t* a, const bf16_t* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(in(a), in(b), c, 0, 0, 0); }
+    static DEVICE cr_i16x4 in(const u32* x) { return __builtin_bit_cast(cr_i16x4, mma_words64(x)); }
+    static DEVICE cr_f32x4 m16(const u32* a, const u32* b, cr_f32x4 c) { return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(in(a), in(b), c, 0, 0, 0); }
+    static DEVICE cr_f32x16 m32(const u32* a, const u32* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(in(a), in(b), c, 0, 0, 0); }
 };
 template <> struct Mfma<f16_t> {
-    static DEVICE cr_f16x4 in(const f16_t* x) { cr_f16x4 v; for (int i = 0; i < 4; ++i) v[i] = __builtin_bit_cast(_Float16, x[i].bits); return v; }
-    static DEVICE cr_f32x4 m16(const f16_t* a, const f16_t* b, cr_f32x4 c) { return __builtin_amdgcn_mfma_f32_16x16x16f16(in(a), in(b), c, 0, 0, 0); }
-    static DEVICE cr_f32x16 m32(const f16_t* a, const f16_t* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8f16(in(a), in(b), c, 0, 0, 0); }
+    static DEVICE cr_f16x4 in(const u32* x) { return __builtin_bit_cast(cr_f16x4, mma_words64(x)); }
+    static DEVICE cr_f32x4 m16(const u32* a, const u32* b, cr_f32x4 c) { return __builtin_amdgcn_mfma_f32_16x16x16f16(in(a), in(b), c, 0, 0, 0); }
+    static DEVICE cr_f32x16 m32(const u32* a, const u32* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8f16(in(a), in(b), c, 0, 0, 0); }
 };
-template <typename T> DEVICE void mfma_16x16x16(const T* a, const T* b, float* c) {
+template <typename T> DEVICE void mfma_16x16x16(const u32* a, const u32* b, float* c) {
     cr_f32x4 acc;
     for (int i = 0; i < 4; ++i) acc[i] = c[i];
     acc = Mfma<T>::m16(a, b, acc);
     for (int i = 0; i < 4; ++i) c[i] = acc[i];
 }
-template <typename T> DEVICE void mfma_32x32x8(const T* a, const T* b, float* c) {
+template <typename T> DEVICE void mfma_32x32x8(const u32* a, const u32* b, float* c) {
     cr_f32x16 acc;
     for (int i = 0; i < 16; ++i) acc[i] = c[i];
     acc = Mfma<T>::m32(a, b, acc);
@@ -453,21 +472,18 @@ template <typename T> DEVICE void mfma_32x32x8(const T* a, const T* b, float* c)
 // two 16-bit floats are exact in f32). CANDLE_ROCM_PLANT_TRANSPOSED_B (tests only) reads each
 // K x K block of b transposed: the layout fault the probes must catch.
 __shared__ u64 candle_rocm_mfma_b_slots[CANDLE_ROCM_WAVE64_MAX_WAVES][64];
-template <typename T> DEVICE u64 mfma_post(const T* x) {
-    return (u64)x[0].bits | ((u64)x[1].bits << 16) | ((u64)x[2].bits << 32) | ((u64)x[3].bits << 48);
-}
 template <typename T> DEVICE float mfma_value(u64 word, u32 e) {
     T t;
     t.bits = (u16)(word >> (16 * e));
     return cvt<float>(t);
 }
-template <typename T, int M> DEVICE void mfma_emulated(const T* a, const T* b, float* c) {
+template <typename T, int M> DEVICE void mfma_emulated(const u32* a, const u32* b, float* c) {
     const int K = 256 / M;
     u64* sa = candle_rocm_wave_slots[wave_index()];
     u64* sb = candle_rocm_mfma_b_slots[wave_index()];
     const u32 lane = wave_lane();
-    sa[lane] = mfma_post(a);
-    sb[lane] = mfma_post(b);
+    sa[lane] = (u64)a[0] | ((u64)a[1] << 32);
+    sb[lane] = (u64)b[0] | ((u64)b[1] << 32);
     wave_sync();
     for (u32 e = 0; e < (u32)(M * M / 64); ++e) {
         u32 row, col;
@@ -486,8 +502,8 @@ template <typename T, int M> DEVICE void mfma_emulated(const T* a, const T* b, f
     }
     wave_sync();
 }
-template <typename T> DEVICE void mfma_16x16x16(const T* a, const T* b, float* c) { mfma_emulated<T, 16>(a, b, c); }
-template <typename T> DEVICE void mfma_32x32x8(const T* a, const T* b, float* c) { mfma_emulated<T, 32>(a, b, c); }
+template <typename T> DEVICE void mfma_16x16x16(const u32* a, const u32* b, float* c) { mfma_emulated<T, 16>(a, b, c); }
+template <typename T> DEVICE void mfma_32x32x8(const u32* a, const u32* b, float* c) { mfma_emulated<T, 32>(a, b, c); }
 #endif
 #endif
 
@@ -497,29 +513,33 @@ typedef _Float16 cr_f16x16 __attribute__((ext_vector_type(16)));
 typedef short cr_i16x8 __attribute__((ext_vector_type(8)));
 typedef _Float16 cr_f16x8 __attribute__((ext_vector_type(8)));
 typedef float cr_f32x8 __attribute__((ext_vector_type(8)));
-template <typename V, int N> DEVICE V wmma_in_i16(const bf16_t* x) { V v; for (int i = 0; i < N; ++i) v[i] = (short)x[i].bits; return v; }
-template <typename V, int N> DEVICE V wmma_in_f16(const f16_t* x) { V v; for (int i = 0; i < N; ++i) v[i] = __builtin_bit_cast(_Float16, x[i].bits); return v; }
+template <int N> struct WmmaWords { u32 w[N]; };
+template <typename V, int N> DEVICE V wmma_in(const u32* x) {
+    WmmaWords<N> words;
+    for (int i = 0; i < N; ++i) words.w[i] = x[i];
+    return __builtin_bit_cast(V, words);
+}
 template <typename T> struct Wmma;
 #if defined(CANDLE_ROCM_MMA_WMMA11)
 // gfx11, wave32: a[e] at (lane % 16, e) and b[e] at (e, lane % 16), e < 16 (lanes 16-31 hold
 // copies of lanes 0-15); c[e] at (2e + lane / 16, lane % 16), e < 8.
-template <> struct Wmma<bf16_t> { static DEVICE cr_f32x8 run(const bf16_t* a, const bf16_t* b, cr_f32x8 c) {
-    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(wmma_in_i16<cr_i16x16, 16>(a), wmma_in_i16<cr_i16x16, 16>(b), c);
+template <> struct Wmma<bf16_t> { static DEVICE cr_f32x8 run(const u32* a, const u32* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(wmma_in<cr_i16x16, 8>(a), wmma_in<cr_i16x16, 8>(b), c);
 } };
-template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const f16_t* a, const f16_t* b, cr_f32x8 c) {
-    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(wmma_in_f16<cr_f16x16, 16>(a), wmma_in_f16<cr_f16x16, 16>(b), c);
+template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const u32* a, const u32* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(wmma_in<cr_f16x16, 8>(a), wmma_in<cr_f16x16, 8>(b), c);
 } };
 #else
 // gfx12, wave32: a[e] at (lane % 16, 8 (lane / 16) + e) and b[e] at (8 (lane / 16) + e,
 // lane % 16), e < 8; c[e] at (8 (lane / 16) + e, lane % 16).
-template <> struct Wmma<bf16_t> { static DEVICE cr_f32x8 run(const bf16_t* a, const bf16_t* b, cr_f32x8 c) {
-    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(wmma_in_i16<cr_i16x8, 8>(a), wmma_in_i16<cr_i16x8, 8>(b), c);
+template <> struct Wmma<bf16_t> { static DEVICE cr_f32x8 run(const u32* a, const u32* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(wmma_in<cr_i16x8, 4>(a), wmma_in<cr_i16x8, 4>(b), c);
 } };
-template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const f16_t* a, const f16_t* b, cr_f32x8 c) {
-    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(wmma_in_f16<cr_f16x8, 8>(a), wmma_in_f16<cr_f16x8, 8>(b), c);
+template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const u32* a, const u32* b, cr_f32x8 c) {
+    return __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(wmma_in<cr_f16x8, 4>(a), wmma_in<cr_f16x8, 4>(b), c);
 } };
 #endif
-template <typename T> DEVICE void wmma_16x16x16(const T* a, const T* b, float* c) {
+template <typename T> DEVICE void wmma_16x16x16(const u32* a, const u32* b, float* c) {
     cr_f32x8 acc;
     for (int i = 0; i < 8; ++i) acc[i] = c[i];
     acc = Wmma<T>::run(a, b, acc);
@@ -553,9 +573,9 @@ DEVICE void mma_c_at(u32 e, u32& row, u32& col) {
     col = 2 * (l % 4) + e % 2 + 8 * (e / 4);
 }
 DEVICE u32 mma_c_slot(u32 e) { return (e / 2) % 2; }
-template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) {
-    mma_m16n8k16(a, b, c);
-    mma_m16n8k16(a, b + 4, c + 4);
+template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float* c) {
+    mma_m16n8k16<T>(a, b, c);
+    mma_m16n8k16<T>(a, b + 2, c + 4);
 }
 // c's element e sits where a's element e does: a product's c is the next product's a as is.
 #define MMA_C_IS_A 1
@@ -569,7 +589,7 @@ DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 4 * (
 DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = 4 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
 DEVICE void mma_c_at(u32 e, u32& row, u32& col) { mfma_c_at<16>(mma_lane(), e, row, col); }
 DEVICE u32 mma_c_slot(u32 e) { return e; }
-template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) { mfma_16x16x16(a, b, c); }
+template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float* c) { mfma_16x16x16<T>(a, b, c); }
 #elif defined(CANDLE_ROCM_MMA_WMMA12)
 #define MMA_A 8
 #define MMA_B 8
@@ -580,7 +600,7 @@ DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 8 * (
 DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = 8 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
 DEVICE void mma_c_at(u32 e, u32& row, u32& col) { row = 8 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
 DEVICE u32 mma_c_slot(u32 e) { return e; }
-template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) { wmma_16x16x16(a, b, c); }
+template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float* c) { wmma_16x16x16<T>(a, b, c); }
 #else
 #define MMA_A 16
 #define MMA_B 16
@@ -592,9 +612,9 @@ DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = e; col = mma_lane() % 16; }
 DEVICE void mma_c_at(u32 e, u32& row, u32& col) { row = 2 * e + mma_lane() / 16; col = mma_lane() % 16; }
 DEVICE u32 mma_c_slot(u32 e) { return e; }
 #if defined(CANDLE_ROCM_MMA_WMMA11)
-template <typename T> DEVICE void mma_16x16x16(const T* a, const T* b, float* c) { wmma_16x16x16(a, b, c); }
+template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float* c) { wmma_16x16x16<T>(a, b, c); }
 #else
-template <typename T> DEVICE void mma_16x16x16(const T*, const T*, float*) { __builtin_trap(); }
+template <typename T> DEVICE void mma_16x16x16(const u32*, const u32*, float*) { __builtin_trap(); }
 #endif
 #endif
 
@@ -611,57 +631,76 @@ DEVICE void mma_warp_sync() {
 #endif
 }
 
-// Loads from shared memory (`ld` even, `s` 4-byte aligned: pairs of consecutive k are one
-// 32-bit read). a(row, k) = s[row * ld + k]; b given as rows of n, b(k, n) = s[n * ld + k];
-// b given as rows of k, b(k, n) = s[k * ld + n].
-template <typename T> DEVICE void mma_pair_at(T* x, const T* s) {
-    const u32 w = *(const u32*)s;
-    x[0].bits = (u16)w;
-    x[1].bits = (u16)(w >> 16);
+#if defined(CANDLE_ROCM_NVIDIA)
+// A shared-memory address as the 32-bit form ldmatrix and cp.async take.
+DEVICE u32 shared_address(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
 }
-template <typename T> DEVICE void mma_load_a(T* a, const T* s, u32 ld) {
+#endif
+
+// Loads from shared memory (`ld` a multiple of 8, `s` 16-byte aligned: ldmatrix's rows on
+// NVIDIA, 32-bit pairs elsewhere). a(row, k) = s[row * ld + k]; b given as rows of n,
+// b(k, n) = s[n * ld + k]; b given as rows of k, b(k, n) = s[k * ld + n].
+template <typename T> DEVICE void mma_load_a(u32* a, const T* s, u32 ld) {
 #pragma unroll
     for (u32 e = 0; e < MMA_A; e += 2) {
         u32 row, k;
         mma_a_at(e, row, k);
-        mma_pair_at(a + e, s + row * ld + k);
+        a[e / 2] = *(const u32*)(s + row * ld + k);
     }
 }
-template <typename T> DEVICE void mma_load_b_nk(T* b, const T* s, u32 ld) {
+template <typename T> DEVICE void mma_load_b_nk(u32* b, const T* s, u32 ld) {
+#if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
+    // four 8x8 matrices (n 0-7 / 8-15 by k 0-7 / 8-15), rows addressed by lanes 8i..8i+7
+    const u32 l = mma_lane(), i = l / 8;
+    const u32 at = shared_address(s + (8 * (i / 2) + l % 8) * ld + 8 * (i % 2));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
+#else
 #pragma unroll
     for (u32 e = 0; e < MMA_B; e += 2) {
         u32 k, n;
         mma_b_at(e, k, n);
 #if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
-        b[e] = s[k * ld + n];
-        b[e + 1] = s[(k + 1) * ld + n];
+        b[e / 2] = mma_word(s[k * ld + n].bits, s[(k + 1) * ld + n].bits);
 #else
-        mma_pair_at(b + e, s + n * ld + k);
+        b[e / 2] = *(const u32*)(s + n * ld + k);
 #endif
     }
+#endif
 }
-template <typename T> DEVICE void mma_load_b_kn(T* b, const T* s, u32 ld) {
+template <typename T> DEVICE void mma_load_b_kn(u32* b, const T* s, u32 ld) {
+#if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
+    // four 8x8 matrices (k 0-7 / 8-15 by n 0-7 / 8-15), transposed as they load
+    const u32 l = mma_lane(), i = l / 8;
+    const u32 at = shared_address(s + (8 * (i % 2) + l % 8) * ld + 8 * (i / 2));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
+#else
 #pragma unroll
-    for (u32 e = 0; e < MMA_B; ++e) {
+    for (u32 e = 0; e < MMA_B; e += 2) {
         u32 k, n;
         mma_b_at(e, k, n);
 #if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
-        b[e] = s[n * ld + k];
+        b[e / 2] = *(const u32*)(s + n * ld + k);
 #else
-        b[e] = s[k * ld + n];
+        b[e / 2] = mma_word(s[k * ld + n].bits, s[(k + 1) * ld + n].bits);
 #endif
     }
+#endif
 }
 
 // The row stride of a warp's scratch tile for mma_c_to_a (16 rows).
 #define MMA_SCRATCH_LD 24
 // c (f32, a product's result) as the a operand of the next product, rounded to T. Where the
 // layouts differ it goes through `scratch`, this warp's 16 x MMA_SCRATCH_LD tile of T.
-template <typename T> DEVICE void mma_c_to_a(const float* c, T* a, T* scratch) {
+template <typename T> DEVICE void mma_c_to_a(const float* c, u32* a, T* scratch) {
 #if defined(MMA_C_IS_A)
     (void)scratch;
 #pragma unroll
-    for (u32 e = 0; e < MMA_A; ++e) a[e] = cvt<T>(c[e]);
+    for (u32 w = 0; w < MMA_A / 2; ++w) a[w] = mma_pack<T>(c[2 * w], c[2 * w + 1]);
 #else
 #pragma unroll
     for (u32 e = 0; e < MMA_C; ++e) {
@@ -672,6 +711,29 @@ template <typename T> DEVICE void mma_c_to_a(const float* c, T* a, T* scratch) {
     mma_warp_sync();
     mma_load_a(a, scratch, MMA_SCRATCH_LD);
     mma_warp_sync();
+#endif
+}
+
+// Copies of 16 bytes from global to shared memory that may complete later (cp.async on
+// NVIDIA; a plain copy elsewhere): `bytes` 16 copies, 0 writes zeros. async_commit() closes a
+// group of them; async_wait<N>() waits until at most N of this thread's groups are pending.
+DEVICE void async_copy16(void* dst, const void* src, u32 bytes) {
+#if defined(CANDLE_ROCM_NVIDIA)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)), "l"(src), "r"(bytes) : "memory");
+#else
+    Raw16 v = {0, 0};
+    if (bytes) v = *(const Raw16*)src;
+    *(Raw16*)dst = v;
+#endif
+}
+DEVICE void async_commit() {
+#if defined(CANDLE_ROCM_NVIDIA)
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> DEVICE void async_wait() {
+#if defined(CANDLE_ROCM_NVIDIA)
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 

@@ -11,7 +11,6 @@ DEVICE u64 grid_tid() { return (u64)blockIdx.x * blockDim.x + threadIdx.x; }
 DEVICE u64 grid_threads() { return (u64)gridDim.x * blockDim.x; }
 
 // Raw storage of a pack of BYTES bytes, so loads and stores are single vector accesses.
-struct alignas(16) Raw16 { u64 lo, hi; };
 template <int BYTES> struct RawOf;
 template <> struct RawOf<16> { typedef Raw16 type; };
 template <> struct RawOf<8> { typedef u64 type; };

@@ -22,7 +22,8 @@
 //
 // flash_tiled_d<DMAX>_<dtype> (bf16, f16) runs on the matrix units (compat.h's 16x16x16 tile
 // operation): a block of FT_WARPS warps takes FT_ROWS query rows of one head, 16 a warp; key
-// and value tiles of BC rows pass through shared memory; each warp computes its rows' scores
+// and value tiles of BC rows pass through shared memory in two stages (the next tile is copied
+// while this one is used: cp.async on NVIDIA); each warp computes its rows' scores
 // s = q k^T on the tiles, the online softmax on them in registers (a running max and sum per
 // row, in log2 units), and o += p v with p rounded to the dtype (as flash-attention 2 does;
 // the sum stays f32). DMAX is the widest head it takes (64, 128, 256): narrower heads are
@@ -98,20 +99,48 @@ DEVICE void flash_attention(const T* q, const T* k, const T* v, T* out, const fl
 #define FT_ROWS 64
 static_assert(FT_ROWS == 16 * FT_WARPS, "16 query rows a warp");
 
+// Loads keys and values [kt, kt + BC) of kv head `kvh` into one stage of the tiles: rows past
+// the sequence and dims past head_dim are zeros. 16-byte copies that may complete later where
+// head_dim and the pointers allow (the caller commits and waits), else element by element.
+template <typename T, int DMAX, int BC>
+DEVICE void flash_load_tile(T* ks, T* vs, const T* k, const T* v, u64 base, u64 kv_stride, i64 kt, i64 lk,
+                            u32 head_dim, bool wide) {
+    const u32 LD = DMAX + 8;
+    if (wide) {
+        for (u32 i = threadIdx.x; i < BC * (DMAX / 8); i += blockDim.x) {
+            const u32 r = i / (DMAX / 8), dim = (i % (DMAX / 8)) * 8;
+            const bool in = kt + r < lk && dim < head_dim;
+            const u64 at = in ? base + (u64)(kt + r) * kv_stride + dim : 0;
+            async_copy16(ks + r * LD + dim, k + at, in ? 16 : 0);
+            async_copy16(vs + r * LD + dim, v + at, in ? 16 : 0);
+        }
+    } else {
+        for (u32 i = threadIdx.x; i < BC * DMAX; i += blockDim.x) {
+            const u32 r = i / DMAX, dim = i % DMAX;
+            const bool in = kt + r < lk && dim < head_dim;
+            const u64 at = base + (u64)(kt + r) * kv_stride + dim;
+            ks[r * LD + dim] = in ? k[at] : cvt<T>(0.0f);
+            vs[r * LD + dim] = in ? v[at] : cvt<T>(0.0f);
+        }
+    }
+}
+
 template <typename T, int DMAX, int BC>
 DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float* alibi, const u32* cu_q,
                         const u32* cu_k, u32 heads, u32 kv_heads, u32 head_dim, u32 seq_q, u32 seq_k,
                         u32 alibi_batch_stride, float scale, float softcap, i32 window_left, i32 window_right) {
     const u32 LD = DMAX + 8;  // a tile row's stride: 16-byte rows, rows 4 banks apart
-    __shared__ Raw16 ks_raw[BC * (DMAX + 8) / 8], vs_raw[BC * (DMAX + 8) / 8];
+    const u32 TILE = BC * (DMAX + 8);
+    // two stages: the next tile loads while this one is used
+    __shared__ Raw16 ks_raw[2 * BC * (DMAX + 8) / 8], vs_raw[2 * BC * (DMAX + 8) / 8];
     T* ks = (T*)ks_raw;
     T* vs = (T*)vs_raw;
     const u32 warp = threadIdx.x / warpSize;
 #if defined(MMA_C_IS_A)
     T* scratch = nullptr;
 #else
-    __shared__ T scratch_all[FT_WARPS][16 * MMA_SCRATCH_LD];
-    T* scratch = scratch_all[warp];
+    __shared__ Raw16 scratch_raw[FT_WARPS][16 * MMA_SCRATCH_LD / 8];
+    T* scratch = (T*)scratch_raw[warp];
 #endif
     const u32 b = blockIdx.z, h = blockIdx.y;
     const u32 q0 = cu_q ? cu_q[b] : b * seq_q, len_q = cu_q ? cu_q[b + 1] - q0 : seq_q;
@@ -120,6 +149,7 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
     if (row0 >= len_q) return;  // the whole block
     const u32 kvh = h / (heads / kv_heads);
     const u64 q_stride = (u64)heads * head_dim, kv_stride = (u64)kv_heads * head_dim;
+    const u64 kv_base = (u64)k0 * kv_stride + (u64)kvh * head_dim;
     const i64 shift = (i64)len_k - (i64)len_q, lk = (i64)len_k;
     // keys some row of the block sees [blk_lo, blk_hi), and those all its rows see [all_lo, all_hi)
     const u32 last = (row0 + FT_ROWS < len_q ? row0 + FT_ROWS : len_q) - 1;
@@ -129,17 +159,21 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
     const i64 blk_hi = window_right < 0 ? lk : (p_last + window_right + 1 < lk ? p_last + window_right + 1 : lk);
     const i64 all_hi = window_right < 0 ? lk : (p_first + window_right + 1 < lk ? p_first + window_right + 1 : lk);
     const u32 dsteps = (head_dim + 15) / 16;
-    T qa[DMAX / 16][MMA_A];
+    const bool wide = head_dim % 8 == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
+    if (blk_lo < blk_hi) flash_load_tile<T, DMAX, BC>(ks, vs, k, v, kv_base, kv_stride, blk_lo, lk, head_dim, wide);
+    async_commit();
+    u32 qa[DMAX / 16][MMA_A / 2];
     float o[DMAX / 16][MMA_C];
 #pragma unroll
     for (u32 t = 0; t < DMAX / 16; ++t) {
 #pragma unroll
-        for (u32 e = 0; e < MMA_A; ++e) {
+        for (u32 e = 0; e < MMA_A; e += 2) {
             u32 r, c;
             mma_a_at(e, r, c);
             const u32 row = row0 + warp * 16 + r, dim = t * 16 + c;
-            qa[t][e] = row < len_q && dim < head_dim ? q[(q0 + row) * q_stride + (u64)h * head_dim + dim]
-                                                     : cvt<T>(0.0f);
+            const u64 at = (q0 + row) * q_stride + (u64)h * head_dim + dim;
+            const bool in = row < len_q;
+            qa[t][e / 2] = mma_word(in && dim < head_dim ? q[at].bits : 0, in && dim + 1 < head_dim ? q[at + 1].bits : 0);
         }
 #pragma unroll
         for (u32 e = 0; e < MMA_C; ++e) o[t][e] = 0.0f;
@@ -149,35 +183,18 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
 #pragma unroll
     for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) { m[r] = neg_inf; l[r] = 0.0f; }
     const float slope = alibi ? alibi[(u64)b * alibi_batch_stride + h] : 0.0f;
-    const bool vec = head_dim % 8 == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
-    for (i64 kt = blk_lo; kt < blk_hi; kt += BC) {
-        __syncthreads();  // the last tile's readers are done
-        if (vec) {
-            for (u32 i = threadIdx.x; i < BC * (DMAX / 8); i += blockDim.x) {
-                const u32 r = i / (DMAX / 8), dim = (i % (DMAX / 8)) * 8;
-                Raw16 kw = {0, 0}, vw = {0, 0};
-                if (kt + r < lk && dim < head_dim) {
-                    const u64 at = ((u64)(k0 + kt + r)) * kv_stride + (u64)kvh * head_dim + dim;
-                    kw = *(const Raw16*)(k + at);
-                    vw = *(const Raw16*)(v + at);
-                }
-                *(Raw16*)(ks + r * LD + dim) = kw;
-                *(Raw16*)(vs + r * LD + dim) = vw;
-            }
-        } else {
-            for (u32 i = threadIdx.x; i < BC * DMAX; i += blockDim.x) {
-                const u32 r = i / DMAX, dim = i % DMAX;
-                T kx = cvt<T>(0.0f), vx = cvt<T>(0.0f);
-                if (kt + r < lk && dim < head_dim) {
-                    const u64 at = ((u64)(k0 + kt + r)) * kv_stride + (u64)kvh * head_dim + dim;
-                    kx = k[at];
-                    vx = v[at];
-                }
-                ks[r * LD + dim] = kx;
-                vs[r * LD + dim] = vx;
-            }
-        }
+    u32 stage = 0;
+    for (i64 kt = blk_lo; kt < blk_hi; kt += BC, stage ^= 1) {
+        // the next tile into the other stage (read two iterations ago, released by the barrier
+        // at the end of the last one), then wait for this one
+        if (kt + BC < blk_hi)
+            flash_load_tile<T, DMAX, BC>(ks + (stage ^ 1) * TILE, vs + (stage ^ 1) * TILE, k, v, kv_base,
+                                         kv_stride, kt + BC, lk, head_dim, wide);
+        async_commit();
+        async_wait<1>();
         __syncthreads();
+        const T* kst = ks + stage * TILE;
+        const T* vst = vs + stage * TILE;
         float s[BC / 16][MMA_C];
 #pragma unroll
         for (u32 n = 0; n < BC / 16; ++n) {
@@ -186,9 +203,9 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
 #pragma unroll
             for (u32 t = 0; t < DMAX / 16; ++t) {
                 if (t < dsteps) {
-                    T fb[MMA_B];
-                    mma_load_b_nk(fb, ks + n * 16 * LD + t * 16, LD);
-                    mma_16x16x16(qa[t], fb, s[n]);
+                    u32 fb[MMA_B / 2];
+                    mma_load_b_nk(fb, kst + n * 16 * LD + t * 16, LD);
+                    mma_16x16x16<T>(qa[t], fb, s[n]);
                 }
             }
         }
@@ -244,18 +261,20 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
             }
 #pragma unroll
         for (u32 n = 0; n < BC / 16; ++n) {
-            T pa[MMA_A];
+            u32 pa[MMA_A / 2];
             mma_c_to_a(s[n], pa, scratch);
 #pragma unroll
             for (u32 t = 0; t < DMAX / 16; ++t) {
                 if (t < dsteps) {
-                    T fb[MMA_B];
-                    mma_load_b_kn(fb, vs + n * 16 * LD + t * 16, LD);
-                    mma_16x16x16(pa, fb, o[t]);
+                    u32 fb[MMA_B / 2];
+                    mma_load_b_kn(fb, vst + n * 16 * LD + t * 16, LD);
+                    mma_16x16x16<T>(pa, fb, o[t]);
                 }
             }
         }
+        __syncthreads();  // this stage is free for the load two tiles on
     }
+    async_wait<0>();
 #pragma unroll
     for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
         const float sum = warp_combine<SumOf<float> >(l[r], MMA_ROW_LANES);
@@ -284,8 +303,8 @@ CANDLE_ROCM_KEEP(bf16)(FLASH_ATTENTION_ENTRY(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_ATTENTION_ENTRY(f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
 
-// Key tiles of 64 rows; 32 at head dims to 256 (the two tiles stay within 48 KiB of shared
-// memory beside the wave64 emulation's exchange slots).
+// Key tiles of 64, 32 and 16 rows at head dims to 64, 128 and 256: two stages of key and value
+// tiles stay within 48 KiB of shared memory beside the wave64 emulation's exchange slots.
 #define FLASH_TILED_ENTRY(NAME, T, D, DMAX, BC)                                                  \
     KERNEL __launch_bounds__(FT_WARPS * 64) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {     \
         flash_tiled<T, DMAX, BC>(q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim,     \
@@ -293,7 +312,7 @@ CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
                                  window_right);                                                  \
     }
 #define FLASH_TILED_ENTRIES(NAME, T)                                                             \
-    FLASH_TILED_ENTRY(NAME, T, d64, 64, 64) FLASH_TILED_ENTRY(NAME, T, d128, 128, 64)            \
-    FLASH_TILED_ENTRY(NAME, T, d256, 256, 32)
+    FLASH_TILED_ENTRY(NAME, T, d64, 64, 64) FLASH_TILED_ENTRY(NAME, T, d128, 128, 32)            \
+    FLASH_TILED_ENTRY(NAME, T, d256, 256, 16)
 CANDLE_ROCM_KEEP(bf16)(FLASH_TILED_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_TILED_ENTRIES(f16, f16_t))

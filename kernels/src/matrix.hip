@@ -20,23 +20,24 @@
 template <typename T>
 DEVICE void mma_registers(u32 instruction, const T* a, const T* b, const float* c, float* d, u32* ran) {
     const u32 lane = mma_lane();
-    T ar[MMA_PROBE_REGS], br[MMA_PROBE_REGS];
+    u32 aw[MMA_PROBE_REGS / 2], bw[MMA_PROBE_REGS / 2];
     float cr[MMA_PROBE_REGS];
-    for (u32 i = 0; i < MMA_PROBE_REGS; ++i) {
-        ar[i] = a[lane * MMA_PROBE_REGS + i];
-        br[i] = b[lane * MMA_PROBE_REGS + i];
-        cr[i] = c[lane * MMA_PROBE_REGS + i];
+    for (u32 i = 0; i < MMA_PROBE_REGS / 2; ++i) {
+        const u32 at = lane * MMA_PROBE_REGS + 2 * i;
+        aw[i] = mma_word(a[at].bits, a[at + 1].bits);
+        bw[i] = mma_word(b[at].bits, b[at + 1].bits);
     }
+    for (u32 i = 0; i < MMA_PROBE_REGS; ++i) cr[i] = c[lane * MMA_PROBE_REGS + i];
     u32 done = 0;
 #if defined(CANDLE_ROCM_MMA_SYNC)
-    if (instruction == MMA_PROBE_M16N8K16) { mma_m16n8k16(ar, br, cr); done = 1; }
+    if (instruction == MMA_PROBE_M16N8K16) { mma_m16n8k16<T>(aw, bw, cr); done = 1; }
 #endif
 #if defined(CANDLE_ROCM_MMA_MFMA)
-    if (instruction == MMA_PROBE_MFMA_16X16X16) { mfma_16x16x16(ar, br, cr); done = 1; }
-    if (instruction == MMA_PROBE_MFMA_32X32X8) { mfma_32x32x8(ar, br, cr); done = 1; }
+    if (instruction == MMA_PROBE_MFMA_16X16X16) { mfma_16x16x16<T>(aw, bw, cr); done = 1; }
+    if (instruction == MMA_PROBE_MFMA_32X32X8) { mfma_32x32x8<T>(aw, bw, cr); done = 1; }
 #endif
 #if defined(CANDLE_ROCM_MMA_WMMA11) || defined(CANDLE_ROCM_MMA_WMMA12)
-    if (instruction == MMA_PROBE_WMMA_16X16X16) { wmma_16x16x16(ar, br, cr); done = 1; }
+    if (instruction == MMA_PROBE_WMMA_16X16X16) { wmma_16x16x16<T>(aw, bw, cr); done = 1; }
 #endif
     for (u32 i = 0; i < MMA_PROBE_REGS; ++i) d[lane * MMA_PROBE_REGS + i] = cr[i];
     if (lane == 0) ran[0] = done;
@@ -45,8 +46,12 @@ DEVICE void mma_registers(u32 instruction, const T* a, const T* b, const float* 
 template <typename T>
 DEVICE void mma_tile(const T* a, const T* b, const float* c, float* d) {
     const u32 ld = MMA_SCRATCH_LD;
-    __shared__ T sa[16 * MMA_SCRATCH_LD], sb[16 * MMA_SCRATCH_LD], sbt[16 * MMA_SCRATCH_LD],
-        scratch[16 * MMA_SCRATCH_LD];
+    // 16-byte aligned tiles (ldmatrix's rows)
+    __shared__ Raw16 raw[4][16 * MMA_SCRATCH_LD / 8];
+    T* sa = (T*)raw[0];
+    T* sb = (T*)raw[1];
+    T* sbt = (T*)raw[2];
+    T* scratch = (T*)raw[3];
     for (u32 i = mma_lane(); i < 256; i += warpSize) {
         const u32 r = i / 16, col = i % 16;
         sa[r * ld + col] = a[i];
@@ -54,7 +59,7 @@ DEVICE void mma_tile(const T* a, const T* b, const float* c, float* d) {
         sbt[col * ld + r] = b[i];
     }
     __syncthreads();
-    T fa[MMA_A], fb[MMA_B], pa[MMA_A];
+    u32 fa[MMA_A / 2], fb[MMA_B / 2], pa[MMA_A / 2];
     float acc[3][MMA_C], p[MMA_C];
     mma_load_a(fa, sa, ld);
     for (u32 e = 0; e < MMA_C; ++e) {
@@ -64,12 +69,12 @@ DEVICE void mma_tile(const T* a, const T* b, const float* c, float* d) {
         p[e] = 0.0f;
     }
     mma_load_b_kn(fb, sb, ld);
-    mma_16x16x16(fa, fb, acc[0]);
-    mma_16x16x16(fa, fb, p);
+    mma_16x16x16<T>(fa, fb, acc[0]);
+    mma_16x16x16<T>(fa, fb, p);
     mma_c_to_a(p, pa, scratch);
-    mma_16x16x16(pa, fb, acc[2]);
+    mma_16x16x16<T>(pa, fb, acc[2]);
     mma_load_b_nk(fb, sbt, ld);
-    mma_16x16x16(fa, fb, acc[1]);
+    mma_16x16x16<T>(fa, fb, acc[1]);
     for (u32 t = 0; t < 3; ++t)
         for (u32 e = 0; e < MMA_C; ++e) {
             u32 row, col;

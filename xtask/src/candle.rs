@@ -220,7 +220,7 @@ fn materialise(krate: &str, work: &Path) -> Result<bool, String> {
 /// patched candle-core / candle-nn replace the crates.io ones for every member.
 const WORKSPACE_MANIFEST: &str = "# Written by `cargo xtask candle`.
 [workspace]
-members = [\"candle-core\", \"candle-nn\", \"candle-transformers\", \"../../candle/llm\", \"../../candle/e2e\"]
+members = [\"candle-core\", \"candle-nn\", \"candle-transformers\", \"../../candle/llm\", \"../../candle/e2e\", \"../../candle/flash-attn\"]
 resolver = \"2\"
 
 [patch.crates-io]

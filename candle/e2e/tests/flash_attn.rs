@@ -250,3 +250,66 @@ fn candle_flash_attn_forms_match_candles_ops() {
     let e = fa::flash_attn(&cpu, &cpu, &cpu, 1.0, false).unwrap_err();
     assert!(e.to_string().contains("flash_attn"), "{e}");
 }
+
+/// candle-transformers' llama with `use_flash_attn`: its `flash-attn` feature, which the
+/// patched crate serves from candle-flash-attn-rocm (a dependency under candle-flash-attn's
+/// name), on seeded weights. The reference is the same model without flash attention in f32 on
+/// the CPU: in f32 (the portable kernel) the greedy tokens are the reference's and the first
+/// logits within 1e-3; in f16 and bf16 (the matrix-unit kernel) the first logits are no
+/// farther from the reference than the same dtype's model without flash attention (its
+/// attention in f32), with 5% room, and the f16 tokens are the reference's.
+#[test]
+fn candle_transformers_llama_with_flash_attn_gives_the_reference_tokens() {
+    use candle_rocm_e2e::llama::{self, prompt, Generator};
+    const SEED: u64 = 11;
+    let dev = Device::new_rocm(0).unwrap();
+    let base = llama::small_config();
+    let flash = candle_transformers::models::llama::Config {
+        use_flash_attn: true,
+        ..base.clone()
+    };
+    let prompt = prompt(9, base.vocab_size);
+    let steps = 32;
+    let greedy = |config, dtype, device: &Device| {
+        Generator::new(config, SEED, dtype, device)
+            .unwrap()
+            .greedy(&prompt, steps, |_| {})
+            .unwrap()
+    };
+    let reference = greedy(&base, DType::F32, &Device::Cpu);
+    let distance = |logits: &[f32]| {
+        logits
+            .iter()
+            .zip(&reference.first_logits)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max)
+    };
+    println!(
+        "reference (f32, CPU): smallest top-2 margin {:.3}",
+        reference.min_margin
+    );
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        let with = greedy(&flash, dtype, &dev);
+        let without = greedy(&base, dtype, &dev);
+        let (d_with, d_without) = (distance(&with.first_logits), distance(&without.first_logits));
+        let same = |t: &[u32]| t.iter().zip(&reference.tokens).take_while(|(a, b)| a == b).count();
+        println!(
+            "{dtype:?}: first logits from the reference: flash {d_with:.3e}, without {d_without:.3e}; \
+             tokens equal to the reference: flash {} of {steps}, without {} of {steps}",
+            same(&with.tokens),
+            same(&without.tokens)
+        );
+        if dtype == DType::F32 {
+            assert_eq!(with.tokens, reference.tokens, "f32 tokens with flash attention");
+            assert!(d_with < 1e-3, "f32 first logits {d_with:e}");
+        } else {
+            assert!(
+                d_with <= d_without * 1.05,
+                "{dtype:?}: flash attention's logits {d_with:e} from f32, without it {d_without:e}"
+            );
+            if dtype == DType::F16 {
+                assert_eq!(with.tokens, reference.tokens, "f16 tokens with flash attention");
+            }
+        }
+    }
+}

@@ -112,8 +112,9 @@ fn reference(c: &Case, scale: f32, (q, k, v): (&[f64], &[f64], &[f64])) -> Vec<f
     out
 }
 
-/// Runs the case on the device with `kernel`; the largest difference from the reference.
-fn run(d: &Device, c: &Case, dtype: DType, kernel: FlashKernel, seed: u64) -> f64 {
+/// Runs the case on the device with each of `kernels`; the largest difference of each from the
+/// reference (computed once).
+fn run(d: &Device, c: &Case, dtype: DType, kernels: &[FlashKernel], seed: u64) -> Vec<f64> {
     let (tq, tk) = (
         c.lens_q.iter().sum::<usize>(),
         c.lens_k.iter().sum::<usize>(),
@@ -180,23 +181,26 @@ fn run(d: &Device, c: &Case, dtype: DType, kernel: FlashKernel, seed: u64) -> f6
         softcap: c.softcap,
         alibi: (c.alibi != Alibi::None).then(|| Operand::new(sd.as_buffer(), DType::F32, &sl)),
     };
-    let out = flash_attention_with(
-        d,
-        (
-            Operand::new(qd.as_buffer(), dtype, &ql),
-            Operand::new(kd.as_buffer(), dtype, &kl),
-            Operand::new(vd.as_buffer(), dtype, &kl),
-        ),
-        &options,
-        c.varlen.then_some(&varlen),
-        kernel,
-    )
-    .unwrap_or_else(|e| panic!("{dtype} {kernel:?} {c:?}: {e}"));
-    let got = values(&download(d, &out), dtype);
-    got.iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).abs())
-        .fold(0.0, f64::max)
+    let run_one = |kernel: FlashKernel| {
+        let out = flash_attention_with(
+            d,
+            (
+                Operand::new(qd.as_buffer(), dtype, &ql),
+                Operand::new(kd.as_buffer(), dtype, &kl),
+                Operand::new(vd.as_buffer(), dtype, &kl),
+            ),
+            &options,
+            c.varlen.then_some(&varlen),
+            kernel,
+        )
+        .unwrap_or_else(|e| panic!("{dtype} {kernel:?} {c:?}: {e}"));
+        let got = values(&download(d, &out), dtype);
+        got.iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0, f64::max)
+    };
+    kernels.iter().map(|&k| run_one(k)).collect()
 }
 
 fn bound(dtype: DType) -> f64 {
@@ -228,8 +232,9 @@ fn flash_attention_matches_attention_in_f64_for_every_feature() {
     let d = device();
     let mut checked = 0;
     for dtype in [DType::BF16, DType::F16, DType::F32] {
-        for kernel in kernels(&d, dtype) {
-            let mut worst = 0f64;
+        let kernels = kernels(&d, dtype);
+        let mut worst = vec![0f64; kernels.len()];
+        {
             for hd in [32, 64, 80, 96, 128, 256] {
                 let causal = |c: Case| Case { causal: true, ..c };
                 let cases = [
@@ -287,16 +292,20 @@ fn flash_attention_matches_attention_in_f64_for_every_feature() {
                     ),
                 ];
                 for (n, (what, c)) in cases.into_iter().enumerate() {
-                    let err = run(&d, &c, dtype, kernel, 100 + n as u64);
-                    worst = worst.max(err);
-                    assert!(
-                        err <= bound(dtype),
-                        "{dtype} {kernel:?} head_dim {hd}, {what}: largest difference {err:e} (bound {:e})",
-                        bound(dtype)
-                    );
-                    checked += 1;
+                    let errs = run(&d, &c, dtype, &kernels, 100 + n as u64);
+                    for ((kernel, err), worst) in kernels.iter().zip(errs).zip(&mut worst) {
+                        *worst = worst.max(err);
+                        assert!(
+                            err <= bound(dtype),
+                            "{dtype} {kernel:?} head_dim {hd}, {what}: largest difference {err:e} (bound {:e})",
+                            bound(dtype)
+                        );
+                        checked += 1;
+                    }
                 }
             }
+        }
+        for (kernel, worst) in kernels.iter().zip(&worst) {
             println!(
                 "{dtype} {kernel:?}: largest difference {worst:e} (bound {:e})",
                 bound(dtype)
@@ -309,8 +318,8 @@ fn flash_attention_matches_attention_in_f64_for_every_feature() {
         ..case((&[4097], &[4097]), (4, 1), 128)
     };
     for dtype in [DType::BF16, DType::F16] {
-        for kernel in kernels(&d, dtype) {
-            let err = run(&d, &long, dtype, kernel, 7);
+        let kernels = kernels(&d, dtype);
+        for (kernel, err) in kernels.iter().zip(run(&d, &long, dtype, &kernels, 7)) {
             assert!(
                 err <= bound(dtype),
                 "4097 tokens, {dtype} {kernel:?}: {err:e}"

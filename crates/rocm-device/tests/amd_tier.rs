@@ -103,10 +103,10 @@ fn matrix_units_are_the_arch_own_on_every_target() {
         };
         let source = format!(
             "#ifndef {want}\n#error compat.h picked another matrix form\n#endif\n\
-             KERNEL void mma_probe(const f16_t* a, float* c) {{\n\
-             f16_t fa[MMA_A], fb[MMA_B]; float acc[MMA_C] = {{}};\n\
-             for (int e = 0; e < MMA_A; ++e) fa[e] = a[e]; for (int e = 0; e < MMA_B; ++e) fb[e] = a[e];\n\
-             mma_16x16x16(fa, fb, acc); for (int e = 0; e < MMA_C; ++e) c[e] = acc[e]; }}"
+             KERNEL void mma_probe(const u32* a, float* c) {{\n\
+             u32 fa[MMA_A / 2], fb[MMA_B / 2]; float acc[MMA_C] = {{}};\n\
+             for (int w = 0; w < MMA_A / 2; ++w) fa[w] = a[w]; for (int w = 0; w < MMA_B / 2; ++w) fb[w] = a[w];\n\
+             mma_16x16x16<f16_t>(fa, fb, acc); for (int e = 0; e < MMA_C; ++e) c[e] = acc[e]; }}"
         );
         let probe = kernels::KernelModule {
             name: "mma_probe",
