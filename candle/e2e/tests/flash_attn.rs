@@ -261,7 +261,9 @@ fn candle_flash_attn_forms_match_candles_ops() {
 #[test]
 fn candle_transformers_llama_with_flash_attn_gives_the_reference_tokens() {
     use candle_rocm_e2e::llama::{self, prompt, Generator};
-    const SEED: u64 = 11;
+    // seeded weights whose f32 greedy picks are clear: every step's top-2 margin is above
+    // 0.05 (0.093 for this seed), asserted below, so the f16 model's tokens are a fair check
+    const SEED: u64 = 7;
     let dev = Device::new_rocm(0).unwrap();
     let base = llama::small_config();
     let flash = candle_transformers::models::llama::Config {
@@ -288,11 +290,20 @@ fn candle_transformers_llama_with_flash_attn_gives_the_reference_tokens() {
         "reference (f32, CPU): smallest top-2 margin {:.3}",
         reference.min_margin
     );
+    assert!(reference.min_margin > 0.05, "{}", reference.min_margin);
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         let with = greedy(&flash, dtype, &dev);
         let without = greedy(&base, dtype, &dev);
-        let (d_with, d_without) = (distance(&with.first_logits), distance(&without.first_logits));
-        let same = |t: &[u32]| t.iter().zip(&reference.tokens).take_while(|(a, b)| a == b).count();
+        let (d_with, d_without) = (
+            distance(&with.first_logits),
+            distance(&without.first_logits),
+        );
+        let same = |t: &[u32]| {
+            t.iter()
+                .zip(&reference.tokens)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
         println!(
             "{dtype:?}: first logits from the reference: flash {d_with:.3e}, without {d_without:.3e}; \
              tokens equal to the reference: flash {} of {steps}, without {} of {steps}",
@@ -300,7 +311,10 @@ fn candle_transformers_llama_with_flash_attn_gives_the_reference_tokens() {
             same(&without.tokens)
         );
         if dtype == DType::F32 {
-            assert_eq!(with.tokens, reference.tokens, "f32 tokens with flash attention");
+            assert_eq!(
+                with.tokens, reference.tokens,
+                "f32 tokens with flash attention"
+            );
             assert!(d_with < 1e-3, "f32 first logits {d_with:e}");
         } else {
             assert!(
@@ -308,7 +322,10 @@ fn candle_transformers_llama_with_flash_attn_gives_the_reference_tokens() {
                 "{dtype:?}: flash attention's logits {d_with:e} from f32, without it {d_without:e}"
             );
             if dtype == DType::F16 {
-                assert_eq!(with.tokens, reference.tokens, "f16 tokens with flash attention");
+                assert_eq!(
+                    with.tokens, reference.tokens,
+                    "f16 tokens with flash attention"
+                );
             }
         }
     }

@@ -26,9 +26,18 @@ fn static_model_in(
     dtype: DType,
     dev: &Device,
 ) -> StaticLlama {
+    static_model_of(config, dtype, dev, 256)
+}
+
+fn static_model_of(
+    config: &candle_transformers::models::llama::Config,
+    dtype: DType,
+    dev: &Device,
+    max_len: usize,
+) -> StaticLlama {
     let weights = DrawnWeights::new(|name, n| llama::normal_values(SEED ^ fnv1a(name), n, 0.15));
     let vb = VarBuilder::from_backend(Box::new(&weights), dtype, dev.clone());
-    StaticLlama::load(vb, config, 256).unwrap()
+    StaticLlama::load(vb, config, max_len).unwrap()
 }
 
 /// The mean |a - b| over two equally long slices.
@@ -265,4 +274,73 @@ fn a_gguf_llama_decodes_as_quantized_llama() {
     let (content, mut file) = read();
     assert!(StaticLlama::from_gguf(&content, &mut file, &dev, 4096).is_err());
     std::fs::remove_file(&path).unwrap();
+}
+
+/// The static llama's prompts through flash attention (a 16-bit cache: rocm-attention's kernel
+/// on the matrix units; an f32 cache past its scores' size: the f32 kernel). A 64-token prompt
+/// with an f16 cache is as near the f32 model's first logits as candle-transformers' f16 llama
+/// (attention in f32) is, with the yardstick of the bf16 test above (1.5x); a long prompt (32K
+/// tokens; 8K with emulated wavefronts, whose matrix units are software) runs, and prefilled in
+/// one pass or in four chunks (later chunks' queries see the earlier ones' keys) gives the
+/// same last logits up to the f16 cache's rounding.
+#[test]
+fn prompts_run_flash_attention_and_a_long_prompt_runs() {
+    let dev = Device::new_rocm(0).unwrap();
+    let config = llama::small_config();
+    let prompt_tokens = prompt(64, config.vocab_size);
+    let (_, exact) =
+        static_llama::greedy(&static_model(&config, &dev), &prompt_tokens, 1, false).unwrap();
+    let flash = static_model(&config, &dev)
+        .with_cache_dtype(DType::F16)
+        .unwrap();
+    let (_, ours) = static_llama::greedy(&flash, &prompt_tokens, 1, false).unwrap();
+    let mut reference = Generator::new(&config, SEED, DType::F16, &dev).unwrap();
+    let theirs = reference
+        .greedy(&prompt_tokens, 1, |_| {})
+        .unwrap()
+        .first_logits;
+    let (ours, theirs) = (mean_abs_diff(&ours, &exact), mean_abs_diff(&theirs, &exact));
+    println!("64-token prompt, first logits against f32's, mean |diff|: static f16 cache (flash) {ours:.3e}, candle-transformers f16 {theirs:.3e}");
+    assert!(
+        ours <= 1.5 * theirs,
+        "flash {ours:.3e}, candle-transformers f16 {theirs:.3e}"
+    );
+
+    let Device::Rocm(rocm) = &dev else {
+        unreachable!()
+    };
+    let emulated = rocm.inner().raw().info().warp_size == 64;
+    let len = if emulated { 8192 } else { 32768 };
+    let long = prompt(len, config.vocab_size);
+    let model = static_model_of(&config, DType::F32, &dev, len + 8)
+        .with_cache_dtype(DType::F16)
+        .unwrap();
+    let last = |chunks: usize| -> Vec<f32> {
+        let mut state = model.new_state(long[0]).unwrap();
+        let mut out = None;
+        for chunk in long.chunks(len / chunks) {
+            out = Some(model.prefill(&mut state, chunk).unwrap());
+        }
+        out.unwrap()
+            .logits
+            .to_dtype(DType::F32)
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    let started = std::time::Instant::now();
+    let whole = last(1);
+    let one_pass = started.elapsed();
+    let chunked = last(4);
+    assert!(
+        whole.iter().all(|x| x.is_finite()),
+        "{len} tokens: logits not finite"
+    );
+    let diff = max_abs_diff(&whole, &chunked);
+    let spread = whole.iter().fold(0f32, |m, x| m.max(x.abs()));
+    println!("{len}-token prompt (f16 cache, flash attention): prefilled in {one_pass:.2?}; last logits up to {spread:.3}, one pass against four chunks {diff:.3e}");
+    assert!(
+        diff <= 2e-3 * spread.max(1.0),
+        "one pass and chunks differ by {diff:e}"
+    );
 }

@@ -8,10 +8,13 @@
 //! - the rotary tables are read at the position by `index_select`, not `narrow`;
 //! - attention runs in f32, as the llama's does, in one kernel over the cache
 //!   (`rocm_backend::attention::cached_attention`), each query seeing the positions up to its
-//!   own, read on the device; prompts (from `PROMPT_GEMM_ATTENTION_FROM` tokens), and every step
-//!   under [`StaticLlama::with_unfused_attention`], run the ops instead (scores by a gemm over
-//!   all `max_len` positions, an additive mask built on the device from the position, softmax,
-//!   a second gemm);
+//!   own, read on the device; prompts (from `PROMPT_GEMM_ATTENTION_FROM` tokens) run flash
+//!   attention over the filled positions where the cache is 16-bit (rocm-attention's kernel on
+//!   the matrix units, no (T x positions) buffer), and with an f32 cache, as every step under
+//!   [`StaticLlama::with_unfused_attention`], the ops (scores by a gemm over all `max_len`
+//!   positions, an additive mask built on the device from the position, softmax, a second
+//!   gemm) while their scores stay under `FLASH_F32_SCORES_FROM` bytes, flash attention in f32
+//!   beyond (long prompts);
 //! - the step ends by writing its greedy token and the next position into its own inputs,
 //!   so replays advance by themselves.
 //!
@@ -34,6 +37,7 @@ use std::sync::Arc;
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::rocm_backend::attention::{cached_attention, rope_kv_write, CacheMask};
 use candle_core::rocm_backend::collective::{Comm, ReduceOp};
+use candle_core::rocm_backend::flash_attention::flash_attn;
 use candle_core::rocm_backend::fused::add_rms_norm;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
@@ -48,6 +52,11 @@ use crate::sampling::Sampler;
 /// Query rows from which the static llama's attention runs as matrix products instead of
 /// `cached_attention` (prompts; decode steps are one row).
 const PROMPT_GEMM_ATTENTION_FROM: usize = 16;
+
+/// With an f32 cache a prompt's attention runs as matrix products (the faster f32 path) while
+/// their f32 scores (`heads x T x max_len`) take less than this; flash attention in f32 beyond,
+/// so a long prompt needs no (T x positions) buffer.
+const FLASH_F32_SCORES_FROM: usize = 1 << 30;
 
 /// A bias-free projection: dense weights, or GGUF blocks multiplied as they are.
 enum Proj {
@@ -149,6 +158,9 @@ struct AttentionInputs<'s> {
     positions: &'s Tensor,
     t: usize,
     mask: Option<Tensor>,
+    /// Flash attention over the first this many cached positions (a prompt whose positions
+    /// follow the filled ones).
+    flash: Option<usize>,
     ops: Option<OpsInputs>,
 }
 
@@ -898,7 +910,16 @@ impl StaticLlama {
         // for quantized_llama's products; bench/results/2026-11-26-h100-gguf-8b-second.md).
         let gemm_attention =
             !self.device.is_rocm() || !self.fused_attention || t >= PROMPT_GEMM_ATTENTION_FROM;
-        let mask = if !gemm_attention {
+        // A prompt on ROCm: flash attention where the cache is 16-bit, or where an f32 cache's
+        // scores would be large. Its positions follow the filled ones (`prefill` builds them
+        // so; every other caller steps one token).
+        let f32_scores = self.heads * t * max * DType::F32.size_in_bytes();
+        let flash = (self.device.is_rocm()
+            && self.fused_attention
+            && t >= PROMPT_GEMM_ATTENTION_FROM
+            && (self.cache_dtype != DType::F32 || f32_scores >= FLASH_F32_SCORES_FROM))
+            .then_some(state.filled + t);
+        let mask = if !gemm_attention || flash.is_some() {
             None
         } else {
             // Cached position j is visible from the token at position p when j <= p.
@@ -917,6 +938,7 @@ impl StaticLlama {
         // of the positions and the scatter's index (each token's position at every element of
         // its `[1, kv, 1, hd]`).
         let written = mask.is_none()
+            && flash.is_none()
             && self.comm.is_none()
             && self
                 .layers
@@ -939,6 +961,7 @@ impl StaticLlama {
             positions,
             t,
             mask,
+            flash,
             ops,
         })
     }
@@ -979,16 +1002,31 @@ impl StaticLlama {
                 q
             }
         };
-        let y = match &inputs.mask {
+        let y = match (&inputs.mask, inputs.flash) {
+            // the filled positions in the cache's dtype (f32 with an f32 cache), causal: query
+            // i of the prompt sits at position len - T + i; kv heads read in place
+            (_, Some(len)) => {
+                let cached = |c: &Tensor| c.narrow(2, 0, len)?.transpose(1, 2);
+                let q = q.to_dtype(self.cache_dtype)?.transpose(1, 2)?;
+                let scale = if self.q_prescaled { 1.0 } else { scale as f32 };
+                flash_attn(
+                    &q,
+                    &cached(&state.k[n])?,
+                    &cached(&state.v[n])?,
+                    scale,
+                    true,
+                )?
+                .transpose(1, 2)?
+            }
             // Query head h reads kv head h / group, as the llama's repeat_kv has it.
-            None => cached_attention(
+            (None, None) => cached_attention(
                 &q,
                 &state.k[n],
                 &state.v[n],
                 CacheMask::Positions(inputs.positions),
                 if self.q_prescaled { 1.0 } else { scale as f32 },
             )?,
-            Some(mask) => {
+            (Some(mask), None) => {
                 let q = q.reshape((1, kv_heads, group * t, hd))?;
                 // the gemms in f32 (a 16-bit cache widened: the values it stored)
                 let scores = q.matmul(&state.k[n].to_dtype(DType::F32)?.t()?)?;
