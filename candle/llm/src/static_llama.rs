@@ -239,6 +239,8 @@ pub struct StaticLlama {
     q_prescaled: bool,
     /// Attention in one kernel (else a gemm, a mask, a softmax and a gemm).
     fused_attention: bool,
+    /// Prompts through flash attention where it applies (see the module's text).
+    flash_prompts: bool,
     /// Rotary embeddings on interleaved pairs (GGUF's llama), else on halves.
     rope_interleaved: bool,
     /// The norms' epsilon (the fused decode step's norms).
@@ -453,6 +455,7 @@ impl StaticLlama {
             comm,
             q_prescaled,
             fused_attention: true,
+            flash_prompts: true,
             rope_interleaved: false,
             eps: config.rms_norm_eps as f32,
             cache_dtype: DType::F32,
@@ -672,6 +675,7 @@ impl StaticLlama {
             comm: None,
             q_prescaled: false,
             fused_attention: true,
+            flash_prompts: true,
             rope_interleaved: arch.rope_interleaved(),
             cache_dtype: DType::F32,
             dtype: DType::F32,
@@ -685,6 +689,13 @@ impl StaticLlama {
     /// kept for comparison.
     pub fn with_unfused_attention(mut self) -> Self {
         self.fused_attention = false;
+        self
+    }
+
+    /// Prompts' attention through flash attention (`true`, the default) or as the products
+    /// over the cache (`false`: the form before flash attention, for comparisons).
+    pub fn with_flash_prompts(mut self, on: bool) -> Self {
+        self.flash_prompts = on;
         self
     }
 
@@ -916,6 +927,7 @@ impl StaticLlama {
         let f32_scores = self.heads * t * max * DType::F32.size_in_bytes();
         let flash = (self.device.is_rocm()
             && self.fused_attention
+            && self.flash_prompts
             && t >= PROMPT_GEMM_ATTENTION_FROM
             && (self.cache_dtype != DType::F32 || f32_scores >= FLASH_F32_SCORES_FROM))
             .then_some(state.filled + t);
