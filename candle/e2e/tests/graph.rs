@@ -312,6 +312,10 @@ fn prompts_run_flash_attention_and_a_long_prompt_runs() {
     let emulated = rocm.inner().raw().info().warp_size == 64;
     let len = if emulated { 8192 } else { 32768 };
     let long = prompt(len, config.vocab_size);
+    let config = candle_transformers::models::llama::Config {
+        max_position_embeddings: len + 8,
+        ..config
+    };
     let model = static_model_of(&config, DType::F32, &dev, len + 8)
         .with_cache_dtype(DType::F16)
         .unwrap();

@@ -30,6 +30,8 @@ pub struct Shape {
     pub head_dim: usize,
     pub ffn: usize,
     pub experts: Option<Experts>,
+    /// The context length the file states (`gguf-write --context` sets it).
+    pub context: usize,
 }
 
 /// A mixture-of-experts feed-forward: the experts, those a token uses, an expert's ffn size.
@@ -63,6 +65,7 @@ pub const SHAPES: [Shape; 3] = [
         head_dim: 64,
         ffn: 8192,
         experts: None,
+        context: 4096,
     },
     Shape {
         name: "8b",
@@ -73,6 +76,7 @@ pub const SHAPES: [Shape; 3] = [
         head_dim: 128,
         ffn: 14336,
         experts: None,
+        context: 4096,
     },
     // q is 4096 wide on a 2048 hidden state; every layer's feed-forward is 8 of 128 experts
     Shape {
@@ -88,6 +92,7 @@ pub const SHAPES: [Shape; 3] = [
             used: 8,
             ffn: 768,
         }),
+        context: 4096,
     },
 ];
 
@@ -191,7 +196,7 @@ pub fn write(shape: Shape, ty: GgmlDType, tokenizer_from: &Path, out: &Path) -> 
             "general.name".into(),
             gguf_file::Value::String(format!("random {arch} {}", shape.name)),
         ),
-        (key("context_length"), u32v(4096)),
+        (key("context_length"), u32v(shape.context)),
         (key("embedding_length"), u32v(shape.hidden)),
         (key("block_count"), u32v(shape.layers)),
         (key("feed_forward_length"), u32v(shape.ffn)),

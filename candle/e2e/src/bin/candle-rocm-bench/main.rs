@@ -9,7 +9,7 @@
 //! candle-rocm-bench launch
 //! candle-rocm-bench decode --device rocm|cuda [--dtype bf16|f32] [--passes N] [--profile]
 //! candle-rocm-bench gguf-write --shape 1b|8b|30b-a3b --type q4_0|q4k|q6k|q8_0 --tokenizer-from F --out F
-//!                              [--layers N]
+//!                              [--layers N] [--context N]
 //! candle-rocm-bench gguf --device rocm|cuda --file F [--prompt 512] [--decode 128] [--static]
 //!   (a qwen3moe file runs through quantized_qwen3_moe, --dtype bf16|f32 (f32) its activations;
 //!    --static: the static llama with a
@@ -173,6 +173,9 @@ fn run(args: &[String]) -> DemoResult<()> {
             let mut shape = gguf::shape(need("--shape")?)?;
             if let Some(layers) = flag_value(args, "--layers") {
                 shape.layers = layers.parse()?;
+            }
+            if let Some(context) = flag_value(args, "--context") {
+                shape.context = context.parse()?;
             }
             gguf::write(
                 shape,
