@@ -304,15 +304,23 @@ CANDLE_ROCM_KEEP(f16)(FLASH_ATTENTION_ENTRY(f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
 
 // Key tiles of 64, 32 and 16 rows at head dims to 64, 128 and 256: two stages of key and value
-// tiles stay within 48 KiB of shared memory beside the wave64 emulation's exchange slots.
-#define FLASH_TILED_ENTRY(NAME, T, D, DMAX, BC)                                                  \
-    KERNEL __launch_bounds__(FT_WARPS * 64) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {     \
+// tiles stay within 48 KiB of shared memory beside the wave64 emulation's exchange slots. On
+// NVIDIA the blocks an SM must hold (MINB: 4, 3, 1) bound the registers (128 and 168 at head
+// dims 64 and 128: 16 and 12 warps an SM instead of 12 and 8, a few bytes spilled); the
+// emulation's blocks are twice as wide.
+#if defined(CANDLE_ROCM_MMA_SYNC)
+#define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 32, MINB)
+#else
+#define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 64)
+#endif
+#define FLASH_TILED_ENTRY(NAME, T, D, DMAX, BC, MINB)                                            \
+    KERNEL FT_BOUNDS(MINB) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {                      \
         flash_tiled<T, DMAX, BC>(q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim,     \
                                  seq_q, seq_k, alibi_batch_stride, scale, softcap, window_left,  \
                                  window_right);                                                  \
     }
 #define FLASH_TILED_ENTRIES(NAME, T)                                                             \
-    FLASH_TILED_ENTRY(NAME, T, d64, 64, 64) FLASH_TILED_ENTRY(NAME, T, d128, 128, 32)            \
-    FLASH_TILED_ENTRY(NAME, T, d256, 256, 16)
+    FLASH_TILED_ENTRY(NAME, T, d64, 64, 64, 4) FLASH_TILED_ENTRY(NAME, T, d128, 128, 32, 3)      \
+    FLASH_TILED_ENTRY(NAME, T, d256, 256, 16, 1)
 CANDLE_ROCM_KEEP(bf16)(FLASH_TILED_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_TILED_ENTRIES(f16, f16_t))
