@@ -195,14 +195,17 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
         __syncthreads();
         const T* kst = ks + stage * TILE;
         const T* vst = vs + stage * TILE;
+        // k-steps outside, key tiles inside: consecutive products are independent
         float s[BC / 16][MMA_C];
 #pragma unroll
-        for (u32 n = 0; n < BC / 16; ++n) {
+        for (u32 n = 0; n < BC / 16; ++n)
 #pragma unroll
             for (u32 e = 0; e < MMA_C; ++e) s[n][e] = 0.0f;
 #pragma unroll
-            for (u32 t = 0; t < DMAX / 16; ++t) {
-                if (t < dsteps) {
+        for (u32 t = 0; t < DMAX / 16; ++t) {
+            if (t < dsteps) {
+#pragma unroll
+                for (u32 n = 0; n < BC / 16; ++n) {
                     u32 fb[MMA_B / 2];
                     mma_load_b_nk(fb, kst + n * 16 * LD + t * 16, LD);
                     mma_16x16x16<T>(qa[t], fb, s[n]);

@@ -1815,9 +1815,15 @@ mod tests {
         let define = |name: &str| MATRIX.define(name).map(|v| v as u32);
         assert_eq!(define("MMA_PROBE_REGS"), Some(matrix::REGS as u32));
         assert_eq!(define("MMA_PROBE_M16N8K16"), Some(matrix::M16N8K16));
-        assert_eq!(define("MMA_PROBE_MFMA_16X16X16"), Some(matrix::MFMA_16X16X16));
+        assert_eq!(
+            define("MMA_PROBE_MFMA_16X16X16"),
+            Some(matrix::MFMA_16X16X16)
+        );
         assert_eq!(define("MMA_PROBE_MFMA_32X32X8"), Some(matrix::MFMA_32X32X8));
-        assert_eq!(define("MMA_PROBE_WMMA_16X16X16"), Some(matrix::WMMA_16X16X16));
+        assert_eq!(
+            define("MMA_PROBE_WMMA_16X16X16"),
+            Some(matrix::WMMA_16X16X16)
+        );
     }
 
     #[test]
