@@ -651,46 +651,39 @@ template <typename T> DEVICE void mma_load_a(u32* a, const T* s, u32 ld) {
         a[e / 2] = *(const u32*)(s + row * ld + k);
     }
 }
-template <typename T> DEVICE void mma_load_b_nk(u32* b, const T* s, u32 ld) {
+// b given as rows of n (ROWS_OF_K false) or as rows of k (true). The planted fault
+// (CANDLE_ROCM_PLANT_TRANSPOSED_B, tests only) reads the NVIDIA tiles the other way.
+template <bool ROWS_OF_K, typename T> DEVICE void mma_load_b(u32* b, const T* s, u32 ld) {
 #if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
-    // four 8x8 matrices (n 0-7 / 8-15 by k 0-7 / 8-15), rows addressed by lanes 8i..8i+7
-    const u32 l = mma_lane(), i = l / 8;
-    const u32 at = shared_address(s + (8 * (i / 2) + l % 8) * ld + 8 * (i % 2));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
+    // four 8x8 matrices, matrix i of n 8 (i / 2).. by k 8 (i % 2)..; lanes 8i..8i+7 address
+    // its rows (of n, or of k transposed as they load)
+    const u32 l = mma_lane(), i = l / 8, n0 = 8 * (i / 2), k0 = 8 * (i % 2);
+    if (ROWS_OF_K) {
+        const u32 at = shared_address(s + (k0 + l % 8) * ld + n0);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
+    } else {
+        const u32 at = shared_address(s + (n0 + l % 8) * ld + k0);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
+    }
 #else
+#if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
+    const bool by_k = !ROWS_OF_K;
+#else
+    const bool by_k = ROWS_OF_K;
+#endif
 #pragma unroll
     for (u32 e = 0; e < MMA_B; e += 2) {
         u32 k, n;
         mma_b_at(e, k, n);
-#if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
-        b[e / 2] = mma_word(s[k * ld + n].bits, s[(k + 1) * ld + n].bits);
-#else
-        b[e / 2] = *(const u32*)(s + n * ld + k);
-#endif
+        b[e / 2] = by_k ? mma_word(s[k * ld + n].bits, s[(k + 1) * ld + n].bits)
+                        : *(const u32*)(s + n * ld + k);
     }
 #endif
 }
-template <typename T> DEVICE void mma_load_b_kn(u32* b, const T* s, u32 ld) {
-#if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
-    // four 8x8 matrices (k 0-7 / 8-15 by n 0-7 / 8-15), transposed as they load
-    const u32 l = mma_lane(), i = l / 8;
-    const u32 at = shared_address(s + (8 * (i % 2) + l % 8) * ld + 8 * (i / 2));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
-#else
-#pragma unroll
-    for (u32 e = 0; e < MMA_B; e += 2) {
-        u32 k, n;
-        mma_b_at(e, k, n);
-#if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
-        b[e / 2] = *(const u32*)(s + n * ld + k);
-#else
-        b[e / 2] = mma_word(s[k * ld + n].bits, s[(k + 1) * ld + n].bits);
-#endif
-    }
-#endif
-}
+template <typename T> DEVICE void mma_load_b_nk(u32* b, const T* s, u32 ld) { mma_load_b<false>(b, s, ld); }
+template <typename T> DEVICE void mma_load_b_kn(u32* b, const T* s, u32 ld) { mma_load_b<true>(b, s, ld); }
 
 // The row stride of a warp's scratch tile for mma_c_to_a (16 rows).
 #define MMA_SCRATCH_LD 24
