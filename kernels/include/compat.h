@@ -408,6 +408,16 @@ template <> DEVICE u32 mma_pack<bf16_t>(float lo, float hi) { return mma_word(f3
 template <> DEVICE u32 mma_pack<f16_t>(float lo, float hi) { return mma_word(f32_to_f16(lo).bits, f32_to_f16(hi).bits); }
 #endif
 
+#if defined(CANDLE_ROCM_AMD)
+// c's N floats through an instruction that takes and returns its accumulator as a vector V.
+template <typename V, int N, typename Op> DEVICE void vector_accumulate(float* c, Op op) {
+    V acc;
+    for (int i = 0; i < N; ++i) acc[i] = c[i];
+    acc = op(acc);
+    for (int i = 0; i < N; ++i) c[i] = acc[i];
+}
+#endif
+
 // The single instructions, on operand words as the hardware holds them (the probes test each
 // one against a host model of its layout). Row and column below are those of the
 // instruction's own A (M x K), B (K x N) and C (M x N); a[e] is element e of the lane's a.
@@ -455,16 +465,10 @@ template <> struct Mfma<f16_t> {
     static DEVICE cr_f32x16 m32(const u32* a, const u32* b, cr_f32x16 c) { return __builtin_amdgcn_mfma_f32_32x32x8f16(in(a), in(b), c, 0, 0, 0); }
 };
 template <typename T> DEVICE void mfma_16x16x16(const u32* a, const u32* b, float* c) {
-    cr_f32x4 acc;
-    for (int i = 0; i < 4; ++i) acc[i] = c[i];
-    acc = Mfma<T>::m16(a, b, acc);
-    for (int i = 0; i < 4; ++i) c[i] = acc[i];
+    vector_accumulate<cr_f32x4, 4>(c, [&](cr_f32x4 acc) { return Mfma<T>::m16(a, b, acc); });
 }
 template <typename T> DEVICE void mfma_32x32x8(const u32* a, const u32* b, float* c) {
-    cr_f32x16 acc;
-    for (int i = 0; i < 16; ++i) acc[i] = c[i];
-    acc = Mfma<T>::m32(a, b, acc);
-    for (int i = 0; i < 16; ++i) c[i] = acc[i];
+    vector_accumulate<cr_f32x16, 16>(c, [&](cr_f32x16 acc) { return Mfma<T>::m32(a, b, acc); });
 }
 #else
 // The emulation: each lane posts its four a and four b values (8 bytes each) to its
@@ -540,10 +544,7 @@ template <> struct Wmma<f16_t> { static DEVICE cr_f32x8 run(const u32* a, const 
 } };
 #endif
 template <typename T> DEVICE void wmma_16x16x16(const u32* a, const u32* b, float* c) {
-    cr_f32x8 acc;
-    for (int i = 0; i < 8; ++i) acc[i] = c[i];
-    acc = Wmma<T>::run(a, b, acc);
-    for (int i = 0; i < 8; ++i) c[i] = acc[i];
+    vector_accumulate<cr_f32x8, 8>(c, [&](cr_f32x8 acc) { return Wmma<T>::run(a, b, acc); });
 }
 #endif
 
