@@ -101,17 +101,18 @@ fn wmma_model(arch: &str) -> Option<Model> {
 fn expected(d: &Device) -> Vec<u32> {
     let info = d.info();
     let nvrtc = info.platform == Platform::Nvidia || d.config().hip_on_cuda;
-    let arch = info.base_arch();
+    let mfma = vec![matrix::MFMA_16X16X16, matrix::MFMA_32X32X8];
     if nvrtc {
         if info.warp_size == 64 {
-            vec![matrix::MFMA_16X16X16, matrix::MFMA_32X32X8]
+            mfma
         } else {
             vec![matrix::M16N8K16]
         }
-    } else if matches!(arch, "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950") {
-        vec![matrix::MFMA_16X16X16, matrix::MFMA_32X32X8]
-    } else if wmma_model(arch).is_some() {
+    } else if wmma_model(info.base_arch()).is_some() {
         vec![matrix::WMMA_16X16X16]
+    } else if info.matrix_units() {
+        // an AMD device with matrix units and no WMMA: CDNA's MFMA
+        mfma
     } else {
         vec![]
     }

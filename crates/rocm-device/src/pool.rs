@@ -534,6 +534,20 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_peak_starts_from_the_bytes_in_use() {
+        let dev = FakeDevice::new(1 << 24);
+        let pool = Pool::new(usize::MAX);
+        let big = pool.alloc(&dev, 1 << 20).unwrap();
+        let small = pool.alloc(&dev, 1000).unwrap();
+        let small_class = small.class;
+        pool.free(&dev, big);
+        assert!(pool.stats().peak_in_use_bytes > small_class);
+        pool.reset_peak();
+        assert_eq!(pool.stats().peak_in_use_bytes, small_class);
+        pool.free(&dev, small);
+    }
+
+    #[test]
     fn out_of_memory_releases_the_cache_and_retries_once() {
         let dev = FakeDevice::new(4096);
         let pool = Pool::new(usize::MAX);
