@@ -40,9 +40,6 @@ const SCRIPTS: [&str; 13] = [
     "llama_load.cpp",
 ];
 
-/// llama.cpp, the GGUF peer: the source vendored in this sdist (pinned by version), built
-/// with CUDA on the GPU machine by `.bench/run.sh`.
-const LLAMA_CPP_SDIST: &str = "llama-cpp-python==0.3.36";
 /// What the CUDA build of llama-bench needs from the sdist's vendor/llama.cpp (the other
 /// backends, docs and models are left out: the machine takes 64 MiB).
 const LLAMA_CPP_KEEP: [&str; 10] = [
@@ -63,8 +60,7 @@ const LLAMA_CPP_GGML_BACKENDS: [&str; 2] = ["ggml-cpu", "ggml-cuda"];
 /// `.bench/llama.cpp.tar.xz`: llama.cpp's sources from the pinned sdist, trimmed; the sdist is
 /// downloaded once into target/tools/wheels.
 fn pack_llama_cpp(out: &Path) -> Result<(), String> {
-    let wheels = crate::tools::pip_download(LLAMA_CPP_SDIST, &["--no-binary", "llama-cpp-python"])?;
-    let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
+    let (sdist, version) = crate::candle::llama_cpp_sdist()?;
     // Python's tarfile reads the sdist and writes the trimmed tree (every tool but the server
     // and its web UI, which are built only with LLAMA_BUILD_SERVER: CMake adds each tool).
     let script = format!(
@@ -90,7 +86,6 @@ fn pack_llama_cpp(out: &Path) -> Result<(), String> {
         keep = LLAMA_CPP_KEEP,
         backends = LLAMA_CPP_GGML_BACKENDS,
     );
-    let sdist = wheels.join(format!("llama_cpp_python-{version}.tar.gz"));
     let status = Command::new("python3")
         .args(["-c", &script])
         .arg(&sdist)
@@ -105,7 +100,7 @@ fn pack_llama_cpp(out: &Path) -> Result<(), String> {
     }
     std::fs::write(
         out.join("LLAMA_CPP"),
-        format!("{LLAMA_CPP_SDIST} (vendor/llama.cpp)\n"),
+        format!("{} (vendor/llama.cpp)\n", crate::candle::LLAMA_CPP_SDIST),
     )
     .map_err(|e| e.to_string())
 }

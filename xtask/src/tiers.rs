@@ -127,10 +127,16 @@ fn candle_tier() -> TierOutcome {
         Ok(path) => path,
         Err(e) => return TierOutcome::Broken(e),
     };
+    // The tokenizer tests read llama.cpp's vocabularies and templates (the sdist, once).
+    let llama_cpp_models = match crate::candle::llama_cpp_models() {
+        Ok(path) => path,
+        Err(e) => return TierOutcome::Broken(e),
+    };
     // `bf16_lfm_op_timings` times ops for two minutes in a debug build; it checks no result.
     let tests = run_echo(
         crate::candle::cargo_in_workspace()
             .env("CANDLE_ROCM_SMOLLM2_GGUF", &smollm2)
+            .env("CANDLE_ROCM_LLAMA_CPP_MODELS", &llama_cpp_models)
             .arg("test")
             .args(crate::candle::TEST_PACKAGES)
             .args([

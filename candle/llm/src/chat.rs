@@ -1,14 +1,13 @@
-//! Text in and out of a GGUF model: its tokenizer built from the file's own metadata (GPT-2
-//! style byte-level BPE, as Llama 3, Qwen and SmolLM files carry, or SentencePiece's BPE, as
-//! Llama 2, Mistral, Phi-3 and Gemma files carry: `spm`), its chat template rendered by
+//! Text in and out of a GGUF model: its tokenizer built from the file's own metadata as
+//! llama.cpp builds it (candle-core's `quantized::tokenizer`: every `tokenizer.ggml.pre`,
+//! SentencePiece, WordPiece, Gemma 4), its chat template rendered by
 //! a Jinja engine as Hugging Face's `apply_chat_template` renders it (blocks trimmed, Python's
 //! string methods), its stop tokens, and text streamed token by token without splitting a
 //! character.
 
 use candle_core::quantized::gguf_file;
-use candle_core::quantized::tokenizer::TokenizerFromGguf;
+use candle_core::quantized::tokenizer::GgufTokenizer;
 use candle_core::Result;
-use tokenizers::Tokenizer;
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +79,7 @@ impl ChatTemplate {
 /// A GGUF model's text side: tokenizer, chat template, special tokens.
 #[derive(Debug, Clone)]
 pub struct GgufText {
-    pub tokenizer: Tokenizer,
+    pub tokenizer: GgufTokenizer,
     /// `tokenizer.chat_template`, where the file has one.
     pub template: Option<ChatTemplate>,
     pub bos: Option<u32>,
@@ -96,24 +95,13 @@ const END_OF_TURN: [&str; 4] = ["<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_
 impl GgufText {
     /// From the file's metadata (no tensor is read).
     pub fn from_gguf(content: &gguf_file::Content) -> Result<Self> {
-        // SentencePiece files (`llama`) here; GPT-2's byte-level BPE through Candle
-        let model = match content.metadata.get("tokenizer.ggml.model") {
-            Some(v) => Some(v.to_string()?.to_lowercase()),
-            None => None,
-        };
-        let tokenizer = match model.as_deref() {
-            Some("llama") => crate::spm::Pieces::from_gguf(content)?.tokenizer()?,
-            _ => Tokenizer::from_gguf(content)?,
-        };
+        let tokenizer = GgufTokenizer::from_gguf(content)?;
+        let plain = tokenizer.tokenizer();
         let id = |key: &str| -> Result<Option<u32>> {
             content.metadata.get(key).map(|v| v.to_u32()).transpose()
         };
-        let (bos, eos) = (
-            id("tokenizer.ggml.bos_token_id")?,
-            id("tokenizer.ggml.eos_token_id")?,
-        );
-        let token_text =
-            |t: Option<u32>| t.and_then(|t| tokenizer.id_to_token(t)).unwrap_or_default();
+        let (bos, eos) = (tokenizer.bos, tokenizer.eos);
+        let token_text = |t: Option<u32>| t.and_then(|t| plain.id_to_token(t)).unwrap_or_default();
         let template = match content.metadata.get("tokenizer.chat_template") {
             Some(v) => Some(ChatTemplate::new(
                 v.to_string()?,
@@ -125,7 +113,7 @@ impl GgufText {
         let mut stop_tokens: Vec<u32> = [eos, id("tokenizer.ggml.eot_token_id")?]
             .into_iter()
             .flatten()
-            .chain(END_OF_TURN.iter().filter_map(|t| tokenizer.token_to_id(t)))
+            .chain(END_OF_TURN.iter().filter_map(|t| plain.token_to_id(t)))
             .collect();
         stop_tokens.sort_unstable();
         stop_tokens.dedup();
@@ -138,20 +126,27 @@ impl GgufText {
         })
     }
 
-    /// The tokens of `text` (special tokens spelled in it become their ids).
+    /// The tokens of `text`, control tokens spelled in it as their ids (a rendered chat
+    /// template's markers), no beginning/end tokens added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let encoding = self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| candle_core::Error::Msg(format!("tokenizer: {e}")))?;
-        Ok(encoding.get_ids().to_vec())
+        self.tokenizer.encode(text, false, true)
+    }
+
+    /// The tokens of `text` as llama.cpp's `llama_tokenize(text, add_special, parse_special)`:
+    /// the file's beginning/end tokens (`tokenizer.ggml.add_bos_token`...) where
+    /// `add_special`, control tokens spelled in the text as their ids where `parse_special`.
+    pub fn encode_with(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Vec<u32>> {
+        self.tokenizer.encode(text, add_special, parse_special)
     }
 
     /// The text of `tokens`, special tokens left out.
     pub fn decode(&self, tokens: &[u32]) -> Result<String> {
-        self.tokenizer
-            .decode(tokens, true)
-            .map_err(|e| candle_core::Error::Msg(format!("tokenizer: {e}")))
+        self.tokenizer.decode(tokens, true)
     }
 
     /// The prompt tokens of a conversation through the file's chat template, the assistant's

@@ -30,7 +30,6 @@ pub mod gguf_reader;
 pub mod kld;
 pub mod rope;
 pub mod sampling;
-pub mod spm;
 pub mod static_llama;
 
 pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};

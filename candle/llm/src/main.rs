@@ -3,7 +3,11 @@
 //! ```text
 //! candle-rocm-llm generate --model FILE.gguf --prompt TEXT [options]
 //! candle-rocm-llm chat --model FILE.gguf [--system TEXT] [options]   (a turn per stdin line)
+//! candle-rocm-llm tokenize --model FILE.gguf (--file TEXT_FILE | --prompt TEXT) [--no-bos] [--parse-special]
 //! ```
+//! `tokenize` prints the ids as llama.cpp's `llama-tokenize --ids` does (`[1, 2, ...]`), the
+//! file's beginning token first where it asks for one (unless `--no-bos`), control tokens
+//! spelled in the text as text (unless `--parse-special`), and the time it took on stderr.
 //! Options: `--device rocm|cpu`, `--ctx N` (cache positions; default the file's context, at
 //! most 4096), `--max-tokens N`, `--temperature T`, `--top-k K`, `--top-p P`, `--min-p P`,
 //! `--repeat-penalty R`, `--repeat-last-n N`, `--seed S`, `--stop TEXT` (repeatable),
@@ -185,17 +189,57 @@ fn answer(
     Ok(out)
 }
 
+/// `tokenize`: the ids of a text, as `llama-tokenize --ids` prints them.
+fn tokenize(mut argv: impl Iterator<Item = String>) -> CliResult<()> {
+    const TOKENIZE_USAGE: &str = "usage: candle-rocm-llm tokenize --model FILE.gguf \
+(--file TEXT_FILE | --prompt TEXT) [--no-bos] [--parse-special]";
+    let (mut model, mut text, mut add_special, mut parse_special) = (None, None, true, false);
+    while let Some(flag) = argv.next() {
+        let mut value = || argv.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--model" => model = Some(value()?),
+            "--file" => {
+                let path = value()?;
+                text = Some(std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?)
+            }
+            "--prompt" => text = Some(value()?),
+            "--no-bos" => add_special = false,
+            "--parse-special" => parse_special = true,
+            other => return Err(format!("unknown option {other}\n{TOKENIZE_USAGE}").into()),
+        }
+    }
+    let (Some(model), Some(text)) = (model, text) else {
+        return Err(TOKENIZE_USAGE.into());
+    };
+    let mut file = std::fs::File::open(&model).map_err(|e| format!("{model}: {e}"))?;
+    let gguf = GgufText::from_gguf(&gguf_file::Content::read(&mut file)?)?;
+    let start = Instant::now();
+    let ids = gguf.encode_with(&text, add_special, parse_special)?;
+    let took = start.elapsed();
+    let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+    println!("[{}]", list.join(", "));
+    eprintln!(
+        "{} tokens from {} bytes in {:.1} ms",
+        ids.len(),
+        text.len(),
+        took.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
 fn main() -> CliResult<()> {
-    let args = parse(std::env::args().skip(1))?;
+    let mut argv = std::env::args().skip(1).peekable();
+    if argv.peek().map(String::as_str) == Some("tokenize") {
+        return tokenize(argv.skip(1));
+    }
+    let args = parse(argv)?;
     let (model, text) = load(&args)?;
     let mut session = ChatSession::new(&model, args.options.captured)?;
     let system = args.system.iter().map(|s| Message::new("system", s));
     if args.command == "generate" {
         let prompt = args.prompt.clone().ok_or("generate needs --prompt")?;
         let tokens = if args.raw || text.template.is_none() {
-            let mut t: Vec<u32> = text.bos.into_iter().collect();
-            t.extend(text.encode(&prompt)?);
-            t
+            text.encode_with(&prompt, true, false)?
         } else {
             let messages: Vec<Message> = system.chain([Message::new("user", &prompt)]).collect();
             text.chat_prompt(&messages)?

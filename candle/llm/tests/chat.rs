@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::quantized::gguf_file::{self, Value};
-use candle_rocm_llm::spm::Pieces;
+use candle_core::quantized::tokenizer::{GgufTokenizer, GgufVocab};
 use candle_rocm_llm::{ChatTemplate, GgufText, Message};
 
 /// GPT-2's byte-to-character map: printable bytes stand for themselves, the rest for the
@@ -222,7 +222,7 @@ fn stop_strings_cut_the_stream_where_they_begin() {
 
 /// SentencePiece's pieces for the tests: unknown, bos and eos, the 256 byte pieces, ChatML's
 /// start marker (user-defined), then characters and joined pieces with their scores.
-fn sentencepiece_pieces() -> Pieces {
+fn sentencepiece_pieces() -> GgufVocab {
     let mut pieces: Vec<(String, f32, i32)> = vec![
         ("<unk>".into(), 0.0, 2),
         ("<s>".into(), 0.0, 3),
@@ -258,18 +258,20 @@ fn sentencepiece_pieces() -> Pieces {
         ("é", -2.9),
     ];
     pieces.extend(normal.iter().map(|&(p, s)| (p.to_string(), s, 1)));
-    Pieces {
-        pieces: pieces.iter().map(|p| p.0.clone()).collect(),
+    GgufVocab {
+        model: "llama".into(),
+        tokens: pieces.iter().map(|p| p.0.clone()).collect(),
         scores: pieces.iter().map(|p| p.1).collect(),
         types: pieces.iter().map(|p| p.2).collect(),
+        ..GgufVocab::default()
     }
 }
 
 /// SentencePiece's BPE one merge at a time over the text's symbols (`▁` for each space and one
 /// in front; the highest-scoring joined piece of the vocabulary first, the leftmost of equals),
 /// symbols outside the vocabulary as their bytes' pieces: what the tokenizer must give.
-fn sentencepiece_reference(pieces: &Pieces, text: &str) -> Vec<u32> {
-    let id_of = |s: &str| pieces.pieces.iter().position(|p| p == s);
+fn sentencepiece_reference(pieces: &GgufVocab, text: &str) -> Vec<u32> {
+    let id_of = |s: &str| pieces.tokens.iter().position(|p| p == s);
     let text = format!("\u{2581}{}", text.replace(' ', "\u{2581}"));
     let mut symbols: Vec<String> = text.chars().map(String::from).collect();
     loop {
@@ -302,7 +304,8 @@ fn sentencepiece_reference(pieces: &Pieces, text: &str) -> Vec<u32> {
 #[test]
 fn a_sentencepiece_file_tokenizes_as_sentencepiece_merges_and_decodes_back() {
     let pieces = sentencepiece_pieces();
-    let tokenizer = pieces.tokenizer().unwrap();
+    let gguf = GgufTokenizer::from_vocab(&pieces).unwrap();
+    let tokenizer = gguf.tokenizer();
     // texts of the vocabulary's letters, spaces, and characters it lacks (bytes then)
     let alphabet: Vec<char> = "helowrda  xyé€".chars().collect();
     let mut rng = candle_rocm_llm::sampling::SplitMix64(21);
@@ -335,7 +338,7 @@ fn a_sentencepiece_file_tokenizes_as_sentencepiece_merges_and_decodes_back() {
         );
     }
     let hello = pieces
-        .pieces
+        .tokens
         .iter()
         .position(|p| p == "\u{2581}hello")
         .unwrap() as u32;
@@ -345,7 +348,7 @@ fn a_sentencepiece_file_tokenizes_as_sentencepiece_merges_and_decodes_back() {
     let strings = |v: &[String]| Value::Array(v.iter().cloned().map(Value::String).collect());
     let metadata = [
         ("tokenizer.ggml.model", Value::String("llama".into())),
-        ("tokenizer.ggml.tokens", strings(&pieces.pieces)),
+        ("tokenizer.ggml.tokens", strings(&pieces.tokens)),
         (
             "tokenizer.ggml.scores",
             Value::Array(pieces.scores.iter().map(|&s| Value::F32(s)).collect()),
@@ -367,7 +370,7 @@ fn a_sentencepiece_file_tokenizes_as_sentencepiece_merges_and_decodes_back() {
         sentencepiece_reference(&pieces, "hello world")
     );
     let start = pieces
-        .pieces
+        .tokens
         .iter()
         .position(|p| p == "<|im_start|>")
         .unwrap() as u32;
