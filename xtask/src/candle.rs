@@ -348,7 +348,8 @@ pub fn llama_cpp_sdist() -> Result<(PathBuf, &'static str), String> {
 }
 
 /// llama.cpp's `models/` folder (vocabularies, their test texts and ids, chat templates)
-/// under target/tools, unpacked from the sdist once.
+/// under target/tools, unpacked from the sdist once, with `tests/test-chat-template.cpp`
+/// (the templates' expected texts) beside it.
 pub fn llama_cpp_models() -> Result<PathBuf, String> {
     let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
     let dir = root()
@@ -362,11 +363,12 @@ pub fn llama_cpp_models() -> Result<PathBuf, String> {
     let (sdist, _) = llama_cpp_sdist()?;
     let script = format!(
         "import os, sys, tarfile\n\
-         prefix = 'llama_cpp_python-{version}/vendor/llama.cpp/models/'\n\
+         prefix = 'llama_cpp_python-{version}/vendor/llama.cpp/'\n\
+         wanted = ('models/ggml-vocab-', 'models/templates/', 'tests/test-chat-template.cpp')\n\
          with tarfile.open(sys.argv[1]) as src:\n\
          \x20   for m in src.getmembers():\n\
          \x20       rel = m.name[len(prefix):]\n\
-         \x20       if m.isfile() and m.name.startswith(prefix) and (rel.startswith('ggml-vocab-') or rel.startswith('templates/')):\n\
+         \x20       if m.isfile() and m.name.startswith(prefix) and rel.startswith(wanted):\n\
          \x20           dst = os.path.join(sys.argv[2], rel)\n\
          \x20           os.makedirs(os.path.dirname(dst), exist_ok=True)\n\
          \x20           with open(dst + '.part', 'wb') as out:\n\
@@ -376,7 +378,7 @@ pub fn llama_cpp_models() -> Result<PathBuf, String> {
     let status = Command::new("python3")
         .args(["-c", &script])
         .arg(&sdist)
-        .arg(&models)
+        .arg(&dir)
         .status()
         .map_err(|e| format!("python3: {e}"))?;
     if !status.success() {

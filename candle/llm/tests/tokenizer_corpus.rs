@@ -10,6 +10,8 @@
 
 use candle_core::quantized::gguf_file;
 use candle_core::quantized::tokenizer::{GgufTokenizer, TokenizerModel};
+use candle_rocm_llm::chat::TEMPLATE_REFUSES;
+use candle_rocm_llm::{ChatTemplate, Message};
 use std::path::{Path, PathBuf};
 
 fn corpus_dir() -> PathBuf {
@@ -115,5 +117,261 @@ fn every_family_of_llama_cpps_corpus_tokenizes_as_llama_cpp() {
             cases.len()
         );
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The conversation every template renders: system, user, assistant, user.
+fn conversation() -> Vec<Message> {
+    vec![
+        Message::new("system", "You are a helpful assistant"),
+        Message::new("user", "Hello"),
+        Message::new("assistant", "Hi there"),
+        Message::new("user", "Who are you"),
+    ]
+}
+
+#[test]
+fn every_template_of_llama_cpp_renders_a_conversation() {
+    let dir = corpus_dir().join("templates");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jinja"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 60, "{} templates", paths.len());
+    let mut failures = Vec::new();
+    for path in &paths {
+        let source = std::fs::read_to_string(path).unwrap();
+        let template = ChatTemplate::new(&source, "<s>", "</s>");
+        let mut messages = conversation();
+        let mut rendered = template.render(&messages, true);
+        // a template that refuses a system message (a model without one) gets the rest
+        if rendered
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains(TEMPLATE_REFUSES))
+        {
+            messages.remove(0);
+            rendered = template.render(&messages, true);
+        }
+        match rendered {
+            Ok(text) => {
+                for m in messages {
+                    if !text.contains(&m.content) {
+                        failures.push(format!("{}: {:?} missing", path.display(), m.content));
+                    }
+                }
+            }
+            Err(e) => failures.push(format!(
+                "{}: {}",
+                path.file_name().unwrap().to_string_lossy(),
+                e.to_string().lines().next().unwrap_or_default()
+            )),
+        }
+    }
+    println!(
+        "{} of {} templates rendered",
+        paths.len() - failures.len(),
+        paths.len()
+    );
+    // FireFunction v2's template adds the caller's `functions` (a JSON tool list only
+    // llama.cpp's FireFunction handler supplies) to a string: an error naming the operation
+    let needs_functions = "fireworks-ai-llama-3-firefunction-v2.jinja: chat template: invalid \
+                           operation: tried to use + operator on unsupported types string and \
+                           undefined (in <string>:21)";
+    failures.retain(|f| f != needs_functions);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// One case of llama.cpp's `tests/test-chat-template.cpp`: an inline template and the text
+/// llama.cpp's Jinja path must render for its conversation.
+#[derive(Debug, Default)]
+struct TemplateCase {
+    name: String,
+    template: String,
+    expected: String,
+    expected_jinja: String,
+    bos: String,
+    eos: String,
+    jinja: bool,
+    extra: Vec<(String, String)>,
+}
+
+/// The C++ tokens of the test cases' initializer: string literals (adjacent ones joined,
+/// escapes decoded), braces, commas, field markers (`/* .name= */`) and words.
+#[derive(Debug, PartialEq)]
+enum CppToken {
+    Str(String),
+    Open,
+    Close,
+    Comma,
+    Field(String),
+    Word(String),
+}
+
+fn cpp_tokens(src: &str) -> Vec<CppToken> {
+    let mut out = Vec::new();
+    let b: Vec<char> = src.chars().collect();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            '{' => out.push(CppToken::Open),
+            '}' => out.push(CppToken::Close),
+            ',' => out.push(CppToken::Comma),
+            '(' | ')' | ';' => {}
+            '/' if b.get(i + 1) == Some(&'*') => {
+                let end = (i + 2..b.len() - 1)
+                    .find(|&j| b[j] == '*' && b[j + 1] == '/')
+                    .unwrap();
+                let text: String = b[i + 2..end].iter().collect();
+                let field = text.trim().trim_start_matches('.').trim_end_matches('=');
+                out.push(CppToken::Field(field.trim().to_string()));
+                i = end + 1;
+            }
+            '/' if b.get(i + 1) == Some(&'/') => {
+                while i < b.len() && b[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '"' => {
+                let mut s = String::new();
+                i += 1;
+                while b[i] != '"' {
+                    if b[i] == '\\' {
+                        i += 1;
+                        s.push(match b[i] {
+                            'n' => '\n',
+                            't' => '\t',
+                            'r' => '\r',
+                            '0' => '\0',
+                            other => other,
+                        });
+                    } else {
+                        s.push(b[i]);
+                    }
+                    i += 1;
+                }
+                match out.last_mut() {
+                    Some(CppToken::Str(prev)) => prev.push_str(&s),
+                    _ => out.push(CppToken::Str(s)),
+                }
+            }
+            c if c.is_alphanumeric() || c == '_' => {
+                let start = i;
+                while i + 1 < b.len() && (b[i + 1].is_alphanumeric() || b[i + 1] == '_') {
+                    i += 1;
+                }
+                let word: String = b[start..=i].iter().collect();
+                // `U8C("...")` and `u8"..."` are plain literals here
+                if word != "U8C" && word != "u8" {
+                    out.push(CppToken::Word(word));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+fn template_cases(source: &str) -> Vec<TemplateCase> {
+    let start = source.find("std::vector<TestCase> test_cases {").unwrap();
+    let end = start + source[start..].find("\n    };").unwrap();
+    let tokens = cpp_tokens(&source[start + "std::vector<TestCase> test_cases".len()..end]);
+    let mut cases = Vec::new();
+    let mut it = tokens.into_iter().peekable();
+    assert_eq!(it.next(), Some(CppToken::Open));
+    while let Some(t) = it.next() {
+        if t != CppToken::Open {
+            continue;
+        }
+        let mut case = TemplateCase {
+            jinja: true,
+            ..TemplateCase::default()
+        };
+        let mut field = String::new();
+        while let Some(t) = it.next() {
+            match t {
+                CppToken::Close => break,
+                CppToken::Field(f) => field = f,
+                CppToken::Str(s) => match field.as_str() {
+                    "name" => case.name = s,
+                    "template_str" => case.template = s,
+                    "expected_output" => case.expected = s,
+                    "expected_output_jinja" => case.expected_jinja = s,
+                    "bos_token" => case.bos = s,
+                    "eos_token" => case.eos = s,
+                    other => panic!("string for field {other:?} in {}", case.name),
+                },
+                CppToken::Word(w) if field == "supported_with_jinja" => case.jinja = w == "true",
+                CppToken::Open if field == "extra_conversation" => {
+                    // {{"role", "content"}, ...}
+                    let mut depth = 1;
+                    let mut pair = Vec::new();
+                    while depth > 0 {
+                        match it.next().unwrap() {
+                            CppToken::Open => depth += 1,
+                            CppToken::Close => {
+                                depth -= 1;
+                                if pair.len() == 2 {
+                                    let content = pair.pop().unwrap();
+                                    case.extra.push((pair.pop().unwrap(), content));
+                                }
+                            }
+                            CppToken::Str(s) => pair.push(s),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        cases.push(case);
+    }
+    cases
+}
+
+#[test]
+fn templates_render_the_texts_llama_cpps_tests_expect() {
+    let path = corpus_dir().join("../tests/test-chat-template.cpp");
+    let source =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let cases = template_cases(&source);
+    assert!(cases.len() >= 30, "{} cases", cases.len());
+    let conversation = [
+        ("system", "You are a helpful assistant"),
+        ("user", "Hello"),
+        ("assistant", "Hi there"),
+        ("user", "Who are you"),
+        ("assistant", "   I am an assistant   "),
+        ("user", "Another question"),
+    ];
+    let (mut equal, mut jinja_cases, mut failures) = (0, 0, Vec::new());
+    for case in cases.iter().filter(|c| c.jinja) {
+        jinja_cases += 1;
+        let messages: Vec<Message> = conversation
+            .iter()
+            .map(|&(r, c)| (r.to_string(), c.to_string()))
+            .chain(case.extra.iter().cloned())
+            .map(|(r, c)| Message::new(&r, &c))
+            .collect();
+        let want = if case.expected_jinja.is_empty() {
+            &case.expected
+        } else {
+            &case.expected_jinja
+        };
+        let template = ChatTemplate::new(&case.template, &case.bos, &case.eos);
+        match template.render(&messages, true) {
+            Ok(got) if &got == want => equal += 1,
+            Ok(got) => failures.push(format!("{}:\n  got  {got:?}\n  want {want:?}", case.name)),
+            Err(e) => failures.push(format!(
+                "{}: {}",
+                case.name,
+                e.to_string().lines().next().unwrap_or_default()
+            )),
+        }
+    }
+    println!("{equal} of {jinja_cases} of llama.cpp's template cases render its expected text");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
