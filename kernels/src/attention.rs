@@ -1,0 +1,155 @@
+//! The launch shape and argument values of `cached_attention` (attention.hip's `ATTN_*`
+//! defines; a test checks the two agree), and the family's entries and parameter lists.
+
+use crate::{DevicePtr, Entry, EntryGroup, KernelModule, KernelParams, HEADERS};
+
+/// Attention of queries over a key/value cache in one launch (`cached_attention_<dtype>`), and a
+/// decode step's rotary embedding with its cache write (`rope_kv_write_<dtype>`); the cache in
+/// the queries' dtype, or a 16-bit cache under f32 queries (`<op>_cache_f16_f32`, `..._bf16_f32`).
+pub const MODULE: KernelModule = KernelModule {
+    headers: HEADERS,
+    name: "attention",
+    source: include_str!("attention.hip"),
+    groups: &[
+        EntryGroup {
+            ops: &["cached_attention", "attention_split", "rope_kv_write"],
+            dtypes: &["bf16", "f16", "f32", "f64"],
+        },
+        // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>` (CACHE_OPS)
+        EntryGroup {
+            ops: &[
+                "cached_attention_cache_f16",
+                "attention_split_cache_f16",
+                "rope_kv_write_cache_f16",
+                "cached_attention_cache_bf16",
+                "attention_split_cache_bf16",
+                "rope_kv_write_cache_bf16",
+            ],
+            dtypes: &["f32"],
+        },
+    ],
+    params: &[Params::DECL, RopeKvParams::DECL],
+};
+
+crate::kernel_params! {
+    /// `cached_attention` and its split form: `heads` query heads of `queries` rows each
+    /// over a cache of `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out);
+    /// `mode` one of the `MODE_*` (positions: u32, query i of batch b at
+    /// `positions[b * positions_stride + i]`, read with `MODE_POSITIONS` only; a stride of 0
+    /// gives every batch the same positions). The split form writes each block's run to
+    /// `partial` (the accumulator type's head_dim + 2 values a run), combined by the last
+    /// block of a row to finish (a ticket a row); the one-block form reads neither.
+    pub struct Params = "ATTN_PARAMS(T, C)" {
+        q: DevicePtr = "const T*",
+        k: DevicePtr = "const C*",
+        v: DevicePtr = "const C*",
+        positions: DevicePtr = "const u32*",
+        partial: DevicePtr = "void*",
+        out: DevicePtr = "T*",
+        tickets: DevicePtr = "u32*",
+        heads: u32,
+        kv_heads: u32,
+        queries: u32,
+        head_dim: u32,
+        cache_len: u32,
+        scale: f32,
+        mode: u32,
+        positions_stride: u32,
+    }
+}
+
+crate::kernel_params! {
+    /// `rope_kv_write`: `t` tokens' stacked q/k/v rows, q roped to `q_out`, k roped and v
+    /// written into the caches at the tokens' positions. With `per_token_cache` each token
+    /// is a sequence of its own: token i writes cache i of `t` (`[t, kv_heads, cache_len,
+    /// d]`) and q_out is `[t, heads, d]`; else one cache and q_out `[heads, t, d]`.
+    pub struct RopeKvParams = "ROPE_KV_PARAMS(T, C)" {
+        qkv: DevicePtr = "const T*",
+        cos: DevicePtr = "const T*",
+        sin: DevicePtr = "const T*",
+        positions: DevicePtr = "const u32*",
+        q_out: DevicePtr = "T*",
+        k_cache: DevicePtr = "C*",
+        v_cache: DevicePtr = "C*",
+        t: u32,
+        heads: u32,
+        kv_heads: u32,
+        d: u32,
+        cache_len: u32,
+        interleaved: u32,
+        per_token_cache: u32,
+    }
+}
+
+/// The cache of an attention entry: in the queries' dtype, or f16/bf16 under f32 queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cache {
+    Same,
+    F16,
+    Bf16,
+}
+
+/// `cached_attention` over a cache of `cache`.
+pub const fn cached(cache: Cache) -> Entry<Params> {
+    Entry::new(&MODULE, CACHE_OPS[0].pick(cache))
+}
+
+/// `attention_split` over a cache of `cache`.
+pub const fn split(cache: Cache) -> Entry<Params> {
+    Entry::new(&MODULE, CACHE_OPS[1].pick(cache))
+}
+
+/// `rope_kv_write` into a cache of `cache`.
+pub const fn rope_kv(cache: Cache) -> Entry<RopeKvParams> {
+    Entry::new(&MODULE, CACHE_OPS[2].pick(cache))
+}
+
+/// An op's entries by cache: (in the queries' dtype, f16, bf16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheOps(pub &'static str, pub &'static str, pub &'static str);
+
+impl CacheOps {
+    const fn pick(&self, cache: Cache) -> &'static str {
+        match cache {
+            Cache::Same => self.0,
+            Cache::F16 => self.1,
+            Cache::Bf16 => self.2,
+        }
+    }
+}
+
+/// Threads a block: the kernel is built for exactly this many.
+pub const BLOCK: u32 = 512;
+/// The longest head the kernel holds (one block of threads).
+pub const MAX_HEAD_DIM: u32 = 256;
+/// Every query sees the whole cache.
+pub const MODE_ALL: u32 = 0;
+/// The queries are the cache's last positions, each seeing those up to its own.
+pub const MODE_CAUSAL: u32 = 1;
+/// Query i sees positions `0..=positions[i]` (a u32 tensor on the device).
+pub const MODE_POSITIONS: u32 = 2;
+/// Threads a block of the split form (`attention_split`), at most (its launch bound).
+pub const SPLIT_THREADS: u32 = 256;
+/// Key rows a lane of the split form loads at once.
+pub const SPLIT_UNROLL: u32 = 8;
+/// The ops and their entries over a 16-bit cache (under f32 queries: the second group of
+/// [`ATTENTION`](MODULE)).
+pub const CACHE_OPS: [CacheOps; 3] = [
+    CacheOps(
+        "cached_attention",
+        "cached_attention_cache_f16",
+        "cached_attention_cache_bf16",
+    ),
+    CacheOps(
+        "attention_split",
+        "attention_split_cache_f16",
+        "attention_split_cache_bf16",
+    ),
+    CacheOps(
+        "rope_kv_write",
+        "rope_kv_write_cache_f16",
+        "rope_kv_write_cache_bf16",
+    ),
+];
+/// Cache positions a block of the split form takes.
+pub const SPLIT_KEYS: u32 = 64;
