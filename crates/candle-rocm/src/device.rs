@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use rocm_blas::{Blas, BlasOptions};
 use rocm_device::{Buffer, Config, DType, Device, Error, Result};
 use rocm_dnn::{Dnn, DnnOptions};
+use rocm_elementwise::random;
 use rocm_indexing::IndexOptions;
-use rocm_kernels::{self as kernels, DevicePtr, Entry, KernelParams};
+use rocm_kernels as kernels;
 
 use crate::RocmStorage;
 
@@ -222,21 +223,13 @@ impl RocmDevice {
         Ok(self.storage(buf, dtype))
     }
 
-    /// `rand_uniform`: `len` draws in [lo, hi) for bf16, f16, f32, f64 and f8e4m3, computed in
-    /// f64 for f64 and in f32 for the others: rounding to a narrow dtype may reach `hi`.
+    /// `rand_uniform`: `len` draws in [lo, hi) for bf16, f16, f32, f64 and f8e4m3
+    /// (rocm-elementwise's `random::uniform`).
     pub fn rand_uniform(&self, len: usize, dtype: DType, lo: f64, hi: f64) -> Result<RocmStorage> {
-        self.draw(
-            kernels::random::UNIFORM,
-            (len, dtype),
-            |out, n, (seed, offset)| kernels::random::UniformParams {
-                out,
-                n,
-                seed,
-                offset,
-                lo,
-                hi,
-            },
-        )
+        let out = self.draw(len, |d| {
+            random::uniform(&self.inner.device, (len, dtype), d, (lo, hi))
+        })?;
+        Ok(self.storage(out, dtype))
     }
 
     /// `rand_normal`: `len` draws of N(mean, std^2) (Box-Muller), same dtypes.
@@ -247,53 +240,24 @@ impl RocmDevice {
         mean: f64,
         std: f64,
     ) -> Result<RocmStorage> {
-        self.draw(
-            kernels::random::NORMAL,
-            (len, dtype),
-            |out, n, (seed, offset)| kernels::random::NormalParams {
-                out,
-                n,
-                seed,
-                offset,
-                mean,
-                std,
-            },
-        )
+        let out = self.draw(len, |d| {
+            random::normal(&self.inner.device, (len, dtype), d, (mean, std))
+        })?;
+        Ok(self.storage(out, dtype))
     }
 
-    /// `len` draws of `entry`, its list made by `params` from the output, the count and the
-    /// generator's (seed, offset).
-    fn draw<P: KernelParams>(
-        &self,
-        entry: Entry<P>,
-        (len, dtype): (usize, DType),
-        params: impl FnOnce(DevicePtr, u64, (u64, u64)) -> P,
-    ) -> Result<RocmStorage> {
-        if kernels::RANDOM
-            .entry_point(entry.op, dtype.as_str())
-            .is_none()
-        {
-            return Err(Error::UnsupportedDType {
-                op: entry.op,
-                dtype,
-            });
-        }
-        let device = &self.inner.device;
-        let out = device.alloc(len * dtype.size_in_bytes())?;
-        if len == 0 {
-            return Ok(self.storage(out, dtype));
-        }
-        let state = {
-            let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
-            let s = *rng;
+    /// `run` with the generator's state; a draw of `len > 0` that ran moves the next one to
+    /// the next offset.
+    fn draw(&self, len: usize, run: impl FnOnce(random::Draw) -> Result<Buffer>) -> Result<Buffer> {
+        let mut rng = self.inner.rng.lock().unwrap_or_else(|e| e.into_inner());
+        let out = run(random::Draw {
+            seed: rng.seed,
+            offset: rng.offset,
+        })?;
+        if len > 0 {
             rng.offset += 1;
-            s
-        };
-        // a thread a pair of draws
-        let pairs = len.div_ceil(2) as u64;
-        let params = params(out.ptr(), len as u64, (state.seed, state.offset));
-        device.launch_entry_elements(entry, dtype.as_str(), pairs, &params)?;
-        Ok(self.storage(out, dtype))
+        }
+        Ok(out)
     }
 
     /// `set_seed`: later draws restart from this seed.

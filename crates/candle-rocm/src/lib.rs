@@ -18,6 +18,7 @@ pub mod quantized;
 mod storage;
 
 pub use device::{Options, RocmDevice, DEFAULT_SEED};
+pub use rocm_attention::AttentionMask;
 pub use rocm_blas::{BlasOptions, ReducedPrecision};
 pub use rocm_device::host_time;
 pub use rocm_device::{
@@ -28,7 +29,6 @@ pub use rocm_dnn::{
 };
 pub use rocm_elementwise::{BinaryOp, CmpOp, Copy2d, RopeVariant, UnaryOp};
 pub use rocm_indexing::IndexOptions;
-pub use rocm_reduce::AttentionMask;
 pub use rocm_reduce::ReduceOp;
 pub use storage::{binary_op_from_name, unary_op_from_name, CacheMask, RocmStorage};
 pub use storage::{FlashArgs, FlashVarLen};

@@ -13,7 +13,7 @@ use crate::RocmDevice;
 
 /// Which cache positions each query of [`RocmStorage::cached_attention`] sees: the positions
 /// (u32, one per query, on the device) as a storage and its layout.
-pub type CacheMask<'a> = rocm_reduce::AttentionMask<(&'a RocmStorage, &'a Layout)>;
+pub type CacheMask<'a> = rocm_attention::AttentionMask<(&'a RocmStorage, &'a Layout)>;
 
 /// A buffer of `dtype` elements on a [`RocmDevice`]. Views (layouts) are passed per call, as
 /// Candle does.
@@ -472,7 +472,7 @@ impl RocmStorage {
 
     /// `softmax(q k^T * scale) v` of queries (`self`, `[batch, heads, queries, head_dim]`) over
     /// a key/value cache (`[batch, kv_heads, cache_len, head_dim]`) in one launch
-    /// (`rocm_reduce::cached_attention`).
+    /// (`rocm_attention::cached_attention`).
     pub fn cached_attention(
         &self,
         q_l: &Layout,
@@ -482,7 +482,7 @@ impl RocmStorage {
         scale: f32,
     ) -> Result<Self> {
         let mask = mask.map(|(p, l)| p.operand(l));
-        let out = rocm_reduce::cached_attention(
+        let out = rocm_attention::cached_attention(
             self.raw(),
             self.operand(q_l),
             k.operand(k_l),
@@ -536,7 +536,7 @@ impl RocmStorage {
     }
 
     /// A decode step's rotary embedding and cache write in one launch
-    /// (`rocm_reduce::rope_kv_write`): `self` holds q, k and v heads of each token at
+    /// (`rocm_attention::rope_kv_write`): `self` holds q, k and v heads of each token at
     /// `positions`; returns q roped (`[heads, t, head_dim]`, or `[t, heads, head_dim]` with a
     /// cache a token), writes k roped and v into the caches in place.
     #[allow(clippy::too_many_arguments)]
@@ -552,12 +552,12 @@ impl RocmStorage {
         interleaved: bool,
     ) -> Result<Self> {
         self.same_device("rope_kv_write", &[cos, sin, positions, k, v])?;
-        let out = rocm_reduce::rope_kv_write(
+        let out = rocm_attention::rope_kv_write(
             self.raw(),
             self.operand(layout),
             (cos.operand(cos_l), sin.operand(sin_l)),
             positions.operand(positions_l),
-            rocm_reduce::KvCache {
+            rocm_attention::KvCache {
                 k: k.operand(k_l),
                 v: v.operand(v_l),
             },

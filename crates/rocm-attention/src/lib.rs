@@ -11,7 +11,16 @@
 //! units where the device has them (compat.h's tile operation: mma.sync, MFMA, WMMA), 64 query
 //! rows a block with key and value tiles in shared memory; f32, and devices without matrix
 //! units, take the portable form, a warp a query row.
+//!
+//! A decode step's attention over a key/value cache is [`cached`]: [`cached_attention`] (one
+//! launch for the step's queries over the cache) and [`rope_kv_write`] (the step's rotary
+//! embedding and cache write in one launch).
 
+pub mod cached;
+
+pub use cached::{
+    cached_attention, cached_attention_via, rope_kv_write, AttentionMask, AttentionPath, KvCache,
+};
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{LaunchConfig, MAX_GRID_YZ};
 use rocm_elementwise::OperandCopy;

@@ -44,7 +44,7 @@ pub use launch::{
     KernelLayout, LaunchArgs, LaunchConfig, DEFAULT_BLOCK, GRID_X_CAP, MAX_ARGS, MAX_DIMS,
     MAX_GRID_YZ,
 };
-pub use operand::{Contiguous, Operand};
+pub use operand::{require_float, same_dtype, Contiguous, Operand};
 pub use platform::{platform_of, selected_platform, Platform};
 pub use sys::abi;
 pub use sys::library::{find_library, rocm_library_dirs, Library, LibraryMissing, LibraryStatus};

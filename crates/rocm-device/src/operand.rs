@@ -2,7 +2,7 @@
 //! (rocm-elementwise's `OperandCopy` makes one: the copies are kernels of the table).
 
 use crate::device::{Buffer, Device};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::launch::KernelLayout;
 use crate::tensor::{DType, Layout};
 
@@ -94,5 +94,30 @@ impl Contiguous<'_> {
     pub fn ptr(&self) -> Result<crate::kernel::DevicePtr> {
         self.buffer()
             .ptr_at(self.start() * self.dtype().size_in_bytes())
+    }
+}
+
+/// Ok for the floating-point dtypes an op computes in (bf16, f16, f32, f64), else a typed
+/// error naming `op` and `dtype`.
+pub fn require_float(op: &'static str, dtype: DType) -> Result<()> {
+    if matches!(dtype, DType::BF16 | DType::F16 | DType::F32 | DType::F64) {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedDType { op, dtype })
+    }
+}
+
+/// Every one of `others` has `first`'s dtype, or a typed error naming `op` and the two.
+pub fn same_dtype(
+    op: &'static str,
+    (first_name, first): (&str, &Operand<'_>),
+    others: &[(&str, &Operand<'_>)],
+) -> Result<()> {
+    match others.iter().find(|(_, x)| x.dtype != first.dtype) {
+        Some((name, x)) => Err(Error::DTypeMismatch {
+            op,
+            detail: format!("{first_name} {}, {name} {}", first.dtype, x.dtype),
+        }),
+        None => Ok(()),
     }
 }

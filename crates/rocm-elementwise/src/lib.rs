@@ -12,6 +12,7 @@
 
 mod copy;
 mod ops;
+pub mod random;
 mod rope;
 
 pub use copy::OperandCopy;

@@ -7,6 +7,8 @@
 //! for f16, 8e-3 for bf16).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cached;
+
 use rocm_attention::{
     flash_attention, flash_attention_with, DType, Device, Error, FlashKernel, FlashOptions, Layout,
     Operand, VarLen,
