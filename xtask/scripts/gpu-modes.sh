@@ -6,8 +6,9 @@
 # Usage: bash .gpu/modes.sh 'normal:rocm-*' 'wave64:rocm-reduce-*' 'amd-shim:llm-*'
 set -u -f
 here=$(cd "$(dirname "$0")" && pwd)
-# unpacked once, before the chains start side by side
+# unpacked and the GGUF joined once, before the chains start side by side
 [ -d "$here/tests" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
+bash "$here/join-gguf.sh" "$here" > /dev/null || echo "the SmolLM2 GGUF is not there: its tests will fail"
 mkdir -p "$OUT/logs"
 declare -A chains
 for a in "$@"; do m=${a%%:*}; chains[$m]+="${a#*:} "; done

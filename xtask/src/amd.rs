@@ -124,7 +124,7 @@ pub(crate) fn amd_tier() -> TierOutcome {
 }
 
 /// Adds the HIP shim's check (built against `include`, entry points equal to the amd
-/// platform's calls and README's list) to a tier's outcome as one more test.
+/// platform's calls and docs/testing.md's list) to a tier's outcome as one more test.
 fn with_shim_check(outcome: TierOutcome, include: &Path, work: &Path) -> TierOutcome {
     let shim_ok = match crate::shim::check(include, work) {
         Ok(line) => {

@@ -268,11 +268,10 @@ fn write_workspace(work: &Path) -> Result<(), String> {
 /// `cargo xtask candle [--out DIR]`: the patched crates in the materialised workspace, or
 /// (`--out`) in `DIR` for projects outside this repository: a place that outlives the
 /// repository's `cargo clean`, with candle-core's path to candle-rocm made absolute.
-pub fn run_with(args: &[String]) -> Result<bool, String> {
-    match args {
-        [] => run(),
-        [flag, dir] if flag == "--out" => materialise_outside(Path::new(dir)),
-        _ => Err("usage: cargo xtask candle [--out DIR]".into()),
+pub fn run_with(out: Option<&Path>) -> Result<bool, String> {
+    match out {
+        None => run(),
+        Some(dir) => materialise_outside(dir),
     }
 }
 
@@ -466,7 +465,7 @@ pub fn build_demo() -> Result<PathBuf, String> {
     if !status.success() {
         return Err("building candle-rocm-demo failed".into());
     }
-    // the LLM runtime's CLI and the README's chat example, beside the demo
+    // the LLM runtime's CLI and docs/llm.md's chat example, beside the demo
     let status = cargo_in_workspace()
         .args([
             "build",

@@ -1,10 +1,4 @@
-//! candle-rocm's project commands.
-//!
-//! - `cargo xtask test`: every verification tier this machine allows, one summary line.
-//! - `cargo xtask gpu-pack`: stripped release test binaries + `run.sh` into `.gpu/`.
-//! - `cargo xtask demo`: discovery and a smoke kernel on the first device.
-//! - `cargo xtask candle`: Candle's crates with our `rocm` patches, under `target/candle/`.
-//! - `cargo xtask bench-pack`: the benchmarks and their peers into `.bench/`.
+//! candle-rocm's project commands (`cargo xtask --help` lists them).
 
 mod amd;
 mod bench;
@@ -19,17 +13,32 @@ mod tools;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: cargo xtask <command>\n\n\
-         commands:\n  \
-         test       run every verification tier this machine allows (unit, NVRTC, AMD chroot, GPU)\n  \
-         gpu-pack   build the GPU test suite and demo into .gpu/ (run there: bash .gpu/run.sh)\n  \
-         demo       list platforms, libraries and devices, then run a smoke kernel\n  \
-         candle     materialise Candle's crates with our patches under target/candle/ (--out DIR: in DIR, for projects outside this repository)\n  \
-         bench-pack build the benchmarks, Candle CUDA and torch peers into .bench/ (run there: bash .bench/run.sh)"
-    );
-    ExitCode::from(2)
+use clap::{Parser, Subcommand};
+
+/// candle-rocm's project commands.
+#[derive(Debug, Parser)]
+#[command(name = "xtask", bin_name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run every verification tier this machine allows (unit, NVRTC, AMD chroot, Candle, GPU).
+    Test(tiers::Skips),
+    /// Build the GPU test suite and demo into .gpu/ (run there: bash .gpu/run.sh).
+    GpuPack,
+    /// List platforms, libraries and devices, then run real work on the first GPU.
+    Demo,
+    /// Materialise Candle's crates with our patches under target/candle/.
+    Candle {
+        /// Materialise them in this folder instead, for projects outside this repository.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Build the benchmarks, Candle CUDA and torch peers into .bench/ (run there: bash .bench/run.sh).
+    BenchPack,
 }
 
 /// The workspace root (xtask lives one level below it).
@@ -39,14 +48,12 @@ pub(crate) fn root() -> PathBuf {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("test") => tiers::test(&args[1..]),
-        Some("gpu-pack") => pack::gpu_pack(),
-        Some("demo") => demo::run(),
-        Some("candle") => candle::run_with(&args[1..]),
-        Some("bench-pack") => bench::bench_pack(),
-        _ => return usage(),
+    let result = match Cli::parse().command {
+        Command::Test(skips) => tiers::test(&skips),
+        Command::GpuPack => pack::gpu_pack(),
+        Command::Demo => demo::run(),
+        Command::Candle { out } => candle::run_with(out.as_deref()),
+        Command::BenchPack => bench::bench_pack(),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -118,7 +118,7 @@ pub fn gpu_pack() -> Result<bool, String> {
     std::fs::copy(demo_bin.with_file_name("candle-rocm-tp"), &packed_tp)
         .map_err(|e| e.to_string())?;
     strip(&packed_tp)?;
-    // the LLM runtime's CLI and the README's chat program, as a user builds them
+    // the LLM runtime's CLI and docs/llm.md's chat program, as a user builds them
     for (built, name) in [
         (
             demo_bin.with_file_name("candle-rocm-llm"),
@@ -165,7 +165,7 @@ pub fn gpu_pack() -> Result<bool, String> {
     println!(
         "packed {} test binaries and the demos into {} ({:.1} MiB); the GGUF halves and the \
          demo's MiniLM into .gpu-gguf-1, .gpu-gguf-2 and .gpu-gguf-minilm: carry each in a call \
-         of its own that copies it into ~/gpu-side, before the pack's (README, On a GPU machine)",
+         of its own that copies it into ~/gpu-side, before the pack's (docs/testing.md, On a GPU machine)",
         packed,
         out.display(),
         size as f64 / 1048576.0

@@ -2,7 +2,7 @@
 //! built against ROCm's own headers, on top of the CUDA driver and NVRTC, and `librccl.so`
 //! (RCCL's API on NVIDIA's NCCL). Its HIP entry points are the exact list of HIP calls the amd
 //! platform makes: the AMD tier checks that the shim exports them all and nothing else, and
-//! that the README prints the same list; its RCCL entry points are the calls of rocm-ccl's FFI
+//! that docs/testing.md prints the same list; its RCCL entry points are the calls of rocm-ccl's FFI
 //! table, checked the same way.
 
 use std::collections::BTreeSet;
@@ -22,7 +22,7 @@ const LIBRARIES: [(&str, &str); 3] = [
 /// The shim library that serves RCCL.
 const RCCL_LIBRARY: &str = "librccl.so";
 
-/// The README's list sits between these lines.
+/// docs/testing.md's list sits between these lines.
 const README_START: &str = "<!-- hip-shim-entry-points -->";
 const README_END: &str = "<!-- /hip-shim-entry-points -->";
 
@@ -89,14 +89,14 @@ fn called(source: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The backquoted names of the README's list.
+/// The backquoted names of docs/testing.md's list.
 fn readme_list(readme: &str) -> Result<BTreeSet<String>, String> {
     let start = readme
         .find(README_START)
-        .ok_or("README has no HIP shim entry point list")?;
+        .ok_or("docs/testing.md has no HIP shim entry point list")?;
     let end = readme[start..]
         .find(README_END)
-        .ok_or("README's HIP shim list is not closed")?;
+        .ok_or("docs/testing.md's HIP shim list is not closed")?;
     Ok(readme[start..start + end]
         .split('`')
         .skip(1)
@@ -106,7 +106,7 @@ fn readme_list(readme: &str) -> Result<BTreeSet<String>, String> {
 }
 
 /// Builds the shim against `include` into `work` and compares its entry points with the amd
-/// platform's calls and the README; one line per finding, the first of them failures.
+/// platform's calls and docs/testing.md; one line per finding, the first of them failures.
 pub fn check(include: &Path, work: &Path) -> Result<String, String> {
     let libraries = build(include, &work.join("hip-shim"))?;
     let (mut exports, mut rccl_exports) = (BTreeSet::new(), BTreeSet::new());
@@ -124,7 +124,8 @@ pub fn check(include: &Path, work: &Path) -> Result<String, String> {
     let amd_rs = root().join("crates/rocm-device/src/platform/amd.rs");
     let calls = called(&std::fs::read_to_string(&amd_rs).map_err(|e| e.to_string())?);
     let readme = readme_list(
-        &std::fs::read_to_string(root().join("README.md")).map_err(|e| e.to_string())?,
+        &std::fs::read_to_string(root().join("docs").join("testing.md"))
+            .map_err(|e| e.to_string())?,
     )?;
     let diff = |a: &BTreeSet<String>, b: &BTreeSet<String>| -> Vec<String> {
         a.difference(b).cloned().collect()
@@ -140,11 +141,11 @@ pub fn check(include: &Path, work: &Path) -> Result<String, String> {
             diff(&exports, &calls),
         ),
         (
-            "called by amd.rs, missing from README's list",
+            "called by amd.rs, missing from docs/testing.md's list",
             diff(&calls, &readme),
         ),
         (
-            "in README's list, never called by amd.rs",
+            "in docs/testing.md's list, never called by amd.rs",
             diff(&readme, &calls),
         ),
         (
@@ -163,7 +164,7 @@ pub fn check(include: &Path, work: &Path) -> Result<String, String> {
     if problems.is_empty() {
         Ok(format!(
             "HIP shim: built against the ROCm headers; its {} HIP entry points are the amd \
-             platform's calls and README's list, its {} RCCL entry points the NCCL table of rocm_device::sys",
+             platform's calls and docs/testing.md's list, its {} RCCL entry points the NCCL table of rocm_device::sys",
             exports.len(),
             rccl_exports.len()
         ))

@@ -1,4 +1,4 @@
-//! `cargo xtask test`: the verification tiers (README, "The two commands": the table of
+//! `cargo xtask test`: the verification tiers (README, "Verification": the table of
 //! tiers), each summed into one line and a closing `N passed, N failed`.
 
 use std::path::{Path, PathBuf};
@@ -172,11 +172,25 @@ fn gpu_platform() -> Option<rocm_device::Platform> {
         .then_some(rocm_device::Platform::Nvidia)
 }
 
-/// A tier that a flag can skip: (name, flag, runner).
-type OptionalTier = (&'static str, &'static str, fn() -> TierOutcome);
+/// The tiers `cargo xtask test` may leave out.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct Skips {
+    /// Leave out the AMD tier (hiprtc and the ROCm libraries in the chroot).
+    #[arg(long)]
+    pub skip_amd: bool,
+    /// Leave out the NVRTC compile tier.
+    #[arg(long)]
+    pub skip_nvrtc: bool,
+    /// Leave out Candle's tests on the CPU.
+    #[arg(long)]
+    pub skip_candle: bool,
+}
+
+/// A tier that a flag can skip: (name, flag, skipped, runner).
+type OptionalTier = (&'static str, &'static str, bool, fn() -> TierOutcome);
 
 /// `cargo xtask test [--skip-amd] [--skip-nvrtc] [--skip-candle]`.
-pub fn test(args: &[String]) -> Result<bool, String> {
+pub fn test(skips: &Skips) -> Result<bool, String> {
     let mut tally = Tally::default();
     // (a) unit tests of the whole workspace
     tally.tier(
@@ -186,16 +200,27 @@ pub fn test(args: &[String]) -> Result<bool, String> {
     // (b) NVRTC compile tier, (c) AMD tier (native or in the ROCm chroot), Candle's tests on
     // the CPU; each can be skipped by flag.
     let optional: [OptionalTier; 3] = [
-        ("NVRTC compile (sm_90)", "--skip-nvrtc", nvrtc_tier),
+        (
+            "NVRTC compile (sm_90)",
+            "--skip-nvrtc",
+            skips.skip_nvrtc,
+            nvrtc_tier,
+        ),
         (
             "AMD (hiprtc and the ROCm 6.4 libraries)",
             "--skip-amd",
+            skips.skip_amd,
             crate::amd::amd_tier,
         ),
-        ("Candle 0.11.1 patched (CPU)", "--skip-candle", candle_tier),
+        (
+            "Candle 0.11.1 patched (CPU)",
+            "--skip-candle",
+            skips.skip_candle,
+            candle_tier,
+        ),
     ];
-    for (name, flag, run) in optional {
-        let outcome = if args.iter().any(|a| a == flag) {
+    for (name, flag, skipped, run) in optional {
+        let outcome = if skipped {
             TierOutcome::Skipped(flag.into())
         } else {
             run()

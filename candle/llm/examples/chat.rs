@@ -1,4 +1,4 @@
-//! The README's chat program: `cargo run --release -p candle-rocm-llm --example chat -- FILE.gguf`.
+//! The chat program of docs/llm.md: `cargo run --release -p candle-rocm-llm --example chat -- FILE.gguf`.
 
 use candle_core::quantized::gguf_file;
 use candle_rocm_llm::{ChatSession, GenerateOptions, GgufText, Message, StaticLlama};

@@ -1,19 +1,17 @@
-//! `candle-rocm-llm`: generate text or chat with a GGUF model on a ROCm device (or the CPU).
+//! `candle-rocm-llm`: generate text or chat with a GGUF model on a ROCm device (or the CPU),
+//! or print a text's token ids. `candle-rocm-llm --help` and `candle-rocm-llm COMMAND --help`
+//! list the options.
 //!
 //! ```text
 //! candle-rocm-llm generate --model FILE.gguf --prompt TEXT [options]
 //! candle-rocm-llm chat --model FILE.gguf [--system TEXT] [options]   (a turn per stdin line)
-//! candle-rocm-llm tokenize --model FILE.gguf (--file TEXT_FILE | --prompt TEXT) [--no-bos] [--parse-special]
+//! candle-rocm-llm tokenize --model FILE.gguf (--file TEXT_FILE | --prompt TEXT) [--no-bos] [--no-parse-special]
+//! candle-rocm-llm completions bash|zsh|fish|elvish|powershell
 //! ```
 //! `tokenize` prints the ids as llama.cpp's `llama-tokenize --ids` does (`[1, 2, ...]`), the
 //! file's beginning token first where it asks for one (unless `--no-bos`), control tokens
-//! spelled in the text as text (unless `--parse-special`), and the time it took on stderr.
-//! Options: `--device rocm|cpu`, `--ctx N` (cache positions; default the file's context, at
-//! most 4096), `--max-tokens N`, `--temperature T`, `--top-k K`, `--top-p P`, `--min-p P`,
-//! `--repeat-penalty R`, `--repeat-last-n N`, `--seed S`, `--stop TEXT` (repeatable),
-//! `--kv-cache f32|f16|bf16`, `--raw` (generate: the prompt as is, no chat template),
-//! `--eager` (no captured step). Loading shows its progress, and each answer ends with its
-//! tokens/s on stderr.
+//! spelled in the text as their ids (unless `--no-parse-special`), and the time it took on
+//! stderr. Loading shows its progress, and each answer ends with its tokens/s on stderr.
 
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -24,91 +22,153 @@ use candle_rocm_llm::{
     ChatSession, GenerateOptions, GgufText, Message, SamplingParams, StaticLlama, StopReason,
     StopStrings,
 };
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 type CliResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-const USAGE: &str = "usage: candle-rocm-llm generate|chat --model FILE.gguf [--prompt TEXT] [--system TEXT] \
-[--device rocm|cpu] [--ctx N] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] \
-[--repeat-penalty R] [--repeat-last-n N] [--seed S] [--stop TEXT]... [--kv-cache f32|f16|bf16] [--raw] [--eager]";
-
-/// The command line, parsed.
-struct Args {
-    command: String,
-    model: String,
-    prompt: Option<String>,
-    system: Option<String>,
-    device: String,
-    ctx: Option<usize>,
-    options: GenerateOptions,
-    stops: Vec<String>,
-    kv_cache: DType,
-    raw: bool,
+/// Generate text or chat with a GGUF model on a ROCm device (or the CPU).
+#[derive(Debug, Parser)]
+#[command(name = "candle-rocm-llm", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-fn parse(mut argv: impl Iterator<Item = String>) -> CliResult<Args> {
-    let command = argv.next().ok_or(USAGE)?;
-    if command != "generate" && command != "chat" {
-        return Err(format!("unknown command {command:?}\n{USAGE}").into());
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Answer one prompt (through the file's chat template unless --raw).
+    Generate {
+        #[command(flatten)]
+        run: RunArgs,
+        /// The prompt.
+        #[arg(long)]
+        prompt: String,
+        /// The prompt as is, no chat template.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Chat: a turn per line of standard input.
+    Chat {
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Print a text's token ids as llama.cpp's `llama-tokenize --ids` does.
+    Tokenize {
+        /// The GGUF file whose tokenizer to use.
+        #[arg(long)]
+        model: String,
+        /// Read the text from this file.
+        #[arg(long, conflicts_with = "prompt", required_unless_present = "prompt")]
+        file: Option<String>,
+        /// The text.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// No beginning-of-sequence token, even where the file asks for one.
+        #[arg(long)]
+        no_bos: bool,
+        /// Control tokens spelled in the text stay text.
+        #[arg(long)]
+        no_parse_special: bool,
+    },
+    /// Print a completion script for a shell.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// What `generate` and `chat` share: the model, the device, the cache and the sampling.
+#[derive(Debug, Clone, clap::Args)]
+struct RunArgs {
+    /// The GGUF file.
+    #[arg(long)]
+    model: String,
+    /// A system message.
+    #[arg(long)]
+    system: Option<String>,
+    #[arg(long, value_enum, default_value_t = DeviceKind::Rocm)]
+    device: DeviceKind,
+    /// Cache positions (default: the file's context, at most 4096).
+    #[arg(long)]
+    ctx: Option<usize>,
+    #[arg(long, default_value_t = GenerateOptions::default().max_tokens)]
+    max_tokens: usize,
+    /// 0 picks the most likely token.
+    #[arg(long, default_value_t = SamplingParams::default().temperature)]
+    temperature: f64,
+    #[arg(long, default_value_t = SamplingParams::default().top_k)]
+    top_k: usize,
+    #[arg(long, default_value_t = SamplingParams::default().top_p)]
+    top_p: f64,
+    #[arg(long, default_value_t = SamplingParams::default().min_p)]
+    min_p: f64,
+    #[arg(long, default_value_t = SamplingParams::default().repeat_penalty)]
+    repeat_penalty: f32,
+    #[arg(long, default_value_t = SamplingParams::default().repeat_last_n)]
+    repeat_last_n: usize,
+    #[arg(long, default_value_t = SamplingParams::default().seed)]
+    seed: u64,
+    /// A text that ends the answer (repeatable; not printed).
+    #[arg(long = "stop")]
+    stops: Vec<String>,
+    #[arg(long, value_enum, default_value_t = CacheDType::F32)]
+    kv_cache: CacheDType,
+    /// Every step launched on its own (no captured step).
+    #[arg(long)]
+    eager: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DeviceKind {
+    Rocm,
+    Cpu,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CacheDType {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl RunArgs {
+    fn options(&self) -> CliResult<GenerateOptions> {
+        let sampling = SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed: self.seed,
+        };
+        SamplingParams::check(&sampling)?;
+        Ok(GenerateOptions {
+            max_tokens: self.max_tokens,
+            sampling,
+            captured: !self.eager,
+            ..GenerateOptions::default()
+        })
     }
-    let mut a = Args {
-        command,
-        model: String::new(),
-        prompt: None,
-        system: None,
-        device: "rocm".into(),
-        ctx: None,
-        options: GenerateOptions::default(),
-        stops: Vec::new(),
-        kv_cache: DType::F32,
-        raw: false,
-    };
-    let s = &mut a.options.sampling;
-    while let Some(flag) = argv.next() {
-        let mut value = || argv.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--model" => a.model = value()?,
-            "--prompt" => a.prompt = Some(value()?),
-            "--system" => a.system = Some(value()?),
-            "--device" => a.device = value()?,
-            "--ctx" => a.ctx = Some(value()?.parse()?),
-            "--max-tokens" => a.options.max_tokens = value()?.parse()?,
-            "--temperature" => s.temperature = value()?.parse()?,
-            "--top-k" => s.top_k = value()?.parse()?,
-            "--top-p" => s.top_p = value()?.parse()?,
-            "--min-p" => s.min_p = value()?.parse()?,
-            "--repeat-penalty" => s.repeat_penalty = value()?.parse()?,
-            "--repeat-last-n" => s.repeat_last_n = value()?.parse()?,
-            "--seed" => s.seed = value()?.parse()?,
-            "--stop" => a.stops.push(value()?),
-            "--kv-cache" => {
-                a.kv_cache = match value()?.as_str() {
-                    "f32" => DType::F32,
-                    "f16" => DType::F16,
-                    "bf16" => DType::BF16,
-                    other => return Err(format!("--kv-cache {other}: f32, f16 or bf16").into()),
-                }
-            }
-            "--raw" => a.raw = true,
-            "--eager" => a.options.captured = false,
-            other => return Err(format!("unknown option {other}\n{USAGE}").into()),
+
+    fn kv_cache(&self) -> DType {
+        match self.kv_cache {
+            CacheDType::F32 => DType::F32,
+            CacheDType::F16 => DType::F16,
+            CacheDType::Bf16 => DType::BF16,
         }
     }
-    if a.model.is_empty() {
-        return Err(format!("--model is required\n{USAGE}").into());
-    }
-    SamplingParams::check(&a.options.sampling)?;
-    Ok(a)
 }
 
 /// The model and its text side, loaded with a progress line.
-fn load(args: &Args) -> CliResult<(StaticLlama, GgufText)> {
-    let device = match args.device.as_str() {
-        "rocm" => Device::new_rocm(0)?,
-        "cpu" => Device::Cpu,
-        other => return Err(format!("--device {other}: rocm or cpu").into()),
+fn load(args: &RunArgs) -> CliResult<(StaticLlama, GgufText)> {
+    let device = match args.device {
+        DeviceKind::Rocm => Device::new_rocm(0)?,
+        DeviceKind::Cpu => Device::Cpu,
     };
     let mut file = std::fs::File::open(&args.model).map_err(|e| format!("{}: {e}", args.model))?;
-    let content = gguf_file::Content::read(&mut file)?;
+    // buffered: the metadata is many small strings
+    let content = gguf_file::Content::read(&mut std::io::BufReader::new(&file))?;
     let text = GgufText::from_gguf(&content)?;
     let context = candle_rocm_llm::GgufHyperParams::read(&content, &mut file)?.context;
     let ctx = args.ctx.unwrap_or(context.unwrap_or(4096).min(4096));
@@ -120,7 +180,7 @@ fn load(args: &Args) -> CliResult<(StaticLlama, GgufText)> {
     };
     let model =
         StaticLlama::from_gguf_file_with_progress(&content, &file, &device, ctx, &mut progress)?
-            .with_cache_dtype(args.kv_cache)?;
+            .with_cache_dtype(args.kv_cache())?;
     device.synchronize()?;
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
@@ -139,9 +199,9 @@ fn answer(
     session: &mut ChatSession<'_>,
     text: &GgufText,
     prompt: &[u32],
-    args: &Args,
+    args: &RunArgs,
 ) -> CliResult<String> {
-    let mut options = args.options.clone();
+    let mut options = args.options()?;
     options.stop_tokens.extend(&text.stop_tokens);
     let mut stream = text.stream();
     let mut stops = StopStrings::new(&args.stops);
@@ -190,31 +250,12 @@ fn answer(
 }
 
 /// `tokenize`: the ids of a text, as `llama-tokenize --ids` prints them.
-fn tokenize(mut argv: impl Iterator<Item = String>) -> CliResult<()> {
-    const TOKENIZE_USAGE: &str = "usage: candle-rocm-llm tokenize --model FILE.gguf \
-(--file TEXT_FILE | --prompt TEXT) [--no-bos] [--parse-special]";
-    let (mut model, mut text, mut add_special, mut parse_special) = (None, None, true, false);
-    while let Some(flag) = argv.next() {
-        let mut value = || argv.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--model" => model = Some(value()?),
-            "--file" => {
-                let path = value()?;
-                text = Some(std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?)
-            }
-            "--prompt" => text = Some(value()?),
-            "--no-bos" => add_special = false,
-            "--parse-special" => parse_special = true,
-            other => return Err(format!("unknown option {other}\n{TOKENIZE_USAGE}").into()),
-        }
-    }
-    let (Some(model), Some(text)) = (model, text) else {
-        return Err(TOKENIZE_USAGE.into());
-    };
-    let mut file = std::fs::File::open(&model).map_err(|e| format!("{model}: {e}"))?;
-    let gguf = GgufText::from_gguf(&gguf_file::Content::read(&mut file)?)?;
+fn tokenize(model: &str, text: &str, add_special: bool, parse_special: bool) -> CliResult<()> {
+    let file = std::fs::File::open(model).map_err(|e| format!("{model}: {e}"))?;
+    let content = gguf_file::Content::read(&mut std::io::BufReader::new(file))?;
+    let gguf = GgufText::from_gguf(&content)?;
     let start = Instant::now();
-    let ids = gguf.encode_with(&text, add_special, parse_special)?;
+    let ids = gguf.encode_with(text, add_special, parse_special)?;
     let took = start.elapsed();
     let list: Vec<String> = ids.iter().map(u32::to_string).collect();
     println!("[{}]", list.join(", "));
@@ -228,23 +269,47 @@ fn tokenize(mut argv: impl Iterator<Item = String>) -> CliResult<()> {
 }
 
 fn main() -> CliResult<()> {
-    let mut argv = std::env::args().skip(1).peekable();
-    if argv.peek().map(String::as_str) == Some("tokenize") {
-        return tokenize(argv.skip(1));
-    }
-    let args = parse(argv)?;
-    let (model, text) = load(&args)?;
-    let mut session = ChatSession::new(&model, args.options.captured)?;
-    let system = args.system.iter().map(|s| Message::new("system", s));
-    if args.command == "generate" {
-        let prompt = args.prompt.clone().ok_or("generate needs --prompt")?;
-        let tokens = if args.raw || text.template.is_none() {
+    let (run, prompt) = match Cli::parse().command {
+        Command::Tokenize {
+            model,
+            file,
+            prompt,
+            no_bos,
+            no_parse_special,
+        } => {
+            let text = match (file, prompt) {
+                (Some(path), _) => {
+                    std::fs::read_to_string(&path).map_err(|e| format!("--file {path}: {e}"))?
+                }
+                (None, Some(text)) => text,
+                (None, None) => return Err("tokenize needs --file or --prompt".into()),
+            };
+            return tokenize(&model, &text, !no_bos, !no_parse_special);
+        }
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(
+                shell,
+                &mut command,
+                "candle-rocm-llm",
+                &mut std::io::stdout(),
+            );
+            return Ok(());
+        }
+        Command::Generate { run, prompt, raw } => (run, Some((prompt, raw))),
+        Command::Chat { run } => (run, None),
+    };
+    let (model, text) = load(&run)?;
+    let mut session = ChatSession::new(&model, !run.eager)?;
+    let system = run.system.iter().map(|s| Message::new("system", s));
+    if let Some((prompt, raw)) = prompt {
+        let tokens = if raw || text.template.is_none() {
             text.encode_with(&prompt, true, false)?
         } else {
             let messages: Vec<Message> = system.chain([Message::new("user", &prompt)]).collect();
             text.chat_prompt(&messages)?
         };
-        answer(&mut session, &text, &tokens, &args)?;
+        answer(&mut session, &text, &tokens, &run)?;
         return Ok(());
     }
     let mut messages: Vec<Message> = system.collect();
@@ -259,7 +324,7 @@ fn main() -> CliResult<()> {
         }
         messages.push(Message::new("user", &line));
         let prompt = text.chat_prompt(&messages)?;
-        let reply = answer(&mut session, &text, &prompt, &args)?;
+        let reply = answer(&mut session, &text, &prompt, &run)?;
         messages.push(Message::new("assistant", &reply));
         eprint!("> ");
         std::io::stderr().flush()?;

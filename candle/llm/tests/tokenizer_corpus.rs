@@ -91,10 +91,14 @@ fn every_family_of_llama_cpps_corpus_tokenizes_as_llama_cpp() {
         let (mut equal, mut back) = (0, 0);
         for (text, want) in &cases {
             let got = t.encode(text, false, false).unwrap();
-            if &got == want {
+            // cut at every lone newline (the parts a long text is encoded in)
+            let in_parts = t.encode_in_parts(text, false, false, 1).unwrap();
+            if &got == want && &in_parts == want {
                 equal += 1;
             } else if failures.len() < 40 {
-                failures.push(format!("{name}: {text:?}: got {got:?}, llama.cpp {want:?}"));
+                failures.push(format!(
+                    "{name}: {text:?}: got {got:?}, in parts {in_parts:?}, llama.cpp {want:?}"
+                ));
             }
             if round_trip {
                 let decoded = t.decode(want, false).unwrap();
@@ -374,4 +378,42 @@ fn templates_render_the_texts_llama_cpps_tests_expect() {
     }
     println!("{equal} of {jinja_cases} of llama.cpp's template cases render its expected text");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// SmolLM2's GGUF: `CANDLE_ROCM_SMOLLM2_GGUF`, else where `cargo xtask` installs it.
+fn smollm2() -> PathBuf {
+    std::env::var_os("CANDLE_ROCM_SMOLLM2_GGUF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/tools/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
+        })
+}
+
+/// A long English text (the GNU GPL v3, 35 KB) through SmolLM2's own file: the ids llama.cpp's
+/// `llama-tokenize --ids --no-bos --no-parse-special` gave for it (`tests/data/gpl-3.0.smollm2.ids`, made with the
+/// sdist's llama.cpp built on the CPU).
+#[test]
+fn smollm2_tokenizes_a_long_text_as_llama_tokenize() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let text = std::fs::read_to_string(data.join("gpl-3.0.txt")).unwrap();
+    assert!(text.len() > 30_000);
+    let want: Vec<u32> = std::fs::read_to_string(data.join("gpl-3.0.smollm2.ids"))
+        .unwrap()
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(", ")
+        .map(|t| t.parse().unwrap())
+        .collect();
+    let t = tokenizer_of(&smollm2());
+    let got = t.encode(&text, false, false).unwrap();
+    // the same in parts of 1 KB, cut at lone newlines (as texts past 64 KB are)
+    assert_eq!(t.encode_in_parts(&text, false, false, 1024).unwrap(), got);
+    let first_difference = got.iter().zip(&want).position(|(a, b)| a != b);
+    assert_eq!(
+        (got.len(), first_difference),
+        (want.len(), None),
+        "ids differ from llama-tokenize's"
+    );
 }

@@ -291,6 +291,38 @@ pub struct GgufTokenizer {
     pub eos: Option<u32>,
     pub add_bos: bool,
     pub add_eos: bool,
+    /// The ids `add_special` puts before and after a text.
+    front: Vec<u32>,
+    back: Vec<u32>,
+}
+
+/// Texts of byte-pair models longer than this are encoded in parts on several threads.
+const PART_BYTES: usize = 1 << 16;
+
+/// `text` cut into parts of at least `part_bytes` (the last may be shorter), each cut right
+/// after a newline whose neighbours are not whitespace.
+fn cut_at_lone_newlines(text: &str, part_bytes: usize) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    let mut at = part_bytes;
+    while at < text.len() {
+        let Some(nl) = bytes[at..].iter().position(|&b| b == b'\n').map(|p| p + at) else {
+            break;
+        };
+        let before = text[start..nl].chars().next_back();
+        let after = text[nl + 1..].chars().next();
+        let lone = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace());
+        if lone(before) && lone(after) {
+            parts.push(&text[start..=nl]);
+            start = nl + 1;
+            at = start + part_bytes;
+        } else {
+            at = nl + 1;
+        }
+    }
+    parts.push(&text[start..]);
+    parts
 }
 
 fn build_error(model: &str) -> impl Fn(tokenizers::Error) -> GgufTokenizerError + '_ {
@@ -398,6 +430,8 @@ impl GgufTokenizer {
             eos,
             add_bos,
             add_eos,
+            front: front.iter().map(|(_, id)| *id).collect(),
+            back: back.iter().map(|(_, id)| *id).collect(),
         })
     }
 
@@ -427,8 +461,25 @@ impl GgufTokenizer {
 
     /// The ids of `text` as llama.cpp's `llama_tokenize(text, add_special, parse_special)`
     /// gives them: the file's beginning/end tokens where `add_special`; control tokens
-    /// spelled in the text recognized where `parse_special`, left as text otherwise.
+    /// spelled in the text recognized where `parse_special`, left as text otherwise. Long
+    /// texts of byte-pair models are encoded in parts on the machine's cores
+    /// ([`Self::encode_in_parts`]).
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        self.encode_in_parts(text, add_special, parse_special, PART_BYTES)
+    }
+
+    /// [`Self::encode`] with the text cut into parts of at least `part_bytes` where a cut
+    /// changes nothing: after a newline between two characters that are not whitespace (no
+    /// pre-tokenizer's word and no merge crosses a lone newline there), for byte-pair models
+    /// (SentencePiece puts a `▁` in front of each run of text, so its texts stay whole). The
+    /// parts are encoded on the machine's cores and their ids joined.
+    pub fn encode_in_parts(
+        &self,
+        text: &str,
+        add_special: bool,
+        parse_special: bool,
+        part_bytes: usize,
+    ) -> Result<Vec<u32>> {
         let tokenizer = if parse_special {
             &self.tokenizer
         } else {
@@ -438,10 +489,55 @@ impl GgufTokenizer {
                 t
             })
         };
-        let encoding = tokenizer
-            .encode_fast(text, add_special)
-            .map_err(|e| Error::Msg(format!("tokenizer: {e}")))?;
-        Ok(encoding.get_ids().to_vec())
+        let encode = |part: &str, add_special: bool| -> Result<Vec<u32>> {
+            let encoding = tokenizer
+                .encode_fast(part, add_special)
+                .map_err(|e| Error::Msg(format!("tokenizer: {e}")))?;
+            Ok(encoding.get_ids().to_vec())
+        };
+        let parts = match self.model {
+            TokenizerModel::BytePair(_) => cut_at_lone_newlines(text, part_bytes.max(1)),
+            _ => vec![text],
+        };
+        if parts.len() == 1 {
+            return encode(text, add_special);
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(parts.len());
+        let per_thread = parts.len().div_ceil(threads);
+        let pieces: Vec<Result<Vec<u32>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = parts
+                .chunks(per_thread)
+                .map(|group| {
+                    scope.spawn(move || -> Result<Vec<u32>> {
+                        let mut ids = Vec::new();
+                        for part in group {
+                            ids.extend(encode(part, false)?);
+                        }
+                        Ok(ids)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| Err(Error::Msg("tokenizer: a worker panicked".into())))
+                })
+                .collect()
+        });
+        let mut ids = Vec::with_capacity(text.len() / 3);
+        if add_special {
+            ids.extend(&self.front);
+        }
+        for piece in pieces {
+            ids.extend(piece?);
+        }
+        if add_special {
+            ids.extend(&self.back);
+        }
+        Ok(ids)
     }
 
     /// The text of `ids`; control tokens left out where `skip_special`.
