@@ -348,7 +348,7 @@ pub fn llama_cpp_sdist() -> Result<(PathBuf, &'static str), String> {
 
 /// llama.cpp's `models/` folder (vocabularies, their test texts and ids, chat templates)
 /// under target/tools, unpacked from the sdist once, with `tests/test-chat-template.cpp`
-/// (the templates' expected texts) beside it.
+/// (the templates' expected texts) and `src/llama-vocab.cpp` (its pre-tokenizer names) beside it.
 pub fn llama_cpp_models() -> Result<PathBuf, String> {
     let version = LLAMA_CPP_SDIST.split_once("==").map_or("", |(_, v)| v);
     let dir = root()
@@ -363,7 +363,7 @@ pub fn llama_cpp_models() -> Result<PathBuf, String> {
     let script = format!(
         "import os, sys, tarfile\n\
          prefix = 'llama_cpp_python-{version}/vendor/llama.cpp/'\n\
-         wanted = ('models/ggml-vocab-', 'models/templates/', 'tests/test-chat-template.cpp')\n\
+         wanted = ('models/ggml-vocab-', 'models/templates/', 'tests/test-chat-template.cpp', 'src/llama-vocab.cpp')\n\
          with tarfile.open(sys.argv[1]) as src:\n\
          \x20   for m in src.getmembers():\n\
          \x20       rel = m.name[len(prefix):]\n\

@@ -124,6 +124,29 @@ fn every_family_of_llama_cpps_corpus_tokenizes_as_llama_cpp() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every `tokenizer.ggml.pre` name llama.cpp's vocabulary loader compares against is a name
+/// we know (its source, `src/llama-vocab.cpp`, from the sdist).
+#[test]
+fn every_pre_tokenizer_name_of_llama_cpp_is_known() {
+    let path = corpus_dir().join("../src/llama-vocab.cpp");
+    let source =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let marker = "tokenizer_pre == \"";
+    let names: Vec<&str> = source
+        .match_indices(marker)
+        .filter_map(|(at, _)| {
+            let rest = &source[at + marker.len()..];
+            rest.find('"').map(|end| &rest[..end])
+        })
+        .collect();
+    assert!(names.len() > 80, "{} names found", names.len());
+    let unknown: Vec<&&str> = names
+        .iter()
+        .filter(|n| candle_core::quantized::tokenizer::pre::by_name(Some(n)).is_none())
+        .collect();
+    assert!(unknown.is_empty(), "llama.cpp knows {unknown:?}, we do not");
+}
+
 /// The conversation every template renders: system, user, assistant, user.
 fn conversation() -> Vec<Message> {
     vec![
