@@ -17,6 +17,15 @@
 //! - operands: [`Operand`] (buffer, dtype, layout) and [`Contiguous`] (rocm-elementwise's
 //!   `OperandCopy` makes any operand contiguous with the table's copies)
 //! - configuration: [`Config`], read from the environment once
+//!
+//! Where its `unsafe` is (each block with a `// SAFETY:` line): the calls into HIP and CUDA
+//! (`platform/amd.rs`, `platform/nvidia.rs`, and `platform/mod.rs`'s one unsafe copy
+//! signature), loading libraries and resolving their symbols (`sys/library.rs`), a library's
+//! error text read as a C string (`error.rs`), page-locked staging memory seen as a byte slice
+//! (`device/staging.rs`) and the exit hook that stops background compiles (`device/jit.rs`).
+//! Outside this crate, only the FFI layers of the vendor libraries have `unsafe`: rocm-blas
+//! (`rocblas.rs`, `cublas.rs` and the gemm call in `lib.rs`), rocm-dnn (`miopen.rs`) and rocm-ccl
+//! (`library.rs`, `comm.rs`).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

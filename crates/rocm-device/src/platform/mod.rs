@@ -2,8 +2,9 @@
 //!
 //! `amd`: libamdhip64 + hiprtc through cubecl-hip-sys (always built).
 //! `nvidia`: the CUDA driver + NVRTC through cudarc (cargo feature `nvidia`).
-//! Everything above this module is platform-neutral; all `unsafe` of the runtime lives in the
-//! two platform files.
+//! Everything above this module is platform-neutral; the HIP and CUDA calls (the runtime's
+//! `unsafe` but for the few places the crate's documentation lists) live in the two platform
+//! files.
 
 pub(crate) mod amd;
 #[cfg(feature = "nvidia")]
