@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds (once) a Debian sid chroot holding ROCm 6.4's HIP runtime, hiprtc, rocBLAS and MIOpen,
-# the AMD tier's compiler and libraries, and RCCL's library and header. Idempotent: a finished
+# the AMD tier's compiler and libraries, RCCL's library and header, and LLVM 21's tools (the
+# llvm-objdump the emulator's decoder is held against; hiprtc's comgr is built on LLVM 21). Idempotent: a finished
 # chroot is marked and reused.
 # Usage: amd-chroot.sh <dir>
 set -euo pipefail
 root=${1:?usage: amd-chroot.sh <dir>}
 marker="$root/.candle-rocm-ready"
-packages="libamdhip64-6 libamdhip64-dev libhiprtc6 libhiprtc-builtins6 libmiopen1 libmiopen-dev librocblas-dev"
+packages="libamdhip64-6 libamdhip64-dev libhiprtc6 libhiprtc-builtins6 libmiopen1 libmiopen-dev librocblas-dev llvm-21"
 # Debian sid's RCCL (5.4.3) depends on a HIP 5 runtime sid can no longer install: its files are
 # unpacked, not installed. The AMD tier reads its header and its exported symbols; it is not
 # loaded there.

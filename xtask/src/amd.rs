@@ -9,8 +9,17 @@ use crate::outcome::{run_all, TierOutcome};
 use crate::root;
 use crate::tools::{is_root, run_echo, test_executables};
 
-/// Packages with an `amd_tier` test target (feature `amd-tier`).
-const AMD_TIER_PACKAGES: [&str; 4] = ["rocm-device", "rocm-blas", "rocm-dnn", "rocm-ccl"];
+/// Packages with an `amd_tier` test target (feature `amd-tier`), in the order they run: the
+/// emulator's last, on the code objects rocm-device's wrote.
+const AMD_TIER_PACKAGES: [&str; 5] = [
+    "rocm-device",
+    "rocm-blas",
+    "rocm-dnn",
+    "rocm-ccl",
+    "amdgpu-emu",
+];
+/// Where (inside the chroot) rocm-device's tier leaves the code objects for the emulator's.
+const CODE_OBJECT_DIR: &str = "/tmp/candle-rocm-code-objects";
 /// Where the AMD tier's chroot lives: outside the checkout, shared by clones and runs.
 pub(crate) const CHROOT_DIR: &str = "/var/tmp/candle-rocm/sid";
 
@@ -107,6 +116,7 @@ pub(crate) fn amd_tier() -> TierOutcome {
                 let mut c = Command::new(binary);
                 c.env("CANDLE_ROCM_ABI_PROBE", &probe)
                     .env("CANDLE_ROCM_AMD_TIER_EXPECT", "device")
+                    .env("CANDLE_ROCM_CODE_OBJECT_DIR", work.join("code-objects"))
                     .args(["--nocapture", "--test-threads=1"]);
                 c
             }));
@@ -158,6 +168,8 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
         Err(e) => return TierOutcome::Broken(e),
     }
     let chroot = PathBuf::from(CHROOT_DIR);
+    // this run's code objects only
+    let _ = std::fs::remove_dir_all(chroot.join(CODE_OBJECT_DIR.trim_start_matches('/')));
     // The probe is built on the host with the chroot's headers; every package's `amd_tier`
     // test binary runs inside the chroot.
     let prepare = || -> Result<Vec<String>, String> {
@@ -184,6 +196,7 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
             .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
             .arg("CANDLE_ROCM_ABI_PROBE=/tmp/candle-rocm-abi.txt")
             .arg("CANDLE_ROCM_AMD_TIER_EXPECT=no-device")
+            .arg(format!("CANDLE_ROCM_CODE_OBJECT_DIR={CODE_OBJECT_DIR}"))
             .args([binary.as_str(), "--nocapture", "--test-threads=1"]);
         c
     }))
