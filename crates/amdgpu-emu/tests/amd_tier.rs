@@ -4,13 +4,21 @@
 //! arguments (the hidden ones of code object v5 where the kernel reads them) inside its
 //! argument segment.
 //!
+//! Every instruction of every code object decodes as llvm-objdump decodes it: the same
+//! instruction boundaries (lengths, literal constants included) and the same mnemonic.
+//!
 //! The code objects: `CANDLE_ROCM_CODE_OBJECT_DIR/<arch>/<module>.co` where the tier's earlier
-//! step (rocm-device's) wrote them, else compiled here.
+//! step (rocm-device's) wrote them, else compiled here. llvm-objdump: `LLVM_OBJDUMP`, else
+//! LLVM 21's (the chroot's), else ROCm's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use amdgpu_emu::decode::{decode_all, Instruction};
 use amdgpu_emu::{Arch, ArgKind, CodeObject};
 use rocm_device::compile::compile_for_arch;
 use rocm_device::Platform;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The architectures the emulator runs.
 const ARCHS: [Arch; 2] = [Arch::Gfx1100, Arch::Gfx942];
@@ -24,19 +32,83 @@ fn modules() -> Vec<&'static rocm_kernels::KernelModule> {
         .collect()
 }
 
-/// The code object of `module` for `arch`.
-fn code_object(module: &rocm_kernels::KernelModule, arch: Arch) -> Vec<u8> {
+/// The code object of `module` for `arch`: its file (written here where it was compiled here).
+fn code_object(module: &rocm_kernels::KernelModule, arch: Arch) -> PathBuf {
     if let Some(dir) = std::env::var_os("CANDLE_ROCM_CODE_OBJECT_DIR") {
-        let path = std::path::Path::new(&dir)
+        let path = Path::new(&dir)
             .join(arch.name())
             .join(format!("{}.co", module.name));
-        if let Ok(bytes) = std::fs::read(&path) {
-            return bytes;
+        if path.is_file() {
+            return path;
         }
     }
-    compile_for_arch(Platform::Amd, module, arch.name(), &[], None)
+    let image = compile_for_arch(Platform::Amd, module, arch.name(), &[], None)
         .unwrap_or_else(|e| panic!("{} for {}: {e}", module.name, arch.name()))
-        .image
+        .image;
+    let dir = std::env::temp_dir()
+        .join("amdgpu-emu-code-objects")
+        .join(arch.name());
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{}.co", module.name));
+    std::fs::write(&path, image).unwrap();
+    path
+}
+
+fn llvm_objdump() -> PathBuf {
+    if let Some(p) = std::env::var_os("LLVM_OBJDUMP") {
+        return p.into();
+    }
+    let rocm =
+        std::env::var_os("ROCM_PATH").map_or_else(|| PathBuf::from("/opt/rocm"), PathBuf::from);
+    [
+        PathBuf::from("/usr/bin/llvm-objdump-21"),
+        rocm.join("llvm/bin/llvm-objdump"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .expect(
+        "llvm-objdump: none found (LLVM_OBJDUMP, /usr/bin/llvm-objdump-21, $ROCM_PATH/llvm/bin)",
+    )
+}
+
+/// One line of llvm-objdump's disassembly: (address, mnemonic, second mnemonic of a VOPD
+/// pair, length in bytes).
+fn objdump_lines(path: &Path, arch: Arch) -> Vec<(u64, String, Option<String>, usize)> {
+    let out = Command::new(llvm_objdump())
+        .args(["-d", &format!("--mcpu={}", arch.name())])
+        .arg(path)
+        .output()
+        .expect("running llvm-objdump");
+    assert!(
+        out.status.success(),
+        "llvm-objdump {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter(|l| l.starts_with('\t'))
+        .filter_map(|l| {
+            let (asm, comment) = l.split_once("//")?;
+            let (addr, words) = comment.trim().split_once(": ")?;
+            let address = u64::from_str_radix(addr.trim(), 16).ok()?;
+            let mnemonic = asm.split_whitespace().next()?.to_string();
+            let second = asm
+                .split_once("::")
+                .and_then(|(_, y)| y.split_whitespace().next())
+                .map(String::from);
+            Some((
+                address,
+                mnemonic,
+                second,
+                // the words, then a branch's target label
+                4 * words
+                    .split_whitespace()
+                    .take_while(|w| w.len() == 8 && u32::from_str_radix(w, 16).is_ok())
+                    .count(),
+            ))
+        })
+        .collect()
 }
 
 #[test]
@@ -45,7 +117,7 @@ fn every_module_loads_with_its_kernels_descriptors_and_arguments() {
     for arch in ARCHS {
         for module in modules() {
             let what = format!("{} for {}", module.name, arch.name());
-            let co = CodeObject::parse(&code_object(module, arch))
+            let co = CodeObject::parse(&std::fs::read(code_object(module, arch)).unwrap())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(co.arch, arch, "{what}: {}", co.target);
             let mut listed: Vec<String> = module.entry_points().collect();
@@ -93,4 +165,38 @@ fn every_module_loads_with_its_kernels_descriptors_and_arguments() {
          with hidden arguments)"
     );
     assert!(with_hidden > 0);
+}
+
+#[test]
+fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
+    let (mut total, mut differ) = (0usize, Vec::new());
+    for arch in ARCHS {
+        for module in modules() {
+            let path = code_object(module, arch);
+            let co = CodeObject::parse(&std::fs::read(&path).unwrap()).unwrap();
+            let text = &co.image[co.text.0 as usize..co.text.1 as usize];
+            let ours: HashMap<u64, Instruction> = decode_all(arch, text, co.text.0)
+                .unwrap_or_else(|e| panic!("{} for {}: {e}", module.name, arch.name()))
+                .into_iter()
+                .map(|i| (i.address, i))
+                .collect();
+            for (address, mnemonic, second, len) in objdump_lines(&path, arch) {
+                total += 1;
+                let agrees = ours.get(&address).is_some_and(|i| {
+                    i.mnemonic == mnemonic && i.len == len && i.second.map(String::from) == second
+                });
+                if !agrees && differ.len() < 20 {
+                    differ.push(format!(
+                        "{} {} {address:#x}: llvm-objdump {mnemonic} {second:?} ({len} bytes), ours {:?}",
+                        arch.name(),
+                        module.name,
+                        ours.get(&address).map(|i| (i.mnemonic, i.second, i.len))
+                    ));
+                }
+            }
+        }
+    }
+    println!("AMD tier: {total} instructions of gfx1100 and gfx942 decoded as llvm-objdump decodes them ({} differ)", differ.len());
+    assert!(total > 1_000_000 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some());
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
 }

@@ -1,1 +1,0 @@
-//! Instruction decoding: placeholder until the format tables land.
