@@ -1,8 +1,8 @@
 //! An emulator of AMD GPUs' machine code, for tests: it reads the code objects hiprtc makes
 //! (ELF64, `EM_AMDGPU`) for RDNA3 (gfx1100, wave32) and CDNA3 (gfx942, wave64), lists their
 //! kernels with their descriptors and argument layouts (the metadata note, code object v5's
-//! hidden arguments included), and decodes their instructions ([`decode`]), printed in
-//! LLVM's assembler syntax so that the decoder can be held against `llvm-objdump`.
+//! hidden arguments included), decodes their instructions ([`decode`]) as llvm-objdump does,
+//! and runs kernels ([`exec::dispatch`]) on an emulated device memory ([`exec::Memory`]).
 //!
 //! Everything here is written from AMD's and LLVM's documentation (LLVM's `AMDGPUUsage`, the
 //! RDNA3 and CDNA3 instruction set references) and checked against the real compiler's
@@ -13,6 +13,7 @@
 pub mod code_object;
 pub mod decode;
 pub mod elf;
+pub mod exec;
 pub mod msgpack;
 
 pub use code_object::{
@@ -20,7 +21,7 @@ pub use code_object::{
 };
 
 /// What can go wrong reading or decoding a code object.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
     #[error("code object: {0}")]
     Malformed(String),

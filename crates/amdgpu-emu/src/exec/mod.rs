@@ -1,0 +1,357 @@
+//! Running a kernel: the dispatch state the hardware sets up (user SGPRs in the order the
+//! descriptor enables them, workgroup ids after them, work-item ids packed in v0), waves of
+//! 32 or 64 lanes stepping through the decoded instructions, and an emulated device memory
+//! where an access outside every allocation is an error naming the kernel, the instruction
+//! and the address.
+//!
+//! The instructions it runs are in [`ops`]; one it does not is a typed error naming it.
+
+mod ops;
+
+use crate::code_object::{ArgKind, KernelInfo, UserSgpr};
+use crate::decode::{decode, Instruction};
+use crate::{Arch, CodeObject};
+
+/// Why a kernel stopped short.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    #[error("{kernel}: `{mnemonic}` at {address:#x} ({words}) is not implemented by the emulator")]
+    Unimplemented {
+        kernel: String,
+        mnemonic: String,
+        address: u64,
+        words: String,
+    },
+    #[error("{kernel}: `{mnemonic}` at {address:#x} accessed {bytes} bytes at {target:#x}, outside every allocation")]
+    BadAccess {
+        kernel: String,
+        mnemonic: String,
+        address: u64,
+        target: u64,
+        bytes: usize,
+    },
+    #[error("{kernel}: a wave ran past {limit} instructions (at {address:#x})")]
+    StepLimit {
+        kernel: String,
+        limit: u64,
+        address: u64,
+    },
+    #[error("{kernel}: {what}")]
+    Dispatch { kernel: String, what: String },
+    #[error(transparent)]
+    Decode(#[from] crate::Error),
+}
+
+pub type ExecResult<T> = std::result::Result<T, ExecError>;
+
+/// The emulated device's memory: allocations at addresses of their own.
+#[derive(Debug, Default)]
+pub struct Memory {
+    allocations: Vec<(u64, Vec<u8>)>,
+    next: u64,
+}
+
+impl Memory {
+    pub fn new() -> Self {
+        Memory {
+            allocations: Vec::new(),
+            // away from 0, so that a null pointer is never inside an allocation
+            next: 0x1_0000_0000,
+        }
+    }
+
+    /// A new zeroed allocation of `bytes`; its address.
+    pub fn alloc(&mut self, bytes: usize) -> u64 {
+        let address = self.next;
+        self.allocations.push((address, vec![0; bytes]));
+        // 64 KiB apart: an access that runs past an allocation's end is outside every one
+        self.next += (bytes as u64).div_ceil(0x1_0000).max(1) * 0x1_0000 + 0x1_0000;
+        address
+    }
+
+    /// An allocation holding `data`.
+    pub fn upload(&mut self, data: &[u8]) -> u64 {
+        let a = self.alloc(data.len());
+        self.write(a, data)
+            .expect("a fresh allocation holds its data");
+        a
+    }
+
+    fn find(&self, address: u64, len: usize) -> Option<(usize, usize)> {
+        self.allocations
+            .iter()
+            .position(|(base, data)| {
+                address >= *base && address + len as u64 <= base + data.len() as u64
+            })
+            .map(|i| (i, (address - self.allocations[i].0) as usize))
+    }
+
+    pub fn read(&self, address: u64, out: &mut [u8]) -> Option<()> {
+        let (i, at) = self.find(address, out.len())?;
+        out.copy_from_slice(&self.allocations[i].1[at..at + out.len()]);
+        Some(())
+    }
+
+    pub fn write(&mut self, address: u64, data: &[u8]) -> Option<()> {
+        let (i, at) = self.find(address, data.len())?;
+        self.allocations[i].1[at..at + data.len()].copy_from_slice(data);
+        Some(())
+    }
+
+    /// An allocation's bytes.
+    pub fn download(&self, address: u64, len: usize) -> Option<Vec<u8>> {
+        let mut out = vec![0; len];
+        self.read(address, &mut out)?;
+        Some(out)
+    }
+}
+
+/// A launch: grid and block in work-items of each dimension, the explicit arguments' bytes
+/// (as the kernel's `.args` lay them out; the hidden ones are filled here) and the dynamic
+/// LDS bytes.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub args: Vec<u8>,
+    pub dynamic_lds: u32,
+}
+
+/// Counters of a finished dispatch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub workgroups: u64,
+    pub waves: u64,
+    /// Instructions executed, summed over waves.
+    pub wave_instructions: u64,
+}
+
+/// Most instructions one wave may execute before the dispatch is an error.
+pub const STEP_LIMIT: u64 = 50_000_000;
+
+/// One wavefront's state.
+pub(crate) struct Wave {
+    pub lanes: usize,
+    /// SGPRs by operand code 0..127 (s0..s105, vcc, ttmp, m0/null, exec).
+    pub s: [u32; 128],
+    pub v: Vec<Vec<u32>>,
+    pub scc: bool,
+    pub pc: u64,
+    pub done: bool,
+}
+
+impl Wave {
+    pub fn exec(&self) -> u64 {
+        let lo = u64::from(self.s[126]);
+        if self.lanes == 32 {
+            lo
+        } else {
+            lo | (u64::from(self.s[127]) << 32)
+        }
+    }
+
+    pub fn set_exec(&mut self, mask: u64) {
+        self.s[126] = mask as u32;
+        self.s[127] = if self.lanes == 32 {
+            0
+        } else {
+            (mask >> 32) as u32
+        };
+    }
+
+    pub fn active(&self, lane: usize) -> bool {
+        self.exec() >> lane & 1 != 0
+    }
+}
+
+/// What an instruction did to control flow.
+pub(crate) enum Flow {
+    Next,
+    /// Jump by this many bytes from the next instruction.
+    Branch(i64),
+    End,
+}
+
+/// The state instructions reach beyond their wave.
+pub(crate) struct Context<'a> {
+    pub arch: Arch,
+    pub memory: &'a mut Memory,
+    pub kernel: &'a str,
+}
+
+impl Context<'_> {
+    pub fn bad_access(&self, inst: &Instruction, target: u64, bytes: usize) -> ExecError {
+        ExecError::BadAccess {
+            kernel: self.kernel.to_string(),
+            mnemonic: inst.mnemonic.to_string(),
+            address: inst.address,
+            target,
+            bytes,
+        }
+    }
+}
+
+/// Fills the hidden arguments the kernel's metadata lists.
+fn kernarg_segment(k: &KernelInfo, launch: &Launch) -> ExecResult<Vec<u8>> {
+    let mut seg = vec![0u8; k.kernarg_segment_size.max(launch.args.len() as u32) as usize];
+    seg[..launch.args.len()].copy_from_slice(&launch.args);
+    let blocks = |d: usize| launch.grid[d].div_ceil(launch.block[d].max(1));
+    for a in &k.args {
+        let ArgKind::Hidden(name) = &a.kind else {
+            continue;
+        };
+        let dim = |s: &str| match s.chars().last() {
+            Some('x') => 0,
+            Some('y') => 1,
+            _ => 2,
+        };
+        let value: u64 = match name.as_str() {
+            n if n.starts_with("block_count_") => u64::from(blocks(dim(n))),
+            n if n.starts_with("group_size_") => u64::from(launch.block[dim(n)]),
+            n if n.starts_with("remainder_") => {
+                u64::from(launch.grid[dim(n)] % launch.block[dim(n)].max(1))
+            }
+            n if n.starts_with("global_offset_") => 0,
+            "grid_dims" => launch
+                .grid
+                .iter()
+                .rposition(|&g| g > 1)
+                .map_or(1, |d| d as u64 + 1),
+            "dynamic_lds_size" => u64::from(launch.dynamic_lds),
+            // printf, hostcall, heap, queue and the rest: none here
+            _ => 0,
+        };
+        let at = a.offset as usize;
+        let size = a.size as usize;
+        seg.get_mut(at..at + size)
+            .ok_or_else(|| ExecError::Dispatch {
+                kernel: k.name.clone(),
+                what: format!("hidden argument {name} past the segment"),
+            })?
+            .copy_from_slice(&value.to_le_bytes()[..size]);
+    }
+    Ok(seg)
+}
+
+/// Runs kernel `name` of `co` over `launch` on `memory`: every workgroup in order, its waves
+/// in turn.
+pub fn dispatch(
+    co: &CodeObject,
+    name: &str,
+    launch: &Launch,
+    memory: &mut Memory,
+) -> ExecResult<Report> {
+    let k = co.kernel(name).ok_or_else(|| ExecError::Dispatch {
+        kernel: name.to_string(),
+        what: "no such kernel in the code object".into(),
+    })?;
+    let fail = |what: String| ExecError::Dispatch {
+        kernel: name.to_string(),
+        what,
+    };
+    let threads: u32 = launch.block.iter().product();
+    if threads == 0 || threads > k.max_flat_workgroup_size {
+        return Err(fail(format!(
+            "a block of {threads} work-items (the kernel takes 1 to {})",
+            k.max_flat_workgroup_size
+        )));
+    }
+    let kernargs = memory.upload(&kernarg_segment(k, launch)?);
+    let d = &k.descriptor;
+    let lanes = k.wavefront_size as usize;
+    let blocks = [0, 1, 2].map(|i| launch.grid[i].div_ceil(launch.block[i].max(1)));
+    let mut report = Report::default();
+    // the instructions of the kernel, decoded once
+    let mut cache: std::collections::HashMap<u64, Instruction> = Default::default();
+    for bz in 0..blocks[2] {
+        for by in 0..blocks[1] {
+            for bx in 0..blocks[0] {
+                let waves = (threads as usize).div_ceil(lanes);
+                let vgprs = (k.vgpr_count as usize).max(1) + 8;
+                for w in 0..waves {
+                    let mut wave = Wave {
+                        lanes,
+                        s: [0; 128],
+                        v: vec![vec![0; lanes]; vgprs],
+                        scc: false,
+                        pc: k.entry,
+                        done: false,
+                    };
+                    // user SGPRs in the descriptor's order, then the workgroup ids
+                    let mut next = 0usize;
+                    for u in d.user_sgprs() {
+                        if u == UserSgpr::KernargSegmentPtr {
+                            wave.s[next] = kernargs as u32;
+                            wave.s[next + 1] = (kernargs >> 32) as u32;
+                        }
+                        next += u.count() as usize;
+                    }
+                    let mut next = d.user_sgpr_count() as usize;
+                    for (dim, on) in d.workgroup_ids().into_iter().enumerate() {
+                        if on {
+                            wave.s[next] = [bx, by, bz][dim];
+                            next += 1;
+                        }
+                    }
+                    // work-item ids packed in v0; lanes past the block are off
+                    let mut exec = 0u64;
+                    for lane in 0..lanes {
+                        let t = w * lanes + lane;
+                        if t >= threads as usize {
+                            continue;
+                        }
+                        exec |= 1 << lane;
+                        let x = t as u32 % launch.block[0];
+                        let y = t as u32 / launch.block[0] % launch.block[1];
+                        let z = t as u32 / (launch.block[0] * launch.block[1]);
+                        wave.v[0][lane] = x | (y << 10) | (z << 20);
+                    }
+                    wave.set_exec(exec);
+                    let mut ctx = Context {
+                        arch: co.arch,
+                        memory,
+                        kernel: name,
+                    };
+                    report.wave_instructions += run_wave(co, &mut wave, &mut ctx, &mut cache)?;
+                    report.waves += 1;
+                }
+                report.workgroups += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn run_wave(
+    co: &CodeObject,
+    wave: &mut Wave,
+    ctx: &mut Context<'_>,
+    cache: &mut std::collections::HashMap<u64, Instruction>,
+) -> ExecResult<u64> {
+    let mut steps = 0u64;
+    while !wave.done {
+        steps += 1;
+        if steps > STEP_LIMIT {
+            return Err(ExecError::StepLimit {
+                kernel: ctx.kernel.to_string(),
+                limit: STEP_LIMIT,
+                address: wave.pc,
+            });
+        }
+        let inst = match cache.get(&wave.pc) {
+            Some(i) => *i,
+            None => {
+                let i = decode(co.arch, &co.image, wave.pc as usize, 0)?;
+                cache.insert(wave.pc, i);
+                i
+            }
+        };
+        let next = wave.pc + inst.len as u64;
+        match ops::execute(wave, &inst, ctx)? {
+            Flow::Next => wave.pc = next,
+            Flow::Branch(by) => wave.pc = next.wrapping_add_signed(by),
+            Flow::End => wave.done = true,
+        }
+    }
+    Ok(steps)
+}

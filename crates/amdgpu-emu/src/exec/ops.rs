@@ -1,0 +1,1000 @@
+//! What each instruction does, from AMD's RDNA3 and CDNA3 instruction set references: the
+//! scalar ALU, the vector ALU (VOP1/2/C/3 and gfx11's dual issue), scalar loads and
+//! global/flat memory, branches and the end of the program. Operands are read by their
+//! 9-bit codes (SGPRs, VCC, EXEC, M0, inline constants, a literal, VGPRs).
+
+use super::{Context, ExecError, ExecResult, Flow, Wave};
+use crate::decode::{Format, Instruction};
+use crate::Arch;
+
+/// Operand codes.
+const VCC_LO: u32 = 106;
+const SCC: u32 = 253;
+const LITERAL: u32 = 255;
+
+fn null_code(arch: Arch) -> Option<u32> {
+    (arch == Arch::Gfx1100).then_some(124)
+}
+
+fn unimplemented(inst: &Instruction, ctx: &Context<'_>) -> ExecError {
+    ExecError::Unimplemented {
+        kernel: ctx.kernel.to_string(),
+        mnemonic: match inst.second {
+            Some(y) => format!("{} :: {y}", inst.mnemonic),
+            None => inst.mnemonic.to_string(),
+        },
+        address: inst.address,
+        words: inst.words[..inst.len / 4]
+            .iter()
+            .map(|w| format!("{w:08X}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// The f32 bits of the float inline constants 240..=248.
+fn inline_f32(code: u32) -> Option<u32> {
+    Some(match code {
+        240 => 0.5f32.to_bits(),
+        241 => (-0.5f32).to_bits(),
+        242 => 1.0f32.to_bits(),
+        243 => (-1.0f32).to_bits(),
+        244 => 2.0f32.to_bits(),
+        245 => (-2.0f32).to_bits(),
+        246 => 4.0f32.to_bits(),
+        247 => (-4.0f32).to_bits(),
+        248 => 0.159_154_94f32.to_bits(),
+        _ => return None,
+    })
+}
+
+fn inline_f64(code: u32) -> Option<u64> {
+    Some(match code {
+        240 => 0.5f64.to_bits(),
+        241 => (-0.5f64).to_bits(),
+        242 => 1.0f64.to_bits(),
+        243 => (-1.0f64).to_bits(),
+        244 => 2.0f64.to_bits(),
+        245 => (-2.0f64).to_bits(),
+        246 => 4.0f64.to_bits(),
+        247 => (-4.0f64).to_bits(),
+        248 => 0x3fc4_5f30_6dc9_c882,
+        _ => return None,
+    })
+}
+
+/// A 32-bit operand of one lane.
+fn read32(w: &Wave, inst: &Instruction, code: u32, lane: usize) -> u32 {
+    match code {
+        0..=127 => w.s[code as usize],
+        128..=192 => code - 128,
+        193..=208 => (-((code - 192) as i32)) as u32,
+        240..=248 => inline_f32(code).unwrap_or(0),
+        SCC => u32::from(w.scc),
+        LITERAL => inst.literal().unwrap_or(0),
+        256..=511 => w.v[(code - 256) as usize][lane],
+        _ => 0,
+    }
+}
+
+/// A 64-bit operand of one lane (`float`: a float operation reads inline floats as f64 and
+/// a literal as the high half).
+fn read64(w: &Wave, inst: &Instruction, code: u32, lane: usize, float: bool) -> u64 {
+    match code {
+        0..=127 => u64::from(w.s[code as usize]) | (u64::from(w.s[code as usize + 1]) << 32),
+        128..=208 => read32(w, inst, code, lane) as i32 as i64 as u64,
+        240..=248 if float => inline_f64(code).unwrap_or(0),
+        LITERAL if float => u64::from(inst.literal().unwrap_or(0)) << 32,
+        LITERAL => u64::from(inst.literal().unwrap_or(0)),
+        256..=511 => {
+            let r = (code - 256) as usize;
+            u64::from(w.v[r][lane]) | (u64::from(w.v[r + 1][lane]) << 32)
+        }
+        _ => u64::from(read32(w, inst, code, lane)),
+    }
+}
+
+/// Writes a scalar destination (a write to null is dropped).
+fn write_s32(w: &mut Wave, ctx: &Context<'_>, code: u32, value: u32) {
+    if Some(code) != null_code(ctx.arch) && code < 128 {
+        w.s[code as usize] = value;
+    }
+}
+
+fn write_s64(w: &mut Wave, ctx: &Context<'_>, code: u32, value: u64) {
+    write_s32(w, ctx, code, value as u32);
+    if Some(code) != null_code(ctx.arch) && code + 1 < 128 {
+        w.s[code as usize + 1] = (value >> 32) as u32;
+    }
+}
+
+/// A lane mask as the wave holds it in a scalar pair (wave32: the low half).
+fn write_mask(w: &mut Wave, ctx: &Context<'_>, code: u32, mask: u64) {
+    if w.lanes == 32 {
+        write_s32(w, ctx, code, mask as u32);
+    } else {
+        write_s64(w, ctx, code, mask);
+    }
+}
+
+fn read_mask(w: &Wave, inst: &Instruction, code: u32) -> u64 {
+    if w.lanes == 32 {
+        u64::from(read32(w, inst, code, 0))
+    } else {
+        read64(w, inst, code, 0, false)
+    }
+}
+
+fn bits(word: u32, lo: u32, n: u32) -> u32 {
+    (word >> lo) & ((1u32 << n) - 1)
+}
+
+/// Whether a mnemonic's operation is 64 bits wide (`_b64`, `_u64`, `_i64`, `_f64` before any
+/// encoding suffix).
+fn wide(m: &str) -> bool {
+    let m = m.trim_end_matches("_e32").trim_end_matches("_e64");
+    m.ends_with("64") && !m.ends_with("_b32_b64")
+}
+
+pub(crate) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<Flow> {
+    let m = inst.mnemonic;
+    let w0 = inst.words[0];
+    let w1 = inst.words[1];
+    match inst.format {
+        Format::Sopp => sopp(w, inst, ctx),
+        Format::Sop1 | Format::Sop2 | Format::Sopc | Format::Sopk => {
+            salu(w, inst, ctx)?;
+            Ok(Flow::Next)
+        }
+        Format::Smem => {
+            // s_load_b32.. (gfx11) / s_load_dword.. (gfx9)
+            let dwords = match m {
+                "s_load_b32" | "s_load_dword" => 1,
+                "s_load_b64" | "s_load_dwordx2" => 2,
+                "s_load_b128" | "s_load_dwordx4" => 4,
+                "s_load_b256" | "s_load_dwordx8" => 8,
+                "s_load_b512" | "s_load_dwordx16" => 16,
+                _ => return Err(unimplemented(inst, ctx)),
+            };
+            let sbase = bits(w0, 0, 6) * 2;
+            let sdata = bits(w0, 6, 7);
+            let base = read64(w, inst, sbase, 0, false);
+            let imm = ((w1 & 0x1f_ffff) << 11) as i32 >> 11;
+            let offset = match ctx.arch {
+                Arch::Gfx1100 => {
+                    let soffset = bits(w1, 25, 7);
+                    let reg = if soffset == 124 {
+                        0
+                    } else {
+                        w.s[soffset as usize]
+                    };
+                    i64::from(imm) + i64::from(reg)
+                }
+                Arch::Gfx942 => {
+                    let imm_on = w0 >> 17 & 1 != 0;
+                    let soe = w0 >> 14 & 1 != 0;
+                    let mut o = if imm_on {
+                        i64::from(imm)
+                    } else {
+                        i64::from(w.s[(w1 & 0x7f) as usize])
+                    };
+                    if soe {
+                        o += i64::from(w.s[bits(w1, 25, 7) as usize]);
+                    }
+                    o
+                }
+            };
+            let address = base.wrapping_add_signed(offset) & !3;
+            let mut buf = vec![0u8; 4 * dwords];
+            ctx.memory
+                .read(address, &mut buf)
+                .ok_or_else(|| ctx.bad_access(inst, address, buf.len()))?;
+            for (i, c) in buf.chunks_exact(4).enumerate() {
+                write_s32(
+                    w,
+                    ctx,
+                    sdata + i as u32,
+                    u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                );
+            }
+            Ok(Flow::Next)
+        }
+        Format::Vop1 | Format::Vop2 | Format::Vopc | Format::Vop3 | Format::Vopd => {
+            valu(w, inst, ctx)?;
+            Ok(Flow::Next)
+        }
+        Format::Vop3p => {
+            vop3p(w, inst, ctx)?;
+            Ok(Flow::Next)
+        }
+        Format::Flat => {
+            flat(w, inst, ctx)?;
+            Ok(Flow::Next)
+        }
+        _ => Err(unimplemented(inst, ctx)),
+    }
+}
+
+fn sopp(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<Flow> {
+    let simm = (inst.words[0] & 0xffff) as i16 as i64;
+    let taken = match inst.mnemonic {
+        "s_endpgm" => return Ok(Flow::End),
+        "s_branch" => true,
+        "s_cbranch_scc0" => !w.scc,
+        "s_cbranch_scc1" => w.scc,
+        "s_cbranch_vccz" => read_mask(w, inst, VCC_LO) == 0,
+        "s_cbranch_vccnz" => read_mask(w, inst, VCC_LO) != 0,
+        "s_cbranch_execz" => w.exec() == 0,
+        "s_cbranch_execnz" => w.exec() != 0,
+        // scheduling, waits and hints: no effect on the result here (memory is immediate)
+        "s_nop"
+        | "s_waitcnt"
+        | "s_delay_alu"
+        | "s_clause"
+        | "s_waitcnt_depctr"
+        | "s_set_inst_prefetch_distance"
+        | "s_sendmsg"
+        | "s_code_end"
+        | "s_sethalt"
+        | "s_setprio" => false,
+        _ => return Err(unimplemented(inst, ctx)),
+    };
+    Ok(if taken {
+        Flow::Branch(simm * 4)
+    } else {
+        Flow::Next
+    })
+}
+
+fn salu(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
+    let m = inst.mnemonic;
+    let w0 = inst.words[0];
+    let sdst = bits(w0, 16, 7);
+    let (c0, c1) = (bits(w0, 0, 8), bits(w0, 8, 8));
+    let wide_op = wide(m);
+    let a = |w: &Wave| -> u64 {
+        if wide_op {
+            read64(w, inst, c0, 0, false)
+        } else {
+            u64::from(read32(w, inst, c0, 0))
+        }
+    };
+    let b = |w: &Wave| -> u64 {
+        // shifts and bit-field extracts take a 32-bit second operand
+        if wide_op && !m.contains("sh") && !m.starts_with("s_bfe") {
+            read64(w, inst, c1, 0, false)
+        } else {
+            u64::from(read32(w, inst, c1, 0))
+        }
+    };
+    let simm = (w0 & 0xffff) as i16 as i32;
+    let put = |w: &mut Wave, v: u64| {
+        if wide_op {
+            write_s64(w, ctx, sdst, v)
+        } else {
+            write_s32(w, ctx, sdst, v as u32)
+        }
+    };
+    let mask = if wide_op {
+        u64::MAX
+    } else {
+        u64::from(u32::MAX)
+    };
+    match inst.format {
+        Format::Sopk => {
+            match m {
+                "s_movk_i32" => write_s32(w, ctx, sdst, simm as u32),
+                "s_addk_i32" => {
+                    let x = w.s[sdst as usize] as i32;
+                    let (r, o) = x.overflowing_add(simm);
+                    w.scc = o;
+                    write_s32(w, ctx, sdst, r as u32);
+                }
+                "s_mulk_i32" => {
+                    let x = w.s[sdst as usize] as i32;
+                    write_s32(w, ctx, sdst, x.wrapping_mul(simm) as u32);
+                }
+                _ if m.starts_with("s_cmpk_") => {
+                    let x = w.s[sdst as usize];
+                    let k = w0 & 0xffff;
+                    w.scc = compare(&m["s_cmpk_".len()..], u64::from(x), u64::from(k), false, 32);
+                }
+                _ => return Err(unimplemented(inst, ctx)),
+            }
+            return Ok(());
+        }
+        Format::Sopc => {
+            let rest = &m["s_".len()..];
+            if let Some(cmp) = rest.strip_prefix("cmp_") {
+                let width = if wide_op { 64 } else { 32 };
+                w.scc = compare(cmp, a(w), b(w), cmp.ends_with("i32"), width);
+            } else if let Some(t) = rest.strip_prefix("bitcmp") {
+                let bit = (b(w) & if wide_op { 63 } else { 31 }) as u32;
+                let set = a(w) >> bit & 1 != 0;
+                w.scc = if t.starts_with('0') { !set } else { set };
+            } else {
+                return Err(unimplemented(inst, ctx));
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    let base = m.trim_end_matches("_b32").trim_end_matches("_b64");
+    match (inst.format, base) {
+        (Format::Sop1, "s_mov") => put(w, a(w)),
+        (Format::Sop1, "s_not") => {
+            let r = !a(w) & mask;
+            w.scc = r != 0;
+            put(w, r)
+        }
+        (Format::Sop1, "s_brev") => put(
+            w,
+            if wide_op {
+                a(w).reverse_bits()
+            } else {
+                u64::from((a(w) as u32).reverse_bits())
+            },
+        ),
+        (
+            Format::Sop1,
+            "s_and_saveexec" | "s_or_saveexec" | "s_and_not1_saveexec" | "s_andn2_saveexec",
+        ) => {
+            let e = w.exec();
+            let s = a(w);
+            put(w, e);
+            let r = match base {
+                "s_and_saveexec" => s & e,
+                "s_or_saveexec" => s | e,
+                _ => s & !e,
+            };
+            w.set_exec(r);
+            w.scc = r != 0;
+        }
+        (Format::Sop1, _) => match m {
+            "s_abs_i32" => {
+                let r = (a(w) as i32).wrapping_abs() as u32;
+                w.scc = r != 0;
+                put(w, u64::from(r))
+            }
+            "s_sext_i32_i16" => put(w, u64::from(a(w) as i16 as i32 as u32)),
+            "s_sext_i32_i8" => put(w, u64::from(a(w) as i8 as i32 as u32)),
+            "s_bcnt1_i32_b32" | "s_bcnt1_i32_b64" => {
+                let r = a(w).count_ones();
+                w.scc = r != 0;
+                write_s32(w, ctx, sdst, r)
+            }
+            "s_ctz_i32_b32" | "s_ff1_i32_b32" => {
+                let x = a(w) as u32;
+                write_s32(
+                    w,
+                    ctx,
+                    sdst,
+                    if x == 0 { u32::MAX } else { x.trailing_zeros() },
+                )
+            }
+            "s_clz_i32_u32" | "s_flbit_i32_b32" => {
+                let x = a(w) as u32;
+                write_s32(
+                    w,
+                    ctx,
+                    sdst,
+                    if x == 0 { u32::MAX } else { x.leading_zeros() },
+                )
+            }
+            _ => return Err(unimplemented(inst, ctx)),
+        },
+        (Format::Sop2, _) => {
+            let (x, y) = (a(w), b(w));
+            let shift = (y & if wide_op { 63 } else { 31 }) as u32;
+            let r = match base {
+                "s_and" => Some(x & y),
+                "s_or" => Some(x | y),
+                "s_xor" => Some(x ^ y),
+                "s_and_not1" | "s_andn2" => Some(x & !y & mask),
+                "s_or_not1" | "s_orn2" => Some((x | !y) & mask),
+                "s_nor" => Some(!(x | y) & mask),
+                "s_nand" => Some(!(x & y) & mask),
+                "s_xnor" => Some(!(x ^ y) & mask),
+                "s_lshl" => Some((x << shift) & mask),
+                "s_lshr" => Some(x >> shift),
+                _ => None,
+            };
+            if let Some(r) = r {
+                w.scc = r != 0;
+                put(w, r);
+                return Ok(());
+            }
+            let (x32, y32) = (x as u32, y as u32);
+            match m {
+                "s_ashr_i32" => {
+                    let r = ((x32 as i32) >> (y32 & 31)) as u32;
+                    w.scc = r != 0;
+                    put(w, u64::from(r))
+                }
+                "s_ashr_i64" => {
+                    let r = ((x as i64) >> (y32 & 63)) as u64;
+                    w.scc = r != 0;
+                    put(w, r)
+                }
+                "s_add_u32" => {
+                    let (r, c) = x32.overflowing_add(y32);
+                    w.scc = c;
+                    put(w, u64::from(r))
+                }
+                "s_addc_u32" => {
+                    let r = u64::from(x32) + u64::from(y32) + u64::from(w.scc);
+                    w.scc = r >> 32 != 0;
+                    put(w, r & 0xffff_ffff)
+                }
+                "s_sub_u32" => {
+                    let (r, c) = x32.overflowing_sub(y32);
+                    w.scc = c;
+                    put(w, u64::from(r))
+                }
+                "s_subb_u32" => {
+                    let r = i64::from(x32) - i64::from(y32) - i64::from(w.scc);
+                    w.scc = r < 0;
+                    put(w, (r as u64) & 0xffff_ffff)
+                }
+                "s_add_i32" => {
+                    let (r, o) = (x32 as i32).overflowing_add(y32 as i32);
+                    w.scc = o;
+                    put(w, u64::from(r as u32))
+                }
+                "s_sub_i32" => {
+                    let (r, o) = (x32 as i32).overflowing_sub(y32 as i32);
+                    w.scc = o;
+                    put(w, u64::from(r as u32))
+                }
+                "s_mul_i32" => put(w, u64::from(x32.wrapping_mul(y32))),
+                "s_mul_hi_u32" => put(w, (u64::from(x32) * u64::from(y32)) >> 32),
+                "s_mul_hi_i32" => put(
+                    w,
+                    u64::from(((i64::from(x32 as i32) * i64::from(y32 as i32)) >> 32) as u32),
+                ),
+                "s_min_u32" | "s_max_u32" | "s_min_i32" | "s_max_i32" => {
+                    let signed = m.ends_with("i32");
+                    let less = if signed {
+                        (x32 as i32) < (y32 as i32)
+                    } else {
+                        x32 < y32
+                    };
+                    let min = m.starts_with("s_min");
+                    w.scc = less;
+                    put(w, u64::from(if less == min { x32 } else { y32 }))
+                }
+                "s_cselect_b32" | "s_cselect_b64" => put(w, if w.scc { x } else { y }),
+                "s_bfe_u32" | "s_bfe_i32" => {
+                    let offset = y32 & 31;
+                    let width = (y32 >> 16) & 0x7f;
+                    let r = if width == 0 {
+                        0
+                    } else if m == "s_bfe_u32" {
+                        (x32 >> offset) & (((1u64 << width.min(32)) - 1) as u32)
+                    } else {
+                        let v = (x32 >> offset) as i32;
+                        let sh = 32 - width.min(32);
+                        ((v << sh) >> sh) as u32
+                    };
+                    w.scc = r != 0;
+                    put(w, u64::from(r))
+                }
+                "s_bfm_b32" => put(
+                    w,
+                    u64::from((((1u64 << (x32 & 31)) - 1) as u32) << (y32 & 31)),
+                ),
+                "s_pack_ll_b32_b16" => put(w, u64::from((x32 & 0xffff) | (y32 << 16))),
+                "s_pack_lh_b32_b16" => put(w, u64::from((x32 & 0xffff) | (y32 & 0xffff_0000))),
+                "s_pack_hh_b32_b16" => put(w, u64::from((x32 >> 16) | (y32 & 0xffff_0000))),
+                "s_lshl1_add_u32" | "s_lshl2_add_u32" | "s_lshl3_add_u32" | "s_lshl4_add_u32" => {
+                    let n = m.as_bytes()["s_lshl".len()] - b'0';
+                    let r = u64::from(x32) << n;
+                    let (s, c) = (r as u32).overflowing_add(y32);
+                    w.scc = c || r >> 32 != 0;
+                    put(w, u64::from(s))
+                }
+                _ => return Err(unimplemented(inst, ctx)),
+            }
+        }
+        _ => return Err(unimplemented(inst, ctx)),
+    }
+    Ok(())
+}
+
+/// `cmp` (`eq_u32`, `lg_u64`, `gt_i32`, ...) of a and b.
+fn compare(cmp: &str, a: u64, b: u64, signed: bool, width: u32) -> bool {
+    let (a, b) = if signed {
+        let sh = 64 - width;
+        (
+            ((a << sh) as i64 >> sh) as i128,
+            ((b << sh) as i64 >> sh) as i128,
+        )
+    } else {
+        (a as i128, b as i128)
+    };
+    match cmp.split('_').next().unwrap_or("") {
+        "eq" => a == b,
+        "lg" | "ne" => a != b,
+        "gt" => a > b,
+        "ge" => a >= b,
+        "lt" => a < b,
+        "le" => a <= b,
+        _ => false,
+    }
+}
+
+/// Vector ALU: the operands of each encoding, then the operation lane by lane.
+fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    if inst.format == Format::Vopd {
+        let y = inst.second.unwrap_or("");
+        let vdst_x = bits(w1, 24, 8);
+        let vdst_y = (bits(w1, 17, 7) << 1) | ((vdst_x & 1) ^ 1);
+        let x_srcs = [bits(w0, 0, 9), 256 + bits(w0, 9, 8)];
+        let y_srcs = [bits(w1, 0, 9), 256 + bits(w1, 9, 8)];
+        // both read before either writes
+        let xs = lanes_op(
+            w,
+            inst,
+            ctx,
+            &inst.mnemonic.replace("v_dual_", "v_"),
+            &x_srcs,
+            vdst_x,
+        )?;
+        let ys = lanes_op(w, inst, ctx, &y.replace("v_dual_", "v_"), &y_srcs, vdst_y)?;
+        store(w, vdst_x, &xs);
+        store(w, vdst_y, &ys);
+        return Ok(());
+    }
+    let m = inst.mnemonic;
+    let name = m.trim_end_matches("_e32").trim_end_matches("_e64");
+    let (srcs, vdst, sdst): ([u32; 3], u32, Option<u32>) = match inst.format {
+        Format::Vop1 => ([bits(w0, 0, 9), 0, 0], bits(w0, 17, 8), None),
+        Format::Vop2 => (
+            [bits(w0, 0, 9), 256 + bits(w0, 9, 8), 0],
+            bits(w0, 17, 8),
+            None,
+        ),
+        Format::Vopc => ([bits(w0, 0, 9), 256 + bits(w0, 9, 8), 0], 0, Some(VCC_LO)),
+        _ => {
+            let srcs = [bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)];
+            if bits(w1, 29, 3) != 0 || bits(w0, 8, 3) != 0 && !vop3b(name) || bits(w1, 27, 2) != 0 {
+                // neg/abs/omod modifiers: not yet
+                return Err(unimplemented(inst, ctx));
+            }
+            let sdst = vop3b(name).then(|| bits(w0, 8, 7));
+            (srcs, bits(w0, 0, 8), sdst)
+        }
+    };
+    if name.starts_with("v_cmp") {
+        let cmpx = name.starts_with("v_cmpx_");
+        let cmp = name
+            .trim_start_matches("v_cmpx_")
+            .trim_start_matches("v_cmp_");
+        let ty = cmp.rsplit('_').next().unwrap_or("");
+        let op = &cmp[..cmp.len() - ty.len() - 1];
+        let mut mask = 0u64;
+        for lane in 0..w.lanes {
+            if !w.active(lane) {
+                continue;
+            }
+            let r = match ty {
+                "u32" | "i32" => compare(
+                    op,
+                    u64::from(read32(w, inst, srcs[0], lane)),
+                    u64::from(read32(w, inst, srcs[1], lane)),
+                    ty == "i32",
+                    32,
+                ),
+                "u64" | "i64" => compare(
+                    op,
+                    read64(w, inst, srcs[0], lane, false),
+                    read64(w, inst, srcs[1], lane, false),
+                    ty == "i64",
+                    64,
+                ),
+                "f32" => fcmp(
+                    op,
+                    f64::from(f32::from_bits(read32(w, inst, srcs[0], lane))),
+                    f64::from(f32::from_bits(read32(w, inst, srcs[1], lane))),
+                ),
+                "f64" => fcmp(
+                    op,
+                    f64::from_bits(read64(w, inst, srcs[0], lane, true)),
+                    f64::from_bits(read64(w, inst, srcs[1], lane, true)),
+                ),
+                _ => return Err(unimplemented(inst, ctx)),
+            };
+            mask |= u64::from(r) << lane;
+        }
+        if cmpx {
+            w.set_exec(mask);
+            // gfx9's v_cmpx also writes its scalar destination (VCC for the 32-bit form)
+            if ctx.arch == Arch::Gfx942 {
+                let dst = if inst.format == Format::Vop3 {
+                    vdst
+                } else {
+                    VCC_LO
+                };
+                write_mask(w, ctx, dst, mask);
+            }
+        } else {
+            let dst = if inst.format == Format::Vop3 {
+                vdst
+            } else {
+                VCC_LO
+            };
+            write_mask(w, ctx, dst, mask);
+        }
+        return Ok(());
+    }
+    if name == "v_readfirstlane_b32" {
+        let lane = (0..w.lanes).find(|&l| w.active(l)).unwrap_or(0);
+        let v = read32(w, inst, srcs[0], lane);
+        write_s32(w, ctx, vdst, v);
+        return Ok(());
+    }
+    // carries: the ops that write a lane mask beside their result
+    if let Some(carry_dst) = sdst.or(match name {
+        "v_add_co_ci_u32" | "v_addc_co_u32" | "v_sub_co_ci_u32" | "v_subb_co_u32"
+        | "v_add_co_u32" | "v_sub_co_u32" | "v_subrev_co_u32" => Some(VCC_LO),
+        _ => None,
+    }) {
+        let carry_in = match inst.format {
+            Format::Vop2 => VCC_LO,
+            _ => srcs[2],
+        };
+        let cin = read_mask(w, inst, carry_in);
+        let mut cout = 0u64;
+        let mut out = vec![None; w.lanes];
+        for (lane, slot) in out.iter_mut().enumerate() {
+            if !w.active(lane) {
+                continue;
+            }
+            let a = u64::from(read32(w, inst, srcs[0], lane));
+            let b = u64::from(read32(w, inst, srcs[1], lane));
+            let c = cin >> lane & 1;
+            let (r, carry) = match name {
+                "v_add_co_u32" => (a + b, (a + b) >> 32),
+                "v_add_co_ci_u32" | "v_addc_co_u32" => (a + b + c, (a + b + c) >> 32),
+                "v_sub_co_u32" => (a.wrapping_sub(b), u64::from(b > a)),
+                "v_subrev_co_u32" => (b.wrapping_sub(a), u64::from(a > b)),
+                "v_sub_co_ci_u32" | "v_subb_co_u32" => {
+                    (a.wrapping_sub(b + c), u64::from(b + c > a))
+                }
+                "v_mad_u64_u32" => {
+                    *slot = Some(a * b + read64(w, inst, srcs[2], lane, false));
+                    continue;
+                }
+                "v_mad_i64_i32" => {
+                    let r = (i64::from(a as u32 as i32) * i64::from(b as u32 as i32))
+                        .wrapping_add(read64(w, inst, srcs[2], lane, false) as i64);
+                    *slot = Some(r as u64);
+                    continue;
+                }
+                _ => return Err(unimplemented(inst, ctx)),
+            };
+            cout |= (carry & 1) << lane;
+            *slot = Some(r & 0xffff_ffff);
+        }
+        let pair = name.starts_with("v_mad_");
+        for (lane, r) in out.into_iter().enumerate() {
+            if let Some(r) = r {
+                w.v[vdst as usize][lane] = r as u32;
+                if pair {
+                    w.v[vdst as usize + 1][lane] = (r >> 32) as u32;
+                }
+            }
+        }
+        if !pair {
+            write_mask(w, ctx, carry_dst, cout);
+        }
+        return Ok(());
+    }
+    let results = lanes_op(w, inst, ctx, name, &srcs, vdst)?;
+    store(w, vdst, &results);
+    Ok(())
+}
+
+/// The VOP3 operations whose bits 14:8 are a scalar destination (VOP3b).
+fn vop3b(name: &str) -> bool {
+    matches!(
+        name,
+        "v_add_co_u32"
+            | "v_sub_co_u32"
+            | "v_subrev_co_u32"
+            | "v_add_co_ci_u32"
+            | "v_sub_co_ci_u32"
+            | "v_subrev_co_ci_u32"
+            | "v_addc_co_u32"
+            | "v_subb_co_u32"
+            | "v_mad_u64_u32"
+            | "v_mad_i64_i32"
+            | "v_div_scale_f32"
+            | "v_div_scale_f64"
+    )
+}
+
+fn fcmp(op: &str, a: f64, b: f64) -> bool {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    // None: unordered (a NaN); the `n` forms are true for it, the others false
+    let ord = a.partial_cmp(&b);
+    let holds = |want: &[std::cmp::Ordering]| ord.is_some_and(|o| want.contains(&o));
+    match op {
+        "eq" => holds(&[Equal]),
+        "lg" => holds(&[Less, Greater]),
+        "gt" => holds(&[Greater]),
+        "ge" => holds(&[Greater, Equal]),
+        "lt" => holds(&[Less]),
+        "le" => holds(&[Less, Equal]),
+        "neq" => !holds(&[Equal]),
+        "nlg" => !holds(&[Less, Greater]),
+        "ngt" => !holds(&[Greater]),
+        "nge" => !holds(&[Greater, Equal]),
+        "nlt" => !holds(&[Less]),
+        "nle" => !holds(&[Less, Equal]),
+        "o" => ord.is_some(),
+        "u" => ord.is_none(),
+        _ => false,
+    }
+}
+
+/// A lane's result: one register or a pair.
+type LaneResult = Option<(u32, Option<u32>)>;
+
+fn store(w: &mut Wave, vdst: u32, results: &[LaneResult]) {
+    for (lane, r) in results.iter().enumerate() {
+        if let Some((lo, hi)) = r {
+            w.v[vdst as usize][lane] = *lo;
+            if let Some(hi) = hi {
+                w.v[vdst as usize + 1][lane] = *hi;
+            }
+        }
+    }
+}
+
+fn f32s(x: f32) -> LaneResult {
+    Some((x.to_bits(), None))
+}
+
+/// `name` (without its encoding suffix) over the active lanes; the results, not yet written.
+fn lanes_op(
+    w: &Wave,
+    inst: &Instruction,
+    ctx: &Context<'_>,
+    name: &str,
+    srcs: &[u32],
+    _vdst: u32,
+) -> ExecResult<Vec<LaneResult>> {
+    let name = name.trim_end_matches("_e32").trim_end_matches("_e64");
+    let mut out = vec![None; w.lanes];
+    let s = |i: usize| srcs.get(i).copied().unwrap_or(0);
+    for (lane, slot) in out.iter_mut().enumerate() {
+        if !w.active(lane) {
+            continue;
+        }
+        let u = |i: usize| read32(w, inst, s(i), lane);
+        let f = |i: usize| f32::from_bits(u(i));
+        let u64_ = |i: usize| read64(w, inst, s(i), lane, false);
+        let f64_ = |i: usize| f64::from_bits(read64(w, inst, s(i), lane, true));
+        let pair = |x: u64| Some((x as u32, Some((x >> 32) as u32)));
+        *slot = match name {
+            "v_mov_b32" => Some((u(0), None)),
+            "v_mov_b64" => pair(u64_(0)),
+            "v_not_b32" => Some((!u(0), None)),
+            "v_and_b32" => Some((u(0) & u(1), None)),
+            "v_or_b32" => Some((u(0) | u(1), None)),
+            "v_xor_b32" => Some((u(0) ^ u(1), None)),
+            "v_add_nc_u32" | "v_add_u32" => Some((u(0).wrapping_add(u(1)), None)),
+            "v_sub_nc_u32" | "v_sub_u32" => Some((u(0).wrapping_sub(u(1)), None)),
+            "v_subrev_nc_u32" | "v_subrev_u32" => Some((u(1).wrapping_sub(u(0)), None)),
+            "v_mul_lo_u32" => Some((u(0).wrapping_mul(u(1)), None)),
+            "v_mul_hi_u32" => Some((((u64::from(u(0)) * u64::from(u(1))) >> 32) as u32, None)),
+            "v_mul_u32_u24" => Some(((u(0) & 0xff_ffff).wrapping_mul(u(1) & 0xff_ffff), None)),
+            "v_lshlrev_b32" => Some((u(1) << (u(0) & 31), None)),
+            "v_lshrrev_b32" => Some((u(1) >> (u(0) & 31), None)),
+            "v_ashrrev_i32" => Some((((u(1) as i32) >> (u(0) & 31)) as u32, None)),
+            "v_lshlrev_b64" => pair(u64_(1) << (u(0) & 63)),
+            "v_lshrrev_b64" => pair(u64_(1) >> (u(0) & 63)),
+            "v_lshl_add_u64" => pair((u64_(0) << (u(1) & 7)).wrapping_add(u64_(2))),
+            "v_lshl_add_u32" => Some(((u(0) << (u(1) & 31)).wrapping_add(u(2)), None)),
+            "v_add_lshl_u32" => Some((u(0).wrapping_add(u(1)) << (u(2) & 31), None)),
+            "v_lshl_or_b32" => Some(((u(0) << (u(1) & 31)) | u(2), None)),
+            "v_and_or_b32" => Some(((u(0) & u(1)) | u(2), None)),
+            "v_or3_b32" => Some((u(0) | u(1) | u(2), None)),
+            "v_add3_u32" => Some((u(0).wrapping_add(u(1)).wrapping_add(u(2)), None)),
+            "v_bfe_u32" => {
+                let (o, wd) = (u(1) & 31, u(2) & 31);
+                Some((
+                    if wd == 0 {
+                        0
+                    } else {
+                        (u(0) >> o) & ((1u32 << wd) - 1)
+                    },
+                    None,
+                ))
+            }
+            "v_cndmask_b32" => {
+                let mask = if inst.format == Format::Vop3 {
+                    read_mask(w, inst, s(2))
+                } else {
+                    read_mask(w, inst, VCC_LO)
+                };
+                Some((if mask >> lane & 1 != 0 { u(1) } else { u(0) }, None))
+            }
+            "v_add_f32" => f32s(f(0) + f(1)),
+            "v_sub_f32" => f32s(f(0) - f(1)),
+            "v_subrev_f32" => f32s(f(1) - f(0)),
+            "v_mul_f32" => f32s(f(0) * f(1)),
+            "v_fma_f32" => f32s(f(0).mul_add(f(1), f(2))),
+            "v_fmac_f32" => f32s(f(0).mul_add(f(1), f32::from_bits(w.v[_vdst as usize][lane]))),
+            "v_max_f32" => f32s(f(0).max(f(1))),
+            "v_min_f32" => f32s(f(0).min(f(1))),
+            "v_add_f64" => pair(f64::to_bits(f64_(0) + f64_(1))),
+            "v_mul_f64" => pair(f64::to_bits(f64_(0) * f64_(1))),
+            "v_fma_f64" => pair(f64::to_bits(f64_(0).mul_add(f64_(1), f64_(2)))),
+            "v_cvt_f32_u32" => f32s(u(0) as f32),
+            "v_cvt_f32_i32" => f32s(u(0) as i32 as f32),
+            "v_cvt_u32_f32" => Some((f(0) as u32, None)),
+            "v_cvt_i32_f32" => Some((f(0) as i32 as u32, None)),
+            "v_cvt_f64_f32" => pair(f64::from(f(0)).to_bits()),
+            "v_cvt_f32_f64" => f32s(f64_(0) as f32),
+            "v_rcp_f32" | "v_rcp_iflag_f32" => f32s(1.0 / f(0)),
+            "v_sqrt_f32" => f32s(f(0).sqrt()),
+            "v_rsq_f32" => f32s(1.0 / f(0).sqrt()),
+            "v_exp_f32" => f32s(f(0).exp2()),
+            "v_log_f32" => f32s(f(0).log2()),
+            "v_floor_f32" => f32s(f(0).floor()),
+            "v_ceil_f32" => f32s(f(0).ceil()),
+            "v_trunc_f32" => f32s(f(0).trunc()),
+            "v_rndne_f32" => f32s(f(0).round_ties_even()),
+            _ => return Err(unimplemented(inst, ctx)),
+        };
+    }
+    Ok(out)
+}
+
+/// Packed math (VOP3P): each half of the result from the halves `op_sel` (low) and
+/// `op_sel_hi` (high) pick, negated where `neg` / `neg_hi` say. The packed f32 operations
+/// (gfx90a and gfx94x) work on register pairs.
+fn vop3p(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let m = inst.mnemonic;
+    let vdst = bits(w0, 0, 8) as usize;
+    let srcs = [bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)];
+    let op_sel = bits(w0, 11, 3);
+    let op_sel_hi = bits(w1, 27, 2) | (bits(w0, 14, 1) << 2);
+    let (neg, neg_hi) = (bits(w1, 29, 3), bits(w0, 8, 3));
+    if bits(w0, 15, 1) != 0 {
+        return Err(unimplemented(inst, ctx));
+    }
+    let f32_op: fn(f32, f32, f32) -> f32 = match m {
+        "v_pk_mul_f32" => |a, b, _| a * b,
+        "v_pk_add_f32" => |a, b, _| a + b,
+        "v_pk_fma_f32" => |a, b, c| a.mul_add(b, c),
+        "v_pk_mov_b32" => |a, b, _| {
+            let _ = b;
+            a
+        },
+        _ => return Err(unimplemented(inst, ctx)),
+    };
+    let operands = if m == "v_pk_fma_f32" { 3 } else { 2 };
+    let mut out = vec![None; w.lanes];
+    for (lane, slot) in out.iter_mut().enumerate() {
+        if !w.active(lane) {
+            continue;
+        }
+        let half = |i: usize, hi: bool| -> f32 {
+            let pair = read64(w, inst, srcs[i], lane, false);
+            let select = if hi { op_sel_hi } else { op_sel } >> i & 1 != 0;
+            let v = f32::from_bits(if select {
+                (pair >> 32) as u32
+            } else {
+                pair as u32
+            });
+            let negate = if hi { neg_hi } else { neg } >> i & 1 != 0;
+            if negate && m != "v_pk_mov_b32" {
+                -v
+            } else {
+                v
+            }
+        };
+        let at = |hi: bool| {
+            let c = if operands == 3 { half(2, hi) } else { 0.0 };
+            f32_op(half(0, hi), half(1, hi), c)
+        };
+        let (lo, hi) = if m == "v_pk_mov_b32" {
+            // the low result from src0's selected half, the high from src1's
+            (half(0, false), half(1, true))
+        } else {
+            (at(false), at(true))
+        };
+        *slot = Some((lo.to_bits(), hi.to_bits()));
+    }
+    for (lane, r) in out.into_iter().enumerate() {
+        if let Some((lo, hi)) = r {
+            w.v[vdst][lane] = lo;
+            w.v[vdst + 1][lane] = hi;
+        }
+    }
+    Ok(())
+}
+
+/// FLAT and GLOBAL loads and stores.
+fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let m = inst.mnemonic;
+    let (op, size) = match m.rsplit_once('_') {
+        Some((op, size)) => (op, size),
+        None => return Err(unimplemented(inst, ctx)),
+    };
+    let bytes = match size {
+        "b32" | "dword" => 4,
+        "b64" | "dwordx2" => 8,
+        "b96" | "dwordx3" => 12,
+        "b128" | "dwordx4" => 16,
+        "u8" | "ubyte" | "i8" | "sbyte" | "b8" | "byte" => 1,
+        "u16" | "ushort" | "i16" | "sshort" | "b16" | "short" => 2,
+        _ => return Err(unimplemented(inst, ctx)),
+    };
+    let signed = matches!(size, "i8" | "sbyte" | "i16" | "sshort");
+    let load = op.ends_with("load");
+    if !(load || op.ends_with("store")) {
+        return Err(unimplemented(inst, ctx));
+    }
+    let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
+    let addr = bits(w1, 0, 8);
+    let data = bits(w1, 8, 8);
+    let saddr = bits(w1, 16, 7);
+    let vdst = bits(w1, 24, 8);
+    let off = match ctx.arch {
+        Arch::Gfx1100 => 0x7c,
+        Arch::Gfx942 => 0x7f,
+    };
+    let global = m.starts_with("global_");
+    if ctx.arch == Arch::Gfx942 && w1 >> 23 & 1 != 0 {
+        // data in accumulation registers: not yet
+        return Err(unimplemented(inst, ctx));
+    }
+    for lane in 0..w.lanes {
+        if !w.active(lane) {
+            continue;
+        }
+        let base = if global && saddr != off {
+            read64(w, inst, saddr, lane, false).wrapping_add(u64::from(w.v[addr as usize][lane]))
+        } else {
+            u64::from(w.v[addr as usize][lane]) | (u64::from(w.v[addr as usize + 1][lane]) << 32)
+        };
+        let target = base.wrapping_add_signed(i64::from(offset));
+        if load {
+            let mut buf = [0u8; 16];
+            ctx.memory
+                .read(target, &mut buf[..bytes])
+                .ok_or_else(|| ctx.bad_access(inst, target, bytes))?;
+            if bytes < 4 {
+                let raw = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                let v = match (bytes, signed) {
+                    (1, false) => raw & 0xff,
+                    (1, true) => raw as u8 as i8 as i32 as u32,
+                    (2, false) => raw & 0xffff,
+                    _ => raw as u16 as i16 as i32 as u32,
+                };
+                w.v[vdst as usize][lane] = v;
+            } else {
+                for i in 0..bytes / 4 {
+                    let c = &buf[4 * i..4 * i + 4];
+                    w.v[vdst as usize + i][lane] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+        } else {
+            let mut buf = [0u8; 16];
+            for i in 0..bytes.div_ceil(4) {
+                buf[4 * i..4 * i + 4].copy_from_slice(&w.v[data as usize + i][lane].to_le_bytes());
+            }
+            ctx.memory
+                .write(target, &buf[..bytes])
+                .ok_or_else(|| ctx.bad_access(inst, target, bytes))?;
+        }
+    }
+    Ok(())
+}
