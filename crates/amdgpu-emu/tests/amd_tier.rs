@@ -293,7 +293,8 @@ fn ptr(addr: u64) -> rocm_kernels::DevicePtr {
 #[test]
 fn unary_f32_kernels_run_in_the_emulator() {
     use amdgpu_emu::exec::{dispatch, Launch, Memory};
-    let ops: [(&str, fn(f32) -> f32); 4] = [
+    type HostOp = fn(f32) -> f32;
+    let ops: [(&str, HostOp); 4] = [
         ("neg", |x| -x),
         ("abs", f32::abs),
         ("relu", |x| x.max(0.0)),
