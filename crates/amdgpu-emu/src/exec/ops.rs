@@ -814,6 +814,76 @@ fn lanes_op(
                     None,
                 ))
             }
+            "v_alignbit_b32" => {
+                let wide = (u64::from(u(0)) << 32) | u64::from(u(1));
+                Some(((wide >> (u(2) & 31)) as u32, None))
+            }
+            "v_alignbyte_b32" => {
+                let wide = (u64::from(u(0)) << 32) | u64::from(u(1));
+                Some(((wide >> (8 * (u(2) & 3))) as u32, None))
+            }
+            "v_bfi_b32" => Some(((u(0) & u(1)) | (!u(0) & u(2)), None)),
+            "v_xor3_b32" => Some((u(0) ^ u(1) ^ u(2), None)),
+            "v_xad_u32" => Some(((u(0) ^ u(1)).wrapping_add(u(2)), None)),
+            "v_max_u32" => Some((u(0).max(u(1)), None)),
+            "v_min_u32" => Some((u(0).min(u(1)), None)),
+            "v_max_i32" => Some(((u(0) as i32).max(u(1) as i32) as u32, None)),
+            "v_min_i32" => Some(((u(0) as i32).min(u(1) as i32) as u32, None)),
+            "v_max3_u32" => Some((u(0).max(u(1)).max(u(2)), None)),
+            "v_min3_u32" => Some((u(0).min(u(1)).min(u(2)), None)),
+            "v_med3_u32" => {
+                let mut v = [u(0), u(1), u(2)];
+                v.sort_unstable();
+                Some((v[1], None))
+            }
+            "v_med3_i32" => {
+                let mut v = [u(0) as i32, u(1) as i32, u(2) as i32];
+                v.sort_unstable();
+                Some((v[1] as u32, None))
+            }
+            "v_mul_hi_i32" => Some((
+                ((i64::from(u(0) as i32) * i64::from(u(1) as i32)) >> 32) as u32,
+                None,
+            )),
+            "v_mul_i32_i24" => {
+                let s24 = |x: u32| ((x << 8) as i32) >> 8;
+                Some((s24(u(0)).wrapping_mul(s24(u(1))) as u32, None))
+            }
+            "v_perm_b32" => {
+                // bytes of {src0, src1} picked by the selector's bytes
+                let pool = (u64::from(u(0)) << 32) | u64::from(u(1));
+                let sel = u(2);
+                let mut r = 0u32;
+                for i in 0..4 {
+                    let s = (sel >> (8 * i)) & 0xff;
+                    let byte = match s {
+                        0..=7 => ((pool >> (8 * s)) & 0xff) as u32,
+                        8..=11 => {
+                            // sign of a 16-bit half
+                            let at = 8 * (2 * (s - 8) + 1);
+                            if (pool >> (at + 7)) & 1 != 0 {
+                                0xff
+                            } else {
+                                0
+                            }
+                        }
+                        12 => 0,
+                        _ => 0xff,
+                    };
+                    r |= byte << (8 * i);
+                }
+                Some((r, None))
+            }
+            "v_ldexp_f32" => f32s(f(0) * (u(1) as i32 as f32).exp2()),
+            "v_max3_f32" => f32s(f(0).max(f(1)).max(f(2))),
+            "v_min3_f32" => f32s(f(0).min(f(1)).min(f(2))),
+            "v_cvt_f32_f16" => f32s(f16_to_f32(u(0) as u16)),
+            "v_cvt_f16_f32" => Some((u32::from(f32_to_f16(f(0))), None)),
+            "v_cvt_f32_ubyte0" => f32s((u(0) & 0xff) as f32),
+            "v_cvt_f32_ubyte1" => f32s(((u(0) >> 8) & 0xff) as f32),
+            "v_cvt_f32_ubyte2" => f32s(((u(0) >> 16) & 0xff) as f32),
+            "v_cvt_f32_ubyte3" => f32s((u(0) >> 24) as f32),
+            "v_bfrev_b32" => Some((u(0).reverse_bits(), None)),
             "v_cndmask_b32" => {
                 let mask = if inst.format == Format::Vop3 {
                     read_mask(w, inst, s(2))
@@ -997,4 +1067,93 @@ fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
         }
     }
     Ok(())
+}
+
+/// IEEE half to single (exact).
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, m) => {
+            // subnormal: normalize
+            let shift = m.leading_zeros() - 21;
+            let m = (m << shift) & 0x3ff;
+            sign | ((113 - shift) << 23) | (m << 13)
+        }
+        (31, 0) => sign | 0x7f80_0000,
+        (31, m) => sign | 0x7fc0_0000 | (m << 13),
+        (e, m) => sign | ((e + 112) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Single to IEEE half, rounding to nearest even (the hardware's default mode).
+pub(crate) fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 31 {
+        return sign | 0x7c00;
+    }
+    let (mant, shift) = if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        (man | 0x80_0000, (14 - e) as u32)
+    } else {
+        (man, 13)
+    };
+    let half = 1u32 << (shift - 1);
+    let rest = mant & ((1 << shift) - 1);
+    let mut h = (mant >> shift) as u16;
+    if e > 0 {
+        h |= (e as u16) << 10;
+    }
+    if rest > half || (rest == half && h & 1 == 1) {
+        h += 1;
+    }
+    sign | h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_conversions_equal_ieee() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h).to_f32();
+            let got = f16_to_f32(h);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{h:#x}");
+                continue;
+            }
+            assert_eq!(got.to_bits(), want.to_bits(), "{h:#x}");
+            assert_eq!(f32_to_f16(got), h, "{h:#x} back");
+        }
+        // rounding of values between halves, ties to even, overflow and underflow
+        let mut x = 0x3380_0000u32;
+        while x < 0x4800_0000 {
+            let v = f32::from_bits(x);
+            for v in [v, -v] {
+                assert_eq!(f32_to_f16(v), half::f16::from_f32(v).to_bits(), "{v:e}");
+            }
+            x += 0x1235;
+        }
+    }
+
+    #[test]
+    fn float_comparisons_treat_nan_as_unordered() {
+        let nan = f64::NAN;
+        assert!(fcmp("neq", nan, 1.0) && !fcmp("eq", nan, nan) && !fcmp("lg", nan, 1.0));
+        assert!(fcmp("u", nan, 0.0) && !fcmp("o", nan, 0.0) && fcmp("nge", nan, 0.0));
+        assert!(fcmp("lg", 1.0, 2.0) && !fcmp("lg", 2.0, 2.0) && fcmp("le", 2.0, 2.0));
+    }
 }
