@@ -234,6 +234,7 @@ fn fill_runs_in_the_emulator_on_both_archs() {
                 block: [256, 1, 1],
                 args,
                 dynamic_lds: 0,
+                schedule: Default::default(),
             };
             let report = dispatch(&co, "fill_f32", &launch, &mut mem)
                 .unwrap_or_else(|e| panic!("{} n={n} skew={skew}: {e}", arch.name()));
@@ -331,6 +332,7 @@ fn unary_f32_kernels_run_in_the_emulator() {
                     block: [256, 1, 1],
                     args: kernargs(k, &params),
                     dynamic_lds: 0,
+                    schedule: Default::default(),
                 };
                 dispatch(&co, &name, &launch, &mut mem)
                     .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
@@ -408,6 +410,7 @@ fn binary_f32_kernels_run_in_the_emulator() {
                     block: [256, 1, 1],
                     args: kernargs(k, &params),
                     dynamic_lds: 0,
+                    schedule: Default::default(),
                 };
                 dispatch(&co, &name, &launch, &mut mem)
                     .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
@@ -428,4 +431,137 @@ fn binary_f32_kernels_run_in_the_emulator() {
         }
     }
     println!("AMD tier: {ran} binary f32 runs in the emulator equal the host's");
+}
+
+/// Reductions of f32 rows (reduce.hip's first pass, one chunk a row: the block reduces its
+/// row through LDS and barriers) under each order of the waves between barriers: sum within
+/// f32 rounding of the f64 sum, max exact.
+#[test]
+fn row_reductions_run_in_the_emulator_under_every_wave_order() {
+    use amdgpu_emu::exec::{dispatch, Launch, Memory, Schedule};
+    let (rows, cols) = (7usize, 1000usize);
+    let x: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 2003) as f32 / 100.0 - 10.0)
+        .collect();
+    let mut ran = 0;
+    for arch in ARCHS {
+        let co = loaded("reduce", arch);
+        for op in ["sum", "max"] {
+            for schedule in [Schedule::InOrder, Schedule::Reversed, Schedule::Shuffled(7)] {
+                let name = format!("{op}_f32");
+                let k = co.kernel(&name).unwrap();
+                let mut mem = Memory::new();
+                let input = mem.upload(bytemuck::cast_slice(&x));
+                let out = mem.upload(&vec![0xffu8; 4 * rows]);
+                let partials = mem.alloc(4 * rows);
+                let params = rocm_kernels::reduce::ReduceParams {
+                    input: ptr(input),
+                    out: ptr(out),
+                    partials: ptr(partials),
+                    n_out: rows as u64,
+                    red_len: cols as u64,
+                    kept: rocm_kernels::KernelLayout::new(&[rows], &[cols], 0).unwrap(),
+                    red: rocm_kernels::KernelLayout::new(&[cols], &[1], 0).unwrap(),
+                    chunk_len: cols.next_multiple_of(16) as u64,
+                };
+                let block = 256u32;
+                let launch = Launch {
+                    grid: [rows as u32 * block, 1, 1],
+                    block: [block, 1, 1],
+                    args: kernargs(k, &params),
+                    dynamic_lds: 0,
+                    schedule,
+                };
+                dispatch(&co, &name, &launch, &mut mem)
+                    .unwrap_or_else(|e| panic!("{} {name} {schedule:?}: {e}", arch.name()));
+                let got: Vec<f32> =
+                    bytemuck::cast_slice(&mem.download(out, 4 * rows).unwrap()).to_vec();
+                for (r, g) in got.iter().enumerate() {
+                    let row = &x[r * cols..(r + 1) * cols];
+                    if op == "sum" {
+                        let want: f64 = row.iter().map(|&v| f64::from(v)).sum();
+                        let scale: f64 = row.iter().map(|&v| f64::from(v).abs()).sum();
+                        assert!(
+                            (f64::from(*g) - want).abs() <= 1e-5 * scale,
+                            "{} {name} {schedule:?} row {r}: {g} against {want}",
+                            arch.name()
+                        );
+                    } else {
+                        let want = row.iter().copied().fold(f32::MIN, f32::max);
+                        assert_eq!(*g, want, "{} {name} {schedule:?} row {r}", arch.name());
+                    }
+                }
+                ran += 1;
+            }
+        }
+    }
+    println!("AMD tier: {ran} row reductions in the emulator (three wave orders) equal the host's");
+}
+
+/// A planted fault: `sum_f32` with its barriers taken out (each `s_barrier` made an `s_nop`,
+/// the same length). Waves then run to their end one after another, so under one of the
+/// orders a wave reads the LDS partials before the others wrote them and a row's sum is
+/// wrong: the emulator's schedules expose a missing barrier.
+#[test]
+fn a_missing_barrier_changes_the_sum() {
+    use amdgpu_emu::exec::{dispatch, Launch, Memory, Schedule};
+    const S_NOP_0: u32 = 0xBF80_0000;
+    let (rows, cols) = (4usize, 1000usize);
+    let x: Vec<f32> = (0..rows * cols).map(|i| (i % 13) as f32 + 1.0).collect();
+    for arch in ARCHS {
+        let mut co = loaded("reduce", arch);
+        let k = co.kernel("sum_f32").unwrap().clone();
+        let code = co.image[k.entry as usize..(k.entry + k.code_size) as usize].to_vec();
+        let mut planted = 0;
+        for inst in decode_all(arch, &code, k.entry).unwrap() {
+            if inst.mnemonic == "s_barrier" {
+                let at = inst.address as usize;
+                co.image[at..at + 4].copy_from_slice(&S_NOP_0.to_le_bytes());
+                planted += 1;
+            }
+        }
+        assert!(planted > 0, "{}: sum_f32 has no barrier", arch.name());
+        let run = |co: &CodeObject, schedule| {
+            let mut mem = Memory::new();
+            let input = mem.upload(bytemuck::cast_slice(&x));
+            let out = mem.alloc(4 * rows);
+            let partials = mem.alloc(4 * rows);
+            let params = rocm_kernels::reduce::ReduceParams {
+                input: ptr(input),
+                out: ptr(out),
+                partials: ptr(partials),
+                n_out: rows as u64,
+                red_len: cols as u64,
+                kept: rocm_kernels::KernelLayout::new(&[rows], &[cols], 0).unwrap(),
+                red: rocm_kernels::KernelLayout::new(&[cols], &[1], 0).unwrap(),
+                chunk_len: cols.next_multiple_of(16) as u64,
+            };
+            let launch = Launch {
+                grid: [rows as u32 * 256, 1, 1],
+                block: [256, 1, 1],
+                args: kernargs(&k, &params),
+                dynamic_lds: 0,
+                schedule,
+            };
+            dispatch(co, "sum_f32", &launch, &mut mem).unwrap();
+            let got: Vec<f32> =
+                bytemuck::cast_slice(&mem.download(out, 4 * rows).unwrap()).to_vec();
+            got
+        };
+        let want: Vec<f32> = x.chunks(cols).map(|r| r.iter().sum()).collect();
+        let wrong: Vec<(Schedule, Vec<f32>)> = [Schedule::InOrder, Schedule::Reversed]
+            .into_iter()
+            .map(|s| (s, run(&co, s)))
+            .filter(|(_, got)| *got != want)
+            .collect();
+        assert!(
+            !wrong.is_empty(),
+            "{}: the barrier-less sum is right in every order",
+            arch.name()
+        );
+        println!(
+            "AMD tier: {} sum_f32 without its {planted} barriers: {wrong:?} against {want:?}",
+            arch.name()
+        );
+    }
 }

@@ -30,6 +30,17 @@ pub enum ExecError {
         target: u64,
         bytes: usize,
     },
+    #[error("{kernel}: `{mnemonic}` at {address:#x} accessed {bytes} LDS bytes at {target:#x}, past the workgroup's {size}")]
+    BadLds {
+        kernel: String,
+        mnemonic: String,
+        address: u64,
+        target: u64,
+        bytes: usize,
+        size: usize,
+    },
+    #[error("{kernel}: the workgroup's waves cannot all reach the barrier at {address:#x}")]
+    Barrier { kernel: String, address: u64 },
     #[error("{kernel}: a wave ran past {limit} instructions (at {address:#x})")]
     StepLimit {
         kernel: String,
@@ -107,14 +118,28 @@ impl Memory {
 }
 
 /// A launch: grid and block in work-items of each dimension, the explicit arguments' bytes
-/// (as the kernel's `.args` lay them out; the hidden ones are filled here) and the dynamic
-/// LDS bytes.
-#[derive(Debug, Clone)]
+/// (as the kernel's `.args` lay them out; the hidden ones are filled here), the dynamic LDS
+/// bytes, and the order a workgroup's waves take turns in between barriers.
+#[derive(Debug, Clone, Default)]
 pub struct Launch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub args: Vec<u8>,
     pub dynamic_lds: u32,
+    pub schedule: Schedule,
+}
+
+/// The order in which a workgroup's waves run between barriers. A kernel whose result
+/// depends on it lacks a barrier (or has a race the hardware may or may not show).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// Wave 0 first.
+    #[default]
+    InOrder,
+    /// The last wave first.
+    Reversed,
+    /// A fixed pseudo-random order, new at each barrier, from this seed.
+    Shuffled(u64),
 }
 
 /// Counters of a finished dispatch.
@@ -138,6 +163,8 @@ pub(crate) struct Wave {
     pub scc: bool,
     pub pc: u64,
     pub done: bool,
+    /// Waiting at `s_barrier` for the workgroup's other waves.
+    pub at_barrier: bool,
 }
 
 impl Wave {
@@ -170,6 +197,8 @@ pub(crate) enum Flow {
     /// Jump by this many bytes from the next instruction.
     Branch(i64),
     End,
+    /// Wait for the workgroup's other waves (`s_barrier`).
+    Barrier,
 }
 
 /// The state instructions reach beyond their wave.
@@ -177,9 +206,22 @@ pub(crate) struct Context<'a> {
     pub arch: Arch,
     pub memory: &'a mut Memory,
     pub kernel: &'a str,
+    /// The workgroup's LDS.
+    pub lds: &'a mut [u8],
 }
 
 impl Context<'_> {
+    pub fn bad_lds(&self, inst: &Instruction, target: u64, bytes: usize) -> ExecError {
+        ExecError::BadLds {
+            kernel: self.kernel.to_string(),
+            mnemonic: inst.mnemonic.to_string(),
+            address: inst.address,
+            target,
+            bytes,
+            size: self.lds.len(),
+        }
+    }
+
     pub fn bad_access(&self, inst: &Instruction, target: u64, bytes: usize) -> ExecError {
         ExecError::BadAccess {
             kernel: self.kernel.to_string(),
@@ -266,9 +308,10 @@ pub fn dispatch(
     for bz in 0..blocks[2] {
         for by in 0..blocks[1] {
             for bx in 0..blocks[0] {
-                let waves = (threads as usize).div_ceil(lanes);
+                let count = (threads as usize).div_ceil(lanes);
                 let vgprs = (k.vgpr_count as usize).max(1) + 8;
-                for w in 0..waves {
+                let mut waves = Vec::with_capacity(count);
+                for w in 0..count {
                     let mut wave = Wave {
                         lanes,
                         s: [0; 128],
@@ -276,6 +319,7 @@ pub fn dispatch(
                         scc: false,
                         pc: k.entry,
                         done: false,
+                        at_barrier: false,
                     };
                     // user SGPRs in the descriptor's order, then the workgroup ids
                     let mut next = 0usize;
@@ -307,19 +351,75 @@ pub fn dispatch(
                         wave.v[0][lane] = x | (y << 10) | (z << 20);
                     }
                     wave.set_exec(exec);
-                    let mut ctx = Context {
-                        arch: co.arch,
-                        memory,
-                        kernel: name,
-                    };
-                    report.wave_instructions += run_wave(co, &mut wave, &mut ctx, &mut cache)?;
-                    report.waves += 1;
+                    waves.push(wave);
                 }
+                let mut lds = vec![0u8; (d.group_segment_fixed_size + launch.dynamic_lds) as usize];
+                let mut ctx = Context {
+                    arch: co.arch,
+                    memory,
+                    kernel: name,
+                    lds: &mut lds,
+                };
+                let (steps, count) =
+                    run_workgroup(co, &mut waves, &mut ctx, &mut cache, launch.schedule)?;
+                report.wave_instructions += steps;
+                report.waves += count;
                 report.workgroups += 1;
             }
         }
     }
     Ok(report)
+}
+
+/// The waves of one workgroup, each in turn until it ends or waits at a barrier; a barrier
+/// opens when every wave that has not ended waits at it.
+fn run_workgroup(
+    co: &CodeObject,
+    waves: &mut [Wave],
+    ctx: &mut Context<'_>,
+    cache: &mut std::collections::HashMap<u64, Instruction>,
+    schedule: Schedule,
+) -> ExecResult<(u64, u64)> {
+    let mut steps = 0u64;
+    let mut order: Vec<usize> = (0..waves.len()).collect();
+    let mut rng = match schedule {
+        Schedule::Shuffled(seed) => seed | 1,
+        _ => 0,
+    };
+    if schedule == Schedule::Reversed {
+        order.reverse();
+    }
+    loop {
+        if let Schedule::Shuffled(_) = schedule {
+            // xorshift64: a new order each round
+            for i in (1..order.len()).rev() {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                order.swap(i, (rng % (i as u64 + 1)) as usize);
+            }
+        }
+        for &i in &order {
+            if !waves[i].done {
+                steps += run_wave(co, &mut waves[i], ctx, cache)?;
+            }
+        }
+        let waiting = waves.iter().filter(|w| w.at_barrier).count();
+        let running = waves.iter().filter(|w| !w.done).count();
+        if running == 0 {
+            return Ok((steps, waves.len() as u64));
+        }
+        if waiting != running {
+            let at = waves.iter().find(|w| !w.done).map_or(0, |w| w.pc);
+            return Err(ExecError::Barrier {
+                kernel: ctx.kernel.to_string(),
+                address: at,
+            });
+        }
+        for w in waves.iter_mut() {
+            w.at_barrier = false;
+        }
+    }
 }
 
 fn run_wave(
@@ -329,7 +429,7 @@ fn run_wave(
     cache: &mut std::collections::HashMap<u64, Instruction>,
 ) -> ExecResult<u64> {
     let mut steps = 0u64;
-    while !wave.done {
+    while !wave.done && !wave.at_barrier {
         steps += 1;
         if steps > STEP_LIMIT {
             return Err(ExecError::StepLimit {
@@ -351,6 +451,10 @@ fn run_wave(
             Flow::Next => wave.pc = next,
             Flow::Branch(by) => wave.pc = next.wrapping_add_signed(by),
             Flow::End => wave.done = true,
+            Flow::Barrier => {
+                wave.pc = next;
+                wave.at_barrier = true;
+            }
         }
     }
     Ok(steps)

@@ -211,6 +211,23 @@ pub(crate) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             flat(w, inst, ctx)?;
             Ok(Flow::Next)
         }
+        Format::Ds => {
+            ds(w, inst, ctx)?;
+            Ok(Flow::Next)
+        }
+        // cache invalidations and write-backs: the emulated memory has no caches
+        Format::Mubuf
+            if matches!(
+                m,
+                "buffer_gl0_inv"
+                    | "buffer_gl1_inv"
+                    | "buffer_inv"
+                    | "buffer_wbl2"
+                    | "buffer_wbinvl1"
+            ) =>
+        {
+            Ok(Flow::Next)
+        }
         _ => Err(unimplemented(inst, ctx)),
     }
 }
@@ -219,6 +236,7 @@ fn sopp(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<Flow>
     let simm = (inst.words[0] & 0xffff) as i16 as i64;
     let taken = match inst.mnemonic {
         "s_endpgm" => return Ok(Flow::End),
+        "s_barrier" => return Ok(Flow::Barrier),
         "s_branch" => true,
         "s_cbranch_scc0" => !w.scc,
         "s_cbranch_scc1" => w.scc,
@@ -284,6 +302,9 @@ fn salu(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
         Format::Sopk => {
             match m {
                 "s_movk_i32" => write_s32(w, ctx, sdst, simm as u32),
+                // counters of outstanding memory operations: memory is immediate here
+                "s_waitcnt_vscnt" | "s_waitcnt_vmcnt" | "s_waitcnt_expcnt"
+                | "s_waitcnt_lgkmcnt" => {}
                 "s_addk_i32" => {
                     let x = w.s[sdst as usize] as i32;
                     let (r, o) = x.overflowing_add(simm);
@@ -884,6 +905,22 @@ fn lanes_op(
             "v_cvt_f32_ubyte2" => f32s(((u(0) >> 16) & 0xff) as f32),
             "v_cvt_f32_ubyte3" => f32s((u(0) >> 24) as f32),
             "v_bfrev_b32" => Some((u(0).reverse_bits(), None)),
+            "v_mbcnt_lo_u32_b32" => {
+                let below = if lane >= 32 {
+                    u32::MAX
+                } else {
+                    (1u32 << lane) - 1
+                };
+                Some(((u(0) & below).count_ones().wrapping_add(u(1)), None))
+            }
+            "v_mbcnt_hi_u32_b32" => {
+                let below = if lane < 32 {
+                    0
+                } else {
+                    (1u64 << (lane - 32)) as u32 - 1
+                };
+                Some(((u(0) & below).count_ones().wrapping_add(u(1)), None))
+            }
             "v_cndmask_b32" => {
                 let mask = if inst.format == Format::Vop3 {
                     read_mask(w, inst, s(2))
@@ -985,6 +1022,150 @@ fn vop3p(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> 
         if let Some((lo, hi)) = r {
             w.v[vdst][lane] = lo;
             w.v[vdst + 1][lane] = hi;
+        }
+    }
+    Ok(())
+}
+
+/// LDS: loads and stores of 1 to 16 bytes (two addresses for the `2addr` / `read2` forms,
+/// halves for the `d16` forms), atomic adds and `ds_bpermute_b32`.
+fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    // gfx9 spells the loads and stores read/write, read2/write2
+    let m = inst
+        .mnemonic
+        .replace("ds_read2_", "ds_load_2addr_")
+        .replace("ds_write2_", "ds_store_2addr_")
+        .replace("ds_read_", "ds_load_")
+        .replace("ds_write_", "ds_store_");
+    let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
+    let offset = offset0 | (offset1 << 8);
+    let (addr, data0, data1, vdst) = (
+        bits(w1, 0, 8) as usize,
+        bits(w1, 8, 8) as usize,
+        bits(w1, 16, 8) as usize,
+        bits(w1, 24, 8) as usize,
+    );
+    if ctx.arch == Arch::Gfx942 && w0 >> 25 & 1 != 0 {
+        // data in accumulation registers: not yet
+        return Err(unimplemented(inst, ctx));
+    }
+    let lanes = w.lanes;
+    if m == "ds_bpermute_b32" {
+        let source: Vec<u32> = (0..lanes)
+            .map(|l| if w.active(l) { w.v[data0][l] } else { 0 })
+            .collect();
+        for lane in 0..lanes {
+            if w.active(lane) {
+                let from = (w.v[addr][lane].wrapping_add(offset) / 4) as usize % lanes;
+                w.v[vdst][lane] = source[from];
+            }
+        }
+        return Ok(());
+    }
+    let size = |name: &str| -> Option<usize> {
+        Some(match name.rsplit('_').next()? {
+            "b8" | "u8" | "i8" => 1,
+            "b16" | "u16" | "i16" => 2,
+            "b32" | "u32" => 4,
+            "b64" => 8,
+            "b96" => 12,
+            "b128" => 16,
+            _ => return None,
+        })
+    };
+    for lane in 0..lanes {
+        if !w.active(lane) {
+            continue;
+        }
+        let base = w.v[addr][lane] as usize;
+        let lds_read = |ctx: &Context<'_>, at: usize, n: usize| -> ExecResult<[u8; 16]> {
+            let mut b = [0u8; 16];
+            let src = ctx
+                .lds
+                .get(at..at + n)
+                .ok_or_else(|| ctx.bad_lds(inst, at as u64, n))?;
+            b[..n].copy_from_slice(src);
+            Ok(b)
+        };
+        let word = |b: &[u8; 16], i: usize| {
+            u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+        };
+        match m.as_str() {
+            "ds_add_u32" | "ds_add_rtn_u32" => {
+                let at = base + offset as usize;
+                let old = word(&lds_read(ctx, at, 4)?, 0);
+                let new = old.wrapping_add(w.v[data0][lane]);
+                ctx.lds[at..at + 4].copy_from_slice(&new.to_le_bytes());
+                if m == "ds_add_rtn_u32" {
+                    w.v[vdst][lane] = old;
+                }
+            }
+            _ if m.starts_with("ds_load_2addr_") || m.starts_with("ds_store_2addr_") => {
+                let n = size(&m).ok_or_else(|| unimplemented(inst, ctx))?;
+                let load = m.starts_with("ds_load");
+                for (k, off) in [offset0, offset1].into_iter().enumerate() {
+                    let at = base + off as usize * n;
+                    if load {
+                        let b = lds_read(ctx, at, n)?;
+                        for i in 0..n / 4 {
+                            w.v[vdst + k * (n / 4) + i][lane] = word(&b, i);
+                        }
+                    } else {
+                        let src = if k == 0 { data0 } else { data1 };
+                        ctx.lds
+                            .get(at..at + n)
+                            .ok_or_else(|| ctx.bad_lds(inst, at as u64, n))?;
+                        for i in 0..n / 4 {
+                            ctx.lds[at + 4 * i..at + 4 * i + 4]
+                                .copy_from_slice(&w.v[src + i][lane].to_le_bytes());
+                        }
+                    }
+                }
+            }
+            _ if m.starts_with("ds_load_") => {
+                let at = base + offset as usize;
+                let core = m.trim_end_matches("_d16_hi").trim_end_matches("_d16");
+                let n = size(core).ok_or_else(|| unimplemented(inst, ctx))?;
+                let b = lds_read(ctx, at, n)?;
+                if n >= 4 {
+                    for i in 0..n / 4 {
+                        w.v[vdst + i][lane] = word(&b, i);
+                    }
+                } else {
+                    let raw = u32::from(b[0]) | if n == 2 { u32::from(b[1]) << 8 } else { 0 };
+                    let v = match core.rsplit('_').next() {
+                        Some("i8") => raw as u8 as i8 as i32 as u32,
+                        Some("i16") => raw as u16 as i16 as i32 as u32,
+                        _ => raw,
+                    };
+                    let old = w.v[vdst][lane];
+                    w.v[vdst][lane] = if m.ends_with("_d16_hi") {
+                        (old & 0xffff) | (v << 16)
+                    } else if m.ends_with("_d16") {
+                        (old & 0xffff_0000) | (v & 0xffff)
+                    } else {
+                        v
+                    };
+                }
+            }
+            _ if m.starts_with("ds_store_") => {
+                let at = base + offset as usize;
+                let core = m.trim_end_matches("_d16_hi");
+                let n = size(core).ok_or_else(|| unimplemented(inst, ctx))?;
+                ctx.lds
+                    .get(at..at + n)
+                    .ok_or_else(|| ctx.bad_lds(inst, at as u64, n))?;
+                let mut b = [0u8; 16];
+                for i in 0..n.div_ceil(4) {
+                    b[4 * i..4 * i + 4].copy_from_slice(&w.v[data0 + i][lane].to_le_bytes());
+                }
+                if m.ends_with("_d16_hi") {
+                    b.copy_within(2..4, 0);
+                }
+                ctx.lds[at..at + n].copy_from_slice(&b[..n]);
+            }
+            _ => return Err(unimplemented(inst, ctx)),
         }
     }
     Ok(())
