@@ -4,6 +4,33 @@ use crate::{
     DevicePtr, EntryGroup, KernelLayout, KernelModule, KernelParams, DTYPES, FLOAT_DTYPES, HEADERS,
 };
 
+crate::op_list! {
+    /// Candle's `BinaryOpT` ops.
+    pub enum BinaryOp {
+        Add = "add",
+        Sub = "sub",
+        Mul = "mul",
+        Div = "div",
+        Maximum = "maximum",
+        Minimum = "minimum",
+    }
+}
+
+crate::op_list! {
+    /// Candle's `CmpOp`; results are u8 (1 or 0).
+    pub enum CmpOp {
+        Eq = "eq",
+        Ne = "ne",
+        Lt = "lt",
+        Le = "le",
+        Gt = "gt",
+        Ge = "ge",
+    }
+}
+
+/// The binary module's ops of every dtype: arithmetic, then comparisons.
+const ALL_DTYPE_OPS: [&str; 12] = crate::concat_names(BinaryOp::NAMES, CmpOp::NAMES);
+
 /// Binary arithmetic and comparisons (comparisons write u8); `silu_mul` (silu(a) * b) for
 /// floats.
 pub const MODULE: KernelModule = KernelModule {
@@ -12,10 +39,7 @@ pub const MODULE: KernelModule = KernelModule {
     source: include_str!("binary.hip"),
     groups: &[
         EntryGroup {
-            ops: &[
-                "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
-                "ge",
-            ],
+            ops: &ALL_DTYPE_OPS,
             dtypes: &DTYPES,
         },
         EntryGroup {

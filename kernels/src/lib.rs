@@ -7,10 +7,10 @@
 //! and reduction headers.
 
 pub use rocm_device::kernel::{
-    layout, params, ArgSink, DevicePtr, Entry, EntryGroup, Family, KernelArg, KernelLayout,
-    KernelModule, KernelParams, LayoutError, ParamsDecl, MAX_DIMS,
+    concat_names, layout, params, ArgSink, DevicePtr, Entry, EntryGroup, Family, KernelArg,
+    KernelLayout, KernelModule, KernelParams, LayoutError, ParamsDecl, MAX_DIMS,
 };
-pub use rocm_device::kernel_params;
+pub use rocm_device::{kernel_params, op_list};
 
 /// `compat.h`: per-platform types, shuffles, ballots and narrow atomics.
 pub const COMPAT_H: &str = include_str!("../include/compat.h");

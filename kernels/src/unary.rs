@@ -5,11 +5,44 @@ use crate::{
     HEADERS, INT_DTYPES,
 };
 
-/// Math ops that only floats have.
-pub const UNARY_FLOAT_OPS: [&str; 23] = [
-    "neg", "recip", "exp", "log", "sin", "cos", "tanh", "erf", "ceil", "floor", "round", "normcdf",
-    "abs", "sqr", "sqrt", "gelu", "gelu_erf", "relu", "silu", "sign", "sigmoid", "elu", "powf",
-];
+crate::op_list! {
+    /// Unary ops of Candle's `UnaryOpT` plus normcdf and candle-nn's sigmoid.
+    pub enum UnaryOp {
+        Neg = "neg",
+        Recip = "recip",
+        Exp = "exp",
+        Log = "log",
+        Sin = "sin",
+        Cos = "cos",
+        Tanh = "tanh",
+        Erf = "erf",
+        Ceil = "ceil",
+        Floor = "floor",
+        Round = "round",
+        NormCdf = "normcdf",
+        Abs = "abs",
+        Sqr = "sqr",
+        Sqrt = "sqrt",
+        /// The tanh approximation.
+        Gelu = "gelu",
+        GeluErf = "gelu_erf",
+        Relu = "relu",
+        Silu = "silu",
+        Sign = "sign",
+        Sigmoid = "sigmoid",
+    }
+}
+
+impl UnaryOp {
+    /// Whether the op is defined for `dtype` (floats: all; integers: what the CPU backend
+    /// computes for them).
+    pub fn supports(self, dtype: rocm_device::DType) -> bool {
+        dtype.is_float() || UNARY_INT_OPS.contains(&self.name())
+    }
+}
+
+/// Math ops that only floats have: the unary ops, elu and powf.
+pub const UNARY_FLOAT_OPS: [&str; 23] = crate::concat_names(UnaryOp::NAMES, ["elu", "powf"]);
 
 /// Unary ops Candle's CPU backend also computes for integers.
 pub const UNARY_INT_OPS: [&str; 10] = [

@@ -6,7 +6,9 @@ pub mod layout;
 pub mod params;
 
 pub use layout::{KernelLayout, LayoutError, MAX_DIMS};
-pub use params::{ArgSink, DevicePtr, Entry, Family, KernelArg, KernelParams, ParamsDecl};
+pub use params::{
+    concat_names, ArgSink, DevicePtr, Entry, Family, KernelArg, KernelParams, ParamsDecl,
+};
 
 /// Ops instantiated for every dtype of a list: entry points `<op>_<dtype>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -218,6 +218,65 @@ macro_rules! kernel_params {
     (@c_type $ty:ty) => { <$ty as $crate::kernel::params::KernelArg>::C_TYPE };
 }
 
+/// A family's op list, declared once: the enum, `ALL` (its variants in order), `NAMES` (the
+/// kernels' op names, in the same order) and `name()`.
+///
+/// ```
+/// rocm_device::op_list! {
+///     /// Two ops.
+///     pub enum Op { Add = "add", Sub = "sub" }
+/// }
+/// assert_eq!(Op::ALL, [Op::Add, Op::Sub]);
+/// assert_eq!(Op::Sub.name(), "sub");
+/// assert_eq!(Op::NAMES, ["add", "sub"]);
+/// ```
+#[macro_export]
+macro_rules! op_list {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident = $text:literal),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant,)*
+        }
+
+        impl $name {
+            /// Every op, in the kernels' order.
+            pub const ALL: [$name; [$($text),*].len()] = [$($name::$variant),*];
+            /// The kernels' op names, in the same order.
+            pub const NAMES: [&'static str; [$($text),*].len()] = [$($text),*];
+
+            /// The kernels' op name (and Candle's, where Candle has the op).
+            pub const fn name(self) -> &'static str {
+                Self::NAMES[self as usize]
+            }
+        }
+    };
+}
+
+/// `a` then `b`, in a constant (op lists that extend another's).
+pub const fn concat_names<const A: usize, const B: usize, const N: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; N] {
+    assert!(A + B == N, "concat_names: the lengths do not add up");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
