@@ -304,7 +304,7 @@ pub fn dispatch(
     let blocks = [0, 1, 2].map(|i| launch.grid[i].div_ceil(launch.block[i].max(1)));
     let mut report = Report::default();
     // the instructions of the kernel, decoded once
-    let mut cache: std::collections::HashMap<u64, Instruction> = Default::default();
+    let mut cache = DecodeCache::new(co);
     for bz in 0..blocks[2] {
         for by in 0..blocks[1] {
             for bx in 0..blocks[0] {
@@ -371,13 +371,45 @@ pub fn dispatch(
     Ok(report)
 }
 
+/// Instructions decoded once, by their word index in `.text`.
+struct DecodeCache {
+    text: (u64, u64),
+    slots: Vec<Option<Instruction>>,
+}
+
+impl DecodeCache {
+    fn new(co: &CodeObject) -> Self {
+        DecodeCache {
+            text: co.text,
+            slots: vec![None; ((co.text.1 - co.text.0) / 4) as usize],
+        }
+    }
+
+    fn get(&mut self, co: &CodeObject, pc: u64) -> ExecResult<Instruction> {
+        let slot = pc
+            .checked_sub(self.text.0)
+            .map(|d| (d / 4) as usize)
+            .filter(|&i| pc < self.text.1 && pc % 4 == 0 && i < self.slots.len());
+        let Some(i) = slot else {
+            // outside .text: the decoder names the address
+            return Ok(decode(co.arch, &co.image, pc as usize, 0)?);
+        };
+        if let Some(inst) = self.slots[i] {
+            return Ok(inst);
+        }
+        let inst = decode(co.arch, &co.image, pc as usize, 0)?;
+        self.slots[i] = Some(inst);
+        Ok(inst)
+    }
+}
+
 /// The waves of one workgroup, each in turn until it ends or waits at a barrier; a barrier
 /// opens when every wave that has not ended waits at it.
 fn run_workgroup(
     co: &CodeObject,
     waves: &mut [Wave],
     ctx: &mut Context<'_>,
-    cache: &mut std::collections::HashMap<u64, Instruction>,
+    cache: &mut DecodeCache,
     schedule: Schedule,
 ) -> ExecResult<(u64, u64)> {
     let mut steps = 0u64;
@@ -426,7 +458,7 @@ fn run_wave(
     co: &CodeObject,
     wave: &mut Wave,
     ctx: &mut Context<'_>,
-    cache: &mut std::collections::HashMap<u64, Instruction>,
+    cache: &mut DecodeCache,
 ) -> ExecResult<u64> {
     let mut steps = 0u64;
     while !wave.done && !wave.at_barrier {
@@ -438,14 +470,7 @@ fn run_wave(
                 address: wave.pc,
             });
         }
-        let inst = match cache.get(&wave.pc) {
-            Some(i) => *i,
-            None => {
-                let i = decode(co.arch, &co.image, wave.pc as usize, 0)?;
-                cache.insert(wave.pc, i);
-                i
-            }
-        };
+        let inst = cache.get(co, wave.pc)?;
         let next = wave.pc + inst.len as u64;
         match ops::execute(wave, &inst, ctx)? {
             Flow::Next => wave.pc = next,

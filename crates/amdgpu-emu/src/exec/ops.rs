@@ -778,185 +778,250 @@ fn f32s(x: f32) -> LaneResult {
     Some((x.to_bits(), None))
 }
 
+/// What one lane of a vector operation reads.
+struct LaneCtx<'a> {
+    w: &'a Wave,
+    inst: &'a Instruction,
+    srcs: &'a [u32],
+    lane: usize,
+    vdst: u32,
+}
+
+impl LaneCtx<'_> {
+    fn s(&self, i: usize) -> u32 {
+        self.srcs.get(i).copied().unwrap_or(0)
+    }
+    fn u(&self, i: usize) -> u32 {
+        read32(self.w, self.inst, self.s(i), self.lane)
+    }
+    fn f(&self, i: usize) -> f32 {
+        f32::from_bits(self.u(i))
+    }
+    fn u64(&self, i: usize) -> u64 {
+        read64(self.w, self.inst, self.s(i), self.lane, false)
+    }
+    fn f64(&self, i: usize) -> f64 {
+        f64::from_bits(read64(self.w, self.inst, self.s(i), self.lane, true))
+    }
+}
+
+fn pair(x: u64) -> LaneResult {
+    Some((x as u32, Some((x >> 32) as u32)))
+}
+
+/// One lane's result of an operation.
+type LaneFn = fn(&LaneCtx<'_>) -> LaneResult;
+
 /// `name` (without its encoding suffix) over the active lanes; the results, not yet written.
+/// The operation is looked up once, then run lane by lane.
 fn lanes_op(
     w: &Wave,
     inst: &Instruction,
     ctx: &Context<'_>,
     name: &str,
     srcs: &[u32],
-    _vdst: u32,
+    vdst: u32,
 ) -> ExecResult<Vec<LaneResult>> {
     let name = name.trim_end_matches("_e32").trim_end_matches("_e64");
-    let mut out = vec![None; w.lanes];
-    let s = |i: usize| srcs.get(i).copied().unwrap_or(0);
-    for (lane, slot) in out.iter_mut().enumerate() {
-        if !w.active(lane) {
-            continue;
+    let op: LaneFn = match name {
+        "v_mov_b32" => |c: &LaneCtx<'_>| Some((c.u(0), None)),
+        "v_mov_b64" => |c: &LaneCtx<'_>| pair(c.u64(0)),
+        "v_not_b32" => |c: &LaneCtx<'_>| Some((!c.u(0), None)),
+        "v_and_b32" => |c: &LaneCtx<'_>| Some((c.u(0) & c.u(1), None)),
+        "v_or_b32" => |c: &LaneCtx<'_>| Some((c.u(0) | c.u(1), None)),
+        "v_xor_b32" => |c: &LaneCtx<'_>| Some((c.u(0) ^ c.u(1), None)),
+        "v_add_nc_u32" | "v_add_u32" => |c: &LaneCtx<'_>| Some((c.u(0).wrapping_add(c.u(1)), None)),
+        "v_sub_nc_u32" | "v_sub_u32" => |c: &LaneCtx<'_>| Some((c.u(0).wrapping_sub(c.u(1)), None)),
+        "v_subrev_nc_u32" | "v_subrev_u32" => {
+            |c: &LaneCtx<'_>| Some((c.u(1).wrapping_sub(c.u(0)), None))
         }
-        let u = |i: usize| read32(w, inst, s(i), lane);
-        let f = |i: usize| f32::from_bits(u(i));
-        let u64_ = |i: usize| read64(w, inst, s(i), lane, false);
-        let f64_ = |i: usize| f64::from_bits(read64(w, inst, s(i), lane, true));
-        let pair = |x: u64| Some((x as u32, Some((x >> 32) as u32)));
-        *slot = match name {
-            "v_mov_b32" => Some((u(0), None)),
-            "v_mov_b64" => pair(u64_(0)),
-            "v_not_b32" => Some((!u(0), None)),
-            "v_and_b32" => Some((u(0) & u(1), None)),
-            "v_or_b32" => Some((u(0) | u(1), None)),
-            "v_xor_b32" => Some((u(0) ^ u(1), None)),
-            "v_add_nc_u32" | "v_add_u32" => Some((u(0).wrapping_add(u(1)), None)),
-            "v_sub_nc_u32" | "v_sub_u32" => Some((u(0).wrapping_sub(u(1)), None)),
-            "v_subrev_nc_u32" | "v_subrev_u32" => Some((u(1).wrapping_sub(u(0)), None)),
-            "v_mul_lo_u32" => Some((u(0).wrapping_mul(u(1)), None)),
-            "v_mul_hi_u32" => Some((((u64::from(u(0)) * u64::from(u(1))) >> 32) as u32, None)),
-            "v_mul_u32_u24" => Some(((u(0) & 0xff_ffff).wrapping_mul(u(1) & 0xff_ffff), None)),
-            "v_lshlrev_b32" => Some((u(1) << (u(0) & 31), None)),
-            "v_lshrrev_b32" => Some((u(1) >> (u(0) & 31), None)),
-            "v_ashrrev_i32" => Some((((u(1) as i32) >> (u(0) & 31)) as u32, None)),
-            "v_lshlrev_b64" => pair(u64_(1) << (u(0) & 63)),
-            "v_lshrrev_b64" => pair(u64_(1) >> (u(0) & 63)),
-            "v_lshl_add_u64" => pair((u64_(0) << (u(1) & 7)).wrapping_add(u64_(2))),
-            "v_lshl_add_u32" => Some(((u(0) << (u(1) & 31)).wrapping_add(u(2)), None)),
-            "v_add_lshl_u32" => Some((u(0).wrapping_add(u(1)) << (u(2) & 31), None)),
-            "v_lshl_or_b32" => Some(((u(0) << (u(1) & 31)) | u(2), None)),
-            "v_and_or_b32" => Some(((u(0) & u(1)) | u(2), None)),
-            "v_or3_b32" => Some((u(0) | u(1) | u(2), None)),
-            "v_add3_u32" => Some((u(0).wrapping_add(u(1)).wrapping_add(u(2)), None)),
-            "v_bfe_u32" => {
-                let (o, wd) = (u(1) & 31, u(2) & 31);
-                Some((
-                    if wd == 0 {
-                        0
-                    } else {
-                        (u(0) >> o) & ((1u32 << wd) - 1)
-                    },
-                    None,
-                ))
-            }
-            "v_alignbit_b32" => {
-                let wide = (u64::from(u(0)) << 32) | u64::from(u(1));
-                Some(((wide >> (u(2) & 31)) as u32, None))
-            }
-            "v_alignbyte_b32" => {
-                let wide = (u64::from(u(0)) << 32) | u64::from(u(1));
-                Some(((wide >> (8 * (u(2) & 3))) as u32, None))
-            }
-            "v_bfi_b32" => Some(((u(0) & u(1)) | (!u(0) & u(2)), None)),
-            "v_xor3_b32" => Some((u(0) ^ u(1) ^ u(2), None)),
-            "v_xad_u32" => Some(((u(0) ^ u(1)).wrapping_add(u(2)), None)),
-            "v_max_u32" => Some((u(0).max(u(1)), None)),
-            "v_min_u32" => Some((u(0).min(u(1)), None)),
-            "v_max_i32" => Some(((u(0) as i32).max(u(1) as i32) as u32, None)),
-            "v_min_i32" => Some(((u(0) as i32).min(u(1) as i32) as u32, None)),
-            "v_max3_u32" => Some((u(0).max(u(1)).max(u(2)), None)),
-            "v_min3_u32" => Some((u(0).min(u(1)).min(u(2)), None)),
-            "v_med3_u32" => {
-                let mut v = [u(0), u(1), u(2)];
-                v.sort_unstable();
-                Some((v[1], None))
-            }
-            "v_med3_i32" => {
-                let mut v = [u(0) as i32, u(1) as i32, u(2) as i32];
-                v.sort_unstable();
-                Some((v[1] as u32, None))
-            }
-            "v_mul_hi_i32" => Some((
-                ((i64::from(u(0) as i32) * i64::from(u(1) as i32)) >> 32) as u32,
-                None,
-            )),
-            "v_mul_i32_i24" => {
-                let s24 = |x: u32| ((x << 8) as i32) >> 8;
-                Some((s24(u(0)).wrapping_mul(s24(u(1))) as u32, None))
-            }
-            "v_perm_b32" => {
-                // bytes of {src0, src1} picked by the selector's bytes
-                let pool = (u64::from(u(0)) << 32) | u64::from(u(1));
-                let sel = u(2);
-                let mut r = 0u32;
-                for i in 0..4 {
-                    let s = (sel >> (8 * i)) & 0xff;
-                    let byte = match s {
-                        0..=7 => ((pool >> (8 * s)) & 0xff) as u32,
-                        8..=11 => {
-                            // sign of a 16-bit half
-                            let at = 8 * (2 * (s - 8) + 1);
-                            if (pool >> (at + 7)) & 1 != 0 {
-                                0xff
-                            } else {
-                                0
-                            }
-                        }
-                        12 => 0,
-                        _ => 0xff,
-                    };
-                    r |= byte << (8 * i);
-                }
-                Some((r, None))
-            }
-            "v_ldexp_f32" => f32s(f(0) * (u(1) as i32 as f32).exp2()),
-            "v_max3_f32" => f32s(f(0).max(f(1)).max(f(2))),
-            "v_min3_f32" => f32s(f(0).min(f(1)).min(f(2))),
-            "v_cvt_f32_f16" => f32s(f16_to_f32(u(0) as u16)),
-            "v_cvt_f16_f32" => Some((u32::from(f32_to_f16(f(0))), None)),
-            "v_cvt_f32_ubyte0" => f32s((u(0) & 0xff) as f32),
-            "v_cvt_f32_ubyte1" => f32s(((u(0) >> 8) & 0xff) as f32),
-            "v_cvt_f32_ubyte2" => f32s(((u(0) >> 16) & 0xff) as f32),
-            "v_cvt_f32_ubyte3" => f32s((u(0) >> 24) as f32),
-            "v_bfrev_b32" => Some((u(0).reverse_bits(), None)),
-            "v_mbcnt_lo_u32_b32" => {
-                let below = if lane >= 32 {
-                    u32::MAX
-                } else {
-                    (1u32 << lane) - 1
-                };
-                Some(((u(0) & below).count_ones().wrapping_add(u(1)), None))
-            }
-            "v_mbcnt_hi_u32_b32" => {
-                let below = if lane < 32 {
+        "v_mul_lo_u32" => |c: &LaneCtx<'_>| Some((c.u(0).wrapping_mul(c.u(1)), None)),
+        "v_mul_hi_u32" => {
+            |c: &LaneCtx<'_>| Some((((u64::from(c.u(0)) * u64::from(c.u(1))) >> 32) as u32, None))
+        }
+        "v_mul_u32_u24" => {
+            |c: &LaneCtx<'_>| Some(((c.u(0) & 0xff_ffff).wrapping_mul(c.u(1) & 0xff_ffff), None))
+        }
+        "v_lshlrev_b32" => |c: &LaneCtx<'_>| Some((c.u(1) << (c.u(0) & 31), None)),
+        "v_lshrrev_b32" => |c: &LaneCtx<'_>| Some((c.u(1) >> (c.u(0) & 31), None)),
+        "v_ashrrev_i32" => {
+            |c: &LaneCtx<'_>| Some((((c.u(1) as i32) >> (c.u(0) & 31)) as u32, None))
+        }
+        "v_lshlrev_b64" => |c: &LaneCtx<'_>| pair(c.u64(1) << (c.u(0) & 63)),
+        "v_lshrrev_b64" => |c: &LaneCtx<'_>| pair(c.u64(1) >> (c.u(0) & 63)),
+        "v_lshl_add_u64" => {
+            |c: &LaneCtx<'_>| pair((c.u64(0) << (c.u(1) & 7)).wrapping_add(c.u64(2)))
+        }
+        "v_lshl_add_u32" => {
+            |c: &LaneCtx<'_>| Some(((c.u(0) << (c.u(1) & 31)).wrapping_add(c.u(2)), None))
+        }
+        "v_add_lshl_u32" => {
+            |c: &LaneCtx<'_>| Some((c.u(0).wrapping_add(c.u(1)) << (c.u(2) & 31), None))
+        }
+        "v_lshl_or_b32" => |c: &LaneCtx<'_>| Some(((c.u(0) << (c.u(1) & 31)) | c.u(2), None)),
+        "v_and_or_b32" => |c: &LaneCtx<'_>| Some(((c.u(0) & c.u(1)) | c.u(2), None)),
+        "v_or3_b32" => |c: &LaneCtx<'_>| Some((c.u(0) | c.u(1) | c.u(2), None)),
+        "v_add3_u32" => {
+            |c: &LaneCtx<'_>| Some((c.u(0).wrapping_add(c.u(1)).wrapping_add(c.u(2)), None))
+        }
+        "v_bfe_u32" => |c: &LaneCtx<'_>| {
+            let (o, wd) = (c.u(1) & 31, c.u(2) & 31);
+            Some((
+                if wd == 0 {
                     0
                 } else {
-                    (1u64 << (lane - 32)) as u32 - 1
+                    (c.u(0) >> o) & ((1u32 << wd) - 1)
+                },
+                None,
+            ))
+        },
+        "v_alignbit_b32" => |c: &LaneCtx<'_>| {
+            let wide = (u64::from(c.u(0)) << 32) | u64::from(c.u(1));
+            Some(((wide >> (c.u(2) & 31)) as u32, None))
+        },
+        "v_alignbyte_b32" => |c: &LaneCtx<'_>| {
+            let wide = (u64::from(c.u(0)) << 32) | u64::from(c.u(1));
+            Some(((wide >> (8 * (c.u(2) & 3))) as u32, None))
+        },
+        "v_bfi_b32" => |c: &LaneCtx<'_>| Some(((c.u(0) & c.u(1)) | (!c.u(0) & c.u(2)), None)),
+        "v_xor3_b32" => |c: &LaneCtx<'_>| Some((c.u(0) ^ c.u(1) ^ c.u(2), None)),
+        "v_xad_u32" => |c: &LaneCtx<'_>| Some(((c.u(0) ^ c.u(1)).wrapping_add(c.u(2)), None)),
+        "v_max_u32" => |c: &LaneCtx<'_>| Some((c.u(0).max(c.u(1)), None)),
+        "v_min_u32" => |c: &LaneCtx<'_>| Some((c.u(0).min(c.u(1)), None)),
+        "v_max_i32" => |c: &LaneCtx<'_>| Some(((c.u(0) as i32).max(c.u(1) as i32) as u32, None)),
+        "v_min_i32" => |c: &LaneCtx<'_>| Some(((c.u(0) as i32).min(c.u(1) as i32) as u32, None)),
+        "v_max3_u32" => |c: &LaneCtx<'_>| Some((c.u(0).max(c.u(1)).max(c.u(2)), None)),
+        "v_min3_u32" => |c: &LaneCtx<'_>| Some((c.u(0).min(c.u(1)).min(c.u(2)), None)),
+        "v_med3_u32" => |c: &LaneCtx<'_>| {
+            let mut v = [c.u(0), c.u(1), c.u(2)];
+            v.sort_unstable();
+            Some((v[1], None))
+        },
+        "v_med3_i32" => |c: &LaneCtx<'_>| {
+            let mut v = [c.u(0) as i32, c.u(1) as i32, c.u(2) as i32];
+            v.sort_unstable();
+            Some((v[1] as u32, None))
+        },
+        "v_mul_hi_i32" => |c: &LaneCtx<'_>| {
+            Some((
+                ((i64::from(c.u(0) as i32) * i64::from(c.u(1) as i32)) >> 32) as u32,
+                None,
+            ))
+        },
+        "v_mul_i32_i24" => |c: &LaneCtx<'_>| {
+            let s24 = |x: u32| ((x << 8) as i32) >> 8;
+            Some((s24(c.u(0)).wrapping_mul(s24(c.u(1))) as u32, None))
+        },
+        "v_perm_b32" => |c: &LaneCtx<'_>| {
+            // bytes of {src0, src1} picked by the selector's bytes
+            let pool = (u64::from(c.u(0)) << 32) | u64::from(c.u(1));
+            let sel = c.u(2);
+            let mut r = 0u32;
+            for i in 0..4 {
+                let s = (sel >> (8 * i)) & 0xff;
+                let byte = match s {
+                    0..=7 => ((pool >> (8 * s)) & 0xff) as u32,
+                    8..=11 => {
+                        // sign of a 16-bit half
+                        let at = 8 * (2 * (s - 8) + 1);
+                        if (pool >> (at + 7)) & 1 != 0 {
+                            0xff
+                        } else {
+                            0
+                        }
+                    }
+                    12 => 0,
+                    _ => 0xff,
                 };
-                Some(((u(0) & below).count_ones().wrapping_add(u(1)), None))
+                r |= byte << (8 * i);
             }
-            "v_cndmask_b32" => {
-                let mask = if inst.format == Format::Vop3 {
-                    read_mask(w, inst, s(2))
+            Some((r, None))
+        },
+        "v_ldexp_f32" => |c: &LaneCtx<'_>| f32s(c.f(0) * (c.u(1) as i32 as f32).exp2()),
+        "v_max3_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).max(c.f(1)).max(c.f(2))),
+        "v_min3_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).min(c.f(1)).min(c.f(2))),
+        "v_cvt_f32_f16" => |c: &LaneCtx<'_>| f32s(f16_to_f32(c.u(0) as u16)),
+        "v_cvt_f16_f32" => |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(c.f(0))), None)),
+        "v_cvt_f32_ubyte0" => |c: &LaneCtx<'_>| f32s((c.u(0) & 0xff) as f32),
+        "v_cvt_f32_ubyte1" => |c: &LaneCtx<'_>| f32s(((c.u(0) >> 8) & 0xff) as f32),
+        "v_cvt_f32_ubyte2" => |c: &LaneCtx<'_>| f32s(((c.u(0) >> 16) & 0xff) as f32),
+        "v_cvt_f32_ubyte3" => |c: &LaneCtx<'_>| f32s((c.u(0) >> 24) as f32),
+        "v_bfrev_b32" => |c: &LaneCtx<'_>| Some((c.u(0).reverse_bits(), None)),
+        "v_mbcnt_lo_u32_b32" => |c: &LaneCtx<'_>| {
+            let below = if c.lane >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << c.lane) - 1
+            };
+            Some(((c.u(0) & below).count_ones().wrapping_add(c.u(1)), None))
+        },
+        "v_mbcnt_hi_u32_b32" => |c: &LaneCtx<'_>| {
+            let below = if c.lane < 32 {
+                0
+            } else {
+                (1u64 << (c.lane - 32)) as u32 - 1
+            };
+            Some(((c.u(0) & below).count_ones().wrapping_add(c.u(1)), None))
+        },
+        "v_cndmask_b32" => |c: &LaneCtx<'_>| {
+            let mask = if c.inst.format == Format::Vop3 {
+                read_mask(c.w, c.inst, c.s(2))
+            } else {
+                read_mask(c.w, c.inst, VCC_LO)
+            };
+            Some((
+                if mask >> c.lane & 1 != 0 {
+                    c.u(1)
                 } else {
-                    read_mask(w, inst, VCC_LO)
-                };
-                Some((if mask >> lane & 1 != 0 { u(1) } else { u(0) }, None))
-            }
-            "v_add_f32" => f32s(f(0) + f(1)),
-            "v_sub_f32" => f32s(f(0) - f(1)),
-            "v_subrev_f32" => f32s(f(1) - f(0)),
-            "v_mul_f32" => f32s(f(0) * f(1)),
-            "v_fma_f32" => f32s(f(0).mul_add(f(1), f(2))),
-            "v_fmac_f32" => f32s(f(0).mul_add(f(1), f32::from_bits(w.v[_vdst as usize][lane]))),
-            "v_max_f32" => f32s(f(0).max(f(1))),
-            "v_min_f32" => f32s(f(0).min(f(1))),
-            "v_add_f64" => pair(f64::to_bits(f64_(0) + f64_(1))),
-            "v_mul_f64" => pair(f64::to_bits(f64_(0) * f64_(1))),
-            "v_fma_f64" => pair(f64::to_bits(f64_(0).mul_add(f64_(1), f64_(2)))),
-            "v_cvt_f32_u32" => f32s(u(0) as f32),
-            "v_cvt_f32_i32" => f32s(u(0) as i32 as f32),
-            "v_cvt_u32_f32" => Some((f(0) as u32, None)),
-            "v_cvt_i32_f32" => Some((f(0) as i32 as u32, None)),
-            "v_cvt_f64_f32" => pair(f64::from(f(0)).to_bits()),
-            "v_cvt_f32_f64" => f32s(f64_(0) as f32),
-            "v_rcp_f32" | "v_rcp_iflag_f32" => f32s(1.0 / f(0)),
-            "v_sqrt_f32" => f32s(f(0).sqrt()),
-            "v_rsq_f32" => f32s(1.0 / f(0).sqrt()),
-            "v_exp_f32" => f32s(f(0).exp2()),
-            "v_log_f32" => f32s(f(0).log2()),
-            "v_floor_f32" => f32s(f(0).floor()),
-            "v_ceil_f32" => f32s(f(0).ceil()),
-            "v_trunc_f32" => f32s(f(0).trunc()),
-            "v_rndne_f32" => f32s(f(0).round_ties_even()),
-            _ => return Err(unimplemented(inst, ctx)),
-        };
+                    c.u(0)
+                },
+                None,
+            ))
+        },
+        "v_add_f32" => |c: &LaneCtx<'_>| f32s(c.f(0) + c.f(1)),
+        "v_sub_f32" => |c: &LaneCtx<'_>| f32s(c.f(0) - c.f(1)),
+        "v_subrev_f32" => |c: &LaneCtx<'_>| f32s(c.f(1) - c.f(0)),
+        "v_mul_f32" => |c: &LaneCtx<'_>| f32s(c.f(0) * c.f(1)),
+        "v_fma_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).mul_add(c.f(1), c.f(2))),
+        "v_fmac_f32" => |c: &LaneCtx<'_>| {
+            f32s(
+                c.f(0)
+                    .mul_add(c.f(1), f32::from_bits(c.w.v[c.vdst as usize][c.lane])),
+            )
+        },
+        "v_max_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).max(c.f(1))),
+        "v_min_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).min(c.f(1))),
+        "v_add_f64" => |c: &LaneCtx<'_>| pair(f64::to_bits(c.f64(0) + c.f64(1))),
+        "v_mul_f64" => |c: &LaneCtx<'_>| pair(f64::to_bits(c.f64(0) * c.f64(1))),
+        "v_fma_f64" => |c: &LaneCtx<'_>| pair(f64::to_bits(c.f64(0).mul_add(c.f64(1), c.f64(2)))),
+        "v_cvt_f32_u32" => |c: &LaneCtx<'_>| f32s(c.u(0) as f32),
+        "v_cvt_f32_i32" => |c: &LaneCtx<'_>| f32s(c.u(0) as i32 as f32),
+        "v_cvt_u32_f32" => |c: &LaneCtx<'_>| Some((c.f(0) as u32, None)),
+        "v_cvt_i32_f32" => |c: &LaneCtx<'_>| Some((c.f(0) as i32 as u32, None)),
+        "v_cvt_f64_f32" => |c: &LaneCtx<'_>| pair(f64::from(c.f(0)).to_bits()),
+        "v_cvt_f32_f64" => |c: &LaneCtx<'_>| f32s(c.f64(0) as f32),
+        "v_rcp_f32" | "v_rcp_iflag_f32" => |c: &LaneCtx<'_>| f32s(1.0 / c.f(0)),
+        "v_sqrt_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).sqrt()),
+        "v_rsq_f32" => |c: &LaneCtx<'_>| f32s(1.0 / c.f(0).sqrt()),
+        "v_exp_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).exp2()),
+        "v_log_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).log2()),
+        "v_floor_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).floor()),
+        "v_ceil_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).ceil()),
+        "v_trunc_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).trunc()),
+        "v_rndne_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).round_ties_even()),
+        _ => return Err(unimplemented(inst, ctx)),
+    };
+    let mut out = vec![None; w.lanes];
+    for (lane, slot) in out.iter_mut().enumerate() {
+        if w.active(lane) {
+            *slot = op(&LaneCtx {
+                w,
+                inst,
+                srcs,
+                lane,
+                vdst,
+            });
+        }
     }
     Ok(out)
 }
