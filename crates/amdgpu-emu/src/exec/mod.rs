@@ -391,8 +391,13 @@ impl DecodeCache {
             .map(|d| (d / 4) as usize)
             .filter(|&i| pc < self.text.1 && pc % 4 == 0 && i < self.slots.len());
         let Some(i) = slot else {
-            // outside .text: the decoder names the address
-            return Ok(decode(co.arch, &co.image, pc as usize, 0)?);
+            // a branch out of the code: nothing there to run
+            return Err(crate::Error::Undecodable {
+                arch: co.arch.name(),
+                address: pc,
+                words: "outside .text".into(),
+            }
+            .into());
         };
         if let Some(inst) = self.slots[i] {
             return Ok(inst);
