@@ -285,6 +285,26 @@ fn kernargs<P: rocm_kernels::KernelParams>(k: &amdgpu_emu::KernelInfo, params: &
     out
 }
 
+/// Runs elementwise kernel `k` of `co` with `params` (4 blocks of 256, grid-stride) and reads
+/// back the `n` f32 at `out`.
+fn run_f32<P: rocm_kernels::KernelParams>(
+    co: &CodeObject,
+    k: &amdgpu_emu::KernelInfo,
+    params: &P,
+    mem: &mut amdgpu_emu::exec::Memory,
+    (out, n): (u64, usize),
+) -> Vec<f32> {
+    let launch = amdgpu_emu::exec::Launch {
+        grid: [256 * 4, 1, 1],
+        block: [256, 1, 1],
+        args: kernargs(k, params),
+        ..Default::default()
+    };
+    amdgpu_emu::exec::dispatch(co, &k.name, &launch, mem)
+        .unwrap_or_else(|e| panic!("{} {}: {e}", co.arch.name(), k.name));
+    bytemuck::cast_slice(&mem.download(out, 4 * n).unwrap()).to_vec()
+}
+
 fn ptr(addr: u64) -> rocm_kernels::DevicePtr {
     rocm_kernels::DevicePtr { addr, device: 0 }
 }
@@ -293,7 +313,7 @@ fn ptr(addr: u64) -> rocm_kernels::DevicePtr {
 /// a transposed input, against the same op on the host.
 #[test]
 fn unary_f32_kernels_run_in_the_emulator() {
-    use amdgpu_emu::exec::{dispatch, Launch, Memory};
+    use amdgpu_emu::exec::Memory;
     type HostOp = fn(f32) -> f32;
     let ops: [(&str, HostOp); 4] = [
         ("neg", |x| -x),
@@ -327,17 +347,7 @@ fn unary_f32_kernels_run_in_the_emulator() {
                     l: layout,
                     p: 0.0,
                 };
-                let launch = Launch {
-                    grid: [256 * 4, 1, 1],
-                    block: [256, 1, 1],
-                    args: kernargs(k, &params),
-                    dynamic_lds: 0,
-                    schedule: Default::default(),
-                };
-                dispatch(&co, &name, &launch, &mut mem)
-                    .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
-                let got: Vec<f32> =
-                    bytemuck::cast_slice(&mem.download(out, 4 * rows * cols).unwrap()).to_vec();
+                let got = run_f32(&co, k, &params, &mut mem, (out, rows * cols));
                 for (i, g) in got.iter().enumerate() {
                     let src = if transposed {
                         // element i of the (cols, rows) view with strides (1, cols)
@@ -364,7 +374,7 @@ fn unary_f32_kernels_run_in_the_emulator() {
 /// with b contiguous and broadcast along rows, against the host.
 #[test]
 fn binary_f32_kernels_run_in_the_emulator() {
-    use amdgpu_emu::exec::{dispatch, Launch, Memory};
+    use amdgpu_emu::exec::Memory;
     type HostOp = fn(f32, f32) -> f32;
     let ops: [(&str, HostOp); 5] = [
         ("add", |a, b| a + b),
@@ -405,17 +415,7 @@ fn binary_f32_kernels_run_in_the_emulator() {
                     la,
                     lb,
                 };
-                let launch = Launch {
-                    grid: [256 * 4, 1, 1],
-                    block: [256, 1, 1],
-                    args: kernargs(k, &params),
-                    dynamic_lds: 0,
-                    schedule: Default::default(),
-                };
-                dispatch(&co, &name, &launch, &mut mem)
-                    .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
-                let got: Vec<f32> =
-                    bytemuck::cast_slice(&mem.download(out, 4 * rows * cols).unwrap()).to_vec();
+                let got = run_f32(&co, k, &params, &mut mem, (out, rows * cols));
                 for (i, g) in got.iter().enumerate() {
                     let bi = if broadcast { i % cols } else { i };
                     let want = host(a[i], b[bi]);
