@@ -199,6 +199,10 @@ pub(crate) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             }
             Ok(Flow::Next)
         }
+        Format::Vop1Sdwa | Format::Vop2Sdwa => {
+            sdwa(w, inst, ctx)?;
+            Ok(Flow::Next)
+        }
         Format::Vop1 | Format::Vop2 | Format::Vopc | Format::Vop3 | Format::Vopd => {
             valu(w, inst, ctx)?;
             Ok(Flow::Next)
@@ -554,15 +558,10 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
         let x_srcs = [bits(w0, 0, 9), 256 + bits(w0, 9, 8)];
         let y_srcs = [bits(w1, 0, 9), 256 + bits(w1, 9, 8)];
         // both read before either writes
-        let xs = lanes_op(
-            w,
-            inst,
-            ctx,
-            &inst.mnemonic.replace("v_dual_", "v_"),
-            &x_srcs,
-            vdst_x,
-        )?;
-        let ys = lanes_op(w, inst, ctx, &y.replace("v_dual_", "v_"), &y_srcs, vdst_y)?;
+        let x = inst.mnemonic.replace("v_dual_", "v_");
+        let xs = lanes_op(w, inst, ctx, &x, &x_srcs, vdst_x, [Part::WHOLE; 3])?;
+        let y = y.replace("v_dual_", "v_");
+        let ys = lanes_op(w, inst, ctx, &y, &y_srcs, vdst_y, [Part::WHOLE; 3])?;
         store(w, vdst_x, &xs);
         store(w, vdst_y, &ys);
         return Ok(());
@@ -581,6 +580,10 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
             let srcs = [bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)];
             if bits(w1, 29, 3) != 0 || bits(w0, 8, 3) != 0 && !vop3b(name) || bits(w1, 27, 2) != 0 {
                 // neg/abs/omod modifiers: not yet
+                return Err(unimplemented(inst, ctx));
+            }
+            // op_sel (high halves of 16-bit operands) only where the operation has them
+            if !vop3b(name) && bits(w0, 11, 4) != 0 && halves(name) == (false, [false; 3]) {
                 return Err(unimplemented(inst, ctx));
             }
             let sdst = vop3b(name).then(|| bits(w0, 8, 7));
@@ -712,9 +715,127 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
         }
         return Ok(());
     }
-    let results = lanes_op(w, inst, ctx, name, &srcs, vdst)?;
-    store(w, vdst, &results);
+    let (dst16, src16) = halves(name);
+    if !dst16 && src16 == [false; 3] {
+        let results = lanes_op(w, inst, ctx, name, &srcs, vdst, [Part::WHOLE; 3])?;
+        store(w, vdst, &results);
+        return Ok(());
+    }
+    // 16-bit operands: which half of each register. gfx11's 32-bit encodings name a VGPR's
+    // half in bit 7 of its field (v1.l, v1.h: "true16"); VOP3 picks halves with op_sel.
+    let mut srcs = srcs;
+    let mut hi = [false; 3];
+    let (mut vdst, mut dst_hi) = (vdst, false);
+    match inst.format {
+        Format::Vop3 => {
+            let op_sel = bits(w0, 11, 4);
+            for (i, h) in hi.iter_mut().enumerate() {
+                *h = src16[i] && op_sel >> i & 1 != 0;
+            }
+            dst_hi = dst16 && op_sel >> 3 & 1 != 0;
+        }
+        _ if ctx.arch == Arch::Gfx1100 => {
+            for i in 0..2 {
+                if src16[i] && srcs[i] >= 256 {
+                    hi[i] = srcs[i] & 0x80 != 0;
+                    srcs[i] = 256 + (srcs[i] & 0x7f);
+                }
+            }
+            if dst16 {
+                dst_hi = vdst & 0x80 != 0;
+                vdst &= 0x7f;
+            }
+        }
+        _ => {}
+    }
+    let parts = hi.map(|h| if h { Part::HIGH } else { Part::WHOLE });
+    let results = lanes_op(w, inst, ctx, name, &srcs, vdst, parts)?;
+    if !dst16 {
+        store(w, vdst, &results);
+        return Ok(());
+    }
+    // a 16-bit result: gfx11 keeps the other half; gfx9 zeroes the high half unless op_sel
+    // put the result there
+    let keep = ctx.arch == Arch::Gfx1100 || dst_hi;
+    for (lane, r) in results.iter().enumerate() {
+        if let Some((v, _)) = r {
+            let old = w.v[vdst as usize][lane];
+            let half = v & 0xffff;
+            w.v[vdst as usize][lane] = match (dst_hi, keep) {
+                (true, _) => (old & 0xffff) | (half << 16),
+                (false, true) => (old & 0xffff_0000) | half,
+                (false, false) => half,
+            };
+        }
+    }
     Ok(())
+}
+
+/// VOP1/VOP2 with an SDWA word (gfx9): each source a byte, word or dword of its register
+/// (zero- or sign-extended), the result written to a byte, word or dword of the
+/// destination, the rest of it zeroed, sign-extended or kept.
+fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
+    let (w0, sd) = (inst.words[0], inst.words[1]);
+    let name = inst.mnemonic.trim_end_matches("_sdwa");
+    if bits(sd, 13, 3) != 0 || bits(sd, 20, 2) != 0 || bits(sd, 28, 2) != 0 {
+        // clamp, omod, neg, abs: not yet
+        return Err(unimplemented(inst, ctx));
+    }
+    let src0 = bits(sd, 0, 8) + if bits(sd, 23, 1) != 0 { 0 } else { 256 };
+    let src1 = 256 + bits(w0, 9, 8);
+    let vdst = bits(w0, 17, 8);
+    let srcs = [src0, src1, 0];
+    let parts = [
+        Part::sdwa(bits(sd, 16, 3), bits(sd, 19, 1) != 0),
+        Part::sdwa(bits(sd, 24, 3), bits(sd, 27, 1) != 0),
+        Part::WHOLE,
+    ];
+    let results = lanes_op(w, inst, ctx, name, &srcs, vdst, parts)?;
+    let dst = Part::sdwa(bits(sd, 8, 3), false);
+    let unused = bits(sd, 11, 2);
+    for (lane, r) in results.iter().enumerate() {
+        let Some((v, _)) = r else { continue };
+        let old = w.v[vdst as usize][lane];
+        let mask = if dst.bits == 32 {
+            u32::MAX
+        } else {
+            ((1u32 << dst.bits) - 1) << dst.shift
+        };
+        let placed = (v << dst.shift) & mask;
+        w.v[vdst as usize][lane] = match unused {
+            // keep the destination's other bits
+            2 => (old & !mask) | placed,
+            // sign-extend the written part upwards
+            1 if dst.shift + dst.bits < 32 && placed >> (dst.shift + dst.bits - 1) & 1 != 0 => {
+                placed | !((1u32 << (dst.shift + dst.bits)) - 1)
+            }
+            _ => placed,
+        };
+    }
+    Ok(())
+}
+
+/// Which operands of `name` (without its encoding suffix) are 16 bits: (the result, each
+/// source).
+fn halves(name: &str) -> (bool, [bool; 3]) {
+    let is16 = |t: &str| matches!(t, "f16" | "b16" | "i16" | "u16");
+    if let Some(types) = name.strip_prefix("v_cvt_") {
+        let mut parts = types.split('_');
+        let (d, s) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        return (is16(d), [is16(s), false, false]);
+    }
+    if name.starts_with("v_cmp") {
+        return (false, [false; 3]);
+    }
+    if name == "v_pack_b32_f16" {
+        // two halves in, one register out
+        return (false, [true, true, false]);
+    }
+    match name.rsplit('_').next() {
+        // shifts take their amount in a 16-bit operand too
+        Some(t) if is16(t) => (true, [true, true, true]),
+        _ => (false, [false; 3]),
+    }
 }
 
 /// The VOP3 operations whose bits 14:8 are a scalar destination (VOP3b).
@@ -785,6 +906,58 @@ struct LaneCtx<'a> {
     srcs: &'a [u32],
     lane: usize,
     vdst: u32,
+    /// The part of each source an operation reads (a half, a byte: 16-bit operands, SDWA).
+    parts: [Part; 3],
+}
+
+/// A part of a 32-bit operand: `bits` bits from `shift`, sign-extended or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Part {
+    shift: u32,
+    bits: u32,
+    sext: bool,
+}
+
+impl Part {
+    const WHOLE: Part = Part {
+        shift: 0,
+        bits: 32,
+        sext: false,
+    };
+    const HIGH: Part = Part {
+        shift: 16,
+        bits: 16,
+        sext: false,
+    };
+
+    /// SDWA's selector: bytes 0-3, words 0-1, the dword.
+    fn sdwa(sel: u32, sext: bool) -> Part {
+        match sel {
+            0..=3 => Part {
+                shift: 8 * sel,
+                bits: 8,
+                sext,
+            },
+            4 | 5 => Part {
+                shift: 16 * (sel - 4),
+                bits: 16,
+                sext,
+            },
+            _ => Part::WHOLE,
+        }
+    }
+
+    fn of(self, v: u32) -> u32 {
+        if self.bits == 32 {
+            return v;
+        }
+        let x = (v >> self.shift) & ((1 << self.bits) - 1);
+        if self.sext && x >> (self.bits - 1) & 1 != 0 {
+            x | !((1 << self.bits) - 1)
+        } else {
+            x
+        }
+    }
 }
 
 impl LaneCtx<'_> {
@@ -792,7 +965,8 @@ impl LaneCtx<'_> {
         self.srcs.get(i).copied().unwrap_or(0)
     }
     fn u(&self, i: usize) -> u32 {
-        read32(self.w, self.inst, self.s(i), self.lane)
+        let v = read32(self.w, self.inst, self.s(i), self.lane);
+        self.parts.get(i).map_or(v, |p| p.of(v))
     }
     fn f(&self, i: usize) -> f32 {
         f32::from_bits(self.u(i))
@@ -821,6 +995,7 @@ fn lanes_op(
     name: &str,
     srcs: &[u32],
     vdst: u32,
+    parts: [Part; 3],
 ) -> ExecResult<Vec<LaneResult>> {
     let name = name.trim_end_matches("_e32").trim_end_matches("_e64");
     let op: LaneFn = match name {
@@ -963,6 +1138,8 @@ fn lanes_op(
             };
             Some(((c.u(0) & below).count_ones().wrapping_add(c.u(1)), None))
         },
+        "v_pack_b32_f16" => |c: &LaneCtx<'_>| Some(((c.u(0) & 0xffff) | (c.u(1) << 16), None)),
+        "v_mov_b16" => |c: &LaneCtx<'_>| Some((c.u(0) & 0xffff, None)),
         "v_cndmask_b32" => |c: &LaneCtx<'_>| {
             let mask = if c.inst.format == Format::Vop3 {
                 read_mask(c.w, c.inst, c.s(2))
@@ -1020,6 +1197,7 @@ fn lanes_op(
                 srcs,
                 lane,
                 vdst,
+                parts,
             });
         }
     }
@@ -1239,7 +1417,11 @@ fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()>
 /// FLAT and GLOBAL loads and stores.
 fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
-    let m = inst.mnemonic;
+    // the d16 forms move a register's low or high half (`_d16_hi_b16`, `_short_d16_hi`)
+    let d16_hi = inst.mnemonic.contains("_d16_hi");
+    let d16 = inst.mnemonic.contains("_d16");
+    let plain = inst.mnemonic.replace("_d16_hi", "").replace("_d16", "");
+    let m = plain.as_str();
     let (op, size) = match m.rsplit_once('_') {
         Some((op, size)) => (op, size),
         None => return Err(unimplemented(inst, ctx)),
@@ -1295,7 +1477,14 @@ fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
                     (2, false) => raw & 0xffff,
                     _ => raw as u16 as i16 as i32 as u32,
                 };
-                w.v[vdst as usize][lane] = v;
+                let old = w.v[vdst as usize][lane];
+                w.v[vdst as usize][lane] = if d16_hi {
+                    (old & 0xffff) | (v << 16)
+                } else if d16 {
+                    (old & 0xffff_0000) | (v & 0xffff)
+                } else {
+                    v
+                };
             } else {
                 for i in 0..bytes / 4 {
                     let c = &buf[4 * i..4 * i + 4];
@@ -1306,6 +1495,9 @@ fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
             let mut buf = [0u8; 16];
             for i in 0..bytes.div_ceil(4) {
                 buf[4 * i..4 * i + 4].copy_from_slice(&w.v[data as usize + i][lane].to_le_bytes());
+            }
+            if d16_hi {
+                buf.copy_within(2..4, 0);
             }
             ctx.memory
                 .write(target, &buf[..bytes])
