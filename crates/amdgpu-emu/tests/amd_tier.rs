@@ -620,3 +620,84 @@ fn casts_run_in_the_emulator() {
     }
     println!("AMD tier: {ran} casts from f32 in the emulator equal the host's");
 }
+
+/// Softmax and rms_norm over rows (norm.hip's block form: a block a row, the row's max and
+/// sums through LDS), against f64 on the host.
+#[test]
+fn softmax_and_rms_norm_run_in_the_emulator() {
+    use amdgpu_emu::exec::{dispatch, Launch, Memory, Schedule};
+    let (rows, len) = (5usize, 300usize);
+    let x: Vec<f32> = (0..rows * len)
+        .map(|i| ((i * 7919) % 1009) as f32 / 100.0 - 5.0)
+        .collect();
+    let alpha: Vec<f32> = (0..len).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
+    let mut ran = 0;
+    for arch in ARCHS {
+        let co = loaded("norm", arch);
+        for op in ["softmax", "rms_norm"] {
+            for schedule in [Schedule::InOrder, Schedule::Shuffled(3)] {
+                let name = format!("{op}_f32");
+                let k = co.kernel(&name).unwrap();
+                let mut mem = Memory::new();
+                let px = mem.upload(bytemuck::cast_slice(&x));
+                let pa = mem.upload(bytemuck::cast_slice(&alpha));
+                let out = mem.upload(&vec![0xffu8; 4 * rows * len]);
+                let params = rocm_kernels::norm::RowParams {
+                    x: ptr(px),
+                    r: ptr(px),
+                    alpha: ptr(pa),
+                    beta: ptr(pa),
+                    sum: ptr(out),
+                    out: ptr(out),
+                    rows: rows as u64,
+                    len: len as u64,
+                    eps: 1e-5,
+                    has_beta: 0,
+                    group: 0,
+                };
+                let launch = Launch {
+                    grid: [rows as u32 * 256, 1, 1],
+                    block: [256, 1, 1],
+                    args: kernargs(k, &params),
+                    dynamic_lds: 0,
+                    schedule,
+                };
+                dispatch(&co, &name, &launch, &mut mem)
+                    .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
+                let got: Vec<f32> =
+                    bytemuck::cast_slice(&mem.download(out, 4 * rows * len).unwrap()).to_vec();
+                for r in 0..rows {
+                    let row: Vec<f64> = x[r * len..(r + 1) * len]
+                        .iter()
+                        .map(|&v| f64::from(v))
+                        .collect();
+                    let want: Vec<f64> = if op == "softmax" {
+                        let max = row.iter().copied().fold(f64::MIN, f64::max);
+                        let e: Vec<f64> = row.iter().map(|v| (v - max).exp()).collect();
+                        let s: f64 = e.iter().sum();
+                        e.iter().map(|v| v / s).collect()
+                    } else {
+                        let ms = row.iter().map(|v| v * v).sum::<f64>() / len as f64;
+                        let scale = 1.0 / (ms + 1e-5).sqrt();
+                        row.iter()
+                            .zip(&alpha)
+                            .map(|(v, &a)| v * scale * f64::from(a))
+                            .collect()
+                    };
+                    for (i, w) in want.iter().enumerate() {
+                        let g = f64::from(got[r * len + i]);
+                        assert!(
+                            (g - w).abs() <= 2e-6 * w.abs().max(1e-3),
+                            "{} {name} {schedule:?} row {r} [{i}]: {g} against {w}",
+                            arch.name()
+                        );
+                    }
+                }
+                ran += 1;
+            }
+        }
+    }
+    println!(
+        "AMD tier: {ran} softmax and rms_norm runs in the emulator equal f64 to f32's rounding"
+    );
+}

@@ -578,8 +578,8 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
         Format::Vopc => ([bits(w0, 0, 9), 256 + bits(w0, 9, 8), 0], 0, Some(VCC_LO)),
         _ => {
             let srcs = [bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)];
-            if bits(w1, 29, 3) != 0 || bits(w0, 8, 3) != 0 && !vop3b(name) || bits(w1, 27, 2) != 0 {
-                // neg/abs/omod modifiers: not yet
+            if bits(w1, 27, 2) != 0 || bits(w0, 15, 1) != 0 {
+                // omod and clamp: not yet
                 return Err(unimplemented(inst, ctx));
             }
             // op_sel (high halves of 16-bit operands) only where the operation has them
@@ -685,6 +685,27 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
                 "v_subrev_co_u32" => (b.wrapping_sub(a), u64::from(a > b)),
                 "v_sub_co_ci_u32" | "v_subb_co_u32" => {
                     (a.wrapping_sub(b + c), u64::from(b + c > a))
+                }
+                "v_div_scale_f32" => {
+                    // the first step of division: the operand scaled where the quotient
+                    // would leave f32's range, and a flag saying so. Only the unscaled case
+                    // is emulated; a scaled one is refused, not approximated.
+                    let (s0, den, num) = (a as u32, b as u32, read32(w, inst, srcs[2], lane));
+                    let exp = |x: u32| ((x >> 23) & 0xff) as i32;
+                    let (fd, fnum) = (f32::from_bits(den), f32::from_bits(num));
+                    let tiny = |x: f32| x != 0.0 && !x.is_normal() && x.is_finite();
+                    let scaled = fd == 0.0
+                        || fnum == 0.0
+                        || exp(num) - exp(den) >= 96
+                        || tiny(fd)
+                        || tiny(1.0 / fd)
+                        || tiny(fnum / fd)
+                        || exp(num) <= 23;
+                    if scaled && !(fnum == 0.0 && fd != 0.0) {
+                        return Err(unimplemented(inst, ctx));
+                    }
+                    *slot = Some(u64::from(s0));
+                    continue;
                 }
                 "v_mad_u64_u32" => {
                     *slot = Some(a * b + read64(w, inst, srcs[2], lane, false));
@@ -815,6 +836,15 @@ fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
     Ok(())
 }
 
+/// Whether VOP3's float modifiers apply to `name`'s operands: float operations, and the
+/// selects and moves that pass floats through.
+fn float_op(name: &str) -> bool {
+    name.contains("_f32")
+        || name.contains("_f64")
+        || name.contains("_f16")
+        || name == "v_cndmask_b32"
+}
+
 /// Which operands of `name` (without its encoding suffix) are 16 bits: (the result, each
 /// source).
 fn halves(name: &str) -> (bool, [bool; 3]) {
@@ -908,6 +938,8 @@ struct LaneCtx<'a> {
     vdst: u32,
     /// The part of each source an operation reads (a half, a byte: 16-bit operands, SDWA).
     parts: [Part; 3],
+    /// VOP3's float modifiers of each source: (abs, neg).
+    mods: [(bool, bool); 3],
 }
 
 /// A part of a 32-bit operand: `bits` bits from `shift`, sign-extended or not.
@@ -966,7 +998,17 @@ impl LaneCtx<'_> {
     }
     fn u(&self, i: usize) -> u32 {
         let v = read32(self.w, self.inst, self.s(i), self.lane);
-        self.parts.get(i).map_or(v, |p| p.of(v))
+        let part = self.parts.get(i).copied().unwrap_or(Part::WHOLE);
+        let v = part.of(v);
+        // abs, then neg, on the operand's sign bit
+        let sign = if part.bits == 16 { 1 << 15 } else { 1 << 31 };
+        let (abs, neg) = self.mods.get(i).copied().unwrap_or((false, false));
+        let v = if abs { v & !sign } else { v };
+        if neg {
+            v ^ sign
+        } else {
+            v
+        }
     }
     fn f(&self, i: usize) -> f32 {
         f32::from_bits(self.u(i))
@@ -975,7 +1017,10 @@ impl LaneCtx<'_> {
         read64(self.w, self.inst, self.s(i), self.lane, false)
     }
     fn f64(&self, i: usize) -> f64 {
-        f64::from_bits(read64(self.w, self.inst, self.s(i), self.lane, true))
+        let v = read64(self.w, self.inst, self.s(i), self.lane, true);
+        let (abs, neg) = self.mods.get(i).copied().unwrap_or((false, false));
+        let v = if abs { v & !(1 << 63) } else { v };
+        f64::from_bits(if neg { v ^ (1 << 63) } else { v })
     }
 }
 
@@ -998,6 +1043,16 @@ fn lanes_op(
     parts: [Part; 3],
 ) -> ExecResult<Vec<LaneResult>> {
     let name = name.trim_end_matches("_e32").trim_end_matches("_e64");
+    let mods = if inst.format == Format::Vop3 {
+        let (abs, neg) = (bits(inst.words[0], 8, 3), bits(inst.words[1], 29, 3));
+        [0, 1, 2].map(|i| (abs >> i & 1 != 0, neg >> i & 1 != 0))
+    } else {
+        [(false, false); 3]
+    };
+    if mods != [(false, false); 3] && !float_op(name) {
+        // modifiers on an integer operation: not an encoding the compiler makes
+        return Err(unimplemented(inst, ctx));
+    }
     let op: LaneFn = match name {
         "v_mov_b32" => |c: &LaneCtx<'_>| Some((c.u(0), None)),
         "v_mov_b64" => |c: &LaneCtx<'_>| pair(c.u64(0)),
@@ -1113,6 +1168,27 @@ fn lanes_op(
             Some((r, None))
         },
         "v_ldexp_f32" => |c: &LaneCtx<'_>| f32s(c.f(0) * (c.u(1) as i32 as f32).exp2()),
+        "v_div_fmas_f32" => |c: &LaneCtx<'_>| {
+            // with the scale flag clear (the only case v_div_scale_f32 lets through): an fma
+            f32s(c.f(0).mul_add(c.f(1), c.f(2)))
+        },
+        "v_div_fixup_f32" => |c: &LaneCtx<'_>| {
+            // the quotient's special cases, else the approximation with the right sign
+            let (q, den, num) = (c.f(0), c.f(1), c.f(2));
+            let sign = (den.to_bits() ^ num.to_bits()) & 0x8000_0000;
+            let signed = |x: f32| f32::from_bits(x.to_bits() & 0x7fff_ffff | sign);
+            f32s(if den.is_nan() || num.is_nan() {
+                f32::NAN
+            } else if (den == 0.0 && num == 0.0) || (den.is_infinite() && num.is_infinite()) {
+                f32::NAN
+            } else if den == 0.0 || num.is_infinite() {
+                signed(f32::INFINITY)
+            } else if den.is_infinite() || num == 0.0 {
+                signed(0.0)
+            } else {
+                signed(q)
+            })
+        },
         "v_max3_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).max(c.f(1)).max(c.f(2))),
         "v_min3_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).min(c.f(1)).min(c.f(2))),
         "v_cvt_f32_f16" => |c: &LaneCtx<'_>| f32s(f16_to_f32(c.u(0) as u16)),
@@ -1198,6 +1274,7 @@ fn lanes_op(
                 lane,
                 vdst,
                 parts,
+                mods,
             });
         }
     }
