@@ -1177,9 +1177,11 @@ fn lanes_op(
             let (q, den, num) = (c.f(0), c.f(1), c.f(2));
             let sign = (den.to_bits() ^ num.to_bits()) & 0x8000_0000;
             let signed = |x: f32| f32::from_bits(x.to_bits() & 0x7fff_ffff | sign);
-            f32s(if den.is_nan() || num.is_nan() {
-                f32::NAN
-            } else if (den == 0.0 && num == 0.0) || (den.is_infinite() && num.is_infinite()) {
+            let invalid = den.is_nan()
+                || num.is_nan()
+                || (den == 0.0 && num == 0.0)
+                || (den.is_infinite() && num.is_infinite());
+            f32s(if invalid {
                 f32::NAN
             } else if den == 0.0 || num.is_infinite() {
                 signed(f32::INFINITY)
