@@ -597,12 +597,50 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
             .trim_start_matches("v_cmp_");
         let ty = cmp.rsplit('_').next().unwrap_or("");
         let op = &cmp[..cmp.len() - ty.len() - 1];
+        // 16-bit compares read a half of each source: gfx11 names it in bit 7 of a VGPR field
+        // of the 32-bit encoding, VOP3 in op_sel
+        let mut srcs = srcs;
+        let mut hi = [false; 2];
+        if matches!(ty, "u16" | "i16" | "f16") {
+            match inst.format {
+                Format::Vop3 => {
+                    for (i, h) in hi.iter_mut().enumerate() {
+                        *h = bits(w0, 11 + i as u32, 1) != 0;
+                    }
+                }
+                _ if ctx.arch == Arch::Gfx1100 => {
+                    for (i, h) in hi.iter_mut().enumerate() {
+                        if srcs[i] >= 256 {
+                            *h = srcs[i] & 0x80 != 0;
+                            srcs[i] = 256 + (srcs[i] & 0x7f);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let half = |w: &Wave, i: usize, lane: usize| -> u32 {
+            let v = read32(w, inst, srcs[i], lane);
+            (if hi[i] { v >> 16 } else { v }) & 0xffff
+        };
         let mut mask = 0u64;
         for lane in 0..w.lanes {
             if !w.active(lane) {
                 continue;
             }
             let r = match ty {
+                "u16" | "i16" => compare(
+                    op,
+                    u64::from(half(w, 0, lane)),
+                    u64::from(half(w, 1, lane)),
+                    ty == "i16",
+                    16,
+                ),
+                "f16" => fcmp(
+                    op,
+                    f64::from(f16_to_f32(half(w, 0, lane) as u16)),
+                    f64::from(f16_to_f32(half(w, 1, lane) as u16)),
+                ),
                 "u32" | "i32" => compare(
                     op,
                     u64::from(read32(w, inst, srcs[0], lane)),
