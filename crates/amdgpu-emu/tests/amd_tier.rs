@@ -769,3 +769,71 @@ fn where_and_affine_run_in_the_emulator() {
     }
     println!("AMD tier: {ran} where/affine runs in the emulator equal the host's");
 }
+
+/// Rotary embeddings (rope.hip: `rope_i` interleaved pairs, `rope` halves) of f32, aligned so
+/// the 16-byte paths run and misaligned so the element paths do, against the host.
+#[test]
+fn rotary_embeddings_run_in_the_emulator() {
+    use amdgpu_emu::exec::Memory;
+    let (b, h, t, d) = (2usize, 3usize, 5usize, 8usize);
+    let n = b * h * t * d;
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i * 37) % 101) as f32 / 10.0 - 5.0)
+        .collect();
+    let cos: Vec<f32> = (0..t * d / 2).map(|i| (i as f32 * 0.3).cos()).collect();
+    let sin: Vec<f32> = (0..t * d / 2).map(|i| (i as f32 * 0.3).sin()).collect();
+    let mut ran = 0;
+    for arch in ARCHS {
+        let co = loaded("rope", arch);
+        for (variant, skew) in [("rope_i", 0usize), ("rope_i", 1), ("rope", 0), ("rope", 1)] {
+            let name = format!("{variant}_f32");
+            let k = co.kernel(&name).unwrap();
+            let mut mem = Memory::new();
+            let pad = |v: &[f32]| -> Vec<u8> {
+                let mut bytes = vec![0u8; 4 * skew];
+                bytes.extend_from_slice(bytemuck::cast_slice(v));
+                bytes
+            };
+            let at = |base: u64| base + 4 * skew as u64;
+            let px = at(mem.upload(&pad(&x)));
+            let pc = at(mem.upload(&pad(&cos)));
+            let ps = at(mem.upload(&pad(&sin)));
+            let out = at(mem.alloc(4 * (n + skew)));
+            let params = rocm_kernels::rope::Params {
+                x: ptr(px),
+                cos: ptr(pc),
+                sin: ptr(ps),
+                out: ptr(out),
+                d0: b as u64,
+                d1: h as u64,
+                d2: t as u64,
+                d: d as u64,
+                cs_batch_stride: 0,
+            };
+            let got = run_f32(&co, k, &params, &mut mem, (out, n));
+            for row in 0..b * h * t {
+                let tp = row % t;
+                for j in 0..d / 2 {
+                    let (i1, i2, c) = if variant == "rope_i" {
+                        (row * d + 2 * j, row * d + 2 * j + 1, tp * d / 2 + j)
+                    } else {
+                        (row * d + j, row * d + j + d / 2, tp * d / 2 + j)
+                    };
+                    let (x1, x2) = (f64::from(x[i1]), f64::from(x[i2]));
+                    let (c, s) = (f64::from(cos[c]), f64::from(sin[c]));
+                    let tol = 1e-6 * (x1.abs() + x2.abs());
+                    for (i, want) in [(i1, x1 * c - x2 * s), (i2, x1 * s + x2 * c)] {
+                        assert!(
+                            (f64::from(got[i]) - want).abs() <= tol,
+                            "{} {name} skew {skew} [{i}]: {} against {want}",
+                            arch.name(),
+                            got[i]
+                        );
+                    }
+                }
+            }
+            ran += 1;
+        }
+    }
+    println!("AMD tier: {ran} rotary embedding runs in the emulator equal the host's");
+}
