@@ -235,6 +235,7 @@ fn fill_runs_in_the_emulator_on_both_archs() {
                 args,
                 dynamic_lds: 0,
                 schedule: Default::default(),
+                step_limit: None,
             };
             let report = dispatch(&co, "fill_f32", &launch, &mut mem)
                 .unwrap_or_else(|e| panic!("{} n={n} skew={skew}: {e}", arch.name()));
@@ -471,6 +472,7 @@ fn row_reductions_run_in_the_emulator_under_every_wave_order() {
                     args: kernargs(k, &params),
                     dynamic_lds: 0,
                     schedule,
+                    step_limit: None,
                 };
                 dispatch(&co, &name, &launch, &mut mem)
                     .unwrap_or_else(|e| panic!("{} {name} {schedule:?}: {e}", arch.name()));
@@ -542,6 +544,7 @@ fn a_missing_barrier_changes_the_sum() {
                 args: kernargs(&k, &params),
                 dynamic_lds: 0,
                 schedule,
+                step_limit: None,
             };
             dispatch(co, "sum_f32", &launch, &mut mem).unwrap();
             let got: Vec<f32> =
@@ -661,6 +664,7 @@ fn softmax_and_rms_norm_run_in_the_emulator() {
                     args: kernargs(k, &params),
                     dynamic_lds: 0,
                     schedule,
+                    step_limit: None,
                 };
                 dispatch(&co, &name, &launch, &mut mem)
                     .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
@@ -836,4 +840,142 @@ fn rotary_embeddings_run_in_the_emulator() {
         }
     }
     println!("AMD tier: {ran} rotary embedding runs in the emulator equal the host's");
+}
+
+/// A wave's sum by butterfly: the right one starts at half the wavefront, the planted fault at
+/// 16 (as if every wavefront had 32 lanes).
+const BUTTERFLY: &str = r#"
+KERNEL void wave_sum_f32(const float* x, float* out) {
+    float v = x[threadIdx.x];
+    for (int offset = warpSize / 2; offset > 0; offset /= 2) v += warp_shfl_xor(v, offset);
+    out[threadIdx.x] = v;
+}
+KERNEL void wave_sum32_f32(const float* x, float* out) {
+    float v = x[threadIdx.x];
+    for (int offset = 16; offset > 0; offset /= 2) v += warp_shfl_xor(v, offset);
+    out[threadIdx.x] = v;
+}
+"#;
+
+/// A planted fault: a butterfly that stops at 32 lanes. On gfx942 (64 lanes a wave) its
+/// lanes hold the sums of their 32-lane halves, not the wave's: the emulator shows it; a
+/// 32-lane NVIDIA warp would not. The right butterfly gives the wave's sum on both archs.
+#[test]
+fn a_32_lane_butterfly_in_a_wave64_kernel_is_caught() {
+    use amdgpu_emu::exec::{dispatch, Launch, Memory};
+    static MODULE: rocm_kernels::KernelModule = rocm_kernels::KernelModule {
+        headers: rocm_kernels::HEADERS,
+        name: "butterfly",
+        source: BUTTERFLY,
+        groups: &[rocm_kernels::EntryGroup {
+            ops: &["wave_sum", "wave_sum32"],
+            dtypes: &["f32"],
+        }],
+        params: &[],
+    };
+    let x: Vec<f32> = (0..64).map(|i| (i + 1) as f32).collect();
+    for arch in ARCHS {
+        let image = compile_for_arch(Platform::Amd, &MODULE, arch.name(), &[], None)
+            .unwrap_or_else(|e| panic!("{}: {e}", arch.name()))
+            .image;
+        let co = CodeObject::parse(&image).unwrap();
+        let lanes = co.kernel("wave_sum_f32").unwrap().wavefront_size as usize;
+        let run = |name: &str| -> Vec<f32> {
+            let mut mem = Memory::new();
+            let px = mem.upload(bytemuck::cast_slice(&x[..lanes]));
+            let out = mem.alloc(4 * lanes);
+            let mut args = vec![0u8; 16];
+            args[..8].copy_from_slice(&px.to_le_bytes());
+            args[8..].copy_from_slice(&out.to_le_bytes());
+            let launch = Launch {
+                grid: [lanes as u32, 1, 1],
+                block: [lanes as u32, 1, 1],
+                args,
+                ..Default::default()
+            };
+            dispatch(&co, name, &launch, &mut mem)
+                .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));
+            bytemuck::cast_slice(&mem.download(out, 4 * lanes).unwrap()).to_vec()
+        };
+        let total: f32 = x[..lanes].iter().sum();
+        assert!(
+            run("wave_sum_f32").iter().all(|&v| v == total),
+            "{}",
+            arch.name()
+        );
+        let planted = run("wave_sum32_f32");
+        if lanes == 64 {
+            let half: f32 = x[..32].iter().sum();
+            assert_eq!(planted[0], half, "{}: the planted butterfly", arch.name());
+            assert_ne!(planted[0], total);
+            println!(
+                "AMD tier: {} the 32-lane butterfly gives {} where the wave's sum is {total}",
+                arch.name(),
+                planted[0]
+            );
+        } else {
+            assert!(planted.iter().all(|&v| v == total), "{}", arch.name());
+        }
+    }
+}
+
+/// A planted fault: the hidden arguments written 4 bytes past where the metadata puts them
+/// (a runtime that reads their offsets wrongly). `fill_f32` then reads its block counts and
+/// sizes from the wrong bytes and leaves elements unwritten, writes outside its buffer or
+/// never ends (a grid stride of 0): each is caught.
+#[test]
+fn hidden_arguments_off_by_4_are_caught() {
+    use amdgpu_emu::exec::{dispatch, Launch, Memory};
+    for arch in ARCHS {
+        let mut co = loaded("fill", arch);
+        let k = co
+            .kernels
+            .iter_mut()
+            .find(|k| k.name == "fill_f32")
+            .unwrap();
+        let mut moved = 0;
+        for a in k.args.iter_mut() {
+            if matches!(a.kind, ArgKind::Hidden(_)) {
+                a.offset += 4;
+                moved += 1;
+            }
+        }
+        assert!(moved > 0);
+        k.kernarg_segment_size += 8;
+        let n = 5000usize;
+        let mut mem = Memory::new();
+        let out = mem.upload(&vec![0u8; 4 * n]);
+        let mut args = vec![0u8; 24];
+        args[0..8].copy_from_slice(&out.to_le_bytes());
+        args[8..12].copy_from_slice(&7.0f32.to_bits().to_le_bytes());
+        args[16..24].copy_from_slice(&(n as u64).to_le_bytes());
+        let launch = Launch {
+            grid: [4 * 256, 1, 1],
+            block: [256, 1, 1],
+            args,
+            // the right launch takes a few hundred instructions a wave
+            step_limit: Some(100_000),
+            ..Default::default()
+        };
+        let outcome = dispatch(&co, "fill_f32", &launch, &mut mem);
+        let all_written = outcome.is_ok()
+            && mem
+                .download(out, 4 * n)
+                .unwrap()
+                .chunks_exact(4)
+                .all(|c| c == 7.0f32.to_bits().to_le_bytes());
+        assert!(
+            !all_written,
+            "{}: the shifted hidden arguments went unnoticed",
+            arch.name()
+        );
+        println!(
+            "AMD tier: {} fill_f32 with its hidden arguments 4 bytes off: {}",
+            arch.name(),
+            match outcome {
+                Ok(_) => "elements left unwritten".to_string(),
+                Err(e) => e.to_string(),
+            }
+        );
+    }
 }

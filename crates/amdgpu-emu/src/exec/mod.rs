@@ -127,6 +127,8 @@ pub struct Launch {
     pub args: Vec<u8>,
     pub dynamic_lds: u32,
     pub schedule: Schedule,
+    /// Most instructions a wave may run ([`STEP_LIMIT`] where none is given).
+    pub step_limit: Option<u64>,
 }
 
 /// The order in which a workgroup's waves run between barriers. A kernel whose result
@@ -204,6 +206,7 @@ pub(crate) enum Flow {
 /// The state instructions reach beyond their wave.
 pub(crate) struct Context<'a> {
     pub arch: Arch,
+    pub step_limit: u64,
     pub memory: &'a mut Memory,
     pub kernel: &'a str,
     /// The workgroup's LDS.
@@ -356,6 +359,7 @@ pub fn dispatch(
                 let mut lds = vec![0u8; (d.group_segment_fixed_size + launch.dynamic_lds) as usize];
                 let mut ctx = Context {
                     arch: co.arch,
+                    step_limit: launch.step_limit.unwrap_or(STEP_LIMIT),
                     memory,
                     kernel: name,
                     lds: &mut lds,
@@ -468,10 +472,10 @@ fn run_wave(
     let mut steps = 0u64;
     while !wave.done && !wave.at_barrier {
         steps += 1;
-        if steps > STEP_LIMIT {
+        if steps > ctx.step_limit {
             return Err(ExecError::StepLimit {
                 kernel: ctx.kernel.to_string(),
-                limit: STEP_LIMIT,
+                limit: ctx.step_limit,
                 address: wave.pc,
             });
         }
