@@ -979,3 +979,55 @@ fn hidden_arguments_off_by_4_are_caught() {
         );
     }
 }
+
+/// GGUF blocks on the device: `dequantize_f32_q4_0` and `_q8_0` (quantized.hip, the blocks in
+/// rocm-quantized's device layout) against ggml's definitions computed here, bit for bit.
+#[test]
+fn gguf_blocks_dequantize_in_the_emulator() {
+    use amdgpu_emu::exec::Memory;
+    use rocm_quantized::{to_device_layout, GgmlType};
+    let blocks = 37usize;
+    let mut ran = 0;
+    for arch in ARCHS {
+        let co = loaded("quantized", arch);
+        for (ty, block_bytes) in [(GgmlType::Q4_0, 18usize), (GgmlType::Q8_0, 34)] {
+            // ggml's blocks: an f16 scale, then 32 values (4-bit pairs or i8)
+            let mut ggml = Vec::with_capacity(blocks * block_bytes);
+            let mut want = Vec::with_capacity(blocks * 32);
+            for b in 0..blocks {
+                let d = half::f16::from_f32(0.01 + b as f32 * 0.37);
+                ggml.extend_from_slice(&d.to_bits().to_le_bytes());
+                let d = d.to_f32();
+                let qs: Vec<u8> = (0..block_bytes - 2)
+                    .map(|j| ((b * 131 + j * 29) % 256) as u8)
+                    .collect();
+                ggml.extend_from_slice(&qs);
+                if ty == GgmlType::Q4_0 {
+                    let lo = qs.iter().map(|q| (i32::from(q & 0xf) - 8) as f32 * d);
+                    let hi = qs.iter().map(|q| (i32::from(q >> 4) - 8) as f32 * d);
+                    want.extend(lo.chain(hi));
+                } else {
+                    want.extend(qs.iter().map(|&q| f32::from(q as i8) * d));
+                }
+            }
+            let name = format!("dequantize_f32_{}", ty.key());
+            let k = co.kernel(&name).unwrap();
+            let mut mem = Memory::new();
+            let w = mem.upload(&to_device_layout(ty, &ggml).unwrap());
+            let out = mem.alloc(4 * want.len());
+            let params = rocm_kernels::quantized::DequantizeParams {
+                w: ptr(w),
+                total: blocks as u64,
+                first: 0,
+                out: ptr(out),
+                n: want.len() as u64,
+            };
+            let got = run_f32(&co, k, &params, &mut mem, (out, want.len()));
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{} {name} [{i}]", arch.name());
+            }
+            ran += 1;
+        }
+    }
+    println!("AMD tier: {ran} GGUF dequantize runs in the emulator equal ggml's values");
+}

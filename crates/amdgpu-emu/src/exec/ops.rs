@@ -1054,6 +1054,12 @@ impl LaneCtx<'_> {
     fn u64(&self, i: usize) -> u64 {
         read64(self.w, self.inst, self.s(i), self.lane, false)
     }
+    /// A half-precision operand, widened (exactly) to f32. An operation on two halves done in
+    /// f32 and rounded to f16 equals the operation rounded once to f16: f32's 24 bits are at
+    /// least twice f16's 11 plus 2, where double rounding of +, -, * and / is innocuous.
+    fn h(&self, i: usize) -> f32 {
+        f16_to_f32(self.u(i) as u16)
+    }
     fn f64(&self, i: usize) -> f64 {
         let v = read64(self.w, self.inst, self.s(i), self.lane, true);
         let (abs, neg) = self.mods.get(i).copied().unwrap_or((false, false));
@@ -1255,8 +1261,41 @@ fn lanes_op(
             Some(((c.u(0) & below).count_ones().wrapping_add(c.u(1)), None))
         },
         "v_pack_b32_f16" => |c: &LaneCtx<'_>| Some(((c.u(0) & 0xffff) | (c.u(1) << 16), None)),
+        // 16-bit integer operations: the low 16 bits of the result are written
+        "v_and_b16" => |c: &LaneCtx<'_>| Some((c.u(0) & c.u(1), None)),
+        "v_or_b16" => |c: &LaneCtx<'_>| Some((c.u(0) | c.u(1), None)),
+        "v_xor_b16" => |c: &LaneCtx<'_>| Some((c.u(0) ^ c.u(1), None)),
+        "v_not_b16" => |c: &LaneCtx<'_>| Some((!c.u(0), None)),
+        "v_lshlrev_b16" => |c: &LaneCtx<'_>| Some((c.u(1) << (c.u(0) & 15), None)),
+        "v_lshrrev_b16" => |c: &LaneCtx<'_>| Some(((c.u(1) & 0xffff) >> (c.u(0) & 15), None)),
+        "v_ashrrev_i16" => {
+            |c: &LaneCtx<'_>| Some(((c.u(1) as u16 as i16 >> (c.u(0) & 15)) as u16 as u32, None))
+        }
+        "v_add_nc_u16" | "v_add_u16" => |c: &LaneCtx<'_>| Some((c.u(0).wrapping_add(c.u(1)), None)),
+        "v_sub_nc_u16" | "v_sub_u16" => |c: &LaneCtx<'_>| Some((c.u(0).wrapping_sub(c.u(1)), None)),
+        "v_subrev_u16" => |c: &LaneCtx<'_>| Some((c.u(1).wrapping_sub(c.u(0)), None)),
+        "v_mul_lo_u16" => |c: &LaneCtx<'_>| Some((c.u(0).wrapping_mul(c.u(1)), None)),
+        "v_max_u16" => |c: &LaneCtx<'_>| Some(((c.u(0) & 0xffff).max(c.u(1) & 0xffff), None)),
+        "v_min_u16" => |c: &LaneCtx<'_>| Some(((c.u(0) & 0xffff).min(c.u(1) & 0xffff), None)),
+        "v_max_i16" => {
+            |c: &LaneCtx<'_>| Some(((c.u(0) as i16).max(c.u(1) as i16) as u16 as u32, None))
+        }
+        "v_min_i16" => {
+            |c: &LaneCtx<'_>| Some(((c.u(0) as i16).min(c.u(1) as i16) as u16 as u32, None))
+        }
+        "v_cvt_f16_u16" => {
+            |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16((c.u(0) & 0xffff) as f32)), None))
+        }
+        "v_cvt_f16_i16" => {
+            |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(f32::from(c.u(0) as i16))), None))
+        }
+        "v_add_f16" => |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(c.h(0) + c.h(1))), None)),
+        "v_sub_f16" => |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(c.h(0) - c.h(1))), None)),
+        "v_mul_f16" => |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(c.h(0) * c.h(1))), None)),
+        "v_max_f16" => |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(c.h(0).max(c.h(1)))), None)),
+        "v_min_f16" => |c: &LaneCtx<'_>| Some((u32::from(f32_to_f16(c.h(0).min(c.h(1)))), None)),
         "v_mov_b16" => |c: &LaneCtx<'_>| Some((c.u(0) & 0xffff, None)),
-        "v_cndmask_b32" => |c: &LaneCtx<'_>| {
+        "v_cndmask_b32" | "v_cndmask_b16" => |c: &LaneCtx<'_>| {
             let mask = if c.inst.format == Format::Vop3 {
                 read_mask(c.w, c.inst, c.s(2))
             } else {
