@@ -732,14 +732,18 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
                     let exp = |x: u32| ((x >> 23) & 0xff) as i32;
                     let (fd, fnum) = (f32::from_bits(den), f32::from_bits(num));
                     let tiny = |x: f32| x != 0.0 && !x.is_normal() && x.is_finite();
-                    let scaled = fd == 0.0
-                        || fnum == 0.0
-                        || exp(num) - exp(den) >= 96
+                    if fd == 0.0 || fnum == 0.0 {
+                        // a zero operand: NaN here, and v_div_fixup_f32 gives the quotient
+                        // (an infinity, a zero or NaN)
+                        *slot = Some(u64::from(f32::NAN.to_bits()));
+                        continue;
+                    }
+                    let scaled = exp(num) - exp(den) >= 96
                         || tiny(fd)
                         || tiny(1.0 / fd)
                         || tiny(fnum / fd)
                         || exp(num) <= 23;
-                    if scaled && !(fnum == 0.0 && fd != 0.0) {
+                    if scaled {
                         return Err(unimplemented(inst, ctx));
                     }
                     *slot = Some(u64::from(s0));
@@ -1261,6 +1265,56 @@ fn lanes_op(
             Some(((c.u(0) & below).count_ones().wrapping_add(c.u(1)), None))
         },
         "v_pack_b32_f16" => |c: &LaneCtx<'_>| Some(((c.u(0) & 0xffff) | (c.u(1) << 16), None)),
+        // RDNA3: minmax is the max of (the min of the first two) and the third; maxmin the
+        // other way round
+        "v_bfe_i32" => |c: &LaneCtx<'_>| {
+            let (o, wd) = (c.u(1) & 31, c.u(2) & 31);
+            if wd == 0 {
+                return Some((0, None));
+            }
+            let v = ((c.u(0) >> o) << (32 - wd)) as i32 >> (32 - wd);
+            Some((v as u32, None))
+        },
+        // gfx9's 4-way byte dot products (gfx11's iu8 form is VOP3P: see vop3p)
+        "v_dot4c_i32_i8" => |c: &LaneCtx<'_>| {
+            let byte = |x: u32, i: u32| ((x >> (8 * i)) & 0xff) as u8 as i8 as i32;
+            let (a, b) = (c.u(0), c.u(1));
+            let dot: i32 = (0..4).map(|i| byte(a, i) * byte(b, i)).sum();
+            let acc = c.w.v[c.vdst as usize][c.lane] as i32;
+            Some((dot.wrapping_add(acc) as u32, None))
+        },
+        "v_dot4_i32_i8" => |c: &LaneCtx<'_>| {
+            let byte = |x: u32, i: u32| ((x >> (8 * i)) & 0xff) as u8 as i8 as i32;
+            let (a, b) = (c.u(0), c.u(1));
+            let dot: i32 = (0..4).map(|i| byte(a, i) * byte(b, i)).sum();
+            Some((dot.wrapping_add(c.u(2) as i32) as u32, None))
+        },
+        "v_dot4_u32_u8" => |c: &LaneCtx<'_>| {
+            let byte = |x: u32, i: u32| (x >> (8 * i)) & 0xff;
+            let (a, b) = (c.u(0), c.u(1));
+            let dot: u32 = (0..4).map(|i| byte(a, i) * byte(b, i)).sum();
+            Some((dot.wrapping_add(c.u(2)), None))
+        },
+        "v_minmax_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).min(c.f(1)).max(c.f(2))),
+        "v_maxmin_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).max(c.f(1)).min(c.f(2))),
+        "v_minmax_i32" => |c: &LaneCtx<'_>| {
+            Some((
+                (c.u(0) as i32).min(c.u(1) as i32).max(c.u(2) as i32) as u32,
+                None,
+            ))
+        },
+        "v_maxmin_i32" => |c: &LaneCtx<'_>| {
+            Some((
+                (c.u(0) as i32).max(c.u(1) as i32).min(c.u(2) as i32) as u32,
+                None,
+            ))
+        },
+        "v_minmax_u32" => |c: &LaneCtx<'_>| Some((c.u(0).min(c.u(1)).max(c.u(2)), None)),
+        "v_maxmin_u32" => |c: &LaneCtx<'_>| Some((c.u(0).max(c.u(1)).min(c.u(2)), None)),
+        "v_med3_f32" => |c: &LaneCtx<'_>| {
+            let (a, b, d) = (c.f(0), c.f(1), c.f(2));
+            f32s(a.max(b).min(a.min(b).max(d)))
+        },
         // 16-bit integer operations: the low 16 bits of the result are written
         "v_and_b16" => |c: &LaneCtx<'_>| Some((c.u(0) & c.u(1), None)),
         "v_or_b16" => |c: &LaneCtx<'_>| Some((c.u(0) | c.u(1), None)),
@@ -1373,6 +1427,60 @@ fn vop3p(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> 
     let (neg, neg_hi) = (bits(w1, 29, 3), bits(w0, 8, 3));
     if bits(w0, 15, 1) != 0 {
         return Err(unimplemented(inst, ctx));
+    }
+    if m == "v_dot4_i32_iu8" {
+        // gfx11: neg_lo says which of the two byte operands are signed; c is an i32
+        let signed = [neg & 1 != 0, neg & 2 != 0];
+        for lane in 0..w.lanes {
+            if !w.active(lane) {
+                continue;
+            }
+            let (a, b, c) = (
+                read32(w, inst, srcs[0], lane),
+                read32(w, inst, srcs[1], lane),
+                read32(w, inst, srcs[2], lane),
+            );
+            let byte = |x: u32, i: u32, s: bool| {
+                let v = (x >> (8 * i)) & 0xff;
+                if s {
+                    v as u8 as i8 as i32
+                } else {
+                    v as i32
+                }
+            };
+            let dot = (0..4)
+                .map(|i| byte(a, i, signed[0]).wrapping_mul(byte(b, i, signed[1])))
+                .fold(c as i32, i32::wrapping_add);
+            w.v[vdst][lane] = dot as u32;
+        }
+        return Ok(());
+    }
+    if m == "v_fma_mix_f32" {
+        // each source f32, or (op_sel_hi) a half from its low or (op_sel) high 16 bits;
+        // neg_hi is abs here, neg_lo neg; one fused multiply-add in f32. (The f16-result
+        // forms, mixlo/mixhi, round the exact fma once to f16: not emulated yet.)
+        for lane in 0..w.lanes {
+            if !w.active(lane) {
+                continue;
+            }
+            let operand = |i: usize| -> f32 {
+                let raw = read32(w, inst, srcs[i], lane);
+                let v = if op_sel_hi >> i & 1 != 0 {
+                    let h = if op_sel >> i & 1 != 0 { raw >> 16 } else { raw };
+                    f16_to_f32(h as u16)
+                } else {
+                    f32::from_bits(raw)
+                };
+                let v = if neg_hi >> i & 1 != 0 { v.abs() } else { v };
+                if neg >> i & 1 != 0 {
+                    -v
+                } else {
+                    v
+                }
+            };
+            w.v[vdst][lane] = operand(0).mul_add(operand(1), operand(2)).to_bits();
+        }
+        return Ok(());
     }
     let f32_op: fn(f32, f32, f32) -> f32 = match m {
         "v_pk_mul_f32" => |a, b, _| a * b,
