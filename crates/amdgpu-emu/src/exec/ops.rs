@@ -199,7 +199,7 @@ pub(crate) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             }
             Ok(Flow::Next)
         }
-        Format::Vop1Sdwa | Format::Vop2Sdwa => {
+        Format::Vop1Sdwa | Format::Vop2Sdwa | Format::VopcSdwa => {
             sdwa(w, inst, ctx)?;
             Ok(Flow::Next)
         }
@@ -840,12 +840,15 @@ fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<(
 fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
     let (w0, sd) = (inst.words[0], inst.words[1]);
     let name = inst.mnemonic.trim_end_matches("_sdwa");
-    if bits(sd, 13, 3) != 0 || bits(sd, 20, 2) != 0 || bits(sd, 28, 2) != 0 {
+    // VOPC's bits 15:8 are its destination; VOP1/VOP2's clamp and omod
+    let clamp_omod = inst.format != Format::VopcSdwa && bits(sd, 13, 3) != 0;
+    if clamp_omod || bits(sd, 20, 2) != 0 || bits(sd, 28, 2) != 0 {
         // clamp, omod, neg, abs: not yet
         return Err(unimplemented(inst, ctx));
     }
+    // S0 / S1: the source is a scalar register (else a VGPR)
     let src0 = bits(sd, 0, 8) + if bits(sd, 23, 1) != 0 { 0 } else { 256 };
-    let src1 = 256 + bits(w0, 9, 8);
+    let src1 = bits(w0, 9, 8) + if bits(sd, 31, 1) != 0 { 0 } else { 256 };
     let vdst = bits(w0, 17, 8);
     let srcs = [src0, src1, 0];
     let parts = [
@@ -853,6 +856,43 @@ fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
         Part::sdwa(bits(sd, 24, 3), bits(sd, 27, 1) != 0),
         Part::WHOLE,
     ];
+    if inst.format == Format::VopcSdwa {
+        // a compare of the selected parts into a lane mask: SDST where SD is set, else VCC
+        let cmp = name.trim_start_matches("v_cmp_");
+        let ty = cmp.rsplit('_').next().unwrap_or("");
+        let op = &cmp[..cmp.len().saturating_sub(ty.len() + 1)];
+        let mut mask = 0u64;
+        for lane in 0..w.lanes {
+            if !w.active(lane) {
+                continue;
+            }
+            let a = parts[0].of(read32(w, inst, srcs[0], lane));
+            let b = parts[1].of(read32(w, inst, srcs[1], lane));
+            let r = match ty {
+                "u32" | "i32" => compare(op, u64::from(a), u64::from(b), ty == "i32", 32),
+                "u16" | "i16" => compare(op, u64::from(a), u64::from(b), ty == "i16", 16),
+                "f32" => fcmp(
+                    op,
+                    f64::from(f32::from_bits(a)),
+                    f64::from(f32::from_bits(b)),
+                ),
+                "f16" => fcmp(
+                    op,
+                    f64::from(f16_to_f32(a as u16)),
+                    f64::from(f16_to_f32(b as u16)),
+                ),
+                _ => return Err(unimplemented(inst, ctx)),
+            };
+            mask |= u64::from(r) << lane;
+        }
+        let dst = if bits(sd, 15, 1) != 0 {
+            bits(sd, 8, 7)
+        } else {
+            VCC_LO
+        };
+        write_mask(w, ctx, dst, mask);
+        return Ok(());
+    }
     let results = lanes_op(w, inst, ctx, name, &srcs, vdst, parts)?;
     let dst = Part::sdwa(bits(sd, 8, 3), false);
     let unused = bits(sd, 11, 2);
