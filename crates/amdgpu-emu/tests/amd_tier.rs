@@ -1220,3 +1220,64 @@ fn every_block_type_dequantizes_as_candles_cpu() {
         "AMD tier: {ran} block type x arch dequantizes in the emulator bit-equal to Candle's CPU"
     );
 }
+
+/// Embedding rows of a Q4_K table picked by u32 ids (`embedding_f32_q4k`): each row Candle's
+/// dequantized row, an id past the table a zero row.
+#[test]
+fn quantized_embedding_picks_rows_in_the_emulator() {
+    use amdgpu_emu::exec::Memory;
+    use rand::{Rng, SeedableRng};
+    use rocm_quantized::{to_device_layout, GgmlType};
+    let (rows, k) = (6usize, 256usize);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let v: Vec<f32> = (0..rows * k)
+        .map(|_| rng.random::<f32>() * 4.0 - 2.0)
+        .collect();
+    let cpu = candle_core::Tensor::from_vec(v, (rows, k), &candle_core::Device::Cpu).unwrap();
+    let q = candle_core::quantized::QTensor::quantize(&cpu, candle_type(GgmlType::Q4K)).unwrap();
+    let table: Vec<f32> = q
+        .dequantize(&candle_core::Device::Cpu)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let ids: [u32; 6] = [5, 0, 3, 3, 9, 1];
+    for arch in ARCHS {
+        let co = loaded("quantized", arch);
+        let kinfo = co.kernel("embedding_f32_q4k").unwrap();
+        let mut mem = Memory::new();
+        let t = mem.upload(&to_device_layout(GgmlType::Q4K, &q.data().unwrap()).unwrap());
+        let pids = mem.upload(bytemuck::cast_slice(&ids));
+        let out = mem.upload(&vec![0xffu8; 4 * ids.len() * k]);
+        let params = rocm_kernels::quantized::EmbeddingParams {
+            t: ptr(t),
+            total: (rows * k / 256) as u64,
+            ids: ptr(pids),
+            out: ptr(out),
+            n_ids: ids.len() as u64,
+            rows: rows as u64,
+            k: k as u64,
+            bad: None,
+        };
+        let got = run_f32(&co, kinfo, &params, &mut mem, (out, ids.len() * k));
+        for (i, &id) in ids.iter().enumerate() {
+            let row = &got[i * k..(i + 1) * k];
+            if (id as usize) < rows {
+                assert_eq!(
+                    row,
+                    &table[id as usize * k..(id as usize + 1) * k],
+                    "{} id {id}",
+                    arch.name()
+                );
+            } else {
+                assert!(
+                    row.iter().all(|&v| v == 0.0),
+                    "{} id {id} past the table",
+                    arch.name()
+                );
+            }
+        }
+    }
+    println!("AMD tier: Q4_K embedding rows in the emulator equal Candle's CPU rows on both archs");
+}

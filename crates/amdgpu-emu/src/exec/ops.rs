@@ -1335,6 +1335,19 @@ fn lanes_op(
             let dot: u32 = (0..4).map(|i| byte(a, i) * byte(b, i)).sum();
             Some((dot.wrapping_add(c.u(2)), None))
         },
+        // the 32-bit encodings' multiply-adds with a literal K: S0 * K + S1, S0 * S1 + K
+        "v_fmamk_f32" => |c: &LaneCtx<'_>| {
+            f32s(
+                c.f(0)
+                    .mul_add(f32::from_bits(c.inst.literal().unwrap_or(0)), c.f(1)),
+            )
+        },
+        "v_fmaak_f32" => |c: &LaneCtx<'_>| {
+            f32s(
+                c.f(0)
+                    .mul_add(c.f(1), f32::from_bits(c.inst.literal().unwrap_or(0))),
+            )
+        },
         "v_minmax_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).min(c.f(1)).max(c.f(2))),
         "v_maxmin_f32" => |c: &LaneCtx<'_>| f32s(c.f(0).max(c.f(1)).min(c.f(2))),
         "v_minmax_i32" => |c: &LaneCtx<'_>| {
