@@ -71,9 +71,19 @@ fn llvm_objdump() -> PathBuf {
     )
 }
 
-/// One line of llvm-objdump's disassembly: (address, mnemonic, second mnemonic of a VOPD
-/// pair, length in bytes).
-fn objdump_lines(path: &Path, arch: Arch) -> Vec<(u64, String, Option<String>, usize)> {
+/// One line of llvm-objdump's disassembly.
+struct ObjdumpLine {
+    address: u64,
+    mnemonic: String,
+    /// A VOPD pair's second mnemonic.
+    second: Option<String>,
+    /// Length in bytes.
+    len: usize,
+    /// The instruction's text, its spaces folded.
+    text: String,
+}
+
+fn objdump_lines(path: &Path, arch: Arch) -> Vec<ObjdumpLine> {
     let out = Command::new(llvm_objdump())
         .args(["-d", &format!("--mcpu={}", arch.name())])
         .arg(path)
@@ -97,16 +107,17 @@ fn objdump_lines(path: &Path, arch: Arch) -> Vec<(u64, String, Option<String>, u
                 .split_once("::")
                 .and_then(|(_, y)| y.split_whitespace().next())
                 .map(String::from);
-            Some((
+            Some(ObjdumpLine {
                 address,
                 mnemonic,
                 second,
                 // the words, then a branch's target label
-                4 * words
+                len: 4 * words
                     .split_whitespace()
                     .take_while(|w| w.len() == 8 && u32::from_str_radix(w, 16).is_ok())
                     .count(),
-            ))
+                text: asm.split_whitespace().collect::<Vec<_>>().join(" "),
+            })
         })
         .collect()
 }
@@ -167,9 +178,20 @@ fn every_module_loads_with_its_kernels_descriptors_and_arguments() {
     assert!(with_hidden > 0);
 }
 
+/// Encodings whose every instruction the printer must print as llvm-objdump does.
+const PRINTED: [amdgpu_emu::decode::Format; 5] = [
+    amdgpu_emu::decode::Format::Sop1,
+    amdgpu_emu::decode::Format::Sop2,
+    amdgpu_emu::decode::Format::Sopc,
+    amdgpu_emu::decode::Format::Sopk,
+    amdgpu_emu::decode::Format::Smem,
+];
+
 #[test]
 fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
+    use amdgpu_emu::decode::print;
     let (mut total, mut differ) = (0usize, Vec::new());
+    let (mut printed, mut text_differ) = (0usize, Vec::new());
     for arch in ARCHS {
         for module in modules() {
             let path = code_object(module, arch);
@@ -180,25 +202,55 @@ fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
                 .into_iter()
                 .map(|i| (i.address, i))
                 .collect();
-            for (address, mnemonic, second, len) in objdump_lines(&path, arch) {
+            for line in objdump_lines(&path, arch) {
                 total += 1;
-                let agrees = ours.get(&address).is_some_and(|i| {
-                    i.mnemonic == mnemonic && i.len == len && i.second.map(String::from) == second
+                let inst = ours.get(&line.address);
+                let agrees = inst.is_some_and(|i| {
+                    i.mnemonic == line.mnemonic
+                        && i.len == line.len
+                        && i.second.map(String::from) == line.second
                 });
                 if !agrees && differ.len() < 20 {
                     differ.push(format!(
-                        "{} {} {address:#x}: llvm-objdump {mnemonic} {second:?} ({len} bytes), ours {:?}",
+                        "{} {} {:#x}: llvm-objdump {} {:?} ({} bytes), ours {:?}",
                         arch.name(),
                         module.name,
-                        ours.get(&address).map(|i| (i.mnemonic, i.second, i.len))
+                        line.address,
+                        line.mnemonic,
+                        line.second,
+                        line.len,
+                        inst.map(|i| (i.mnemonic, i.second, i.len))
                     ));
+                }
+                let Some(inst) = inst else { continue };
+                match print::text(arch, inst) {
+                    Some(t) if t == line.text => printed += 1,
+                    got => {
+                        if (got.is_some() || PRINTED.contains(&inst.format))
+                            && text_differ.len() < 20
+                        {
+                            text_differ.push(format!(
+                                "{} {} {:#x}: llvm-objdump `{}`, ours {got:?}",
+                                arch.name(),
+                                module.name,
+                                line.address,
+                                line.text
+                            ));
+                        }
+                    }
                 }
             }
         }
     }
-    println!("AMD tier: {total} instructions of gfx1100 and gfx942 decoded as llvm-objdump decodes them ({} differ)", differ.len());
+    println!(
+        "AMD tier: {total} instructions of gfx1100 and gfx942 decoded as llvm-objdump decodes them \
+         ({} differ); {printed} ({:.1}%) printed as it prints them",
+        differ.len(),
+        100.0 * printed as f64 / total.max(1) as f64
+    );
     assert!(total > 1_000_000 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some());
     assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert!(text_differ.is_empty(), "{}", text_differ.join("\n"));
 }
 
 /// The code object of a module by name, loaded.

@@ -22,6 +22,7 @@
 
 mod gfx11_ops;
 mod gfx942_ops;
+pub mod print;
 
 use crate::{Arch, Error, Result};
 
