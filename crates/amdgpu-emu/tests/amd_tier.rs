@@ -192,6 +192,7 @@ fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
     use amdgpu_emu::decode::print;
     let (mut total, mut differ) = (0usize, Vec::new());
     let (mut printed, mut text_differ) = (0usize, Vec::new());
+    let mut not_printed: HashMap<String, usize> = HashMap::new();
     for arch in ARCHS {
         for module in modules() {
             let path = code_object(module, arch);
@@ -226,6 +227,9 @@ fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
                 match print::text(arch, inst) {
                     Some(t) if t == line.text => printed += 1,
                     got => {
+                        if got.is_none() {
+                            *not_printed.entry(format!("{:?}", inst.format)).or_default() += 1;
+                        }
                         if (got.is_some() || PRINTED.contains(&inst.format))
                             && text_differ.len() < 20
                         {
@@ -248,9 +252,17 @@ fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
         differ.len(),
         100.0 * printed as f64 / total.max(1) as f64
     );
+    let mut not_printed: Vec<_> = not_printed.into_iter().collect();
+    not_printed.sort_by_key(|p| std::cmp::Reverse(p.1));
+    println!("AMD tier: not printed yet, by encoding: {not_printed:?}");
     assert!(total > 1_000_000 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some());
     assert!(differ.is_empty(), "{}", differ.join("\n"));
     assert!(text_differ.is_empty(), "{}", text_differ.join("\n"));
+    // 94.1% when the vector, LDS and global formats were added: the printer may not lose them
+    assert!(
+        printed * 1000 >= total * 940 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some(),
+        "{printed} of {total} printed"
+    );
 }
 
 /// The code object of a module by name, loaded.

@@ -1,6 +1,8 @@
 //! Instructions in LLVM's assembler syntax, as llvm-objdump prints them, so that the decoder
 //! can be held against it line by line. The scalar encodings (SOP1, SOP2, SOPC, SOPK, SOPP,
-//! SMEM) are printed; the others are not yet ([`operands`] gives `None`).
+//! SMEM), the VALU encodings VOP1, VOP2, VOPC and VOP3 of 32- and 64-bit operations, LDS
+//! (DS) and global/flat memory instructions are printed; the others are not yet
+//! ([`operands`] gives `None`).
 
 use super::{Format, Instruction};
 use crate::Arch;
@@ -160,8 +162,365 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
                 scalar(arch, bits(w0, 0, 6) * 2, 2)
             )
         }
+        Format::Vop1 | Format::Vop2 | Format::Vopc => vop_e32(arch, inst)?,
+        Format::Vop3 => vop3(arch, inst)?,
+        Format::Ds => ds(arch, inst)?,
+        Format::Flat => flat(arch, inst)?,
         _ => return None,
     })
+}
+
+/// Register widths of a VALU operation's destination and sources from the types its mnemonic
+/// names (`v_cvt_f64_i32`: the destination's type first), `None` for 16-bit and packed types,
+/// whose registers and literals this printer does not render yet.
+fn valu_widths(m: &str) -> Option<(u32, u32)> {
+    let mut types = m
+        .trim_end_matches("_e32")
+        .split('_')
+        .skip(1)
+        .filter_map(|t| {
+            let (kind, n) = t.split_at(1);
+            matches!(kind, "f" | "i" | "u" | "b")
+                .then(|| n.parse::<u32>().ok())
+                .flatten()
+        })
+        // 24-bit integer operations read 32-bit registers
+        .map(|n| if n == 24 { 32 } else { n });
+    let (dst, src) = match (types.next(), types.next()) {
+        (None, _) => (32, 32),
+        (Some(t), None) => (t, t),
+        (Some(d), Some(s)) => (d, s),
+    };
+    if m.contains("pk") || dst < 32 || src < 32 {
+        return None;
+    }
+    Some((dst / 32, src / 32))
+}
+
+fn vgpr(code: u32, count: u32) -> String {
+    source(Arch::Gfx942, 256 + code, count, None)
+}
+
+fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let w0 = inst.words[0];
+    let lit = inst.literal();
+    let (dst_n, src_n) = valu_widths(m)?;
+    let src0_code = bits(w0, 0, 9);
+    // a 64-bit operation's literal and inline 1/(2*pi) print as 64-bit values
+    if src_n == 2 && (src0_code == 255 || src0_code == 248) {
+        return None;
+    }
+    let src0 = source(arch, src0_code, src_n, lit);
+    let vcc = match arch {
+        Arch::Gfx1100 => "vcc_lo",
+        Arch::Gfx942 => "vcc",
+    };
+    Some(match inst.format {
+        Format::Vop1 => {
+            let dst = bits(w0, 17, 8);
+            match m {
+                "v_nop" | "v_nop_e32" => String::new(),
+                "v_readfirstlane_b32" => format!("{}, {src0}", scalar(arch, dst, 1)),
+                _ => format!("{}, {src0}", vgpr(dst, dst_n)),
+            }
+        }
+        Format::Vop2 => {
+            let dst = vgpr(bits(w0, 17, 8), dst_n);
+            let src1 = vgpr(bits(w0, 9, 8), src_n);
+            if m.contains("fmamk") || m.contains("madmk") {
+                format!("{dst}, {src0}, {:#x}, {src1}", lit?)
+            } else if m.contains("fmaak") || m.contains("madak") {
+                format!("{dst}, {src0}, {src1}, {:#x}", lit?)
+            } else if m.starts_with("v_cndmask") {
+                format!("{dst}, {src0}, {src1}, {vcc}")
+            } else if m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb") {
+                format!("{dst}, {vcc}, {src0}, {src1}, {vcc}")
+            } else if m.contains("_co_") {
+                format!("{dst}, {vcc}, {src0}, {src1}")
+            } else {
+                format!("{dst}, {src0}, {src1}")
+            }
+        }
+        _ => {
+            let src1_n = if m.contains("class") { 1 } else { src_n };
+            let src1 = vgpr(bits(w0, 9, 8), src1_n);
+            if arch == Arch::Gfx1100 && m.starts_with("v_cmpx") {
+                format!("{src0}, {src1}")
+            } else {
+                format!("{vcc}, {src0}, {src1}")
+            }
+        }
+    })
+}
+
+/// Registers of a lane mask: one SGPR for wave32 code (gfx11 here), a pair for wave64.
+fn lane_mask(arch: Arch) -> u32 {
+    match arch {
+        Arch::Gfx1100 => 1,
+        Arch::Gfx942 => 2,
+    }
+}
+
+/// VOP3 operations of their own (not a VOP1/VOP2/VOPC operation in the long encoding) that
+/// take two sources; the others take three.
+const VOP3_TWO_SOURCES: [&str; 20] = [
+    "v_ldexp_",
+    "v_mbcnt_",
+    "v_add_f64",
+    "v_mul_f64",
+    "v_max_f64",
+    "v_min_f64",
+    "v_mul_lo_",
+    "v_mul_hi_",
+    "v_trig_preop",
+    "v_lshlrev_b64",
+    "v_lshrrev_b64",
+    "v_ashrrev_i64",
+    "v_readlane",
+    "v_writelane",
+    "v_add_co_u32",
+    "v_sub_co_u32",
+    "v_subrev_co_u32",
+    "v_bfm_",
+    "v_bcnt_",
+    "_nc_i32",
+];
+
+fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let op = inst.opcode as u32;
+    let (vop2_base, vop1_base, native_base) = match arch {
+        Arch::Gfx1100 => (0x100, 0x180, 0x200),
+        Arch::Gfx942 => (0x100, 0x140, 0x180),
+    };
+    let is_vopc = op < vop2_base;
+    let sources = if op < vop1_base {
+        2
+    } else if op < native_base {
+        1
+    } else if VOP3_TWO_SOURCES.iter().any(|p| m.contains(p)) {
+        2
+    } else {
+        3
+    };
+    let (dst_n, src_n) = valu_widths(m)?;
+    let carry_out = m.contains("_co_")
+        || m.starts_with("v_addc")
+        || m.starts_with("v_subb")
+        || m.starts_with("v_div_scale")
+        || m.starts_with("v_mad_u64")
+        || m.starts_with("v_mad_i64");
+    let carry_in = m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb");
+    // op_sel on 32-bit operations does not occur in our code; not printed yet
+    if !carry_out && bits(w0, 11, 4) != 0 {
+        return None;
+    }
+    let mut widths = [src_n; 3];
+    match m {
+        _ if m.starts_with("v_mad_u64") || m.starts_with("v_mad_i64") => widths = [1, 1, 2],
+        _ if m.starts_with("v_lshlrev_b64") || m.starts_with("v_lshrrev_b64") => widths = [1, 2, 2],
+        _ if m.starts_with("v_ashrrev_i64") => widths = [1, 2, 2],
+        _ if m.starts_with("v_lshl_add_u64") => widths = [2, 1, 2],
+        _ if m.starts_with("v_ldexp_f64") || m.starts_with("v_trig_preop") => widths = [2, 1, 2],
+        _ if is_vopc && m.contains("class") => widths = [src_n, 1, 1],
+        _ => {}
+    }
+    if m.starts_with("v_cndmask") || carry_in {
+        widths[2] = lane_mask(arch);
+    }
+    let lit = inst.literal();
+    let (abs, neg) = (bits(w0, 8, 3), bits(w1, 29, 3));
+    let mut srcs = Vec::new();
+    for (i, width) in widths
+        .iter()
+        .enumerate()
+        .take(sources + usize::from(m.starts_with("v_cndmask") || carry_in))
+    {
+        let code = bits(w1, 9 * i as u32, 9);
+        let constant = (128..=255).contains(&code);
+        // a 64-bit operand's literal and inline 1/(2*pi) print as 64-bit values
+        if *width == 2 && (code == 255 || code == 248) {
+            return None;
+        }
+        let mut text = source(arch, code, *width, lit);
+        if !carry_out && abs & (1 << i) != 0 {
+            if constant {
+                return None;
+            }
+            text = format!("|{text}|");
+        }
+        if neg & (1 << i) != 0 {
+            if constant {
+                return None;
+            }
+            text = format!("-{text}");
+        }
+        // gfx11's alignbit/alignbyte read a 16-bit shift: a VGPR's low half
+        if arch == Arch::Gfx1100 && i == 2 && m.starts_with("v_align") && code >= 256 {
+            text.push_str(".l");
+        }
+        srcs.push(text);
+    }
+    let mut out = if is_vopc {
+        if arch == Arch::Gfx1100 && m.starts_with("v_cmpx") {
+            String::new()
+        } else {
+            format!("{}, ", scalar(arch, bits(w0, 0, 8), lane_mask(arch)))
+        }
+    } else if m.starts_with("v_readlane") || m.starts_with("v_readfirstlane") {
+        format!("{}, ", scalar(arch, bits(w0, 0, 8), 1))
+    } else {
+        format!("{}, ", vgpr(bits(w0, 0, 8), dst_n))
+    };
+    if carry_out {
+        out.push_str(&format!(
+            "{}, ",
+            scalar(arch, bits(w0, 8, 7), lane_mask(arch))
+        ));
+    }
+    out.push_str(&srcs.join(", "));
+    if bits(w0, 15, 1) != 0 {
+        out.push_str(" clamp");
+    }
+    match bits(w1, 27, 2) {
+        0 => {}
+        1 => out.push_str(" mul:2"),
+        2 => out.push_str(" mul:4"),
+        _ => out.push_str(" div:2"),
+    }
+    Some(out)
+}
+
+/// Registers of one element of a memory instruction from its size suffix.
+fn element_registers(size: &str) -> Option<u32> {
+    Some(match size {
+        "b32" | "dword" | "u32" | "i32" | "f32" => 1,
+        "b64" | "dwordx2" | "x2" | "u64" | "i64" | "f64" => 2,
+        "b96" | "dwordx3" => 3,
+        "b128" | "dwordx4" => 4,
+        "u8" | "i8" | "b8" | "ubyte" | "sbyte" | "byte" | "u16" | "i16" | "b16" | "ushort"
+        | "sshort" | "short" => 1,
+        _ => return None,
+    })
+}
+
+fn ds(arch: Arch, inst: &Instruction) -> Option<String> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    // gfx9 spells the loads and stores read/write, read2/write2
+    let m = inst
+        .mnemonic
+        .replace("ds_read2_", "ds_load_2addr_")
+        .replace("ds_write2_", "ds_store_2addr_")
+        .replace("ds_read_", "ds_load_")
+        .replace("ds_write_", "ds_store_");
+    let gds_or_acc = match arch {
+        Arch::Gfx1100 => bits(w0, 17, 1),
+        Arch::Gfx942 => bits(w0, 16, 1) | bits(w0, 25, 1),
+    };
+    if m.contains("d16") || gds_or_acc != 0 {
+        return None;
+    }
+    let n = element_registers(m.rsplit_once('_')?.1)?;
+    let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
+    let (addr, data0, data1, vdst) = (
+        vgpr(bits(w1, 0, 8), 1),
+        vgpr(bits(w1, 8, 8), n),
+        vgpr(bits(w1, 16, 8), n),
+        bits(w1, 24, 8),
+    );
+    let two = m.contains("_2addr_");
+    let mut out = if m.starts_with("ds_load") {
+        format!("{}, {addr}", vgpr(vdst, if two { 2 * n } else { n }))
+    } else if m.starts_with("ds_store") {
+        if two {
+            format!("{addr}, {data0}, {data1}")
+        } else {
+            format!("{addr}, {data0}")
+        }
+    } else if m.contains("_rtn_") || m == "ds_bpermute_b32" {
+        format!("{}, {addr}, {data0}", vgpr(vdst, n))
+    } else {
+        format!("{addr}, {data0}")
+    };
+    if two {
+        if offset0 != 0 {
+            out.push_str(&format!(" offset0:{offset0}"));
+        }
+        if offset1 != 0 {
+            out.push_str(&format!(" offset1:{offset1}"));
+        }
+    } else if offset0 | offset1 != 0 {
+        out.push_str(&format!(" offset:{}", offset0 | (offset1 << 8)));
+    }
+    Some(out)
+}
+
+fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let segment = inst.opcode >> 8;
+    // scratch's address forms and the d16 halves are not printed yet; gfx942's data in
+    // accumulation registers neither
+    if segment == 1 || m.contains("d16") || (arch == Arch::Gfx942 && bits(w1, 23, 1) != 0) {
+        return None;
+    }
+    let size = m.rsplit_once('_')?.1;
+    let atomic = m.contains("_atomic_");
+    let n = match element_registers(size) {
+        Some(n) => n,
+        // gfx9's 32-bit atomics carry no size (`global_atomic_add`)
+        None if atomic => 1,
+        None => return None,
+    };
+    let data_n = if m.contains("cmpswap") { 2 * n } else { n };
+    let (addr, data, saddr, vdst) = (
+        bits(w1, 0, 8),
+        bits(w1, 8, 8),
+        bits(w1, 16, 7),
+        bits(w1, 24, 8),
+    );
+    let (off, returns) = match arch {
+        Arch::Gfx1100 => (0x7c, bits(w0, 14, 1) != 0),
+        Arch::Gfx942 => (0x7f, bits(w0, 16, 1) != 0),
+    };
+    let global = segment == 2;
+    let address = if global && saddr != off {
+        format!("{}, {}", vgpr(addr, 1), scalar(arch, saddr, 2))
+    } else if global {
+        format!("{}, off", vgpr(addr, 2))
+    } else {
+        vgpr(addr, 2)
+    };
+    let (vaddr, tail) = address
+        .split_once(", ")
+        .map_or((address.as_str(), None), |(a, t)| (a, Some(t)));
+    let mut parts = Vec::new();
+    if m.contains("_load_") || (atomic && returns) {
+        parts.push(vgpr(vdst, n));
+    }
+    parts.push(vaddr.to_string());
+    if !m.contains("_load_") {
+        parts.push(vgpr(data, data_n));
+    }
+    parts.extend(tail.map(String::from));
+    let mut out = parts.join(", ");
+    let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
+    if offset != 0 {
+        out.push_str(&format!(" offset:{offset}"));
+    }
+    let cache: &[(u32, &str)] = match arch {
+        Arch::Gfx1100 => &[(14, "glc"), (15, "slc"), (13, "dlc")],
+        Arch::Gfx942 => &[(16, "sc0"), (25, "sc1"), (17, "nt")],
+    };
+    for (bit, name) in cache {
+        if bits(w0, *bit, 1) != 0 {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+    Some(out)
 }
 
 fn sopp(arch: Arch, inst: &Instruction) -> Option<String> {
@@ -281,10 +640,92 @@ mod tests {
                 "s_andn2_b64 exec, exec, s[10:11]",
             ),
         ];
-        for (arch, words, want) in cases {
+        assert_prints(&cases);
+    }
+
+    fn assert_prints(cases: &[(Arch, &[u32], &str)]) {
+        for &(arch, words, want) in cases {
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             let inst = decode(arch, &bytes, 0, 0).unwrap();
             assert_eq!(text(arch, &inst).as_deref(), Some(want), "{words:x?}");
         }
+    }
+
+    #[test]
+    fn vector_and_memory_lines_as_llvm_objdump_prints_them() {
+        let cases: [(Arch, &[u32], &str); 15] = [
+            (
+                Arch::Gfx1100,
+                &[0xD8340000, 0x00000313],
+                "ds_store_b32 v19, v3",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xDC520000, 0x117C0004],
+                "global_load_b32 v17, v[4:5], off",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xDC6E0000, 0x00220802],
+                "global_store_b64 v2, v[8:9], s[34:35]",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD7000209, 0x00018208],
+                "v_add_co_u32 v9, s2, s8, -1",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD4140005, 0x00020F0D],
+                "v_cmp_gt_f32_e64 s5, v13, v7",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD6130204, 0x84124EFF, 0x44000000],
+                "v_fma_f32 v4, 0x44000000, |v39|, -v4",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD6FE7C0A, 0x02021018],
+                "v_mad_u64_u32 v[10:11], null, s24, v8, 0",
+            ),
+            (Arch::Gfx1100, &[0x7E020C12], "v_cvt_f32_u32_e32 v1, s18"),
+            (
+                Arch::Gfx942,
+                &[0xD81A0000, 0x00000213],
+                "ds_write_b32 v19, v2",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xDC508000, 0x147F0006],
+                "global_load_dword v20, v[6:7], off",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xDC788000, 0x00040208],
+                "global_store_dwordx3 v8, v[2:4], s[4:5]",
+            ),
+            (
+                Arch::Gfx942,
+                &[0x32040436],
+                "v_add_co_u32_e32 v2, vcc, s54, v2",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD100001B, 0x00C10280],
+                "v_cndmask_b32_e64 v27, 0, 1, s[48:49]",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD1CB0104, 0x8410A728],
+                "v_fma_f32 v4, |v40|, s83, -v4",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD1E80408, 0x04020406],
+                "v_mad_u64_u32 v[8:9], s[4:5], s6, v2, v[0:1]",
+            ),
+        ];
+        assert_prints(&cases);
     }
 }
