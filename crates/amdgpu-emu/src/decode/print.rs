@@ -1,7 +1,8 @@
 //! Instructions in LLVM's assembler syntax, as llvm-objdump prints them, so that the decoder
 //! can be held against it line by line. The scalar encodings (SOP1, SOP2, SOPC, SOPK, SOPP,
-//! SMEM), the VALU encodings VOP1, VOP2, VOPC and VOP3 of 32- and 64-bit operations, LDS
-//! (DS) and global/flat memory instructions are printed; the others are not yet
+//! SMEM), the VALU encodings VOP1, VOP2, VOPC, VOP3 and VOPD of 32- and 64-bit operations,
+//! VOP3P's packed, dot and mix operations, LDS (DS) and global/flat memory instructions are
+//! printed; the others are not yet
 //! ([`operands`] gives `None`).
 
 use super::{Format, Instruction};
@@ -165,15 +166,18 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
         Format::Vop1 | Format::Vop2 | Format::Vopc => vop_e32(arch, inst)?,
         Format::Vop3 => vop3(arch, inst)?,
         Format::Ds => ds(arch, inst)?,
+        Format::Vopd => vopd(arch, inst)?,
+        Format::Vop3p => vop3p(arch, inst)?,
         Format::Flat => flat(arch, inst)?,
         _ => return None,
     })
 }
 
 /// Register widths of a VALU operation's destination and sources from the types its mnemonic
-/// names (`v_cvt_f64_i32`: the destination's type first), `None` for 16-bit and packed types,
-/// whose registers and literals this printer does not render yet.
-fn valu_widths(m: &str) -> Option<(u32, u32)> {
+/// names (`v_cvt_f64_i32`: the destination's type first). 16-bit operands take a whole
+/// register on gfx942; gfx11's are register halves (`v1.l`), which this printer does not
+/// render yet, nor 16-bit literals or packed types (`None`).
+fn valu_widths(arch: Arch, m: &str, literal: bool) -> Option<(u32, u32)> {
     let mut types = m
         .trim_end_matches("_e32")
         .split('_')
@@ -191,10 +195,11 @@ fn valu_widths(m: &str) -> Option<(u32, u32)> {
         (Some(t), None) => (t, t),
         (Some(d), Some(s)) => (d, s),
     };
-    if m.contains("pk") || dst < 32 || src < 32 {
+    let narrow = dst < 32 || src < 32;
+    if m.contains("pk") || (narrow && (arch == Arch::Gfx1100 || literal)) {
         return None;
     }
-    Some((dst / 32, src / 32))
+    Some((dst.div_ceil(32), src.div_ceil(32)))
 }
 
 fn vgpr(code: u32, count: u32) -> String {
@@ -205,7 +210,7 @@ fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let w0 = inst.words[0];
     let lit = inst.literal();
-    let (dst_n, src_n) = valu_widths(m)?;
+    let (dst_n, src_n) = valu_widths(arch, m, inst.literal().is_some())?;
     let src0_code = bits(w0, 0, 9);
     // a 64-bit operation's literal and inline 1/(2*pi) print as 64-bit values
     if src_n == 2 && (src0_code == 255 || src0_code == 248) {
@@ -264,7 +269,8 @@ fn lane_mask(arch: Arch) -> u32 {
 
 /// VOP3 operations of their own (not a VOP1/VOP2/VOPC operation in the long encoding) that
 /// take two sources; the others take three.
-const VOP3_TWO_SOURCES: [&str; 20] = [
+const VOP3_TWO_SOURCES: [&str; 21] = [
+    "v_pack_",
     "v_ldexp_",
     "v_mbcnt_",
     "v_add_f64",
@@ -305,7 +311,7 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
     } else {
         3
     };
-    let (dst_n, src_n) = valu_widths(m)?;
+    let (dst_n, src_n) = valu_widths(arch, m, inst.literal().is_some())?;
     let carry_out = m.contains("_co_")
         || m.starts_with("v_addc")
         || m.starts_with("v_subb")
@@ -523,6 +529,111 @@ fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
     Some(out)
 }
 
+/// gfx11's dual issue: `X operands :: Y mnemonic Y operands`.
+fn vopd(arch: Arch, inst: &Instruction) -> Option<String> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let lit = inst.literal();
+    let half = |m: &str, dst: u32, src0: u32, vsrc1: u32| -> String {
+        let dst = vgpr(dst, 1);
+        let src0 = source(arch, src0, 1, lit);
+        let src1 = vgpr(vsrc1, 1);
+        let k = format!("{:#x}", lit.unwrap_or(0));
+        if m.ends_with("mov_b32") {
+            format!("{dst}, {src0}")
+        } else if m.contains("fmamk") {
+            format!("{dst}, {src0}, {k}, {src1}")
+        } else if m.contains("fmaak") {
+            format!("{dst}, {src0}, {src1}, {k}")
+        } else {
+            format!("{dst}, {src0}, {src1}")
+        }
+    };
+    let dst_x = bits(w1, 24, 8);
+    // Y's destination has the other parity than X's: its low bit is implied
+    let dst_y = (bits(w1, 17, 7) << 1) | ((dst_x & 1) ^ 1);
+    let x = half(inst.mnemonic, dst_x, bits(w0, 0, 9), bits(w0, 9, 8));
+    let y_name = inst.second?;
+    let y = half(y_name, dst_y, bits(w1, 0, 9), bits(w1, 9, 8));
+    Some(format!("{x} :: {y_name} {y}"))
+}
+
+/// Packed, dot and mix operations; the matrix ones are not printed yet.
+fn vop3p(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    if m.contains("mfma") || m.contains("wmma") || m.starts_with("v_accvgpr") {
+        return None;
+    }
+    let mix = m.starts_with("v_fma_mix");
+    let sources: usize = if mix || m.contains("fma") || m.starts_with("v_dot") {
+        3
+    } else if m.starts_with("v_pk_") {
+        2
+    } else {
+        return None;
+    };
+    let wide = m.starts_with("v_pk_") && (m.ends_with("_f32") || m.ends_with("_b32"));
+    let n = if wide { 2 } else { 1 };
+    let lit = inst.literal();
+    let bit = |word: u32, at: u32, i: usize| bits(word, at + i as u32, 1);
+    let op_sel: Vec<u32> = (0..sources).map(|i| bit(w0, 11, i)).collect();
+    let op_sel_hi: Vec<u32> = (0..sources)
+        .map(|i| {
+            if i < 2 {
+                bit(w1, 27, i)
+            } else {
+                bits(w0, 14, 1)
+            }
+        })
+        .collect();
+    let neg_lo: Vec<u32> = (0..sources).map(|i| bit(w1, 29, i)).collect();
+    let neg_hi: Vec<u32> = (0..sources).map(|i| bit(w0, 8, i)).collect();
+    let mut srcs = Vec::new();
+    for i in 0..sources {
+        let code = bits(w1, 9 * i as u32, 9);
+        // literals and 1/(2*pi) of packed operands print as their halves' values
+        if code == 255 || code == 248 {
+            return None;
+        }
+        let mut text = source(arch, code, n, lit);
+        if mix {
+            // mix's neg_hi bits are absolute values, its neg_lo bits negations
+            if neg_hi[i] != 0 || (neg_lo[i] != 0 && (128..=255).contains(&code)) {
+                return None;
+            }
+            if neg_lo[i] != 0 {
+                text = format!("-{text}");
+            }
+        }
+        srcs.push(text);
+    }
+    let list = |v: &[u32]| {
+        let items: Vec<String> = v.iter().map(u32::to_string).collect();
+        format!("[{}]", items.join(","))
+    };
+    let mut out = format!("{}, {}", vgpr(bits(w0, 0, 8), n), srcs.join(", "));
+    if op_sel.iter().any(|&b| b != 0) {
+        out.push_str(&format!(" op_sel:{}", list(&op_sel)));
+    }
+    // packed operations default to the high halves for the high result, mix to none
+    let default_hi = u32::from(!mix);
+    if op_sel_hi.iter().any(|&b| b != default_hi) {
+        out.push_str(&format!(" op_sel_hi:{}", list(&op_sel_hi)));
+    }
+    if !mix {
+        if neg_lo.iter().any(|&b| b != 0) {
+            out.push_str(&format!(" neg_lo:{}", list(&neg_lo)));
+        }
+        if neg_hi.iter().any(|&b| b != 0) {
+            out.push_str(&format!(" neg_hi:{}", list(&neg_hi)));
+        }
+    }
+    if bits(w0, 15, 1) != 0 {
+        out.push_str(" clamp");
+    }
+    Some(out)
+}
+
 fn sopp(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let simm = inst.words[0] & 0xffff;
@@ -653,7 +764,23 @@ mod tests {
 
     #[test]
     fn vector_and_memory_lines_as_llvm_objdump_prints_them() {
-        let cases: [(Arch, &[u32], &str); 15] = [
+        let cases: [(Arch, &[u32], &str); 19] = [
+            (
+                Arch::Gfx1100,
+                &[0xCA240102, 0x0112009F],
+                "v_dual_mov_b32 v1, v2 :: v_dual_and_b32 v18, 31, v0",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xCC200002, 0x140A3318],
+                "v_fma_mix_f32 v2, v24, v25, v2 op_sel_hi:[0,1,0]",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD3B14022, 0x1802150A],
+                "v_pk_mul_f32 v[34:35], v[10:11], v[10:11]",
+            ),
+            (Arch::Gfx942, &[0x7E061503], "v_cvt_f16_f32_e32 v3, v3"),
             (
                 Arch::Gfx1100,
                 &[0xD8340000, 0x00000313],
