@@ -258,9 +258,9 @@ fn every_instruction_decodes_as_llvm_objdump_decodes_it() {
     assert!(total > 1_000_000 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some());
     assert!(differ.is_empty(), "{}", differ.join("\n"));
     assert!(text_differ.is_empty(), "{}", text_differ.join("\n"));
-    // 98.2% when the vector, LDS and global formats were added: the printer may not lose them
+    // 98.9% when the vector, LDS and global formats were added: the printer may not lose them
     assert!(
-        printed * 1000 >= total * 980 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some(),
+        printed * 1000 >= total * 985 || std::env::var_os("CANDLE_ROCM_TIER_MODULES").is_some(),
         "{printed} of {total} printed"
     );
 }

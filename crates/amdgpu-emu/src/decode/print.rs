@@ -1,8 +1,8 @@
 //! Instructions in LLVM's assembler syntax, as llvm-objdump prints them, so that the decoder
 //! can be held against it line by line. The scalar encodings (SOP1, SOP2, SOPC, SOPK, SOPP,
 //! SMEM), the VALU encodings VOP1, VOP2, VOPC, VOP3 and VOPD of 32- and 64-bit operations,
-//! VOP3P's packed, dot and mix operations, LDS (DS) and global/flat memory instructions are
-//! printed; the others are not yet
+//! VOP3P's packed, dot and mix operations, gfx11's 16-bit register halves where op_sel is
+//! clear, LDS (DS) and global/flat memory instructions are printed; the others are not yet
 //! ([`operands`] gives `None`).
 
 use super::{Format, Instruction};
@@ -173,11 +173,12 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
     })
 }
 
-/// Register widths of a VALU operation's destination and sources from the types its mnemonic
-/// names (`v_cvt_f64_i32`: the destination's type first). 16-bit operands take a whole
-/// register on gfx942; gfx11's are register halves (`v1.l`), which this printer does not
-/// render yet, nor 16-bit literals or packed types (`None`).
-fn valu_widths(arch: Arch, m: &str, literal: bool) -> Option<(u32, u32)> {
+/// Bit widths of a VALU operation's destination and sources from the types its mnemonic
+/// names (`v_cvt_f64_i32`: the destination's type first); `None` for packed types.
+fn valu_bits(m: &str) -> Option<(u32, u32)> {
+    if m.contains("pk") {
+        return None;
+    }
     let mut types = m
         .trim_end_matches("_e32")
         .split('_')
@@ -190,16 +191,67 @@ fn valu_widths(arch: Arch, m: &str, literal: bool) -> Option<(u32, u32)> {
         })
         // 24-bit integer operations read 32-bit registers
         .map(|n| if n == 24 { 32 } else { n });
-    let (dst, src) = match (types.next(), types.next()) {
+    Some(match (types.next(), types.next()) {
         (None, _) => (32, 32),
         (Some(t), None) => (t, t),
         (Some(d), Some(s)) => (d, s),
-    };
+    })
+}
+
+/// Register counts of a VALU operation's destination and sources. 16-bit operands take a
+/// whole register on gfx942; gfx11's are register halves (`v1.l`), printed by the callers
+/// that know where the half is selected. 16-bit literals are not printed yet (`None`).
+fn valu_widths(arch: Arch, m: &str, literal: bool) -> Option<(u32, u32)> {
+    let (dst, src) = valu_bits(m)?;
     let narrow = dst < 32 || src < 32;
-    if m.contains("pk") || (narrow && (arch == Arch::Gfx1100 || literal)) {
+    if narrow && (arch == Arch::Gfx1100 || literal) {
         return None;
     }
     Some((dst.div_ceil(32), src.div_ceil(32)))
+}
+
+/// A gfx11 16-bit VGPR operand of a 32-bit encoding: the index's top bit selects the half.
+fn vgpr_half(index: u32) -> String {
+    let half = if index & 0x80 != 0 { 'h' } else { 'l' };
+    format!("v{}.{half}", index & 0x7f)
+}
+
+/// gfx11's VOP1 and VOPC with 16-bit operands (true16 register halves).
+fn vop_e32_true16(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let w0 = inst.words[0];
+    let (dst_bits, src_bits) = valu_bits(m)?;
+    if arch != Arch::Gfx1100 || inst.literal().is_some() || dst_bits > 32 || src_bits > 32 {
+        return None;
+    }
+    let operand = |code: u32, bits: u32| {
+        if code >= 256 && bits == 16 {
+            vgpr_half(code - 256)
+        } else {
+            source(arch, code, 1, None)
+        }
+    };
+    let src0 = operand(bits(w0, 0, 9), src_bits);
+    Some(match inst.format {
+        Format::Vop1 => {
+            let dst = bits(w0, 17, 8);
+            let dst = if dst_bits == 16 {
+                vgpr_half(dst)
+            } else {
+                vgpr(dst, 1)
+            };
+            format!("{dst}, {src0}")
+        }
+        Format::Vopc if !m.contains("class") => {
+            let src1 = operand(256 + bits(w0, 9, 8), src_bits);
+            if m.starts_with("v_cmpx") {
+                format!("{src0}, {src1}")
+            } else {
+                format!("vcc_lo, {src0}, {src1}")
+            }
+        }
+        _ => return None,
+    })
 }
 
 fn vgpr(code: u32, count: u32) -> String {
@@ -210,7 +262,9 @@ fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let w0 = inst.words[0];
     let lit = inst.literal();
-    let (dst_n, src_n) = valu_widths(arch, m, inst.literal().is_some())?;
+    let Some((dst_n, src_n)) = valu_widths(arch, m, inst.literal().is_some()) else {
+        return vop_e32_true16(arch, inst);
+    };
     let src0_code = bits(w0, 0, 9);
     // a 64-bit operation's literal and inline 1/(2*pi) print as 64-bit values
     if src_n == 2 && (src0_code == 255 || src0_code == 248) {
@@ -269,8 +323,21 @@ fn lane_mask(arch: Arch) -> u32 {
 
 /// VOP3 operations of their own (not a VOP1/VOP2/VOPC operation in the long encoding) that
 /// take two sources; the others take three.
-const VOP3_TWO_SOURCES: [&str; 21] = [
+const VOP3_TWO_SOURCES: [&str; 33] = [
     "v_pack_",
+    "v_cndmask",
+    "v_add_nc_",
+    "v_sub_nc_",
+    "v_max_u16",
+    "v_max_i16",
+    "v_min_u16",
+    "v_min_i16",
+    "v_lshlrev_b16",
+    "v_lshrrev_b16",
+    "v_ashrrev_i16",
+    "v_and_b16",
+    "v_or_b16",
+    "v_xor_b16",
     "v_ldexp_",
     "v_mbcnt_",
     "v_add_f64",
@@ -290,7 +357,6 @@ const VOP3_TWO_SOURCES: [&str; 21] = [
     "v_subrev_co_u32",
     "v_bfm_",
     "v_bcnt_",
-    "_nc_i32",
 ];
 
 fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
@@ -311,7 +377,24 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
     } else {
         3
     };
-    let (dst_n, src_n) = valu_widths(arch, m, inst.literal().is_some())?;
+    // gfx11's 16-bit operands are register halves, op_sel choosing the high ones
+    // (bits 0-2 the sources, bit 3 the destination)
+    let (dst_bits, src_bits) = valu_bits(m)?;
+    let true16 = arch == Arch::Gfx1100 && (dst_bits == 16 || src_bits == 16);
+    let op_sel = bits(w0, 11, 4);
+    let (dst_n, src_n) = if true16 {
+        // llvm-objdump spells some selections as op_sel too: only the low halves printed yet
+        if inst.literal().is_some() || dst_bits > 32 || src_bits > 32 || op_sel != 0 {
+            return None;
+        }
+        (1, 1)
+    } else {
+        valu_widths(arch, m, inst.literal().is_some())?
+    };
+    let half = |index: u32, sel: u32| {
+        let h = if op_sel & (1 << sel) != 0 { 'h' } else { 'l' };
+        format!("v{index}.{h}")
+    };
     let carry_out = m.contains("_co_")
         || m.starts_with("v_addc")
         || m.starts_with("v_subb")
@@ -320,7 +403,7 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
         || m.starts_with("v_mad_i64");
     let carry_in = m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb");
     // op_sel on 32-bit operations does not occur in our code; not printed yet
-    if !carry_out && bits(w0, 11, 4) != 0 {
+    if !carry_out && !true16 && op_sel != 0 {
         return None;
     }
     let mut widths = [src_n; 3];
@@ -350,7 +433,18 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
         if *width == 2 && (code == 255 || code == 248) {
             return None;
         }
-        let mut text = source(arch, code, *width, lit);
+        let mask = i == 2 && (m.starts_with("v_cndmask") || carry_in);
+        let mut text = if true16 && src_bits == 16 && !mask {
+            if code >= 256 {
+                half(code - 256, i as u32)
+            } else if op_sel & (1 << i) != 0 {
+                return None;
+            } else {
+                source(arch, code, 1, lit)
+            }
+        } else {
+            source(arch, code, *width, lit)
+        };
         if !carry_out && abs & (1 << i) != 0 {
             if constant {
                 return None;
@@ -377,6 +471,10 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
         }
     } else if m.starts_with("v_readlane") || m.starts_with("v_readfirstlane") {
         format!("{}, ", scalar(arch, bits(w0, 0, 8), 1))
+    } else if true16 && dst_bits == 16 {
+        format!("{}, ", half(bits(w0, 0, 8), 3))
+    } else if true16 && op_sel & 8 != 0 {
+        return None;
     } else {
         format!("{}, ", vgpr(bits(w0, 0, 8), dst_n))
     };
@@ -764,7 +862,8 @@ mod tests {
 
     #[test]
     fn vector_and_memory_lines_as_llvm_objdump_prints_them() {
-        let cases: [(Arch, &[u32], &str); 19] = [
+        let cases: [(Arch, &[u32], &str); 20] = [
+            (Arch::Gfx1100, &[0x7E021501], "v_cvt_f16_f32_e32 v1.l, v1"),
             (
                 Arch::Gfx1100,
                 &[0xCA240102, 0x0112009F],
