@@ -891,7 +891,22 @@ CANDLE_ROCM_MATH(m_tanh, tanhf, tanh)
 CANDLE_ROCM_MATH(m_erf, erff, erf)
 CANDLE_ROCM_MATH(m_ceil, ceilf, ceil)
 CANDLE_ROCM_MATH(m_floor, floorf, floor)
-CANDLE_ROCM_MATH(m_round, roundf, round)  // halves away from zero, as Rust's round
+// Halves away from zero, as Rust's round. On AMD, for f32 it is built from trunc and the sign
+// bit as an integer: LLVM narrows roundf of a widened f16 to its own f16 expansion of round,
+// whose copysign ROCm 6.4 compiles for gfx11 (true16) with the sign of the register's other
+// half (v_bfi_b32 on the whole register), so half of a vector's elements took their
+// neighbour's sign (the ISA emulator caught it).
+#if defined(CANDLE_ROCM_AMD)
+DEVICE float m_round(float x) {
+    const float a = fabsf(x);
+    float r = truncf(a);
+    if (a - r >= 0.5f) r += 1.0f;
+    return f32_from_bits(f32_bits(r) | (f32_bits(x) & 0x80000000u));
+}
+DEVICE double m_round(double x) { return round(x); }
+#else
+CANDLE_ROCM_MATH(m_round, roundf, round)
+#endif
 CANDLE_ROCM_MATH(m_normcdf, normcdff, normcdf)
 CANDLE_ROCM_MATH(m_abs, fabsf, fabs)
 CANDLE_ROCM_MATH(m_sqrt, sqrtf, sqrt)
@@ -901,11 +916,33 @@ DEVICE float m_max(float a, float b) { return fmaxf(a, b); }  // NaN-ignoring, a
 DEVICE float m_min(float a, float b) { return fminf(a, b); }
 DEVICE double m_max(double a, double b) { return fmax(a, b); }
 // Products rounded on their own (never fused into a following add), where a result must match
-// a CPU computation that rounds each step.
+// a CPU computation that rounds each step. HIP's __fmul_rn is a plain `*`, which hiprtc's
+// default contraction (-ffp-contract=fast-honor-pragmas) fuses with the next add, so on AMD
+// the operations carry the pragma instead (the ISA emulator caught affine's f16 product fused
+// into v_fma_f16 there).
+#if defined(CANDLE_ROCM_AMD)
+DEVICE float m_mul_rn(float a, float b) {
+#pragma clang fp contract(off)
+    return a * b;
+}
+DEVICE double m_mul_rn(double a, double b) {
+#pragma clang fp contract(off)
+    return a * b;
+}
+DEVICE float m_add_rn(float a, float b) {
+#pragma clang fp contract(off)
+    return a + b;
+}
+DEVICE float m_sub_rn(float a, float b) {
+#pragma clang fp contract(off)
+    return a - b;
+}
+#else
 DEVICE float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 DEVICE double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 DEVICE float m_add_rn(float a, float b) { return __fadd_rn(a, b); }
 DEVICE float m_sub_rn(float a, float b) { return __fsub_rn(a, b); }
+#endif
 // -inf of the argument's type (no INFINITY macro without the C headers).
 DEVICE float m_neg_inf(float) { return __int_as_float((int)0xff800000u); }
 DEVICE double m_neg_inf(double) { return __longlong_as_double((long long)0xfff0000000000000ull); }

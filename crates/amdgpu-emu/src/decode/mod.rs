@@ -91,6 +91,39 @@ fn lookup(table: &[(u16, &'static str)], op: u16) -> Option<&'static str> {
         .map(|i| table[i].1)
 }
 
+/// A VOP3 opcode that is a VOP1, VOP2 or VOPC operation in its 64-bit form, named as LLVM
+/// names it (`_e64` for `_e32`): the tables list the 32-bit forms once. The names are made
+/// once a process and kept.
+fn promoted(arch: Arch, op: u16) -> Option<&'static str> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<HashMap<(Arch, u16), Option<&'static str>>>> = OnceLock::new();
+    let names = NAMES.get_or_init(Default::default);
+    let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
+    *names.entry((arch, op)).or_insert_with(|| {
+        let (vop1_base, vop1) = match arch {
+            Arch::Gfx1100 => (0x180, gfx11_ops::VOP1),
+            Arch::Gfx942 => (0x140, gfx942_ops::VOP1),
+        };
+        let (vop2, vopc) = match arch {
+            Arch::Gfx1100 => (gfx11_ops::VOP2, gfx11_ops::VOPC),
+            Arch::Gfx942 => (gfx942_ops::VOP2, gfx942_ops::VOPC),
+        };
+        let short = match op {
+            0..=0xff => lookup(vopc, op),
+            0x100..=0x13f => lookup(vop2, op - 0x100),
+            o if (vop1_base..vop1_base + 0x80).contains(&o) => lookup(vop1, op - vop1_base),
+            _ => None,
+        }?;
+        let base = short.strip_suffix("_e32")?;
+        // the forms with a mandatory literal have no 64-bit encoding
+        if base.ends_with("mk_f32") || base.ends_with("ak_f32") {
+            return None;
+        }
+        Some(&*Box::leak(format!("{base}_e64").into_boxed_str()))
+    })
+}
+
 /// Operand codes of the 9-bit source fields that add a word.
 const LITERAL: u32 = 255;
 const DPP16: u32 = 0xfa;
@@ -240,7 +273,13 @@ pub fn decode(arch: Arch, code: &[u8], at: usize, base: u64) -> Result<Instructi
             };
         }
     }
-    let mnemonic = lookup(table(arch, format), opcode).ok_or_else(fail)?;
+    let mnemonic = lookup(table(arch, format), opcode)
+        .or_else(|| {
+            (format == Format::Vop3)
+                .then(|| promoted(arch, opcode))
+                .flatten()
+        })
+        .ok_or_else(fail)?;
     let base_len = match format {
         Format::Vop3
         | Format::Vop3p

@@ -39,6 +39,22 @@ pub enum ExecError {
         bytes: usize,
         size: usize,
     },
+    #[error("{kernel}: `{mnemonic}` at {address:#x} accessed {bytes} private bytes at {target:#x}, past the work-item's {size}")]
+    BadPrivate {
+        kernel: String,
+        mnemonic: String,
+        address: u64,
+        target: u64,
+        bytes: usize,
+        size: usize,
+    },
+    #[error("{kernel}: `{mnemonic}` at {address:#x}: {what}")]
+    Operand {
+        kernel: String,
+        mnemonic: String,
+        address: u64,
+        what: String,
+    },
     #[error("{kernel}: the workgroup's waves cannot all reach the barrier at {address:#x}")]
     Barrier { kernel: String, address: u64 },
     #[error("{kernel}: a wave ran past {limit} instructions (at {address:#x})")]
@@ -55,29 +71,75 @@ pub enum ExecError {
 
 pub type ExecResult<T> = std::result::Result<T, ExecError>;
 
-/// The emulated device's memory: allocations at addresses of their own.
-#[derive(Debug, Default)]
+/// The emulated device's memory: allocations at addresses of their own, 64 KiB apart, so an
+/// access that runs past an allocation's end is outside every one.
+#[derive(Debug)]
 pub struct Memory {
-    allocations: Vec<(u64, Vec<u8>)>,
+    allocations: std::collections::BTreeMap<u64, Vec<u8>>,
     next: u64,
+    in_use: usize,
+    capacity: usize,
 }
+
+impl Default for Memory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What [`Memory::new`] holds at most: more than any test asks for, less than a CI machine has.
+pub const DEFAULT_CAPACITY: usize = 16 << 30;
 
 impl Memory {
     pub fn new() -> Self {
+        Self::with_capacity(DEFAULT_CAPACITY)
+    }
+
+    /// A memory that holds at most `capacity` bytes of allocations.
+    pub fn with_capacity(capacity: usize) -> Self {
         Memory {
-            allocations: Vec::new(),
+            allocations: Default::default(),
             // away from 0, so that a null pointer is never inside an allocation
             next: 0x1_0000_0000,
+            in_use: 0,
+            capacity,
         }
+    }
+
+    /// Bytes allocated and not freed; the most that may be.
+    pub fn usage(&self) -> (usize, usize) {
+        (self.in_use, self.capacity)
+    }
+
+    /// A new zeroed allocation of `bytes`; its address, or `None` past the capacity.
+    pub fn try_alloc(&mut self, bytes: usize) -> Option<u64> {
+        if bytes > self.capacity - self.in_use {
+            return None;
+        }
+        // zeroed pages come from the system as they are touched
+        let data = vec![0u8; bytes];
+        let address = self.next;
+        self.allocations.insert(address, data);
+        self.in_use += bytes;
+        self.next += (bytes as u64).div_ceil(0x1_0000).max(1) * 0x1_0000 + 0x1_0000;
+        Some(address)
     }
 
     /// A new zeroed allocation of `bytes`; its address.
     pub fn alloc(&mut self, bytes: usize) -> u64 {
-        let address = self.next;
-        self.allocations.push((address, vec![0; bytes]));
-        // 64 KiB apart: an access that runs past an allocation's end is outside every one
-        self.next += (bytes as u64).div_ceil(0x1_0000).max(1) * 0x1_0000 + 0x1_0000;
-        address
+        self.try_alloc(bytes)
+            .expect("the emulated memory holds the allocation")
+    }
+
+    /// Frees the allocation at `address`; false if none starts there.
+    pub fn free(&mut self, address: u64) -> bool {
+        match self.allocations.remove(&address) {
+            Some(data) => {
+                self.in_use -= data.len();
+                true
+            }
+            None => false,
+        }
     }
 
     /// An allocation holding `data`.
@@ -88,32 +150,52 @@ impl Memory {
         a
     }
 
-    fn find(&self, address: u64, len: usize) -> Option<(usize, usize)> {
-        self.allocations
-            .iter()
-            .position(|(base, data)| {
-                address >= *base && address + len as u64 <= base + data.len() as u64
-            })
-            .map(|i| (i, (address - self.allocations[i].0) as usize))
+    /// The allocation holding `len` bytes at `address`, and the offset of `address` in it.
+    fn find_mut(&mut self, address: u64, len: usize) -> Option<(&mut Vec<u8>, usize)> {
+        let (base, data) = self.allocations.range_mut(..=address).next_back()?;
+        let at = (address - base) as usize;
+        (at + len <= data.len()).then_some((data, at))
+    }
+
+    fn find(&self, address: u64, len: usize) -> Option<(&Vec<u8>, usize)> {
+        let (base, data) = self.allocations.range(..=address).next_back()?;
+        let at = (address - base) as usize;
+        (at + len <= data.len()).then_some((data, at))
     }
 
     pub fn read(&self, address: u64, out: &mut [u8]) -> Option<()> {
-        let (i, at) = self.find(address, out.len())?;
-        out.copy_from_slice(&self.allocations[i].1[at..at + out.len()]);
+        let (data, at) = self.find(address, out.len())?;
+        out.copy_from_slice(&data[at..at + out.len()]);
         Some(())
     }
 
     pub fn write(&mut self, address: u64, data: &[u8]) -> Option<()> {
-        let (i, at) = self.find(address, data.len())?;
-        self.allocations[i].1[at..at + data.len()].copy_from_slice(data);
+        let (mem, at) = self.find_mut(address, data.len())?;
+        mem[at..at + data.len()].copy_from_slice(data);
         Some(())
+    }
+
+    /// `len` bytes at `address`, borrowed, where one allocation holds them.
+    pub fn slice(&self, address: u64, len: usize) -> Option<&[u8]> {
+        let (data, at) = self.find(address, len)?;
+        Some(&data[at..at + len])
+    }
+
+    /// `len` bytes at `address`, mutably, where one allocation holds them.
+    pub fn slice_mut(&mut self, address: u64, len: usize) -> Option<&mut [u8]> {
+        let (data, at) = self.find_mut(address, len)?;
+        Some(&mut data[at..at + len])
+    }
+
+    /// Copies `len` bytes from `src` to `dst` (both inside allocations; they may overlap).
+    pub fn copy(&mut self, dst: u64, src: u64, len: usize) -> Option<()> {
+        let data = self.slice(src, len)?.to_vec();
+        self.write(dst, &data)
     }
 
     /// An allocation's bytes.
     pub fn download(&self, address: u64, len: usize) -> Option<Vec<u8>> {
-        let mut out = vec![0; len];
-        self.read(address, &mut out)?;
-        Some(out)
+        Some(self.slice(address, len)?.to_vec())
     }
 }
 
@@ -129,6 +211,10 @@ pub struct Launch {
     pub schedule: Schedule,
     /// Most instructions a wave may run ([`STEP_LIMIT`] where none is given).
     pub step_limit: Option<u64>,
+    /// Print the first workgroup's first wave's instructions to stderr, each with the
+    /// registers it changed in lane `trace_lane` (for finding where a kernel goes wrong).
+    pub trace: bool,
+    pub trace_lane: usize,
 }
 
 /// The order in which a workgroup's waves run between barriers. A kernel whose result
@@ -167,6 +253,11 @@ pub(crate) struct Wave {
     pub done: bool,
     /// Waiting at `s_barrier` for the workgroup's other waves.
     pub at_barrier: bool,
+    /// Each lane's private (scratch) memory, `private_size` bytes a lane, lane after lane.
+    pub private: Vec<u8>,
+    pub private_size: usize,
+    /// Accumulation registers (gfx942's AGPRs), `a[i][lane]`.
+    pub a: Vec<Vec<u32>>,
 }
 
 impl Wave {
@@ -211,6 +302,8 @@ pub(crate) struct Context<'a> {
     pub kernel: &'a str,
     /// The workgroup's LDS.
     pub lds: &'a mut [u8],
+    /// Trace this workgroup's first wave (in lane .1).
+    pub trace: Option<usize>,
 }
 
 impl Context<'_> {
@@ -279,9 +372,43 @@ fn kernarg_segment(k: &KernelInfo, launch: &Launch) -> ExecResult<Vec<u8>> {
 }
 
 /// Runs kernel `name` of `co` over `launch` on `memory`: every workgroup in order, its waves
-/// in turn.
+/// in turn. (A [`Module`] keeps its decoded instructions from one dispatch to the next.)
 pub fn dispatch(
     co: &CodeObject,
+    name: &str,
+    launch: &Launch,
+    memory: &mut Memory,
+) -> ExecResult<Report> {
+    run_dispatch(co, &mut DecodeCache::new(co), name, launch, memory)
+}
+
+/// A loaded code object and its instructions decoded so far, for dispatch after dispatch.
+#[derive(Debug)]
+pub struct Module {
+    pub code: CodeObject,
+    cache: DecodeCache,
+}
+
+impl Module {
+    pub fn new(code: CodeObject) -> Self {
+        let cache = DecodeCache::new(&code);
+        Module { code, cache }
+    }
+
+    /// Runs kernel `name` over `launch` on `memory`, as [`dispatch`].
+    pub fn dispatch(
+        &mut self,
+        name: &str,
+        launch: &Launch,
+        memory: &mut Memory,
+    ) -> ExecResult<Report> {
+        run_dispatch(&self.code, &mut self.cache, name, launch, memory)
+    }
+}
+
+fn run_dispatch(
+    co: &CodeObject,
+    cache: &mut DecodeCache,
     name: &str,
     launch: &Launch,
     memory: &mut Memory,
@@ -301,18 +428,36 @@ pub fn dispatch(
             k.max_flat_workgroup_size
         )));
     }
-    let kernargs = memory.upload(&kernarg_segment(k, launch)?);
+    let segment = kernarg_segment(k, launch)?;
+    let kernargs = memory
+        .try_alloc(segment.len())
+        .ok_or_else(|| fail("no memory left for the kernel arguments".into()))?;
+    memory.write(kernargs, &segment);
+    let report = run_grid(co, cache, k, launch, kernargs, memory);
+    memory.free(kernargs);
+    report
+}
+
+fn run_grid(
+    co: &CodeObject,
+    cache: &mut DecodeCache,
+    k: &KernelInfo,
+    launch: &Launch,
+    kernargs: u64,
+    memory: &mut Memory,
+) -> ExecResult<Report> {
+    let name = k.name.as_str();
+    let threads: u32 = launch.block.iter().product();
     let d = &k.descriptor;
     let lanes = k.wavefront_size as usize;
     let blocks = [0, 1, 2].map(|i| launch.grid[i].div_ceil(launch.block[i].max(1)));
     let mut report = Report::default();
-    // the instructions of the kernel, decoded once
-    let mut cache = DecodeCache::new(co);
     for bz in 0..blocks[2] {
         for by in 0..blocks[1] {
             for bx in 0..blocks[0] {
                 let count = (threads as usize).div_ceil(lanes);
                 let vgprs = (k.vgpr_count as usize).max(1) + 8;
+                let private_size = d.private_segment_fixed_size.next_multiple_of(16) as usize;
                 let mut waves = Vec::with_capacity(count);
                 for w in 0..count {
                     let mut wave = Wave {
@@ -323,6 +468,9 @@ pub fn dispatch(
                         pc: k.entry,
                         done: false,
                         at_barrier: false,
+                        private: vec![0; lanes * private_size],
+                        private_size,
+                        a: vec![vec![0; lanes]; k.agpr_count as usize],
                     };
                     // user SGPRs in the descriptor's order, then the workgroup ids
                     let mut next = 0usize;
@@ -363,9 +511,11 @@ pub fn dispatch(
                     memory,
                     kernel: name,
                     lds: &mut lds,
+                    trace: (launch.trace && bx == 0 && by == 0 && bz == 0)
+                        .then_some(launch.trace_lane),
                 };
                 let (steps, count) =
-                    run_workgroup(co, &mut waves, &mut ctx, &mut cache, launch.schedule)?;
+                    run_workgroup(co, &mut waves, &mut ctx, cache, launch.schedule)?;
                 report.wave_instructions += steps;
                 report.waves += count;
                 report.workgroups += 1;
@@ -376,6 +526,7 @@ pub fn dispatch(
 }
 
 /// Instructions decoded once, by their word index in `.text`.
+#[derive(Debug)]
 struct DecodeCache {
     text: (u64, u64),
     slots: Vec<Option<Instruction>>,
@@ -442,7 +593,13 @@ fn run_workgroup(
         }
         for &i in &order {
             if !waves[i].done {
-                steps += run_wave(co, &mut waves[i], ctx, cache)?;
+                let trace = ctx.trace;
+                if i != 0 {
+                    ctx.trace = None;
+                }
+                let ran = run_wave(co, &mut waves[i], ctx, cache);
+                ctx.trace = trace;
+                steps += ran?;
             }
         }
         let waiting = waves.iter().filter(|w| w.at_barrier).count();
@@ -481,7 +638,32 @@ fn run_wave(
         }
         let inst = cache.get(co, wave.pc)?;
         let next = wave.pc + inst.len as u64;
-        match ops::execute(wave, &inst, ctx)? {
+        let before = ctx.trace.map(|lane| {
+            let v: Vec<u32> = wave.v.iter().map(|r| r[lane.min(wave.lanes - 1)]).collect();
+            (v, wave.s, wave.scc)
+        });
+        let flow = ops::execute(wave, &inst, ctx)?;
+        if let (Some((v, s, scc)), Some(lane)) = (before, ctx.trace) {
+            let lane = lane.min(wave.lanes - 1);
+            let text = crate::decode::print::text(co.arch, &inst)
+                .unwrap_or_else(|| inst.mnemonic.to_string());
+            let mut changed = String::new();
+            for (i, old) in v.iter().enumerate() {
+                if wave.v[i][lane] != *old {
+                    changed += &format!(" v{i}={:#x}", wave.v[i][lane]);
+                }
+            }
+            for (i, old) in s.iter().enumerate() {
+                if wave.s[i] != *old {
+                    changed += &format!(" s{i}={:#x}", wave.s[i]);
+                }
+            }
+            if wave.scc != scc {
+                changed += &format!(" scc={}", u8::from(wave.scc));
+            }
+            eprintln!("{:#08x} {text:<60}{changed}", inst.address);
+        }
+        match flow {
             Flow::Next => wave.pc = next,
             Flow::Branch(by) => wave.pc = next.wrapping_add_signed(by),
             Flow::End => wave.done = true,

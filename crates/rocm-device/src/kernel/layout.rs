@@ -81,7 +81,7 @@ impl KernelLayout {
         let numel: u128 = dims.iter().map(|&d| d as u128).product();
         let span: u128 = merged
             .iter()
-            .map(|&(d, s)| (d as u128 - 1) * s as u128)
+            .map(|&(d, s)| (d as u128).saturating_sub(1) * s as u128)
             .sum();
         let mut l = KernelLayout::zeroed();
         l.ndim = merged.len() as u32;
