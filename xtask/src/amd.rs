@@ -190,7 +190,11 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
         Ok(b) => b,
         Err(e) => return TierOutcome::Broken(e),
     };
-    run_all(binaries.iter().map(|binary| {
+    let emulated = match prepare_emulated(&chroot) {
+        Ok(e) => e,
+        Err(e) => return TierOutcome::Broken(e),
+    };
+    let tier = binaries.iter().map(|binary| {
         let mut c = Command::new("chroot");
         c.arg(&chroot)
             .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
@@ -199,7 +203,69 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
             .arg(format!("CANDLE_ROCM_CODE_OBJECT_DIR={CODE_OBJECT_DIR}"))
             .args([binary.as_str(), "--nocapture", "--test-threads=1"]);
         c
-    }))
+    });
+    // then the GPU suites that run on the ISA emulator, on each emulated architecture
+    let chroot = &chroot;
+    let emulated = &emulated;
+    let on_emulator = EMULATED_ARCHS.iter().flat_map(|arch| {
+        emulated.iter().map(move |binary| {
+            let mut c = Command::new("chroot");
+            c.arg(chroot)
+                .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
+                .arg(format!("ROCM_PATH={EMULATOR_ROCM}"))
+                .arg("CANDLE_ROCM_PLATFORM=amd")
+                .arg(format!("CANDLE_ROCM_EMU_ARCH={arch}"))
+                .arg(format!(
+                    "CANDLE_ROCM_CACHE_DIR=/tmp/candle-rocm-emu-cache-{arch}"
+                ))
+                .args([binary.as_str(), "--test-threads=2"]);
+            c
+        })
+    });
+    run_all(tier.chain(on_emulator))
+}
+
+/// The GPU test binaries the AMD tier runs on the ISA emulator (`crates/amdgpu-emu-hip`, a
+/// libamdhip64 it serves, beside the chroot's real hiprtc): (package, test target). The
+/// elementwise suite covers most of the vector ALU and memory; the matrix probes MFMA and WMMA
+/// against the vendors' layouts.
+const EMULATED_SUITES: [(&str, &str); 2] =
+    [("rocm-elementwise", "gpu"), ("rocm-attention", "matrix")];
+/// The architectures emulated: RDNA3 (wave32, WMMA) and CDNA3 (wave64, MFMA).
+const EMULATED_ARCHS: [&str; 2] = ["gfx1100", "gfx942"];
+/// The `ROCM_PATH` inside the chroot whose lib/ holds the emulator's libamdhip64.
+const EMULATOR_ROCM: &str = "/tmp/candle-rocm-emu";
+
+/// Builds the emulator's libamdhip64 and the suites' test binaries and copies them into the
+/// chroot (libhiprtc beside it is ROCm's own); the binaries' paths inside.
+fn prepare_emulated(chroot: &Path) -> Result<Vec<String>, String> {
+    let (ok, _) = run_echo(crate::tools::cargo().args(["build", "-p", "amdgpu-emu-hip"]))?;
+    if !ok {
+        return Err("building the emulator's libamdhip64 failed".into());
+    }
+    let lib = chroot
+        .join(EMULATOR_ROCM.trim_start_matches('/'))
+        .join("lib");
+    std::fs::create_dir_all(&lib).map_err(|e| e.to_string())?;
+    let built = root().join("target/debug/libamdhip64.so");
+    std::fs::copy(&built, lib.join("libamdhip64.so"))
+        .map_err(|e| format!("{}: {e}", built.display()))?;
+    let hiprtc = lib.join("libhiprtc.so");
+    let _ = std::fs::remove_file(&hiprtc);
+    std::os::unix::fs::symlink("/usr/lib/x86_64-linux-gnu/libhiprtc.so.6", &hiprtc)
+        .map_err(|e| e.to_string())?;
+    let mut inside = Vec::new();
+    for (package, target) in EMULATED_SUITES {
+        let exes = test_executables(&["-p", package, "--features", "gpu-tests", "--test", target])?;
+        let (_, exe) = exes
+            .into_iter()
+            .find(|(n, _)| n.ends_with(&format!("/{target}")))
+            .ok_or_else(|| format!("no {target} test binary in {package}"))?;
+        let name = format!("tmp/candle-rocm-emulated-{package}-{target}");
+        std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
+        inside.push(format!("/{name}"));
+    }
+    Ok(inside)
 }
 
 #[cfg(test)]

@@ -693,7 +693,7 @@ mod tests {
 
     #[test]
     fn an_elf_image_is_measured_by_its_headers() {
-        let mut image = vec![0u8; 200];
+        let mut image = [0u8; 200];
         image[..5].copy_from_slice(b"\x7fELF\x02");
         // one section header at 100 (64 bytes), describing bytes 10..130
         image[0x28..0x30].copy_from_slice(&100u64.to_le_bytes());

@@ -300,6 +300,7 @@ fn fill_runs_in_the_emulator_on_both_archs() {
                 dynamic_lds: 0,
                 schedule: Default::default(),
                 step_limit: None,
+                ..Launch::default()
             };
             let report = dispatch(&co, "fill_f32", &launch, &mut mem)
                 .unwrap_or_else(|e| panic!("{} n={n} skew={skew}: {e}", arch.name()));
@@ -537,6 +538,7 @@ fn row_reductions_run_in_the_emulator_under_every_wave_order() {
                     dynamic_lds: 0,
                     schedule,
                     step_limit: None,
+                    ..Launch::default()
                 };
                 dispatch(&co, &name, &launch, &mut mem)
                     .unwrap_or_else(|e| panic!("{} {name} {schedule:?}: {e}", arch.name()));
@@ -609,6 +611,7 @@ fn a_missing_barrier_changes_the_sum() {
                 dynamic_lds: 0,
                 schedule,
                 step_limit: None,
+                ..Launch::default()
             };
             dispatch(co, "sum_f32", &launch, &mut mem).unwrap();
             let got: Vec<f32> =
@@ -729,6 +732,7 @@ fn softmax_and_rms_norm_run_in_the_emulator() {
                     dynamic_lds: 0,
                     schedule,
                     step_limit: None,
+                    ..Launch::default()
                 };
                 dispatch(&co, &name, &launch, &mut mem)
                     .unwrap_or_else(|e| panic!("{} {name}: {e}", arch.name()));

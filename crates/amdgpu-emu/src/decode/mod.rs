@@ -97,7 +97,8 @@ fn lookup(table: &[(u16, &'static str)], op: u16) -> Option<&'static str> {
 fn promoted(arch: Arch, op: u16) -> Option<&'static str> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static NAMES: OnceLock<Mutex<HashMap<(Arch, u16), Option<&'static str>>>> = OnceLock::new();
+    type Names = HashMap<(Arch, u16), Option<&'static str>>;
+    static NAMES: OnceLock<Mutex<Names>> = OnceLock::new();
     let names = NAMES.get_or_init(Default::default);
     let mut names = names.lock().unwrap_or_else(|p| p.into_inner());
     *names.entry((arch, op)).or_insert_with(|| {

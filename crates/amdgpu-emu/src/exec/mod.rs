@@ -433,9 +433,60 @@ fn run_dispatch(
         .try_alloc(segment.len())
         .ok_or_else(|| fail("no memory left for the kernel arguments".into()))?;
     memory.write(kernargs, &segment);
-    let report = run_grid(co, cache, k, launch, kernargs, memory);
-    memory.free(kernargs);
+    // the dispatch packet (hsa_kernel_dispatch_packet_t, 64 bytes) and a queue of zeros, for
+    // kernels that read them (the descriptor's DispatchPtr / QueuePtr)
+    let packet = dispatch_packet(k, launch, kernargs);
+    let Some(packet_at) = memory.try_alloc(packet.len()) else {
+        memory.free(kernargs);
+        return Err(fail("no memory left for the dispatch packet".into()));
+    };
+    memory.write(packet_at, &packet);
+    let Some(queue_at) = memory.try_alloc(256) else {
+        memory.free(kernargs);
+        memory.free(packet_at);
+        return Err(fail("no memory left for the queue".into()));
+    };
+    let at = Addresses {
+        kernargs,
+        packet: packet_at,
+        queue: queue_at,
+    };
+    let report = run_grid(co, cache, k, launch, at, memory);
+    for a in [kernargs, packet_at, queue_at] {
+        memory.free(a);
+    }
     report
+}
+
+/// Where a dispatch's kernel arguments, packet and queue are.
+#[derive(Clone, Copy)]
+struct Addresses {
+    kernargs: u64,
+    packet: u64,
+    queue: u64,
+}
+
+/// The AQL dispatch packet of a launch (HSA's `hsa_kernel_dispatch_packet_t`).
+fn dispatch_packet(k: &KernelInfo, launch: &Launch, kernargs: u64) -> Vec<u8> {
+    let mut p = vec![0u8; 64];
+    // header: a kernel dispatch packet (type 2)
+    p[0..2].copy_from_slice(&2u16.to_le_bytes());
+    let dims = launch
+        .grid
+        .iter()
+        .rposition(|&g| g > 1)
+        .map_or(1, |d| d + 1) as u16;
+    p[2..4].copy_from_slice(&dims.to_le_bytes());
+    for d in 0..3 {
+        p[4 + 2 * d..6 + 2 * d].copy_from_slice(&(launch.block[d] as u16).to_le_bytes());
+        p[12 + 4 * d..16 + 4 * d].copy_from_slice(&launch.grid[d].to_le_bytes());
+    }
+    p[24..28].copy_from_slice(&k.descriptor.private_segment_fixed_size.to_le_bytes());
+    let group = k.descriptor.group_segment_fixed_size + launch.dynamic_lds;
+    p[28..32].copy_from_slice(&group.to_le_bytes());
+    p[32..40].copy_from_slice(&k.descriptor_address.to_le_bytes());
+    p[40..48].copy_from_slice(&kernargs.to_le_bytes());
+    p
 }
 
 fn run_grid(
@@ -443,7 +494,7 @@ fn run_grid(
     cache: &mut DecodeCache,
     k: &KernelInfo,
     launch: &Launch,
-    kernargs: u64,
+    at: Addresses,
     memory: &mut Memory,
 ) -> ExecResult<Report> {
     let name = k.name.as_str();
@@ -475,9 +526,19 @@ fn run_grid(
                     // user SGPRs in the descriptor's order, then the workgroup ids
                     let mut next = 0usize;
                     for u in d.user_sgprs() {
-                        if u == UserSgpr::KernargSegmentPtr {
-                            wave.s[next] = kernargs as u32;
-                            wave.s[next + 1] = (kernargs >> 32) as u32;
+                        let pair = match u {
+                            UserSgpr::KernargSegmentPtr => Some(at.kernargs),
+                            UserSgpr::DispatchPtr => Some(at.packet),
+                            UserSgpr::QueuePtr => Some(at.queue),
+                            UserSgpr::DispatchId => Some(0),
+                            _ => None,
+                        };
+                        if let Some(v) = pair {
+                            wave.s[next] = v as u32;
+                            wave.s[next + 1] = (v >> 32) as u32;
+                        }
+                        if u == UserSgpr::PrivateSegmentSize {
+                            wave.s[next] = private_size as u32;
                         }
                         next += u.count() as usize;
                     }

@@ -56,9 +56,11 @@ pub(crate) fn frexp(x: f64) -> (f64, i32) {
 pub(crate) fn div_fixup(q: f64, den: f64, num: f64) -> f64 {
     let negative = den.is_sign_negative() != num.is_sign_negative();
     let signed = |x: f64| if negative { -x.abs() } else { x.abs() };
-    if den.is_nan() || num.is_nan() || (den == 0.0 && num == 0.0) {
-        f64::NAN
-    } else if den.is_infinite() && num.is_infinite() {
+    let invalid = den.is_nan()
+        || num.is_nan()
+        || (den == 0.0 && num == 0.0)
+        || (den.is_infinite() && num.is_infinite());
+    if invalid {
         f64::NAN
     } else if den == 0.0 || num.is_infinite() {
         signed(f64::INFINITY)
