@@ -500,7 +500,15 @@ template <typename T, int M> DEVICE void mfma_emulated(const u32* a, const u32* 
 #else
             const u32 bk = k, bn = col;
 #endif
+#if defined(CANDLE_ROCM_PLANT_MISREAD_MFMA_B)
+            // the planted misreading, shared with mma_b_at: b(k, n) looked for where b^T's
+            // layout keeps it (16x16x16 only)
+            const u64 bword = M == 16 ? sb[bk + M * (bn / 4)] : sb[bn + M * (bk / 4)];
+            const u32 belem = M == 16 ? bn % 4 : bk % 4;
+            acc = __fmaf_rn(x, mfma_value<T>(bword, belem), acc);
+#else
             acc = __fmaf_rn(x, mfma_value<T>(sb[bn + M * (bk / 4)], bk % 4), acc);
+#endif
         }
         c[e] = acc;
     }
@@ -587,7 +595,12 @@ template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float
 #define MMA_ROW_LANES 16
 #define MMA_ROW_SLOTS 4
 DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 4 * (mma_lane() / 16) + e; }
+#if defined(CANDLE_ROCM_PLANT_MISREAD_MFMA_B)
+// The planted misreading (tests only): b's layout read as its transpose's.
+DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = mma_lane() % 16; col = 4 * (mma_lane() / 16) + e; }
+#else
 DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = 4 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
+#endif
 DEVICE void mma_c_at(u32 e, u32& row, u32& col) { mfma_c_at<16>(mma_lane(), e, row, col); }
 DEVICE u32 mma_c_slot(u32 e) { return e; }
 template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float* c) { mfma_16x16x16<T>(a, b, c); }
@@ -674,6 +687,17 @@ template <bool ROWS_OF_K, typename T> DEVICE void mma_load_b(u32* b, const T* s,
 #else
     const bool by_k = ROWS_OF_K;
 #endif
+#if defined(CANDLE_ROCM_PLANT_MISREAD_MFMA_B)
+    // the planted misreading: each element where mma_b_at says (its neighbour is along n)
+#pragma unroll
+    for (u32 e = 0; e < MMA_B; e += 2) {
+        u32 k0, n0, k1, n1;
+        mma_b_at(e, k0, n0);
+        mma_b_at(e + 1, k1, n1);
+        b[e / 2] = by_k ? mma_word(s[k0 * ld + n0].bits, s[k1 * ld + n1].bits)
+                        : mma_word(s[n0 * ld + k0].bits, s[n1 * ld + k1].bits);
+    }
+#else
 #pragma unroll
     for (u32 e = 0; e < MMA_B; e += 2) {
         u32 k, n;
@@ -681,6 +705,7 @@ template <bool ROWS_OF_K, typename T> DEVICE void mma_load_b(u32* b, const T* s,
         b[e / 2] = by_k ? mma_word(s[k * ld + n].bits, s[(k + 1) * ld + n].bits)
                         : *(const u32*)(s + n * ld + k);
     }
+#endif
 #endif
 }
 template <typename T> DEVICE void mma_load_b_nk(u32* b, const T* s, u32 ld) { mma_load_b<false>(b, s, ld); }

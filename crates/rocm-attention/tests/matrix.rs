@@ -7,7 +7,12 @@
 //!   register layouts are held to AMD's here;
 //! - the tile operations kernels use (loads from shared memory both ways, `mma_c_to_a`);
 //! - the same probes built with a planted layout fault (b transposed,
-//!   `CANDLE_ROCM_PLANT_TRANSPOSED_B`) must fail the same comparisons.
+//!   `CANDLE_ROCM_PLANT_TRANSPOSED_B`) must fail the same comparisons where the fault lives (the
+//!   NVIDIA tile loads and compat.h's emulation of MFMA), and leave real AMD instructions alone;
+//! - a misreading of MFMA's b layout shared by compat.h and this file's model
+//!   (`CANDLE_ROCM_PLANT_MISREAD_MFMA_B`): the emulation of MFMA agrees with the misreading, so
+//!   `--wave64` and `--amd-shim` cannot see it; AMD's real instructions (a GPU, or the ISA
+//!   emulator) must.
 //!
 //! The products of two 16-bit floats are exact in f32 and at most 16 are summed: the bound is
 //! 1e-5 for values in [-1, 1]; a layout fault moves results by about 1.
@@ -118,20 +123,30 @@ fn expected(d: &Device) -> Vec<u32> {
     }
 }
 
-/// The matrix module for `dtype`, planted with the transposed-b fault or not.
-fn module(d: &Device, dtype: DType, planted: bool) -> std::sync::Arc<Module> {
+/// The planted faults: compat.h's emulation reading b transposed (and NVIDIA's tile loads);
+/// a misreading of MFMA 16x16x16's b layout shared by compat.h (its maps, its loads and its
+/// emulation of the instruction) and this file's model of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plant {
+    None,
+    TransposedB,
+    MisreadMfmaB,
+}
+
+/// The matrix module for `dtype`, with `plant`.
+fn module(d: &Device, dtype: DType, plant: Plant) -> std::sync::Arc<Module> {
     let key = dtype.as_str();
     let source = MATRIX.source_for_dtype(key);
-    if planted {
-        let name = format!("matrix.planted.{key}");
-        d.load_source(
-            &name,
-            &format!("#define CANDLE_ROCM_PLANT_TRANSPOSED_B 1\n{source}"),
-        )
-        .unwrap()
-    } else {
-        d.load_source(&MATRIX.name_for_dtype(key), &source).unwrap()
-    }
+    let define = match plant {
+        Plant::None => return d.load_source(&MATRIX.name_for_dtype(key), &source).unwrap(),
+        Plant::TransposedB => "CANDLE_ROCM_PLANT_TRANSPOSED_B",
+        Plant::MisreadMfmaB => "CANDLE_ROCM_PLANT_MISREAD_MFMA_B",
+    };
+    d.load_source(
+        &format!("matrix.{}.{key}", define.to_lowercase()),
+        &format!("#define {define} 1\n{source}"),
+    )
+    .unwrap()
 }
 
 /// Whether the matrix instructions are AMD's own (an AMD GPU, or its code objects run by the
@@ -150,7 +165,7 @@ fn one_warp(d: &Device) -> LaunchConfig {
 
 /// Runs `model` on registers filled by its layout; None where the target lacks it, else the
 /// largest difference from `a b + c`.
-fn run_registers(d: &Device, m: &Model, dtype: DType, planted: bool, seed: u64) -> Option<f64> {
+fn run_registers(d: &Device, m: &Model, dtype: DType, plant: Plant, seed: u64) -> Option<f64> {
     let (rows, cols, depth) = m.mnk;
     let size = dtype.size_in_bytes();
     let a = random(dtype, rows * depth, -1.0, 1.0, seed);
@@ -207,7 +222,7 @@ fn run_registers(d: &Device, m: &Model, dtype: DType, planted: bool, seed: u64) 
         d: dd.ptr(),
         ran: ran.as_buffer().ptr(),
     };
-    let module = module(d, dtype, planted);
+    let module = module(d, dtype, plant);
     let f = module
         .function(&format!("{}_{}", matrix::REGISTERS.op, dtype.as_str()))
         .unwrap();
@@ -250,7 +265,7 @@ fn coarse(dtype: DType, n: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Runs the tile probe; the largest difference of each of its three results.
-fn run_tile(d: &Device, dtype: DType, planted: bool, seed: u64) -> [f64; 3] {
+fn run_tile(d: &Device, dtype: DType, plant: Plant, seed: u64) -> [f64; 3] {
     let a = coarse(dtype, 256, seed);
     let b = coarse(dtype, 256, seed + 1);
     let c: Vec<f32> = values(&random(DType::F32, 256, -1.0, 1.0, seed + 2), DType::F32)
@@ -269,7 +284,7 @@ fn run_tile(d: &Device, dtype: DType, planted: bool, seed: u64) -> [f64; 3] {
         c: cd.as_buffer().ptr(),
         d: dd.ptr(),
     };
-    let module = module(d, dtype, planted);
+    let module = module(d, dtype, plant);
     let f = module
         .function(&format!("{}_{}", matrix::TILE.op, dtype.as_str()))
         .unwrap();
@@ -302,14 +317,14 @@ fn every_matrix_instruction_matches_its_vendor_layout() {
     let mut ran = Vec::new();
     for dtype in [DType::BF16, DType::F16] {
         for (i, m) in all.iter().enumerate() {
-            let Some(err) = run_registers(&d, m, dtype, false, 10 + i as u64) else {
+            let Some(err) = run_registers(&d, m, dtype, Plant::None, 10 + i as u64) else {
                 continue;
             };
             println!("{} {dtype}: largest difference {err:e}", m.name);
             assert!(err <= BOUND, "{} {dtype}: {err:e}", m.name);
             ran.push(m.instruction);
             // the planted fault must show
-            let planted = run_registers(&d, m, dtype, true, 10 + i as u64).unwrap();
+            let planted = run_registers(&d, m, dtype, Plant::TransposedB, 10 + i as u64).unwrap();
             println!("{} {dtype}, b transposed (planted): {planted:e}", m.name);
             if real_matrix_units(&d) {
                 // the plant lives in compat.h's emulation of the instructions: the real ones
@@ -352,13 +367,13 @@ fn the_tile_operations_multiply_and_the_planted_fault_is_caught() {
         d.info().arch
     );
     for dtype in [DType::BF16, DType::F16] {
-        let err = run_tile(&d, dtype, false, 40);
+        let err = run_tile(&d, dtype, Plant::None, 40);
         println!(
             "tile {dtype}: b as rows of k {:e}, b as rows of n {:e}, chained {:e}",
             err[0], err[1], err[2]
         );
         assert!(err.iter().all(|&e| e <= BOUND), "{dtype}: {err:?}");
-        let planted = run_tile(&d, dtype, true, 40);
+        let planted = run_tile(&d, dtype, Plant::TransposedB, 40);
         println!("tile {dtype}, b transposed (planted): {planted:?}");
         if real_matrix_units(&d) {
             // the plant is in the NVIDIA tile loads and the wave64 emulation only
@@ -370,6 +385,52 @@ fn the_tile_operations_multiply_and_the_planted_fault_is_caught() {
             assert!(
                 planted[0] > 0.05 && planted[1] > 0.05,
                 "{dtype}: the planted transposed b went unseen ({planted:?})"
+            );
+        }
+    }
+}
+
+/// MFMA 16x16x16's b as the planted misreading has it: b's transpose's layout.
+fn misread_mfma_b(l: usize, e: usize) -> (usize, usize) {
+    (l % 16, 4 * (l / 16) + e)
+}
+
+#[test]
+fn a_layout_misreading_shared_with_our_model_shows_only_on_real_instructions() {
+    let d = device();
+    let Some(mfma) = models()
+        .into_iter()
+        .find(|m| m.instruction == matrix::MFMA_16X16X16)
+    else {
+        unreachable!("the MFMA 16x16x16 model exists")
+    };
+    let misread = Model {
+        b: (4, misread_mfma_b),
+        ..mfma
+    };
+    for dtype in [DType::BF16, DType::F16] {
+        // only a device with MFMA (real or emulated) runs the probe
+        let Some(probe) = run_registers(&d, &misread, dtype, Plant::MisreadMfmaB, 60) else {
+            println!(
+                "{}: no MFMA, the misreading plant does not apply",
+                d.info().arch
+            );
+            return;
+        };
+        let tile = run_tile(&d, dtype, Plant::MisreadMfmaB, 61);
+        println!("misread MFMA b {dtype}: register probe {probe:e}, tile {tile:?}");
+        if real_matrix_units(&d) {
+            assert!(
+                probe > 0.05 && tile[0] > 0.05 && tile[1] > 0.05,
+                "{dtype}: the shared misreading of MFMA's b went unseen on {} (probe {probe:e}, tile {tile:?})",
+                d.info().arch
+            );
+        } else {
+            // the emulation shares the misreading: this tier cannot see it (the ISA emulator's
+            // tier and an AMD GPU do)
+            assert!(
+                probe <= BOUND && tile.iter().all(|&e| e <= BOUND),
+                "{dtype}: the emulated MFMA disagrees with the planted misreading it shares (probe {probe:e}, tile {tile:?})"
             );
         }
     }

@@ -117,13 +117,14 @@ fn read32(w: &Wave, inst: &Instruction, code: u32, lane: usize) -> u32 {
     }
 }
 
-/// A 64-bit operand of one lane (`float`: a float operation reads inline floats as f64 and
-/// a literal as the high half).
+/// A 64-bit operand of one lane: inline float constants as doubles; a literal as the high half
+/// where `float` (a double-precision operation), else zero-extended.
 fn read64(w: &Wave, inst: &Instruction, code: u32, lane: usize, float: bool) -> u64 {
     match code {
         0..=127 => u64::from(w.s[code as usize]) | (u64::from(w.s[code as usize + 1]) << 32),
         128..=208 => read32(w, inst, code, lane) as i32 as i64 as u64,
-        240..=248 if float => inline_f64(code).unwrap_or(0),
+        // a 64-bit operand's inline float constants are doubles, whatever the operation
+        240..=248 => inline_f64(code).unwrap_or(0),
         LITERAL if float => u64::from(inst.literal().unwrap_or(0)) << 32,
         LITERAL => u64::from(inst.literal().unwrap_or(0)),
         256..=511 => {
