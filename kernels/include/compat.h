@@ -945,14 +945,23 @@ DEVICE double m_max(double a, double b) { return fmax(a, b); }
 // default contraction (-ffp-contract=fast-honor-pragmas) fuses with the next add, so on AMD
 // the operations carry the pragma instead (the ISA emulator caught affine's f16 product fused
 // into v_fma_f16 there).
+//
+// The product also passes through an empty asm statement: ROCm 6.4's LLVM otherwise selects a
+// product rounded to f16 as v_fma_mix{lo,hi}_f16 with a +0 addend, which turns a -0 product
+// into +0 (the ISA emulator caught q4_0's zero values of a negative scale dequantized to f16
+// as +0 where the CPU's are -0).
 #if defined(CANDLE_ROCM_AMD)
 DEVICE float m_mul_rn(float a, float b) {
 #pragma clang fp contract(off)
-    return a * b;
+    float p = a * b;
+    asm volatile("" : "+v"(p));
+    return p;
 }
 DEVICE double m_mul_rn(double a, double b) {
 #pragma clang fp contract(off)
-    return a * b;
+    double p = a * b;
+    asm volatile("" : "+v"(p));
+    return p;
 }
 DEVICE float m_add_rn(float a, float b) {
 #pragma clang fp contract(off)
