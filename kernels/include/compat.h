@@ -971,11 +971,21 @@ DEVICE float m_sub_rn(float a, float b) {
 #pragma clang fp contract(off)
     return a - b;
 }
+DEVICE double m_add_rn(double a, double b) {
+#pragma clang fp contract(off)
+    return a + b;
+}
+DEVICE double m_sub_rn(double a, double b) {
+#pragma clang fp contract(off)
+    return a - b;
+}
 #else
 DEVICE float m_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 DEVICE double m_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 DEVICE float m_add_rn(float a, float b) { return __fadd_rn(a, b); }
 DEVICE float m_sub_rn(float a, float b) { return __fsub_rn(a, b); }
+DEVICE double m_add_rn(double a, double b) { return __dadd_rn(a, b); }
+DEVICE double m_sub_rn(double a, double b) { return __dsub_rn(a, b); }
 #endif
 // -inf of the argument's type (no INFINITY macro without the C headers).
 DEVICE float m_neg_inf(float) { return __int_as_float((int)0xff800000u); }

@@ -30,23 +30,24 @@ DEVICE void nearest2d_impl(const R* src, R* out, u64 n, const KernelLayout& oute
 }
 
 // Bilinear source taps of output position o: (i0, i1, weight of i1). Products and sums are
-// rounded one by one, as the CPU's f64 code (a fused multiply-add would differ in the last bit).
+// rounded one by one (compat.h's m_*_rn), as the CPU's f64 code (a fused multiply-add would
+// differ in the last bit).
 struct Taps { u64 i0, i1; double w; };
 DEVICE Taps bilinear_taps(u64 o, double scale, u32 align_corners, u64 n_in) {
-    const double s = align_corners ? __dmul_rn(scale, (double)o)
-                                   : __dsub_rn(__dmul_rn(scale, __dadd_rn((double)o, 0.5)), 0.5);
+    const double s = align_corners ? m_mul_rn(scale, (double)o)
+                                   : m_sub_rn(m_mul_rn(scale, m_add_rn((double)o, 0.5)), 0.5);
     const double c = s > 0.0 ? s : 0.0;
     Taps t;
     t.i0 = (u64)floor(c);
     if (t.i0 > n_in - 1) t.i0 = n_in - 1;  // never read past the row (the CPU would panic)
     t.i1 = t.i0 + 1 < n_in ? t.i0 + 1 : n_in - 1;
-    const double w = __dsub_rn(c, (double)t.i0);
+    const double w = m_sub_rn(c, (double)t.i0);
     t.w = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
     return t;
 }
 
 DEVICE double lerp_rn(double a, double b, double w) {
-    return __dadd_rn(__dmul_rn(a, __dsub_rn(1.0, w)), __dmul_rn(b, w));
+    return m_add_rn(m_mul_rn(a, m_sub_rn(1.0, w)), m_mul_rn(b, w));
 }
 
 template <typename T>
