@@ -133,7 +133,13 @@ pub(super) fn vop3p(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> Exec
             continue;
         }
         let half = |i: usize, hi: bool| -> f32 {
-            let pair = read64(w, inst, srcs[i], lane, false);
+            // a register pair; a constant is one f32 in the low half (op_sel picks it for
+            // both results)
+            let pair = if srcs[i] >= 256 || srcs[i] < 128 {
+                read64(w, inst, srcs[i], lane, false)
+            } else {
+                u64::from(read32(w, inst, srcs[i], lane))
+            };
             let select = if hi { op_sel_hi } else { op_sel } >> i & 1 != 0;
             let v = f32::from_bits(if select {
                 (pair >> 32) as u32

@@ -431,8 +431,12 @@ pub(super) fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecR
             if !w.active(lane) {
                 continue;
             }
-            let a = parts[0].of(read32(w, inst, srcs[0], lane));
-            let b = parts[1].of(read32(w, inst, srcs[1], lane));
+            // a half compare's inline float constants are halves
+            let operand = |i: usize| match inline_f16(srcs[i]) {
+                Some(h) if ty == "f16" => h,
+                _ => parts[i].of(read32(w, inst, srcs[i], lane)),
+            };
+            let (a, b) = (operand(0), operand(1));
             if op == "class" {
                 let x = match ty {
                     "f16" => Float::half(a as u16),
