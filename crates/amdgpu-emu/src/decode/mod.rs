@@ -125,6 +125,16 @@ fn promoted(arch: Arch, op: u16) -> Option<&'static str> {
     })
 }
 
+/// A DS mnemonic in gfx11's spelling: gfx9 spells the loads and stores read/write,
+/// read2/write2 (`ds_read2_b32` is `ds_load_2addr_b32`).
+pub fn ds_canonical(mnemonic: &str) -> String {
+    mnemonic
+        .replace("ds_read2_", "ds_load_2addr_")
+        .replace("ds_write2_", "ds_store_2addr_")
+        .replace("ds_read_", "ds_load_")
+        .replace("ds_write_", "ds_store_")
+}
+
 /// Operand codes of the 9-bit source fields that add a word.
 const LITERAL: u32 = 255;
 const DPP16: u32 = 0xfa;

@@ -512,13 +512,7 @@ fn element_registers(size: &str) -> Option<u32> {
 
 fn ds(arch: Arch, inst: &Instruction) -> Option<String> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
-    // gfx9 spells the loads and stores read/write, read2/write2
-    let m = inst
-        .mnemonic
-        .replace("ds_read2_", "ds_load_2addr_")
-        .replace("ds_write2_", "ds_store_2addr_")
-        .replace("ds_read_", "ds_load_")
-        .replace("ds_write_", "ds_store_");
+    let m = super::ds_canonical(inst.mnemonic);
     let gds_or_acc = match arch {
         Arch::Gfx1100 => bits(w0, 17, 1),
         Arch::Gfx942 => bits(w0, 16, 1) | bits(w0, 25, 1),

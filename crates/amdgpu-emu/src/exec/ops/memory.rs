@@ -9,13 +9,7 @@ use crate::Arch;
 /// halves for the `d16` forms), atomic adds and `ds_bpermute_b32`.
 pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
-    // gfx9 spells the loads and stores read/write, read2/write2
-    let m = inst
-        .mnemonic
-        .replace("ds_read2_", "ds_load_2addr_")
-        .replace("ds_write2_", "ds_store_2addr_")
-        .replace("ds_read_", "ds_load_")
-        .replace("ds_write_", "ds_store_");
+    let m = crate::decode::ds_canonical(inst.mnemonic);
     let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
     let offset = offset0 | (offset1 << 8);
     let (addr, data0, data1, vdst) = (
