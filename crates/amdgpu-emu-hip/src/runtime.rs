@@ -78,6 +78,8 @@ pub struct DeviceConfig {
     pub memory_bytes: usize,
     pub compute_units: u32,
     pub schedule: Schedule,
+    /// Threads a launch's workgroups are spread over.
+    pub threads: usize,
     /// A kernel whose first wave is traced to stderr, and the lane shown.
     pub trace: Option<(String, usize)>,
 }
@@ -91,6 +93,8 @@ pub const COMPUTE_UNITS_ENV: &str = "CANDLE_ROCM_EMU_COMPUTE_UNITS";
 /// The order of a workgroup's waves between barriers: `in-order` (default), `reversed`,
 /// `shuffled` or `shuffled:SEED`.
 pub const SCHEDULE_ENV: &str = "CANDLE_ROCM_EMU_SCHEDULE";
+/// Threads a launch's workgroups run on (default: the machine's cores).
+pub const THREADS_ENV: &str = "CANDLE_ROCM_EMU_THREADS";
 /// `KERNEL` or `KERNEL:LANE`: trace that kernel's first wave (instructions and the registers
 /// each changed in the lane, 0 by default) to stderr.
 pub const TRACE_ENV: &str = "CANDLE_ROCM_EMU_TRACE";
@@ -137,6 +141,10 @@ impl DeviceConfig {
             memory_bytes: number(MEMORY_ENV, 8)? << 30,
             compute_units: u32::try_from(number(COMPUTE_UNITS_ENV, 8)?).unwrap_or(u32::MAX),
             schedule,
+            threads: number(
+                THREADS_ENV,
+                std::thread::available_parallelism().map_or(1, usize::from),
+            )?,
             trace: get(TRACE_ENV).map(|t| match t.rsplit_once(':') {
                 Some((k, lane)) if lane.parse::<usize>().is_ok() => {
                     (k.to_string(), lane.parse().unwrap_or(0))
@@ -349,37 +357,33 @@ impl Runtime {
         };
         match *work {
             Work::HostToDevice { dst, src, bytes } => {
-                let target = self
-                    .memory
-                    .slice_mut(dst, bytes)
-                    .ok_or_else(|| outside("hipMemcpyHtoDAsync", dst, bytes))?;
                 // SAFETY: the caller guarantees `src` holds `bytes` readable bytes.
                 let source = unsafe { std::slice::from_raw_parts(src as *const u8, bytes) };
-                target.copy_from_slice(source);
+                self.memory
+                    .write(dst, source)
+                    .ok_or_else(|| outside("hipMemcpyHtoDAsync", dst, bytes))?;
             }
             Work::DeviceToHost { dst, src, bytes } => {
-                let source = self
-                    .memory
-                    .slice(src, bytes)
-                    .ok_or_else(|| outside("hipMemcpyDtoHAsync", src, bytes))?;
                 // SAFETY: the caller guarantees `dst` holds `bytes` writable bytes, apart from
                 // the emulated memory (which lives in allocations of its own).
                 let target = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, bytes) };
-                target.copy_from_slice(source);
+                self.memory
+                    .read(src, target)
+                    .ok_or_else(|| outside("hipMemcpyDtoHAsync", src, bytes))?;
             }
             Work::DeviceToDevice { dst, src, bytes } => {
-                self.memory
-                    .slice(src, bytes)
+                let data = self
+                    .memory
+                    .download(src, bytes)
                     .ok_or_else(|| outside("hipMemcpyDtoDAsync (source)", src, bytes))?;
                 self.memory
-                    .copy(dst, src, bytes)
+                    .write(dst, &data)
                     .ok_or_else(|| outside("hipMemcpyDtoDAsync (destination)", dst, bytes))?;
             }
             Work::Memset { dst, value, bytes } => self
                 .memory
-                .slice_mut(dst, bytes)
-                .ok_or_else(|| outside("hipMemsetD8Async", dst, bytes))?
-                .fill(value),
+                .fill(dst, bytes, value)
+                .ok_or_else(|| outside("hipMemsetD8Async", dst, bytes))?,
             Work::Launch {
                 function,
                 ref launch,
@@ -397,12 +401,13 @@ impl Runtime {
                 message: format!("function {function:#x} does not exist"),
             })?
             .clone();
-        let module = self.modules.get_mut(&f.module).ok_or_else(|| Failure {
+        let module = self.modules.get(&f.module).ok_or_else(|| Failure {
             code: Code::InvalidHandle,
             message: format!("{}: its module was unloaded", f.kernel),
         })?;
         let mut launch = launch.clone();
         launch.schedule = self.config.schedule;
+        launch.threads = self.config.threads;
         if let Some((kernel, lane)) = &self.config.trace {
             launch.trace = *kernel == f.kernel;
             launch.trace_lane = *lane;

@@ -11,6 +11,8 @@ mod ops;
 use crate::code_object::{ArgKind, KernelInfo, UserSgpr};
 use crate::decode::{decode, Instruction};
 use crate::{Arch, CodeObject};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Why a kernel stopped short.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,12 +75,28 @@ pub type ExecResult<T> = std::result::Result<T, ExecError>;
 
 /// The emulated device's memory: allocations at addresses of their own, 64 KiB apart, so an
 /// access that runs past an allocation's end is outside every one.
+///
+/// Workgroups run on several threads at once, so an allocation's bytes are atomic words that
+/// loads and stores reach through a shared reference (relaxed: a kernel whose workgroups race
+/// on a word gets one of the values, as on the hardware); read-modify-write atomics take one
+/// of [`ATOMIC_STRIPES`] locks by address, which also orders what a workgroup stored before
+/// them for the workgroup that takes the lock next.
 #[derive(Debug)]
 pub struct Memory {
-    allocations: std::collections::BTreeMap<u64, Vec<u8>>,
+    allocations: std::collections::BTreeMap<u64, Allocation>,
     next: u64,
     in_use: usize,
     capacity: usize,
+    atomics: Box<[std::sync::Mutex<()>]>,
+}
+
+/// How many locks the read-modify-write atomics spread over (by their 8-byte word).
+pub const ATOMIC_STRIPES: usize = 64;
+
+#[derive(Debug)]
+struct Allocation {
+    words: Box<[AtomicU32]>,
+    len: usize,
 }
 
 impl Default for Memory {
@@ -103,6 +121,9 @@ impl Memory {
             next: 0x1_0000_0000,
             in_use: 0,
             capacity,
+            atomics: (0..ATOMIC_STRIPES)
+                .map(|_| std::sync::Mutex::new(()))
+                .collect(),
         }
     }
 
@@ -117,9 +138,10 @@ impl Memory {
             return None;
         }
         // zeroed pages come from the system as they are touched
-        let data = vec![0u8; bytes];
+        let words = bytemuck::zeroed_slice_box::<AtomicU32>(bytes.div_ceil(4));
         let address = self.next;
-        self.allocations.insert(address, data);
+        self.allocations
+            .insert(address, Allocation { words, len: bytes });
         self.in_use += bytes;
         self.next += (bytes as u64).div_ceil(0x1_0000).max(1) * 0x1_0000 + 0x1_0000;
         Some(address)
@@ -134,8 +156,8 @@ impl Memory {
     /// Frees the allocation at `address`; false if none starts there.
     pub fn free(&mut self, address: u64) -> bool {
         match self.allocations.remove(&address) {
-            Some(data) => {
-                self.in_use -= data.len();
+            Some(a) => {
+                self.in_use -= a.len;
                 true
             }
             None => false,
@@ -150,52 +172,108 @@ impl Memory {
         a
     }
 
-    /// The allocation holding `len` bytes at `address`, and the offset of `address` in it.
-    fn find_mut(&mut self, address: u64, len: usize) -> Option<(&mut Vec<u8>, usize)> {
-        let (base, data) = self.allocations.range_mut(..=address).next_back()?;
-        let at = (address - base) as usize;
-        (at + len <= data.len()).then_some((data, at))
-    }
-
-    fn find(&self, address: u64, len: usize) -> Option<(&Vec<u8>, usize)> {
-        let (base, data) = self.allocations.range(..=address).next_back()?;
-        let at = (address - base) as usize;
-        (at + len <= data.len()).then_some((data, at))
+    /// The words of the allocation holding `len` bytes at `address`, and the byte offset of
+    /// `address` in them.
+    fn find(&self, address: u64, len: usize) -> Option<(&[AtomicU32], usize)> {
+        let (base, a) = self.allocations.range(..=address).next_back()?;
+        let at = usize::try_from(address - base).ok()?;
+        (at.checked_add(len)? <= a.len).then_some((&a.words, at))
     }
 
     pub fn read(&self, address: u64, out: &mut [u8]) -> Option<()> {
-        let (data, at) = self.find(address, out.len())?;
-        out.copy_from_slice(&data[at..at + out.len()]);
+        let (words, at) = self.find(address, out.len())?;
+        if at % 4 == 0 && out.len() % 4 == 0 {
+            for (o, w) in out.chunks_exact_mut(4).zip(&words[at / 4..]) {
+                o.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+            }
+            return Some(());
+        }
+        for (i, o) in out.iter_mut().enumerate() {
+            let b = at + i;
+            *o = (words[b / 4].load(Relaxed) >> (8 * (b % 4))) as u8;
+        }
         Some(())
     }
 
-    pub fn write(&mut self, address: u64, data: &[u8]) -> Option<()> {
-        let (mem, at) = self.find_mut(address, data.len())?;
-        mem[at..at + data.len()].copy_from_slice(data);
+    /// Stores `data` at `address` (through a shared reference: the words are atomic).
+    pub fn write(&self, address: u64, data: &[u8]) -> Option<()> {
+        let (words, at) = self.find(address, data.len())?;
+        if at % 4 == 0 && data.len() % 4 == 0 {
+            for (d, w) in data.chunks_exact(4).zip(&words[at / 4..]) {
+                w.store(u32::from_le_bytes([d[0], d[1], d[2], d[3]]), Relaxed);
+            }
+            return Some(());
+        }
+        // a word's bytes merged into it, the others left as they are
+        let mut i = 0;
+        while i < data.len() {
+            let b = at + i;
+            let (word, first) = (b / 4, b % 4);
+            let n = (4 - first).min(data.len() - i);
+            let mut value = 0u32;
+            let mut mask = 0u32;
+            for k in 0..n {
+                value |= u32::from(data[i + k]) << (8 * (first + k));
+                mask |= 0xff << (8 * (first + k));
+            }
+            if mask == u32::MAX {
+                words[word].store(value, Relaxed);
+            } else {
+                let _ = words[word].fetch_update(Relaxed, Relaxed, |old| Some(old & !mask | value));
+            }
+            i += n;
+        }
         Some(())
     }
 
-    /// `len` bytes at `address`, borrowed, where one allocation holds them.
-    pub fn slice(&self, address: u64, len: usize) -> Option<&[u8]> {
-        let (data, at) = self.find(address, len)?;
-        Some(&data[at..at + len])
+    /// Sets `len` bytes at `address` to `value`.
+    pub fn fill(&self, address: u64, len: usize, value: u8) -> Option<()> {
+        self.find(address, len)?;
+        let chunk = [value; 4096];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            self.write(address + done as u64, &chunk[..n])?;
+            done += n;
+        }
+        Some(())
     }
 
-    /// `len` bytes at `address`, mutably, where one allocation holds them.
-    pub fn slice_mut(&mut self, address: u64, len: usize) -> Option<&mut [u8]> {
-        let (data, at) = self.find_mut(address, len)?;
-        Some(&mut data[at..at + len])
+    /// A read-modify-write of the `bytes` (4 or 8) at `address`, atomic against every other
+    /// one: `update` maps the old value to the new one (or to `None` for an operation it does
+    /// not know, leaving memory as it was); the old value. `None` outside every allocation.
+    pub fn atomic(
+        &self,
+        address: u64,
+        bytes: usize,
+        update: impl FnOnce(u64) -> Option<u64>,
+    ) -> Option<Option<u64>> {
+        self.find(address, bytes)?;
+        let stripe = (address >> 3) as usize % self.atomics.len();
+        let _held = self.atomics[stripe]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut buf = [0u8; 8];
+        self.read(address, &mut buf[..bytes])?;
+        let old = u64::from_le_bytes(buf);
+        let Some(new) = update(old) else {
+            return Some(None);
+        };
+        self.write(address, &new.to_le_bytes()[..bytes])?;
+        Some(Some(old))
     }
 
     /// Copies `len` bytes from `src` to `dst` (both inside allocations; they may overlap).
-    pub fn copy(&mut self, dst: u64, src: u64, len: usize) -> Option<()> {
-        let data = self.slice(src, len)?.to_vec();
+    pub fn copy(&self, dst: u64, src: u64, len: usize) -> Option<()> {
+        let data = self.download(src, len)?;
         self.write(dst, &data)
     }
 
-    /// An allocation's bytes.
+    /// `len` bytes at `address`.
     pub fn download(&self, address: u64, len: usize) -> Option<Vec<u8>> {
-        Some(self.slice(address, len)?.to_vec())
+        let mut out = vec![0u8; len];
+        self.read(address, &mut out)?;
+        Some(out)
     }
 }
 
@@ -215,6 +293,8 @@ pub struct Launch {
     /// registers it changed in lane `trace_lane` (for finding where a kernel goes wrong).
     pub trace: bool,
     pub trace_lane: usize,
+    /// Threads the workgroups are spread over (0 or 1: the caller's thread alone).
+    pub threads: usize,
 }
 
 /// The order in which a workgroup's waves run between barriers. A kernel whose result
@@ -298,7 +378,7 @@ pub(crate) enum Flow {
 pub(crate) struct Context<'a> {
     pub arch: Arch,
     pub step_limit: u64,
-    pub memory: &'a mut Memory,
+    pub memory: &'a Memory,
     pub kernel: &'a str,
     /// The workgroup's LDS.
     pub lds: &'a mut [u8],
@@ -379,7 +459,7 @@ pub fn dispatch(
     launch: &Launch,
     memory: &mut Memory,
 ) -> ExecResult<Report> {
-    run_dispatch(co, &mut DecodeCache::new(co), name, launch, memory)
+    run_dispatch(co, &DecodeCache::new(co), name, launch, memory)
 }
 
 /// A loaded code object and its instructions decoded so far, for dispatch after dispatch.
@@ -396,19 +476,14 @@ impl Module {
     }
 
     /// Runs kernel `name` over `launch` on `memory`, as [`dispatch`].
-    pub fn dispatch(
-        &mut self,
-        name: &str,
-        launch: &Launch,
-        memory: &mut Memory,
-    ) -> ExecResult<Report> {
-        run_dispatch(&self.code, &mut self.cache, name, launch, memory)
+    pub fn dispatch(&self, name: &str, launch: &Launch, memory: &mut Memory) -> ExecResult<Report> {
+        run_dispatch(&self.code, &self.cache, name, launch, memory)
     }
 }
 
 fn run_dispatch(
     co: &CodeObject,
-    cache: &mut DecodeCache,
+    cache: &DecodeCache,
     name: &str,
     launch: &Launch,
     memory: &mut Memory,
@@ -491,117 +566,187 @@ fn dispatch_packet(k: &KernelInfo, launch: &Launch, kernargs: u64) -> Vec<u8> {
 
 fn run_grid(
     co: &CodeObject,
-    cache: &mut DecodeCache,
+    cache: &DecodeCache,
     k: &KernelInfo,
     launch: &Launch,
     at: Addresses,
-    memory: &mut Memory,
+    memory: &Memory,
 ) -> ExecResult<Report> {
-    let name = k.name.as_str();
-    let threads: u32 = launch.block.iter().product();
-    let d = &k.descriptor;
-    let lanes = k.wavefront_size as usize;
     let blocks = [0, 1, 2].map(|i| launch.grid[i].div_ceil(launch.block[i].max(1)));
+    let total = blocks.iter().map(|&b| u64::from(b)).product::<u64>();
+    let workgroup = |index: u64| -> ExecResult<(u64, u64)> {
+        let bx = (index % u64::from(blocks[0])) as u32;
+        let by = (index / u64::from(blocks[0]) % u64::from(blocks[1])) as u32;
+        let bz = (index / (u64::from(blocks[0]) * u64::from(blocks[1]))) as u32;
+        run_one_workgroup(co, cache, k, launch, at, memory, [bx, by, bz])
+    };
+    let threads = (launch.threads.max(1) as u64).min(total) as usize;
     let mut report = Report::default();
-    for bz in 0..blocks[2] {
-        for by in 0..blocks[1] {
-            for bx in 0..blocks[0] {
-                let count = (threads as usize).div_ceil(lanes);
-                let vgprs = (k.vgpr_count as usize).max(1) + 8;
-                let private_size = d.private_segment_fixed_size.next_multiple_of(16) as usize;
-                let mut waves = Vec::with_capacity(count);
-                for w in 0..count {
-                    let mut wave = Wave {
-                        lanes,
-                        s: [0; 128],
-                        v: vec![vec![0; lanes]; vgprs],
-                        scc: false,
-                        pc: k.entry,
-                        done: false,
-                        at_barrier: false,
-                        private: vec![0; lanes * private_size],
-                        private_size,
-                        a: vec![vec![0; lanes]; k.agpr_count as usize],
-                    };
-                    // user SGPRs in the descriptor's order, then the workgroup ids
-                    let mut next = 0usize;
-                    for u in d.user_sgprs() {
-                        let pair = match u {
-                            UserSgpr::KernargSegmentPtr => Some(at.kernargs),
-                            UserSgpr::DispatchPtr => Some(at.packet),
-                            UserSgpr::QueuePtr => Some(at.queue),
-                            UserSgpr::DispatchId => Some(0),
-                            _ => None,
-                        };
-                        if let Some(v) = pair {
-                            wave.s[next] = v as u32;
-                            wave.s[next + 1] = (v >> 32) as u32;
+    if threads <= 1 {
+        for index in 0..total {
+            let (steps, waves) = workgroup(index)?;
+            report.wave_instructions += steps;
+            report.waves += waves;
+            report.workgroups += 1;
+        }
+        return Ok(report);
+    }
+    // workgroups handed out one at a time; the first failure (by workgroup) is the answer
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let next = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let results: Vec<(Report, Option<(u64, ExecError)>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Report::default();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        if index >= total || failed.load(Ordering::Relaxed) {
+                            return (mine, None);
                         }
-                        if u == UserSgpr::PrivateSegmentSize {
-                            wave.s[next] = private_size as u32;
-                        }
-                        next += u.count() as usize;
-                    }
-                    let mut next = d.user_sgpr_count() as usize;
-                    for (dim, on) in d.workgroup_ids().into_iter().enumerate() {
-                        if on {
-                            wave.s[next] = [bx, by, bz][dim];
-                            next += 1;
+                        match workgroup(index) {
+                            Ok((steps, waves)) => {
+                                mine.wave_instructions += steps;
+                                mine.waves += waves;
+                                mine.workgroups += 1;
+                            }
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return (mine, Some((index, e)));
+                            }
                         }
                     }
-                    // work-item ids packed in v0; lanes past the block are off
-                    let mut exec = 0u64;
-                    for lane in 0..lanes {
-                        let t = w * lanes + lane;
-                        if t >= threads as usize {
-                            continue;
-                        }
-                        exec |= 1 << lane;
-                        let x = t as u32 % launch.block[0];
-                        let y = t as u32 / launch.block[0] % launch.block[1];
-                        let z = t as u32 / (launch.block[0] * launch.block[1]);
-                        wave.v[0][lane] = x | (y << 10) | (z << 20);
-                    }
-                    wave.set_exec(exec);
-                    waves.push(wave);
-                }
-                let mut lds = vec![0u8; (d.group_segment_fixed_size + launch.dynamic_lds) as usize];
-                let mut ctx = Context {
-                    arch: co.arch,
-                    step_limit: launch.step_limit.unwrap_or(STEP_LIMIT),
-                    memory,
-                    kernel: name,
-                    lds: &mut lds,
-                    trace: (launch.trace && bx == 0 && by == 0 && bz == 0)
-                        .then_some(launch.trace_lane),
-                };
-                let (steps, count) =
-                    run_workgroup(co, &mut waves, &mut ctx, cache, launch.schedule)?;
-                report.wave_instructions += steps;
-                report.waves += count;
-                report.workgroups += 1;
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| match w.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    let mut first: Option<(u64, ExecError)> = None;
+    for (r, e) in results {
+        report.wave_instructions += r.wave_instructions;
+        report.waves += r.waves;
+        report.workgroups += r.workgroups;
+        if let Some((index, e)) = e {
+            if first.as_ref().is_none_or(|(i, _)| index < *i) {
+                first = Some((index, e));
             }
         }
     }
-    Ok(report)
+    match first {
+        Some((_, e)) => Err(e),
+        None => Ok(report),
+    }
 }
 
-/// Instructions decoded once, by their word index in `.text`.
+/// Runs the workgroup at `id` (its x, y, z) to its end: (wave-instructions, waves).
+fn run_one_workgroup(
+    co: &CodeObject,
+    cache: &DecodeCache,
+    k: &KernelInfo,
+    launch: &Launch,
+    at: Addresses,
+    memory: &Memory,
+    id: [u32; 3],
+) -> ExecResult<(u64, u64)> {
+    let threads: u32 = launch.block.iter().product();
+    let d = &k.descriptor;
+    let lanes = k.wavefront_size as usize;
+    let count = (threads as usize).div_ceil(lanes);
+    let vgprs = (k.vgpr_count as usize).max(1) + 8;
+    let private_size = d.private_segment_fixed_size.next_multiple_of(16) as usize;
+    let mut waves = Vec::with_capacity(count);
+    for w in 0..count {
+        let mut wave = Wave {
+            lanes,
+            s: [0; 128],
+            v: vec![vec![0; lanes]; vgprs],
+            scc: false,
+            pc: k.entry,
+            done: false,
+            at_barrier: false,
+            private: vec![0; lanes * private_size],
+            private_size,
+            a: vec![vec![0; lanes]; k.agpr_count as usize],
+        };
+        // user SGPRs in the descriptor's order, then the workgroup ids
+        let mut next = 0usize;
+        for u in d.user_sgprs() {
+            let pair = match u {
+                UserSgpr::KernargSegmentPtr => Some(at.kernargs),
+                UserSgpr::DispatchPtr => Some(at.packet),
+                UserSgpr::QueuePtr => Some(at.queue),
+                UserSgpr::DispatchId => Some(0),
+                _ => None,
+            };
+            if let Some(v) = pair {
+                wave.s[next] = v as u32;
+                wave.s[next + 1] = (v >> 32) as u32;
+            }
+            if u == UserSgpr::PrivateSegmentSize {
+                wave.s[next] = private_size as u32;
+            }
+            next += u.count() as usize;
+        }
+        let mut next = d.user_sgpr_count() as usize;
+        for (dim, on) in d.workgroup_ids().into_iter().enumerate() {
+            if on {
+                wave.s[next] = id[dim];
+                next += 1;
+            }
+        }
+        // work-item ids packed in v0; lanes past the block are off
+        let mut exec = 0u64;
+        for lane in 0..lanes {
+            let t = w * lanes + lane;
+            if t >= threads as usize {
+                continue;
+            }
+            exec |= 1 << lane;
+            let x = t as u32 % launch.block[0];
+            let y = t as u32 / launch.block[0] % launch.block[1];
+            let z = t as u32 / (launch.block[0] * launch.block[1]);
+            wave.v[0][lane] = x | (y << 10) | (z << 20);
+        }
+        wave.set_exec(exec);
+        waves.push(wave);
+    }
+    let mut lds = vec![0u8; (d.group_segment_fixed_size + launch.dynamic_lds) as usize];
+    let mut ctx = Context {
+        arch: co.arch,
+        step_limit: launch.step_limit.unwrap_or(STEP_LIMIT),
+        memory,
+        kernel: &k.name,
+        lds: &mut lds,
+        trace: (launch.trace && id == [0, 0, 0]).then_some(launch.trace_lane),
+    };
+    run_workgroup(co, &mut waves, &mut ctx, cache, launch.schedule)
+}
+
+/// Instructions decoded once, by their word index in `.text` (shared by the threads of a
+/// dispatch).
 #[derive(Debug)]
 struct DecodeCache {
     text: (u64, u64),
-    slots: Vec<Option<Instruction>>,
+    slots: Vec<std::sync::OnceLock<Instruction>>,
 }
 
 impl DecodeCache {
     fn new(co: &CodeObject) -> Self {
+        let n = ((co.text.1 - co.text.0) / 4) as usize;
         DecodeCache {
             text: co.text,
-            slots: vec![None; ((co.text.1 - co.text.0) / 4) as usize],
+            slots: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
         }
     }
 
-    fn get(&mut self, co: &CodeObject, pc: u64) -> ExecResult<Instruction> {
+    fn get(&self, co: &CodeObject, pc: u64) -> ExecResult<Instruction> {
         let slot = pc
             .checked_sub(self.text.0)
             .map(|d| (d / 4) as usize)
@@ -615,12 +760,11 @@ impl DecodeCache {
             }
             .into());
         };
-        if let Some(inst) = self.slots[i] {
-            return Ok(inst);
+        if let Some(inst) = self.slots[i].get() {
+            return Ok(*inst);
         }
         let inst = decode(co.arch, &co.image, pc as usize, 0)?;
-        self.slots[i] = Some(inst);
-        Ok(inst)
+        Ok(*self.slots[i].get_or_init(|| inst))
     }
 }
 
@@ -630,7 +774,7 @@ fn run_workgroup(
     co: &CodeObject,
     waves: &mut [Wave],
     ctx: &mut Context<'_>,
-    cache: &mut DecodeCache,
+    cache: &DecodeCache,
     schedule: Schedule,
 ) -> ExecResult<(u64, u64)> {
     let mut steps = 0u64;
@@ -685,7 +829,7 @@ fn run_wave(
     co: &CodeObject,
     wave: &mut Wave,
     ctx: &mut Context<'_>,
-    cache: &mut DecodeCache,
+    cache: &DecodeCache,
 ) -> ExecResult<u64> {
     let mut steps = 0u64;
     while !wave.done && !wave.at_barrier {

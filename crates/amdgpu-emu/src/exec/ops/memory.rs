@@ -382,9 +382,6 @@ pub(super) fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
                 continue;
             }
             let at = target(w, lane);
-            let mut buf = [0u8; 8];
-            read_target(w, ctx, inst, lane, at, &mut buf[..bytes])?;
-            let old = u64::from_le_bytes(buf);
             let reg = |r: usize| -> u64 {
                 let lo = u64::from(w.v[r][lane]);
                 if words == 2 {
@@ -401,9 +398,24 @@ pub(super) fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
                     0
                 },
             );
-            let new = atomic_value(op, bytes, signed, old, src, cmp)
-                .ok_or_else(|| unimplemented(inst, ctx))?;
-            write_target(w, ctx, inst, lane, at, &new.to_le_bytes()[..bytes])?;
+            let old = match at {
+                Target::Global(a) => ctx
+                    .memory
+                    .atomic(a, bytes, |old| {
+                        atomic_value(op, bytes, signed, old, src, cmp)
+                    })
+                    .ok_or_else(|| ctx.bad_access(inst, a, bytes))?
+                    .ok_or_else(|| unimplemented(inst, ctx))?,
+                Target::Private(_) => {
+                    let mut buf = [0u8; 8];
+                    read_target(w, ctx, inst, lane, at, &mut buf[..bytes])?;
+                    let old = u64::from_le_bytes(buf);
+                    let new = atomic_value(op, bytes, signed, old, src, cmp)
+                        .ok_or_else(|| unimplemented(inst, ctx))?;
+                    write_target(w, ctx, inst, lane, at, &new.to_le_bytes()[..bytes])?;
+                    old
+                }
+            };
             if returns {
                 w.v[vdst][lane] = old as u32;
                 if words == 2 {
