@@ -53,6 +53,7 @@ pub mod cast;
 pub mod conv;
 pub mod fill;
 pub mod flash_attention;
+pub mod gemm;
 pub mod indexing;
 pub mod matrix;
 pub mod norm;
@@ -71,6 +72,7 @@ pub use cast::MODULE as CAST;
 pub use conv::MODULE as CONV;
 pub use fill::MODULE as FILL;
 pub use flash_attention::MODULE as FLASH_ATTENTION;
+pub use gemm::MODULE as GEMM;
 pub use indexing::MODULE as INDEXING;
 pub use matrix::MODULE as MATRIX;
 pub use norm::MODULE as NORM;
@@ -147,6 +149,7 @@ pub const ALL_MODULES: &[&KernelModule] = &[
     &ATTENTION,
     &FLASH_ATTENTION,
     &MATRIX,
+    &GEMM,
 ];
 
 #[cfg(test)]

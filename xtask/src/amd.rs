@@ -218,6 +218,10 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
                 .arg(format!(
                     "CANDLE_ROCM_CACHE_DIR=/tmp/candle-rocm-emu-cache-{arch}"
                 ))
+                // the vendor libraries do not run on the emulator: the matmuls take the
+                // portable gemm kernel, convolutions and pooling the portable ones
+                .arg("CANDLE_ROCM_GEMM=portable")
+                .arg("CANDLE_ROCM_DISABLE_MIOPEN=1")
                 .args([binary.as_str(), "--test-threads=2"]);
             c
         })
@@ -228,9 +232,12 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
 /// The GPU test binaries the AMD tier runs on the ISA emulator (`crates/amdgpu-emu-hip`, a
 /// libamdhip64 it serves, beside the chroot's real hiprtc): (package, test target). The
 /// elementwise suite covers most of the vector ALU and memory; the matrix probes MFMA and WMMA
-/// against the vendors' layouts.
-const EMULATED_SUITES: [(&str, &str); 2] =
-    [("rocm-elementwise", "gpu"), ("rocm-attention", "matrix")];
+/// against the vendors' layouts; rocm-blas's suite the portable gemm kernel.
+const EMULATED_SUITES: [(&str, &str); 3] = [
+    ("rocm-elementwise", "gpu"),
+    ("rocm-attention", "matrix"),
+    ("rocm-blas", "gpu"),
+];
 /// The architectures emulated: RDNA3 (wave32, WMMA) and CDNA3 (wave64, MFMA).
 const EMULATED_ARCHS: [&str; 2] = ["gfx1100", "gfx942"];
 /// The `ROCM_PATH` inside the chroot whose lib/ holds the emulator's libamdhip64.

@@ -6,8 +6,10 @@
 //! (see [`plan`]); batch dims collapse to one stride or broadcast with stride 0; a layout no
 //! gemm call can read is copied to a contiguous one first instead of being refused. The BLAS is
 //! rocBLAS on the amd platform (loaded at run time, our own FFI table) and cuBLAS on the
-//! nvidia platform (cargo feature `nvidia`). [`BlasOptions`] are the crate's options, from the
-//! environment by default.
+//! nvidia platform (cargo feature `nvidia`); where rocBLAS is not installed, or
+//! `CANDLE_ROCM_GEMM=portable` asks for it on any platform, the project's own tiled gemm
+//! kernel (rocm-kernels' gemm module: slower than a vendor BLAS, the same answers within
+//! rounding). [`BlasOptions`] are the crate's options, from the environment by default.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -52,6 +54,10 @@ pub struct GemmCall {
 /// Comma list of `f16`, `bf16`, `f32`: gemms of these dtypes may use reduced precision.
 pub const REDUCED_PRECISION_ENV: &str = "CANDLE_ROCM_GEMM_REDUCED_PRECISION";
 
+/// `portable`: every gemm on the project's own kernel, whatever BLAS the platform has;
+/// `vendor` (the default): rocBLAS / cuBLAS, the portable kernel only where rocBLAS is missing.
+pub const GEMM_ENV: &str = "CANDLE_ROCM_GEMM";
+
 /// Reduced-precision gemm opt-ins (f16 accumulation, the BLAS's fast bf16, TF32).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReducedPrecision {
@@ -64,6 +70,8 @@ pub struct ReducedPrecision {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BlasOptions {
     pub reduced_precision: ReducedPrecision,
+    /// Every gemm on the portable kernel ([`GEMM_ENV`]).
+    pub portable: bool,
 }
 
 impl BlasOptions {
@@ -77,6 +85,7 @@ impl BlasOptions {
                 bf16: has("bf16"),
                 f32: has("f32"),
             },
+            portable: lookup(GEMM_ENV).is_some_and(|v| v.trim() == "portable"),
         }
     }
 
@@ -88,6 +97,8 @@ impl BlasOptions {
 }
 
 enum Backend {
+    /// rocm-kernels' gemm module.
+    Portable,
     RocBlas(rocblas::RocBlasHandle),
     #[cfg(feature = "nvidia")]
     CuBlas(cublas::CuBlasHandle),
@@ -130,6 +141,7 @@ impl Blas {
     /// As [`Blas::new`], with `options` in place of the environment's.
     pub fn with_options(device: &Device, options: BlasOptions) -> Result<Self> {
         let backend = match device.info().platform {
+            _ if options.portable => Backend::Portable,
             #[cfg(feature = "nvidia")]
             Platform::Amd if device.config().hip_on_cuda => {
                 Backend::CuBlas(cublas::CuBlasHandle::new(device)?)
@@ -138,7 +150,14 @@ impl Blas {
             Platform::Amd if device.config().hip_on_cuda => {
                 return Err(Error::PlatformNotBuilt(Platform::Nvidia))
             }
-            Platform::Amd => Backend::RocBlas(rocblas::RocBlasHandle::new(device)?),
+            Platform::Amd => match rocblas::RocBlasHandle::new(device) {
+                Ok(h) => Backend::RocBlas(h),
+                Err(e @ Error::LibraryMissing { .. }) => {
+                    tracing::warn!("{e}: matmuls run on the portable gemm kernel");
+                    Backend::Portable
+                }
+                Err(e) => return Err(e),
+            },
             #[cfg(feature = "nvidia")]
             Platform::Nvidia => Backend::CuBlas(cublas::CuBlasHandle::new(device)?),
             #[cfg(not(feature = "nvidia"))]
@@ -156,6 +175,14 @@ impl Blas {
 
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Whether gemms run on the portable kernel (no vendor BLAS).
+    pub fn is_portable(&self) -> bool {
+        matches!(
+            *self.backend.lock().unwrap_or_else(|e| e.into_inner()),
+            Backend::Portable
+        )
     }
 
     /// f16 gemms accumulate in f16 (Candle's `set_gemm_reduced_precision_f16`).
@@ -317,6 +344,7 @@ impl Blas {
         };
         let backend = self.backend.lock().unwrap_or_else(|e| e.into_inner());
         match &*backend {
+            Backend::Portable => self.portable_gemm(&call, dtype, widened)?,
             Backend::RocBlas(h) => {
                 use rocblas::abi;
                 let op = |o: Op| match o {
@@ -378,6 +406,67 @@ impl Blas {
         // memory out again only in stream order.
         drop((lhs_data, rhs_data));
         Ok(())
+    }
+
+    /// `call` on rocm-kernels' gemm (f32 accumulation, f64 for f64; `widened`: f32 output).
+    fn portable_gemm(&self, call: &GemmCall, dtype: DType, widened: bool) -> Result<()> {
+        use rocm_kernels::gemm;
+        let ptr = |g: &GemmMatrix| rocm_device::kernel::DevicePtr {
+            addr: g.ptr,
+            device: self.device.id(),
+        };
+        let (m, n, k) = call.mnk;
+        let dim = |x: i32| u64::try_from(x).unwrap_or(0);
+        let stride = |x: i64| u64::try_from(x).unwrap_or(0);
+        let params = gemm::GemmParams {
+            a: ptr(&call.a),
+            b: ptr(&call.b),
+            c: ptr(&call.c),
+            m: dim(m),
+            n: dim(n),
+            k: dim(k),
+            lda: dim(call.a.ld),
+            ldb: dim(call.b.ld),
+            ldc: dim(call.c.ld),
+            stride_a: stride(call.a.stride),
+            stride_b: stride(call.b.stride),
+            stride_c: stride(call.c.stride),
+            batch: dim(call.batch),
+            trans_a: u32::from(call.transpose.0),
+            trans_b: u32::from(call.transpose.1),
+        };
+        let config = rocm_device::LaunchConfig {
+            grid: [
+                u32::try_from(params.m.div_ceil(gemm::TILE_M)).unwrap_or(u32::MAX),
+                u32::try_from(params.n.div_ceil(gemm::TILE_N))
+                    .unwrap_or(u32::MAX)
+                    .min(rocm_device::MAX_GRID_YZ),
+                u32::try_from(params.batch)
+                    .unwrap_or(u32::MAX)
+                    .min(rocm_device::MAX_GRID_YZ),
+            ],
+            block: [gemm::THREADS, 1, 1],
+            shared_mem_bytes: 0,
+        };
+        if params.n.div_ceil(gemm::TILE_N) > u64::from(rocm_device::MAX_GRID_YZ) {
+            return Err(Error::ShapeMismatch {
+                op: "matmul",
+                detail: format!(
+                    "{} output columns are past the portable gemm's grid ({} tiles of {})",
+                    params.n,
+                    rocm_device::MAX_GRID_YZ,
+                    gemm::TILE_N
+                ),
+            });
+        }
+        let entry = if widened {
+            gemm::GEMM_F32OUT
+        } else {
+            gemm::GEMM
+        };
+        let _host = rocm_device::host_time::span("driver: blas");
+        self.device
+            .launch_entry(entry, dtype.as_str(), config, &params)
     }
 
     /// The result of an empty inner dimension: zeros, row by row where the output is a slice.

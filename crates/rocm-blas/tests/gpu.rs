@@ -1,6 +1,7 @@
 //! GPU tests of rocm-blas against an f64 host reference: the four transpose combinations,
 //! batch 1 and many, broadcast batch, start offsets, layouts that need a copy, m/n/k from 1 to
-//! 4096, zero-size dims, every dtype. An element passes when |got - want| <= tol * sum|a||b|
+//! 4096, zero-size dims, every dtype; the same cases again on the portable gemm kernel (the
+//! path of a device without a vendor BLAS). An element passes when |got - want| <= tol * sum|a||b|
 //! (the scale of the dot product): tol = 1e-12 (f64), 2e-4 (f32, f32 accumulation over up to
 //! 4096 terms), 1.5e-3 (f16 output rounding), 1e-2 (bf16 output rounding).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -139,14 +140,20 @@ fn upload(d: &Device, bytes: &[u8]) -> Buffer {
     buf
 }
 
-/// Runs one matmul and checks it; returns the largest error relative to the dot scale.
-fn check(
+/// Runs one matmul on the platform's BLAS and checks it; returns the largest error relative
+/// to the dot scale.
+fn check(dtype: DType, dims: (usize, usize, usize, usize), ls: Store, rs: Store) -> f64 {
+    check_on(blas(), dtype, dims, ls, rs)
+}
+
+/// [`check`] on the BLAS `b`.
+fn check_on(
+    b: &Blas,
     dtype: DType,
     (batch, m, n, k): (usize, usize, usize, usize),
     ls: Store,
     rs: Store,
 ) -> f64 {
-    let b = blas();
     let d = b.device();
     let mut rng = rand::rngs::StdRng::seed_from_u64((batch * 31 + m * 7 + n * 5 + k) as u64);
     let mut lhs = Operand::new(ls, batch, m, k, &mut rng);
@@ -253,6 +260,62 @@ fn offsets_broadcast_batches_and_layouts_that_need_a_copy() {
         }
     }
     println!("offsets/broadcast/copies: {cases} cases within tolerance");
+}
+
+/// The portable gemm kernel (rocm-kernels' gemm module), whatever BLAS the platform has.
+fn portable() -> &'static Blas {
+    static BLAS: OnceLock<Blas> = OnceLock::new();
+    BLAS.get_or_init(|| {
+        let options = rocm_blas::BlasOptions {
+            portable: true,
+            ..rocm_blas::BlasOptions::global()
+        };
+        let d = Device::new(0).expect("a GPU (set CANDLE_ROCM_PLATFORM)");
+        let b = Blas::with_options(&d, options).unwrap();
+        assert!(b.is_portable());
+        b
+    })
+}
+
+#[test]
+fn the_portable_kernel_passes_the_same_cases() {
+    let mut cases = 0;
+    for dtype in DTYPES {
+        let mut worst = 0f64;
+        for ls in [Store::RowMajor, Store::Transposed] {
+            for rs in [Store::RowMajor, Store::Transposed] {
+                // partial tiles, several tiles, k past one k-tile, batches
+                for dims in [
+                    (1, 7, 64, 33),
+                    (3, 65, 7, 64),
+                    (2, 130, 67, 17),
+                    (2, 1, 1, 1),
+                ] {
+                    worst = worst.max(check_on(portable(), dtype, dims, ls, rs));
+                    cases += 1;
+                }
+            }
+        }
+        for (ls, rs) in [
+            (Store::Offset, Store::Offset),
+            (Store::RowMajor, Store::Broadcast),
+            (Store::Broadcast, Store::Transposed),
+            (Store::EveryOtherColumn, Store::RowMajor),
+        ] {
+            worst = worst.max(check_on(portable(), dtype, (4, 9, 13, 11), ls, rs));
+            cases += 1;
+        }
+        worst = worst.max(check_on(
+            portable(),
+            dtype,
+            (1, 300, 200, 1000),
+            Store::RowMajor,
+            Store::Transposed,
+        ));
+        cases += 1;
+        println!("portable {dtype}: worst error / dot scale {worst:.2e}");
+    }
+    println!("portable gemm: {cases} cases within tolerance");
 }
 
 #[test]
@@ -408,7 +471,12 @@ fn half_inputs_write_an_f32_output_slice() {
     // f16/bf16 operands, f32 accumulators written unrounded into columns [3, 3 + n) of a wider
     // f32 matrix: within f32 accumulation error (far below 16-bit output rounding), and the
     // columns around the slice untouched. (Refused dtype pairs: bad_input_is_a_typed_error.)
-    let b = blas();
+    // The platform's BLAS and the portable kernel.
+    half_inputs_on(blas());
+    half_inputs_on(portable());
+}
+
+fn half_inputs_on(b: &Blas) {
     let d = b.device();
     let (m, n, k) = (37, 50, 300);
     let width = n + 11;

@@ -129,8 +129,19 @@ pub(super) const SOPC: &[(u16, &str)] = &[
 
 pub(super) const SOPK: &[(u16, &str)] = &[
     (0x0, "s_movk_i32"),
+    (0x1, "s_cmovk_i32"),
+    (0x2, "s_cmpk_eq_i32"),
+    (0x3, "s_cmpk_lg_i32"),
+    (0x4, "s_cmpk_gt_i32"),
+    (0x5, "s_cmpk_ge_i32"),
+    (0x6, "s_cmpk_lt_i32"),
+    (0x7, "s_cmpk_le_i32"),
+    (0x8, "s_cmpk_eq_u32"),
+    (0x9, "s_cmpk_lg_u32"),
     (0xa, "s_cmpk_gt_u32"),
+    (0xb, "s_cmpk_ge_u32"),
     (0xc, "s_cmpk_lt_u32"),
+    (0xd, "s_cmpk_le_u32"),
     (0xe, "s_addk_i32"),
     (0xf, "s_mulk_i32"),
 ];

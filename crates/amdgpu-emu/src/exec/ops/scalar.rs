@@ -87,11 +87,25 @@ pub(super) fn salu(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecR
                     let x = w.s[sdst as usize] as i32;
                     write_s32(w, ctx, sdst, x.wrapping_mul(simm) as u32);
                 }
+                "s_cmovk_i32" => {
+                    if w.scc {
+                        write_s32(w, ctx, sdst, simm as u32);
+                    }
+                }
                 _ if m.starts_with("s_cmpk_") => {
+                    // the constant is sign-extended for the signed compares, zero-extended
+                    // for the unsigned ones
                     let x = w.s[sdst as usize];
-                    let k = w0 & 0xffff;
-                    w.scc = compare(&m["s_cmpk_".len()..], u64::from(x), u64::from(k), false, 32)
-                        .ok_or_else(|| unimplemented(inst, ctx))?;
+                    let signed = m.ends_with("_i32");
+                    let k = if signed { simm as u32 } else { w0 & 0xffff };
+                    w.scc = compare(
+                        &m["s_cmpk_".len()..],
+                        u64::from(x),
+                        u64::from(k),
+                        signed,
+                        32,
+                    )
+                    .ok_or_else(|| unimplemented(inst, ctx))?;
                 }
                 _ => return Err(unimplemented(inst, ctx)),
             }
