@@ -31,7 +31,13 @@ thread_local! {
 
 fn runtime() -> std::result::Result<MutexGuard<'static, Runtime>, hipError_t> {
     let rt = RUNTIME.get_or_init(|| {
-        DeviceConfig::from_lookup(|k| std::env::var(k).ok()).map(|c| Mutex::new(Runtime::new(c)))
+        DeviceConfig::from_lookup(|k| std::env::var(k).ok()).map(|c| {
+            if c.stats {
+                // SAFETY: registers a function with no preconditions, run once at exit.
+                unsafe { atexit(print_stats) };
+            }
+            Mutex::new(Runtime::new(c))
+        })
     });
     match rt {
         Ok(m) => Ok(m.lock().unwrap_or_else(|p| p.into_inner())),
@@ -39,6 +45,25 @@ fn runtime() -> std::result::Result<MutexGuard<'static, Runtime>, hipError_t> {
             code: Code::InvalidValue,
             message: e.clone(),
         })),
+    }
+}
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> c_int;
+}
+
+/// The dispatch counters, at exit (`CANDLE_ROCM_EMU_STATS=1`); nothing where another thread
+/// still holds the runtime.
+extern "C" fn print_stats() {
+    if let Some(Ok(m)) = RUNTIME.get() {
+        if let Ok(rt) = m.try_lock() {
+            eprintln!(
+                "amdgpu-emu ({}, {} threads): {}",
+                rt.config.arch.name(),
+                rt.config.threads,
+                rt.stats
+            );
+        }
     }
 }
 

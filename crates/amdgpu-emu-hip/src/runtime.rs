@@ -80,6 +80,8 @@ pub struct DeviceConfig {
     pub schedule: Schedule,
     /// Threads a launch's workgroups are spread over.
     pub threads: usize,
+    /// Print the dispatch counters to stderr when the process exits.
+    pub stats: bool,
     /// A kernel whose first wave is traced to stderr, and the lane shown.
     pub trace: Option<(String, usize)>,
 }
@@ -95,6 +97,8 @@ pub const COMPUTE_UNITS_ENV: &str = "CANDLE_ROCM_EMU_COMPUTE_UNITS";
 pub const SCHEDULE_ENV: &str = "CANDLE_ROCM_EMU_SCHEDULE";
 /// Threads a launch's workgroups run on (default: the machine's cores).
 pub const THREADS_ENV: &str = "CANDLE_ROCM_EMU_THREADS";
+/// `1`: print the dispatch counters (launches, wave-instructions, their rate) at exit.
+pub const STATS_ENV: &str = "CANDLE_ROCM_EMU_STATS";
 /// `KERNEL` or `KERNEL:LANE`: trace that kernel's first wave (instructions and the registers
 /// each changed in the lane, 0 by default) to stderr.
 pub const TRACE_ENV: &str = "CANDLE_ROCM_EMU_TRACE";
@@ -145,6 +149,7 @@ impl DeviceConfig {
                 THREADS_ENV,
                 std::thread::available_parallelism().map_or(1, usize::from),
             )?,
+            stats: get(STATS_ENV).is_some_and(|v| v == "1"),
             trace: get(TRACE_ENV).map(|t| match t.rsplit_once(':') {
                 Some((k, lane)) if lane.parse::<usize>().is_ok() => {
                     (k.to_string(), lane.parse().unwrap_or(0))
@@ -207,6 +212,22 @@ pub struct Stats {
     pub launches: u64,
     pub workgroups: u64,
     pub wave_instructions: u64,
+    /// Wall time spent running kernels.
+    pub dispatch_seconds: f64,
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} launches, {} workgroups, {} wave-instructions in {:.2} s of dispatch: {:.2} M wave-instructions/s",
+            self.launches,
+            self.workgroups,
+            self.wave_instructions,
+            self.dispatch_seconds,
+            self.wave_instructions as f64 / self.dispatch_seconds.max(1e-9) / 1e6
+        )
+    }
 }
 
 /// Everything the HIP entry points act on.
@@ -412,7 +433,10 @@ impl Runtime {
             launch.trace = *kernel == f.kernel;
             launch.trace_lane = *lane;
         }
-        match module.dispatch(&f.kernel, &launch, &mut self.memory) {
+        let started = std::time::Instant::now();
+        let result = module.dispatch(&f.kernel, &launch, &mut self.memory);
+        self.stats.dispatch_seconds += started.elapsed().as_secs_f64();
+        match result {
             Ok(report) => {
                 self.stats.launches += 1;
                 self.stats.workgroups += report.workgroups;

@@ -341,6 +341,19 @@ pub(crate) struct Wave {
 }
 
 impl Wave {
+    /// Back to the state of a new wave at `entry`: every register zero.
+    fn reset(&mut self, entry: u64) {
+        self.s = [0; 128];
+        for r in self.v.iter_mut().chain(self.a.iter_mut()) {
+            r.fill(0);
+        }
+        self.private.fill(0);
+        self.scc = false;
+        self.pc = entry;
+        self.done = false;
+        self.at_barrier = false;
+    }
+
     pub fn exec(&self) -> u64 {
         let lo = u64::from(self.s[126]);
         if self.lanes == 32 {
@@ -574,17 +587,18 @@ fn run_grid(
 ) -> ExecResult<Report> {
     let blocks = [0, 1, 2].map(|i| launch.grid[i].div_ceil(launch.block[i].max(1)));
     let total = blocks.iter().map(|&b| u64::from(b)).product::<u64>();
-    let workgroup = |index: u64| -> ExecResult<(u64, u64)> {
+    let workgroup = |index: u64, waves: &mut Vec<Wave>| -> ExecResult<(u64, u64)> {
         let bx = (index % u64::from(blocks[0])) as u32;
         let by = (index / u64::from(blocks[0]) % u64::from(blocks[1])) as u32;
         let bz = (index / (u64::from(blocks[0]) * u64::from(blocks[1]))) as u32;
-        run_one_workgroup(co, cache, k, launch, at, memory, [bx, by, bz])
+        run_one_workgroup(co, cache, k, launch, at, memory, [bx, by, bz], waves)
     };
     let threads = (launch.threads.max(1) as u64).min(total) as usize;
     let mut report = Report::default();
     if threads <= 1 {
+        let mut pool = Vec::new();
         for index in 0..total {
-            let (steps, waves) = workgroup(index)?;
+            let (steps, waves) = workgroup(index, &mut pool)?;
             report.wave_instructions += steps;
             report.waves += waves;
             report.workgroups += 1;
@@ -600,12 +614,13 @@ fn run_grid(
             .map(|_| {
                 scope.spawn(|| {
                     let mut mine = Report::default();
+                    let mut pool = Vec::new();
                     loop {
                         let index = next.fetch_add(1, Ordering::Relaxed);
                         if index >= total || failed.load(Ordering::Relaxed) {
                             return (mine, None);
                         }
-                        match workgroup(index) {
+                        match workgroup(index, &mut pool) {
                             Ok((steps, waves)) => {
                                 mine.wave_instructions += steps;
                                 mine.waves += waves;
@@ -645,7 +660,9 @@ fn run_grid(
     }
 }
 
-/// Runs the workgroup at `id` (its x, y, z) to its end: (wave-instructions, waves).
+/// Runs the workgroup at `id` (its x, y, z) to its end: (wave-instructions, waves). `waves`
+/// holds the previous workgroup's waves of this dispatch, reused with their registers zeroed.
+#[allow(clippy::too_many_arguments)]
 fn run_one_workgroup(
     co: &CodeObject,
     cache: &DecodeCache,
@@ -654,6 +671,7 @@ fn run_one_workgroup(
     at: Addresses,
     memory: &Memory,
     id: [u32; 3],
+    waves: &mut Vec<Wave>,
 ) -> ExecResult<(u64, u64)> {
     let threads: u32 = launch.block.iter().product();
     let d = &k.descriptor;
@@ -661,9 +679,9 @@ fn run_one_workgroup(
     let count = (threads as usize).div_ceil(lanes);
     let vgprs = (k.vgpr_count as usize).max(1) + 8;
     let private_size = d.private_segment_fixed_size.next_multiple_of(16) as usize;
-    let mut waves = Vec::with_capacity(count);
-    for w in 0..count {
-        let mut wave = Wave {
+    if waves.len() != count {
+        waves.clear();
+        waves.extend((0..count).map(|_| Wave {
             lanes,
             s: [0; 128],
             v: vec![vec![0; lanes]; vgprs],
@@ -674,7 +692,10 @@ fn run_one_workgroup(
             private: vec![0; lanes * private_size],
             private_size,
             a: vec![vec![0; lanes]; k.agpr_count as usize],
-        };
+        }));
+    }
+    for (w, wave) in waves.iter_mut().enumerate() {
+        wave.reset(k.entry);
         // user SGPRs in the descriptor's order, then the workgroup ids
         let mut next = 0usize;
         for u in d.user_sgprs() {
@@ -715,7 +736,6 @@ fn run_one_workgroup(
             wave.v[0][lane] = x | (y << 10) | (z << 20);
         }
         wave.set_exec(exec);
-        waves.push(wave);
     }
     let mut lds = vec![0u8; (d.group_segment_fixed_size + launch.dynamic_lds) as usize];
     let mut ctx = Context {
@@ -726,7 +746,7 @@ fn run_one_workgroup(
         lds: &mut lds,
         trace: (launch.trace && id == [0, 0, 0]).then_some(launch.trace_lane),
     };
-    run_workgroup(co, &mut waves, &mut ctx, cache, launch.schedule)
+    run_workgroup(co, waves, &mut ctx, cache, launch.schedule)
 }
 
 /// Instructions decoded once, by their word index in `.text` (shared by the threads of a
@@ -734,7 +754,7 @@ fn run_one_workgroup(
 #[derive(Debug)]
 struct DecodeCache {
     text: (u64, u64),
-    slots: Vec<std::sync::OnceLock<Instruction>>,
+    slots: Vec<std::sync::OnceLock<(Instruction, ops::Plan)>>,
 }
 
 impl DecodeCache {
@@ -746,7 +766,7 @@ impl DecodeCache {
         }
     }
 
-    fn get(&self, co: &CodeObject, pc: u64) -> ExecResult<Instruction> {
+    fn get(&self, co: &CodeObject, pc: u64) -> ExecResult<(Instruction, ops::Plan)> {
         let slot = pc
             .checked_sub(self.text.0)
             .map(|d| (d / 4) as usize)
@@ -760,11 +780,11 @@ impl DecodeCache {
             }
             .into());
         };
-        if let Some(inst) = self.slots[i].get() {
-            return Ok(*inst);
+        if let Some(decoded) = self.slots[i].get() {
+            return Ok(*decoded);
         }
         let inst = decode(co.arch, &co.image, pc as usize, 0)?;
-        Ok(*self.slots[i].get_or_init(|| inst))
+        Ok(*self.slots[i].get_or_init(|| (inst, ops::Plan::of(&inst))))
     }
 }
 
@@ -841,13 +861,13 @@ fn run_wave(
                 address: wave.pc,
             });
         }
-        let inst = cache.get(co, wave.pc)?;
+        let (inst, plan) = cache.get(co, wave.pc)?;
         let next = wave.pc + inst.len as u64;
         let before = ctx.trace.map(|lane| {
             let v: Vec<u32> = wave.v.iter().map(|r| r[lane.min(wave.lanes - 1)]).collect();
             (v, wave.s, wave.scc)
         });
-        let flow = ops::execute(wave, &inst, ctx)?;
+        let flow = ops::execute(wave, &inst, &plan, ctx)?;
         if let (Some((v, s, scc)), Some(lane)) = (before, ctx.trace) {
             let lane = lane.min(wave.lanes - 1);
             let text = crate::decode::print::text(co.arch, &inst)

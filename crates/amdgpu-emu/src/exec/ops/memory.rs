@@ -217,7 +217,7 @@ fn bad_private(w: &Wave, ctx: &Context<'_>, inst: &Instruction, at: u64, n: usiz
 
 /// A global or flat atomic: (operation, operand bytes, signed). gfx9 and gfx11 spell them
 /// differently (`global_atomic_umax`, `global_atomic_max_u32`; `_x2`, `_u64`).
-fn atomic_kind(name: &str) -> Option<(&str, usize, bool)> {
+fn atomic_kind(name: &'static str) -> Option<(&'static str, usize, bool)> {
     let rest = name
         .strip_prefix("global_atomic_")
         .or_else(|| name.strip_prefix("flat_atomic_"))?;
@@ -328,8 +328,68 @@ fn atomic_value(op: &str, bytes: usize, signed: bool, old: u64, src: u64, cmp: u
     )
 }
 
+/// What a FLAT/GLOBAL/SCRATCH mnemonic does, worked out once when it is decoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FlatAccess {
+    Atomic {
+        op: &'static str,
+        bytes: usize,
+        signed: bool,
+    },
+    /// `bytes` loaded (sign-extended where `signed`) into a register, or into its low or high
+    /// half (the d16 forms).
+    Load {
+        bytes: usize,
+        signed: bool,
+        d16: bool,
+        d16_hi: bool,
+    },
+    /// `bytes` of a register (from its high half: `d16_hi`) stored.
+    Store { bytes: usize, d16_hi: bool },
+}
+
+impl FlatAccess {
+    pub(crate) fn of(name: &'static str) -> Option<FlatAccess> {
+        if let Some((op, bytes, signed)) = atomic_kind(name) {
+            return Some(FlatAccess::Atomic { op, bytes, signed });
+        }
+        // the d16 forms move a register's low or high half (`_d16_hi_b16`, `_short_d16_hi`)
+        let d16_hi = name.contains("_d16_hi");
+        let d16 = name.contains("_d16");
+        let plain = name.replace("_d16_hi", "").replace("_d16", "");
+        let (op, size) = plain.rsplit_once('_')?;
+        let bytes = match size {
+            "b32" | "dword" => 4,
+            "b64" | "dwordx2" => 8,
+            "b96" | "dwordx3" => 12,
+            "b128" | "dwordx4" => 16,
+            "u8" | "ubyte" | "i8" | "sbyte" | "b8" | "byte" => 1,
+            "u16" | "ushort" | "i16" | "sshort" | "b16" | "short" => 2,
+            _ => return None,
+        };
+        let signed = matches!(size, "i8" | "sbyte" | "i16" | "sshort");
+        if op.ends_with("load") {
+            Some(FlatAccess::Load {
+                bytes,
+                signed,
+                d16,
+                d16_hi,
+            })
+        } else if op.ends_with("store") {
+            Some(FlatAccess::Store { bytes, d16_hi })
+        } else {
+            None
+        }
+    }
+}
+
 /// FLAT, GLOBAL and SCRATCH loads and stores, and the global/flat atomics.
-pub(super) fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
+pub(super) fn flat(
+    w: &mut Wave,
+    inst: &Instruction,
+    access: Option<FlatAccess>,
+    ctx: &mut Context<'_>,
+) -> ExecResult<()> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
     let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
     let addr = bits(w1, 0, 8) as usize;
@@ -370,7 +430,8 @@ pub(super) fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         };
         Target::Global(base.wrapping_add_signed(i64::from(offset)))
     };
-    if let Some((op, bytes, signed)) = atomic_kind(name) {
+    let access = access.ok_or_else(|| unimplemented(inst, ctx))?;
+    if let FlatAccess::Atomic { op, bytes, signed } = access {
         // the pre-operation value is returned where glc (gfx11) / sc0 (gfx942) is set
         let returns = match ctx.arch {
             Arch::Gfx1100 => w0 >> 14 & 1 != 0,
@@ -425,27 +486,16 @@ pub(super) fn flat(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         }
         return Ok(());
     }
-    // the d16 forms move a register's low or high half (`_d16_hi_b16`, `_short_d16_hi`)
-    let d16_hi = name.contains("_d16_hi");
-    let d16 = name.contains("_d16");
-    let plain = name.replace("_d16_hi", "").replace("_d16", "");
-    let (op, size) = plain
-        .rsplit_once('_')
-        .ok_or_else(|| unimplemented(inst, ctx))?;
-    let bytes = match size {
-        "b32" | "dword" => 4,
-        "b64" | "dwordx2" => 8,
-        "b96" | "dwordx3" => 12,
-        "b128" | "dwordx4" => 16,
-        "u8" | "ubyte" | "i8" | "sbyte" | "b8" | "byte" => 1,
-        "u16" | "ushort" | "i16" | "sshort" | "b16" | "short" => 2,
-        _ => return Err(unimplemented(inst, ctx)),
+    let (load, bytes, signed, d16, d16_hi) = match access {
+        FlatAccess::Load {
+            bytes,
+            signed,
+            d16,
+            d16_hi,
+        } => (true, bytes, signed, d16, d16_hi),
+        FlatAccess::Store { bytes, d16_hi } => (false, bytes, false, false, d16_hi),
+        FlatAccess::Atomic { .. } => return Err(unimplemented(inst, ctx)),
     };
-    let signed = matches!(size, "i8" | "sbyte" | "i16" | "sshort");
-    let load = op.ends_with("load");
-    if !(load || op.ends_with("store")) {
-        return Err(unimplemented(inst, ctx));
-    }
     for lane in 0..w.lanes {
         if !w.active(lane) {
             continue;

@@ -177,7 +177,35 @@ fn wide(m: &str) -> bool {
     m.ends_with("64") && !m.ends_with("_b32_b64")
 }
 
-pub(crate) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<Flow> {
+/// What is worked out about an instruction once, when it is decoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Plan {
+    Lanes(vector::LanesPlan),
+    /// A FLAT/GLOBAL/SCRATCH access (None: one the emulator does not know).
+    Flat(Option<memory::FlatAccess>),
+    /// Resolved each time it runs.
+    General,
+}
+
+impl Plan {
+    pub(crate) fn of(inst: &Instruction) -> Plan {
+        if inst.format == Format::Flat {
+            return Plan::Flat(memory::FlatAccess::of(inst.mnemonic));
+        }
+        vector::lanes_plan(inst).map_or(Plan::General, Plan::Lanes)
+    }
+}
+
+pub(crate) fn execute(
+    w: &mut Wave,
+    inst: &Instruction,
+    plan: &Plan,
+    ctx: &mut Context<'_>,
+) -> ExecResult<Flow> {
+    if let Plan::Lanes(p) = plan {
+        vector::run_lanes(w, inst, p);
+        return Ok(Flow::Next);
+    }
     let m = inst.mnemonic;
     let w0 = inst.words[0];
     let w1 = inst.words[1];
@@ -260,7 +288,11 @@ pub(crate) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             Ok(Flow::Next)
         }
         Format::Flat => {
-            memory::flat(w, inst, ctx)?;
+            let access = match plan {
+                Plan::Flat(a) => *a,
+                _ => memory::FlatAccess::of(inst.mnemonic),
+            };
+            memory::flat(w, inst, access, ctx)?;
             Ok(Flow::Next)
         }
         Format::Ds => {

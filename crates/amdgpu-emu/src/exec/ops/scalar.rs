@@ -312,24 +312,101 @@ pub(super) fn salu(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecR
 
 /// `cmp` (`eq_u32`, `lg_u64`, `gt_i32`, ...) of a and b.
 pub(super) fn compare(cmp: &str, a: u64, b: u64, signed: bool, width: u32) -> Option<bool> {
-    let (a, b) = if signed {
-        let sh = 64 - width;
-        (
-            ((a << sh) as i64 >> sh) as i128,
-            ((b << sh) as i64 >> sh) as i128,
-        )
-    } else {
-        (a as i128, b as i128)
-    };
-    Some(match cmp.split('_').next().unwrap_or("") {
-        "eq" => a == b,
-        "lg" | "ne" => a != b,
-        "gt" => a > b,
-        "ge" => a >= b,
-        "lt" => a < b,
-        "le" => a <= b,
-        "f" => false,
-        "t" => true,
-        _ => return None,
-    })
+    Cmp::parse(cmp)?.int(a, b, signed, width)
+}
+
+/// A comparison, parsed once from its mnemonic's part (`eq`, `nlt`, `u`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    Eq,
+    Lg,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Neq,
+    Nlg,
+    Ngt,
+    Nge,
+    Nlt,
+    Nle,
+    O,
+    U,
+    F,
+    T,
+}
+
+impl Cmp {
+    /// The comparison a mnemonic's part names (anything after a `_` is ignored); `ne` is `lg`.
+    pub(crate) fn parse(cmp: &str) -> Option<Cmp> {
+        Some(match cmp.split('_').next().unwrap_or("") {
+            "eq" => Cmp::Eq,
+            "lg" | "ne" => Cmp::Lg,
+            "gt" => Cmp::Gt,
+            "ge" => Cmp::Ge,
+            "lt" => Cmp::Lt,
+            "le" => Cmp::Le,
+            "neq" => Cmp::Neq,
+            "nlg" => Cmp::Nlg,
+            "ngt" => Cmp::Ngt,
+            "nge" => Cmp::Nge,
+            "nlt" => Cmp::Nlt,
+            "nle" => Cmp::Nle,
+            "o" => Cmp::O,
+            "u" => Cmp::U,
+            "f" => Cmp::F,
+            "t" => Cmp::T,
+            _ => return None,
+        })
+    }
+
+    /// On integers `width` bits wide (sign-extended where `signed`); None for the float-only
+    /// comparisons.
+    pub(crate) fn int(self, a: u64, b: u64, signed: bool, width: u32) -> Option<bool> {
+        let (a, b) = if signed {
+            let sh = 64 - width;
+            (
+                ((a << sh) as i64 >> sh) as i128,
+                ((b << sh) as i64 >> sh) as i128,
+            )
+        } else {
+            (a as i128, b as i128)
+        };
+        Some(match self {
+            Cmp::Eq => a == b,
+            Cmp::Lg => a != b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::F => false,
+            Cmp::T => true,
+            _ => return None,
+        })
+    }
+
+    /// On floats: a NaN makes the operands unordered, where the `n` forms and `u` hold and
+    /// the others do not.
+    pub(crate) fn float(self, a: f64, b: f64) -> bool {
+        let (lt, eq, gt) = (a < b, a == b, a > b);
+        let ordered = lt || eq || gt;
+        match self {
+            Cmp::Eq => eq,
+            Cmp::Lg => lt || gt,
+            Cmp::Gt => gt,
+            Cmp::Ge => gt || eq,
+            Cmp::Lt => lt,
+            Cmp::Le => lt || eq,
+            Cmp::Neq => !eq,
+            Cmp::Nlg => !(lt || gt),
+            Cmp::Ngt => !gt,
+            Cmp::Nge => !(gt || eq),
+            Cmp::Nlt => !lt,
+            Cmp::Nle => !(lt || eq),
+            Cmp::O => ordered,
+            Cmp::U => !ordered,
+            Cmp::F => false,
+            Cmp::T => true,
+        }
+    }
 }

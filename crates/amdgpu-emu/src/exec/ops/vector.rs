@@ -4,7 +4,7 @@
 mod fp16;
 mod fp64;
 
-use super::scalar::compare;
+use super::scalar::{compare, Cmp};
 use super::*;
 use crate::decode::{Format, Instruction};
 use crate::exec::{Context, ExecResult, Wave};
@@ -137,47 +137,54 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
             }
             return Ok(());
         }
+        // the comparison and the operand type worked out once, then lane by lane
+        let c = Cmp::parse(op).ok_or_else(|| unimplemented(inst, ctx))?;
+        let int = |signed: bool, width: u32| c.int(0, 0, signed, width).map(|_| (signed, width));
+        let kind = match ty {
+            "u16" | "i16" => CmpOperands::Half(int(ty == "i16", 16)),
+            "u32" | "i32" => CmpOperands::Word(int(ty == "i32", 32)),
+            "u64" | "i64" => CmpOperands::Double(int(ty == "i64", 64)),
+            "f16" => CmpOperands::F16,
+            "f32" => CmpOperands::F32,
+            "f64" => CmpOperands::F64,
+            _ => return Err(unimplemented(inst, ctx)),
+        };
+        let exec = w.exec();
         for lane in 0..w.lanes {
-            if !w.active(lane) {
+            if exec >> lane & 1 == 0 {
                 continue;
             }
-            let r = match ty {
-                "u16" | "i16" => compare(
-                    op,
+            let r = match kind {
+                CmpOperands::Half(Some((signed, width))) => c.int(
                     u64::from(half(w, 0, lane)),
                     u64::from(half(w, 1, lane)),
-                    ty == "i16",
-                    16,
+                    signed,
+                    width,
                 ),
-                "f16" => fcmp(
-                    op,
-                    modify(f64::from(f16_to_f32(half(w, 0, lane) as u16)), 0),
-                    modify(f64::from(f16_to_f32(half(w, 1, lane) as u16)), 1),
-                ),
-                "u32" | "i32" => compare(
-                    op,
+                CmpOperands::Word(Some((signed, width))) => c.int(
                     u64::from(read32(w, inst, srcs[0], lane)),
                     u64::from(read32(w, inst, srcs[1], lane)),
-                    ty == "i32",
-                    32,
+                    signed,
+                    width,
                 ),
-                "u64" | "i64" => compare(
-                    op,
+                CmpOperands::Double(Some((signed, width))) => c.int(
                     read64(w, inst, srcs[0], lane, false),
                     read64(w, inst, srcs[1], lane, false),
-                    ty == "i64",
-                    64,
+                    signed,
+                    width,
                 ),
-                "f32" => fcmp(
-                    op,
+                CmpOperands::F16 => Some(c.float(
+                    modify(f64::from(f16_to_f32(half(w, 0, lane) as u16)), 0),
+                    modify(f64::from(f16_to_f32(half(w, 1, lane) as u16)), 1),
+                )),
+                CmpOperands::F32 => Some(c.float(
                     modify(f64::from(f32::from_bits(read32(w, inst, srcs[0], lane))), 0),
                     modify(f64::from(f32::from_bits(read32(w, inst, srcs[1], lane))), 1),
-                ),
-                "f64" => fcmp(
-                    op,
+                )),
+                CmpOperands::F64 => Some(c.float(
                     modify(f64::from_bits(read64(w, inst, srcs[0], lane, true)), 0),
                     modify(f64::from_bits(read64(w, inst, srcs[1], lane, true)), 1),
-                ),
+                )),
                 _ => None,
             };
             let r = r.ok_or_else(|| unimplemented(inst, ctx))?;
@@ -255,25 +262,36 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         };
         let cin = read_mask(w, inst, carry_in);
         let mut cout = 0u64;
-        let mut out = vec![None; w.lanes];
-        for (lane, slot) in out.iter_mut().enumerate() {
-            if !w.active(lane) {
+        let mut out: [Option<u64>; 64] = [None; 64];
+        // the plain carry operations resolved once, before the lanes
+        let plain: Option<fn(u64, u64, u64) -> (u64, u64)> = match name {
+            "v_add_co_u32" => Some(|a, b, _| (a + b, (a + b) >> 32)),
+            "v_add_co_ci_u32" | "v_addc_co_u32" => Some(|a, b, c| (a + b + c, (a + b + c) >> 32)),
+            "v_sub_co_u32" => Some(|a: u64, b, _| (a.wrapping_sub(b), u64::from(b > a))),
+            "v_subrev_co_u32" => Some(|a, b: u64, _| (b.wrapping_sub(a), u64::from(a > b))),
+            "v_sub_co_ci_u32" | "v_subb_co_u32" => {
+                Some(|a: u64, b, c| (a.wrapping_sub(b + c), u64::from(b + c > a)))
+            }
+            "v_subrev_co_ci_u32" | "v_subbrev_co_u32" => {
+                Some(|a, b: u64, c| (b.wrapping_sub(a + c), u64::from(a + c > b)))
+            }
+            _ => None,
+        };
+        let exec = w.exec();
+        for (lane, slot) in out.iter_mut().enumerate().take(w.lanes) {
+            if exec >> lane & 1 == 0 {
                 continue;
             }
             let a = u64::from(read32(w, inst, srcs[0], lane));
             let b = u64::from(read32(w, inst, srcs[1], lane));
             let c = cin >> lane & 1;
-            let (r, carry) = match name {
-                "v_add_co_u32" => (a + b, (a + b) >> 32),
-                "v_add_co_ci_u32" | "v_addc_co_u32" => (a + b + c, (a + b + c) >> 32),
-                "v_sub_co_u32" => (a.wrapping_sub(b), u64::from(b > a)),
-                "v_subrev_co_u32" => (b.wrapping_sub(a), u64::from(a > b)),
-                "v_sub_co_ci_u32" | "v_subb_co_u32" => {
-                    (a.wrapping_sub(b + c), u64::from(b + c > a))
-                }
-                "v_subrev_co_ci_u32" | "v_subbrev_co_u32" => {
-                    (b.wrapping_sub(a + c), u64::from(a + c > b))
-                }
+            if let Some(f) = plain {
+                let (r, carry) = f(a, b, c);
+                cout |= (carry & 1) << lane;
+                *slot = Some(r & 0xffff_ffff);
+                continue;
+            }
+            match name {
                 "v_div_scale_f64" => {
                     // as v_div_scale_f32: the unscaled case only
                     let s0 = read64(w, inst, srcs[0], lane, true);
@@ -325,9 +343,7 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
                     continue;
                 }
                 _ => return Err(unimplemented(inst, ctx)),
-            };
-            cout |= (carry & 1) << lane;
-            *slot = Some(r & 0xffff_ffff);
+            }
         }
         let pair = name.starts_with("v_mad_") || name == "v_div_scale_f64";
         for (lane, r) in out.into_iter().enumerate() {
@@ -550,29 +566,19 @@ fn vop3b(name: &str) -> bool {
 }
 
 pub(crate) fn fcmp(op: &str, a: f64, b: f64) -> Option<bool> {
-    use std::cmp::Ordering::{Equal, Greater, Less};
-    // None: unordered (a NaN); the `n` forms are true for it, the others false
-    let ord = a.partial_cmp(&b);
-    let holds = |want: &[std::cmp::Ordering]| ord.is_some_and(|o| want.contains(&o));
-    Some(match op {
-        "eq" => holds(&[Equal]),
-        "lg" => holds(&[Less, Greater]),
-        "gt" => holds(&[Greater]),
-        "ge" => holds(&[Greater, Equal]),
-        "lt" => holds(&[Less]),
-        "le" => holds(&[Less, Equal]),
-        "neq" => !holds(&[Equal]),
-        "nlg" => !holds(&[Less, Greater]),
-        "ngt" => !holds(&[Greater]),
-        "nge" => !holds(&[Greater, Equal]),
-        "nlt" => !holds(&[Less]),
-        "nle" => !holds(&[Less, Equal]),
-        "o" => ord.is_some(),
-        "u" => ord.is_none(),
-        "f" => false,
-        "t" => true,
-        _ => return None,
-    })
+    Some(Cmp::parse(op)?.float(a, b))
+}
+
+/// A vector compare's operands: integers (signed, width; None where the comparison is a
+/// float-only one) or floats.
+#[derive(Clone, Copy)]
+enum CmpOperands {
+    Half(Option<(bool, u32)>),
+    Word(Option<(bool, u32)>),
+    Double(Option<(bool, u32)>),
+    F16,
+    F32,
+    F64,
 }
 
 /// A lane's result: one register or a pair.
@@ -606,6 +612,16 @@ struct LaneCtx<'a> {
     mods: [(bool, bool); 3],
     /// The sources are f16: inline float constants read as f16 bits.
     f16: bool,
+    /// Where a [`LanesPlan`] runs: each 32-bit source resolved for the whole wave (a VGPR's
+    /// index, or the value every lane reads), with no parts or modifiers to apply.
+    resolved: Option<[Source; 3]>,
+}
+
+/// A 32-bit source resolved once per instruction.
+#[derive(Clone, Copy)]
+enum Source {
+    Vgpr(usize),
+    Value(u32),
 }
 
 /// A part of a 32-bit operand: `bits` bits from `shift`, sign-extended or not.
@@ -663,6 +679,12 @@ impl LaneCtx<'_> {
         self.srcs.get(i).copied().unwrap_or(0)
     }
     fn u(&self, i: usize) -> u32 {
+        if let Some(resolved) = &self.resolved {
+            return match resolved[i] {
+                Source::Vgpr(r) => self.w.v[r][self.lane],
+                Source::Value(v) => v,
+            };
+        }
         let code = self.s(i);
         let v = match inline_f16(code) {
             Some(h) if self.f16 => h,
@@ -739,7 +761,30 @@ fn lanes_op(
         // modifiers on an integer operation: not an encoding the compiler makes
         return Err(unimplemented(inst, ctx));
     }
-    let op: LaneFn = match name {
+    let op = lane_fn(name).ok_or_else(|| unimplemented(inst, ctx))?;
+    let f16 = f16_sources(name);
+    let mut out = vec![None; w.lanes];
+    for (lane, slot) in out.iter_mut().enumerate() {
+        if w.active(lane) {
+            *slot = op(&LaneCtx {
+                w,
+                inst,
+                srcs,
+                lane,
+                vdst,
+                parts,
+                mods,
+                f16,
+                resolved: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The lane function of `name` (without its encoding suffix), if the emulator has one.
+fn lane_fn(name: &str) -> Option<LaneFn> {
+    Some(match name {
         "v_mov_b32" => |c: &LaneCtx<'_>| Some((c.u(0), None)),
         "v_mov_b64" => |c: &LaneCtx<'_>| pair(c.u64(0)),
         "v_not_b32" => |c: &LaneCtx<'_>| Some((!c.u(0), None)),
@@ -1090,28 +1135,111 @@ fn lanes_op(
         "v_mad_u16" | "v_mad_legacy_u16" => {
             |c: &LaneCtx<'_>| Some((c.u(0).wrapping_mul(c.u(1)).wrapping_add(c.u(2)), None))
         }
-        _ => match fp64::lane_fn(name).or_else(|| fp16::lane_fn(name)) {
-            Some(f) => f,
-            None => return Err(unimplemented(inst, ctx)),
-        },
+        _ => return fp64::lane_fn(name).or_else(|| fp16::lane_fn(name)),
+    })
+}
+
+/// A vector operation resolved once, when its instruction is first decoded: one lane function
+/// over whole 32- or 64-bit registers, with no modifiers, halves or lane masks to work out.
+/// The instructions most of a kernel's time goes to take this form; the rest are resolved
+/// each time they run ([`valu`]).
+#[derive(Clone, Copy)]
+pub(crate) struct LanesPlan {
+    op: LaneFn,
+    srcs: [u32; 3],
+    vdst: u32,
+    f16: bool,
+}
+
+impl std::fmt::Debug for LanesPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LanesPlan({:?} -> v{})", self.srcs, self.vdst)
+    }
+}
+
+/// The plan of `inst` where it has the simple form [`LanesPlan`] describes.
+pub(crate) fn lanes_plan(inst: &Instruction) -> Option<LanesPlan> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let name = inst.mnemonic.trim_end_matches("_e32").trim_end_matches("_e64");
+    let (srcs, vdst) = match inst.format {
+        Format::Vop1 => ([bits(w0, 0, 9), 0, 0], bits(w0, 17, 8)),
+        Format::Vop2 => ([bits(w0, 0, 9), 256 + bits(w0, 9, 8), 0], bits(w0, 17, 8)),
+        Format::Vop3 => {
+            // abs, neg, op_sel, clamp, omod: resolved each time
+            if bits(w0, 8, 7) != 0 || bits(w0, 15, 1) != 0 || bits(w1, 27, 5) != 0 {
+                return None;
+            }
+            ([bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)], bits(w0, 0, 8))
+        }
+        _ => return None,
     };
-    let f16 = f16_sources(name);
-    let mut out = vec![None; w.lanes];
-    for (lane, slot) in out.iter_mut().enumerate() {
-        if w.active(lane) {
-            *slot = op(&LaneCtx {
-                w,
-                inst,
-                srcs,
-                lane,
-                vdst,
-                parts,
-                mods,
-                f16,
-            });
+    let special = name.starts_with("v_cmp")
+        || name.starts_with("v_movrel")
+        || vop3b(name)
+        || matches!(
+            name,
+            "v_readlane_b32"
+                | "v_writelane_b32"
+                | "v_readfirstlane_b32"
+                | "v_add_co_ci_u32"
+                | "v_addc_co_u32"
+                | "v_sub_co_ci_u32"
+                | "v_subb_co_u32"
+                | "v_add_co_u32"
+                | "v_sub_co_u32"
+                | "v_subrev_co_u32"
+                | "v_subbrev_co_u32"
+                | "v_subrev_co_ci_u32"
+        );
+    if special || halves(name) != (false, [false; 3]) {
+        return None;
+    }
+    Some(LanesPlan {
+        op: lane_fn(name)?,
+        srcs,
+        vdst,
+        f16: f16_sources(name),
+    })
+}
+
+/// Runs a [`LanesPlan`] over the active lanes: the results first, then the writes.
+pub(super) fn run_lanes(w: &mut Wave, inst: &Instruction, p: &LanesPlan) {
+    let exec = w.exec();
+    let resolved = p.srcs.map(|code| match code {
+        256..=511 => Source::Vgpr((code - 256) as usize),
+        _ => Source::Value(match inline_f16(code) {
+            Some(h) if p.f16 => h,
+            _ => read32(w, inst, code, 0),
+        }),
+    });
+    let mut results: [LaneResult; 64] = [None; 64];
+    let mut c = LaneCtx {
+        w,
+        inst,
+        srcs: &p.srcs,
+        lane: 0,
+        vdst: p.vdst,
+        parts: [Part::WHOLE; 3],
+        mods: [(false, false); 3],
+        f16: p.f16,
+        resolved: Some(resolved),
+    };
+    let lanes = c.w.lanes;
+    for (lane, r) in results.iter_mut().enumerate().take(lanes) {
+        if exec >> lane & 1 != 0 {
+            c.lane = lane;
+            *r = (p.op)(&c);
         }
     }
-    Ok(out)
+    let vdst = p.vdst as usize;
+    for (lane, r) in results.iter().enumerate().take(lanes) {
+        if let Some((lo, hi)) = *r {
+            w.v[vdst][lane] = lo;
+            if let Some(hi) = hi {
+                w.v[vdst + 1][lane] = hi;
+            }
+        }
+    }
 }
 
 /// A float operand of a class compare, by its bits.
