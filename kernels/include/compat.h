@@ -623,7 +623,12 @@ template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float
 #define MMA_ROW_SLOTS 8
 DEVICE void mma_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = e; }
 DEVICE void mma_b_at(u32 e, u32& k, u32& col) { k = e; col = mma_lane() % 16; }
+#if defined(CANDLE_ROCM_PLANT_MISREAD_WMMA_C)
+// The planted misreading (tests only): gfx11's c rows taken as gfx12 lays them out.
+DEVICE void mma_c_at(u32 e, u32& row, u32& col) { row = 8 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
+#else
 DEVICE void mma_c_at(u32 e, u32& row, u32& col) { row = 2 * e + mma_lane() / 16; col = mma_lane() % 16; }
+#endif
 DEVICE u32 mma_c_slot(u32 e) { return e; }
 #if defined(CANDLE_ROCM_MMA_WMMA11)
 template <typename T> DEVICE void mma_16x16x16(const u32* a, const u32* b, float* c) { wmma_16x16x16<T>(a, b, c); }

@@ -181,7 +181,7 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
         let mut inside = Vec::new();
         for (package, exe) in AMD_TIER_PACKAGES.iter().zip(amd_tier_binaries()?) {
             let name = format!("tmp/candle-rocm-amd-tier-{package}");
-            std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
+            install(&exe, &chroot.join(&name))?;
             inside.push(format!("/{name}"));
         }
         Ok(inside)
@@ -255,8 +255,7 @@ fn prepare_emulated(chroot: &Path) -> Result<Vec<String>, String> {
         .join("lib");
     std::fs::create_dir_all(&lib).map_err(|e| e.to_string())?;
     let built = root().join("target/debug/libamdhip64.so");
-    std::fs::copy(&built, lib.join("libamdhip64.so"))
-        .map_err(|e| format!("{}: {e}", built.display()))?;
+    install(&built, &lib.join("libamdhip64.so"))?;
     let hiprtc = lib.join("libhiprtc.so");
     let _ = std::fs::remove_file(&hiprtc);
     std::os::unix::fs::symlink("/usr/lib/x86_64-linux-gnu/libhiprtc.so.6", &hiprtc)
@@ -269,10 +268,18 @@ fn prepare_emulated(chroot: &Path) -> Result<Vec<String>, String> {
             .find(|(n, _)| n.ends_with(&format!("/{target}")))
             .ok_or_else(|| format!("no {target} test binary in {package}"))?;
         let name = format!("tmp/candle-rocm-emulated-{package}-{target}");
-        std::fs::copy(&exe, chroot.join(&name)).map_err(|e| e.to_string())?;
+        install(&exe, &chroot.join(&name))?;
         inside.push(format!("/{name}"));
     }
     Ok(inside)
+}
+
+/// Copies `src` to `dst` through a temporary name and a rename, so a process still running the
+/// old file (a test binary, the emulator's library) keeps it whole.
+fn install(src: &Path, dst: &Path) -> Result<(), String> {
+    let tmp = dst.with_extension("new");
+    std::fs::copy(src, &tmp).map_err(|e| format!("{}: {e}", src.display()))?;
+    std::fs::rename(&tmp, dst).map_err(|e| format!("{}: {e}", dst.display()))
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@
 //! - a misreading of MFMA's b layout shared by compat.h and this file's model
 //!   (`CANDLE_ROCM_PLANT_MISREAD_MFMA_B`): the emulation of MFMA agrees with the misreading, so
 //!   `--wave64` and `--amd-shim` cannot see it; AMD's real instructions (a GPU, or the ISA
-//!   emulator) must.
+//!   emulator) must;
+//! - a misreading of RDNA3 WMMA's c layout (gfx12's rows taken for gfx11's) shared by compat.h
+//!   and this file's model (`CANDLE_ROCM_PLANT_MISREAD_WMMA_C`): no NVIDIA tier runs WMMA at
+//!   all, so only gfx11's real instructions (a GPU, or the ISA emulator) can show it.
 //!
 //! The products of two 16-bit floats are exact in f32 and at most 16 are summed: the bound is
 //! 1e-5 for values in [-1, 1]; a layout fault moves results by about 1.
@@ -131,6 +134,7 @@ enum Plant {
     None,
     TransposedB,
     MisreadMfmaB,
+    MisreadWmmaC,
 }
 
 /// The matrix module for `dtype`, with `plant`.
@@ -141,6 +145,7 @@ fn module(d: &Device, dtype: DType, plant: Plant) -> std::sync::Arc<Module> {
         Plant::None => return d.load_source(&MATRIX.name_for_dtype(key), &source).unwrap(),
         Plant::TransposedB => "CANDLE_ROCM_PLANT_TRANSPOSED_B",
         Plant::MisreadMfmaB => "CANDLE_ROCM_PLANT_MISREAD_MFMA_B",
+        Plant::MisreadWmmaC => "CANDLE_ROCM_PLANT_MISREAD_WMMA_C",
     };
     d.load_source(
         &format!("matrix.{}.{key}", define.to_lowercase()),
@@ -433,5 +438,36 @@ fn a_layout_misreading_shared_with_our_model_shows_only_on_real_instructions() {
                 "{dtype}: the emulated MFMA disagrees with the planted misreading it shares (probe {probe:e}, tile {tile:?})"
             );
         }
+    }
+}
+
+/// RDNA3 WMMA's c as the planted misreading has it: RDNA4's rows (8 (l / 16) + e).
+fn misread_wmma_c(l: usize, e: usize) -> (usize, usize) {
+    (8 * (l / 16) + e, l % 16)
+}
+
+#[test]
+fn a_wmma_misreading_shared_with_our_model_shows_on_gfx11_instructions() {
+    let d = device();
+    let arch = d.info().base_arch().to_string();
+    let gfx11 = wmma_model(&arch).filter(|_| arch.starts_with("gfx11"));
+    let Some(wmma) = gfx11.filter(|_| real_matrix_units(&d)) else {
+        // NVRTC's builds have no WMMA path at all: nothing there shares or runs the layout
+        println!("{arch}: no RDNA3 WMMA instructions, the misreading plant does not apply");
+        return;
+    };
+    let misread = Model {
+        c: (8, misread_wmma_c),
+        ..wmma
+    };
+    for dtype in [DType::BF16, DType::F16] {
+        let probe = run_registers(&d, &misread, dtype, Plant::MisreadWmmaC, 70)
+            .expect("a gfx11 device runs WMMA");
+        let tile = run_tile(&d, dtype, Plant::MisreadWmmaC, 71);
+        println!("misread WMMA c {dtype}: register probe {probe:e}, tile {tile:?}");
+        assert!(
+            probe > 0.05 && tile[0] > 0.05 && tile[1] > 0.05,
+            "{dtype}: the shared misreading of WMMA's c went unseen on {arch} (probe {probe:e}, tile {tile:?})"
+        );
     }
 }

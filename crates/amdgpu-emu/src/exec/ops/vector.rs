@@ -1160,7 +1160,10 @@ impl std::fmt::Debug for LanesPlan {
 /// The plan of `inst` where it has the simple form [`LanesPlan`] describes.
 pub(crate) fn lanes_plan(inst: &Instruction) -> Option<LanesPlan> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
-    let name = inst.mnemonic.trim_end_matches("_e32").trim_end_matches("_e64");
+    let name = inst
+        .mnemonic
+        .trim_end_matches("_e32")
+        .trim_end_matches("_e64");
     let (srcs, vdst) = match inst.format {
         Format::Vop1 => ([bits(w0, 0, 9), 0, 0], bits(w0, 17, 8)),
         Format::Vop2 => ([bits(w0, 0, 9), 256 + bits(w0, 9, 8), 0], bits(w0, 17, 8)),
@@ -1169,7 +1172,10 @@ pub(crate) fn lanes_plan(inst: &Instruction) -> Option<LanesPlan> {
             if bits(w0, 8, 7) != 0 || bits(w0, 15, 1) != 0 || bits(w1, 27, 5) != 0 {
                 return None;
             }
-            ([bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)], bits(w0, 0, 8))
+            (
+                [bits(w1, 0, 9), bits(w1, 9, 9), bits(w1, 18, 9)],
+                bits(w0, 0, 8),
+            )
         }
         _ => return None,
     };
