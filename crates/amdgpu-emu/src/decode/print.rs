@@ -1,9 +1,10 @@
 //! Instructions in LLVM's assembler syntax, as llvm-objdump prints them, so that the decoder
-//! can be held against it line by line. The scalar encodings (SOP1, SOP2, SOPC, SOPK, SOPP,
-//! SMEM), the VALU encodings VOP1, VOP2, VOPC, VOP3 and VOPD of 32- and 64-bit operations,
-//! VOP3P's packed, dot and mix operations, gfx11's 16-bit register halves where op_sel is
-//! clear, LDS (DS) and global/flat memory instructions are printed; the others are not yet
-//! ([`operands`] gives `None`).
+//! can be held against it line by line: the scalar encodings (SOP1, SOP2, SOPC, SOPK, SOPP,
+//! SMEM), the VALU encodings VOP1, VOP2, VOPC, VOP3, VOPD and gfx9's SDWA, gfx11's 16-bit
+//! register halves and their op_sel, VOP3P's packed, dot, mix and matrix operations (MFMA
+//! with AGPRs, WMMA), LDS (DS), global/flat/scratch memory (the d16 halves too) and the
+//! buffer cache operations: every instruction of our code objects. A form outside those
+//! ([`operands`] gives `None`) is reported by the AMD tier.
 
 use super::{Format, Instruction};
 use crate::Arch;
@@ -169,8 +170,116 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
         Format::Vopd => vopd(arch, inst)?,
         Format::Vop3p => vop3p(arch, inst)?,
         Format::Flat => flat(arch, inst)?,
+        Format::Vop1Sdwa | Format::Vop2Sdwa | Format::VopcSdwa => sdwa(arch, inst)?,
+        Format::Mubuf => mubuf(arch, inst)?,
         _ => return None,
     })
+}
+
+/// gfx9's SDWA forms: the operands, then every selector (`dst_sel:DWORD ... src0_sel:WORD_1`).
+fn sdwa(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let (w0, sd) = (inst.words[0], inst.words[1]);
+    // clamp and omod are not in our code objects: not printed yet
+    if inst.format != Format::VopcSdwa && bits(sd, 13, 3) != 0 {
+        return None;
+    }
+    let sel = |s: u32| -> Option<&'static str> {
+        Some(match s {
+            0 => "BYTE_0",
+            1 => "BYTE_1",
+            2 => "BYTE_2",
+            3 => "BYTE_3",
+            4 => "WORD_0",
+            5 => "WORD_1",
+            6 => "DWORD",
+            _ => return None,
+        })
+    };
+    // an operand: a VGPR, or the scalar the S bit names; sext, abs and neg around it
+    let operand = |field: u32, scalar_bit: u32, at: u32| {
+        let code = if bits(sd, scalar_bit, 1) != 0 {
+            field
+        } else {
+            256 + field
+        };
+        let mut text = source(arch, code, 1, None);
+        if bits(sd, at, 1) != 0 {
+            text = format!("sext({text})");
+        }
+        if bits(sd, at + 2, 1) != 0 {
+            text = format!("|{text}|");
+        }
+        if bits(sd, at + 1, 1) != 0 {
+            text = format!("-{text}");
+        }
+        text
+    };
+    let src0 = operand(bits(sd, 0, 8), 23, 19);
+    let src0_sel = sel(bits(sd, 16, 3))?;
+    let vdst = vgpr(bits(w0, 17, 8), 1);
+    let dst_part = || -> Option<String> {
+        let unused = match bits(sd, 11, 2) {
+            0 => "UNUSED_PAD",
+            1 => "UNUSED_SEXT",
+            2 => "UNUSED_PRESERVE",
+            _ => return None,
+        };
+        Some(format!(
+            "dst_sel:{} dst_unused:{unused}",
+            sel(bits(sd, 8, 3))?
+        ))
+    };
+    Some(match inst.format {
+        Format::Vop1Sdwa => format!("{vdst}, {src0} {} src0_sel:{src0_sel}", dst_part()?),
+        Format::Vop2Sdwa => {
+            let src1 = operand(bits(w0, 9, 8), 31, 27);
+            let src1_sel = sel(bits(sd, 24, 3))?;
+            let ops = if m.starts_with("v_cndmask") {
+                format!("{vdst}, {src0}, {src1}, vcc")
+            } else if m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb") {
+                format!("{vdst}, vcc, {src0}, {src1}, vcc")
+            } else if m.contains("_co_") {
+                format!("{vdst}, vcc, {src0}, {src1}")
+            } else {
+                format!("{vdst}, {src0}, {src1}")
+            };
+            format!(
+                "{ops} {} src0_sel:{src0_sel} src1_sel:{src1_sel}",
+                dst_part()?
+            )
+        }
+        _ => {
+            let src1 = operand(bits(w0, 9, 8), 31, 27);
+            let src1_sel = sel(bits(sd, 24, 3))?;
+            // SD: a scalar destination of its own, else VCC
+            let dst = if bits(sd, 15, 1) != 0 {
+                scalar(arch, bits(sd, 8, 7), 2)
+            } else {
+                "vcc".into()
+            };
+            format!("{dst}, {src0}, {src1} src0_sel:{src0_sel} src1_sel:{src1_sel}")
+        }
+    })
+}
+
+/// The cache operations of the buffer encoding (no operands; gfx942's scope bits).
+fn mubuf(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    if !(m.ends_with("_inv") || m.starts_with("buffer_wb")) {
+        return None;
+    }
+    let w0 = inst.words[0];
+    let mut out = Vec::new();
+    if arch == Arch::Gfx942 {
+        if bits(w0, 14, 1) != 0 {
+            out.push("sc0");
+        }
+        if bits(w0, 15, 1) != 0 {
+            out.push("sc1");
+        }
+    }
+    Some(out.join(" "))
 }
 
 /// Bit widths of a VALU operation's destination and sources from the types its mnemonic
@@ -221,14 +330,18 @@ fn vop_e32_true16(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let w0 = inst.words[0];
     let (dst_bits, src_bits) = valu_bits(m)?;
-    if arch != Arch::Gfx1100 || inst.literal().is_some() || dst_bits > 32 || src_bits > 32 {
+    if arch != Arch::Gfx1100 || dst_bits > 32 || src_bits > 32 {
         return None;
     }
+    let lit = inst.literal();
     let operand = |code: u32, bits: u32| {
         if code >= 256 && bits == 16 {
             vgpr_half(code - 256)
+        } else if bits == 16 {
+            // a 16-bit operand's literal is its low half
+            source(arch, code, 1, lit.map(|l| l & 0xffff))
         } else {
-            source(arch, code, 1, None)
+            source(arch, code, 1, lit)
         }
     };
     let src0 = operand(bits(w0, 0, 9), src_bits);
@@ -241,6 +354,22 @@ fn vop_e32_true16(arch: Arch, inst: &Instruction) -> Option<String> {
                 vgpr(dst, 1)
             };
             format!("{dst}, {src0}")
+        }
+        // the two-source operations without a constant K or a carry
+        Format::Vop2
+            if !(m.contains("mk")
+                || m.contains("ak")
+                || m.contains("_co_")
+                || m.contains("cndmask")) =>
+        {
+            let dst = bits(w0, 17, 8);
+            let dst = if dst_bits == 16 {
+                vgpr_half(dst)
+            } else {
+                vgpr(dst, 1)
+            };
+            let src1 = operand(256 + bits(w0, 9, 8), src_bits);
+            format!("{dst}, {src0}, {src1}")
         }
         Format::Vopc if !m.contains("class") => {
             let src1 = operand(256 + bits(w0, 9, 8), src_bits);
@@ -266,8 +395,9 @@ fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
         return vop_e32_true16(arch, inst);
     };
     let src0_code = bits(w0, 0, 9);
-    // a 64-bit operation's literal and inline 1/(2*pi) print as 64-bit values
-    if src_n == 2 && (src0_code == 255 || src0_code == 248) {
+    // a 64-bit operation's inline 1/(2*pi) prints as a 64-bit value (its literal as the
+    // 32-bit word)
+    if src_n == 2 && src0_code == 248 {
         return None;
     }
     let src0 = source(arch, src0_code, src_n, lit);
@@ -383,8 +513,7 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
     let true16 = arch == Arch::Gfx1100 && (dst_bits == 16 || src_bits == 16);
     let op_sel = bits(w0, 11, 4);
     let (dst_n, src_n) = if true16 {
-        // llvm-objdump spells some selections as op_sel too: only the low halves printed yet
-        if inst.literal().is_some() || dst_bits > 32 || src_bits > 32 || op_sel != 0 {
+        if dst_bits > 32 || src_bits > 32 {
             return None;
         }
         (1, 1)
@@ -429,18 +558,20 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
     {
         let code = bits(w1, 9 * i as u32, 9);
         let constant = (128..=255).contains(&code);
-        // a 64-bit operand's literal and inline 1/(2*pi) print as 64-bit values
-        if *width == 2 && (code == 255 || code == 248) {
+        // a 64-bit operand's inline 1/(2*pi) prints as a 64-bit value (its literal as the
+        // 32-bit word)
+        if *width == 2 && code == 248 {
             return None;
         }
         let mask = i == 2 && (m.starts_with("v_cndmask") || carry_in);
-        let mut text = if true16 && src_bits == 16 && !mask {
+        // a class compare's second source is the mask of classes, a whole register
+        let class_mask = i == 1 && m.contains("class");
+        let mut text = if true16 && src_bits == 16 && !mask && !class_mask {
             if code >= 256 {
                 half(code - 256, i as u32)
-            } else if op_sel & (1 << i) != 0 {
-                return None;
             } else {
-                source(arch, code, 1, lit)
+                // a 16-bit operand's literal is its low half
+                source(arch, code, 1, lit.map(|l| l & 0xffff))
             }
         } else {
             source(arch, code, *width, lit)
@@ -484,7 +615,16 @@ fn vop3(arch: Arch, inst: &Instruction) -> Option<String> {
             scalar(arch, bits(w0, 8, 7), lane_mask(arch))
         ));
     }
+    let printed_sources = srcs.len() - usize::from(m.starts_with("v_cndmask") || carry_in);
     out.push_str(&srcs.join(", "));
+    // gfx11's 16-bit selections are also spelt out: one bit a source, then the destination's
+    if true16 && op_sel != 0 && !m.starts_with("v_cndmask") {
+        let mut list: Vec<String> = (0..printed_sources)
+            .map(|i| (op_sel >> i & 1).to_string())
+            .collect();
+        list.push((op_sel >> 3 & 1).to_string());
+        out.push_str(&format!(" op_sel:[{}]", list.join(",")));
+    }
     if bits(w0, 15, 1) != 0 {
         out.push_str(" clamp");
     }
@@ -517,10 +657,12 @@ fn ds(arch: Arch, inst: &Instruction) -> Option<String> {
         Arch::Gfx1100 => bits(w0, 17, 1),
         Arch::Gfx942 => bits(w0, 16, 1) | bits(w0, 25, 1),
     };
-    if m.contains("d16") || gds_or_acc != 0 {
+    if gds_or_acc != 0 {
         return None;
     }
-    let n = element_registers(m.rsplit_once('_')?.1)?;
+    // the d16 forms' size is the one before their half (`ds_load_u8_d16_hi`)
+    let plain = m.replace("_d16_hi", "").replace("_d16", "");
+    let n = element_registers(plain.rsplit_once('_')?.1)?;
     let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
     let (addr, data0, data1, vdst) = (
         vgpr(bits(w1, 0, 8), 1),
@@ -559,12 +701,13 @@ fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let (w0, w1) = (inst.words[0], inst.words[1]);
     let segment = inst.opcode >> 8;
-    // scratch's address forms and the d16 halves are not printed yet; gfx942's data in
-    // accumulation registers neither
-    if segment == 1 || m.contains("d16") || (arch == Arch::Gfx942 && bits(w1, 23, 1) != 0) {
+    // gfx942's data in accumulation registers is not printed yet
+    if arch == Arch::Gfx942 && bits(w1, 23, 1) != 0 && segment != 1 {
         return None;
     }
-    let size = m.rsplit_once('_')?.1;
+    // the d16 forms' size is the one before their half (`_ubyte_d16_hi`, `_d16_hi_b16`)
+    let plain = m.replace("_d16_hi", "").replace("_d16", "");
+    let size = plain.rsplit_once('_')?.1;
     let atomic = m.contains("_atomic_");
     let n = match element_registers(size) {
         Some(n) => n,
@@ -584,6 +727,9 @@ fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
         Arch::Gfx942 => (0x7f, bits(w0, 16, 1) != 0),
     };
     let global = segment == 2;
+    if segment == 1 {
+        return scratch(arch, inst, n);
+    }
     let address = if global && saddr != off {
         format!("{}, {}", vgpr(addr, 1), scalar(arch, saddr, 2))
     } else if global {
@@ -604,6 +750,52 @@ fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
     }
     parts.extend(tail.map(String::from));
     let mut out = parts.join(", ");
+    let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
+    if offset != 0 {
+        out.push_str(&format!(" offset:{offset}"));
+    }
+    let cache: &[(u32, &str)] = match arch {
+        Arch::Gfx1100 => &[(14, "glc"), (15, "slc"), (13, "dlc")],
+        Arch::Gfx942 => &[(16, "sc0"), (25, "sc1"), (17, "nt")],
+    };
+    for (bit, name) in cache {
+        if bits(w0, *bit, 1) != 0 {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+    Some(out)
+}
+
+/// Scratch (per-lane private memory): an address VGPR where SVE says so, an SGPR offset or
+/// `off`, the immediate offset.
+fn scratch(arch: Arch, inst: &Instruction, n: u32) -> Option<String> {
+    let m = inst.mnemonic;
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let (addr, data, saddr, vdst) = (
+        bits(w1, 0, 8),
+        bits(w1, 8, 8),
+        bits(w1, 16, 7),
+        bits(w1, 24, 8),
+    );
+    let (off, sve) = match arch {
+        Arch::Gfx1100 => (0x7c, bits(w1, 23, 1) != 0),
+        Arch::Gfx942 => (0x7f, bits(w0, 13, 1) != 0),
+    };
+    if arch == Arch::Gfx942 && bits(w1, 23, 1) != 0 {
+        return None;
+    }
+    let vaddr = if sve { vgpr(addr, 1) } else { "off".into() };
+    let saddr = if saddr == off {
+        "off".into()
+    } else {
+        scalar(arch, saddr, 1)
+    };
+    let mut out = if m.contains("_load_") {
+        format!("{}, {vaddr}, {saddr}", vgpr(vdst, n))
+    } else {
+        format!("{vaddr}, {}, {saddr}", vgpr(data, n))
+    };
     let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
     if offset != 0 {
         out.push_str(&format!(" offset:{offset}"));
@@ -649,12 +841,12 @@ fn vopd(arch: Arch, inst: &Instruction) -> Option<String> {
     Some(format!("{x} :: {y_name} {y}"))
 }
 
-/// Packed, dot and mix operations; the matrix ones are not printed yet.
+/// Packed, dot and mix operations, and the matrix ones ([`matrix`]).
 fn vop3p(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let (w0, w1) = (inst.words[0], inst.words[1]);
     if m.contains("mfma") || m.contains("wmma") || m.starts_with("v_accvgpr") {
-        return None;
+        return matrix(arch, inst);
     }
     let mix = m.starts_with("v_fma_mix");
     let sources: usize = if mix || m.contains("fma") || m.starts_with("v_dot") {
@@ -724,6 +916,77 @@ fn vop3p(arch: Arch, inst: &Instruction) -> Option<String> {
         out.push_str(" clamp");
     }
     Some(out)
+}
+
+/// A range of `count` registers of the VGPR (`v`) or AGPR (`a`) file from index `first`.
+fn register_range(file: char, first: u32, count: u32) -> String {
+    if count == 1 {
+        format!("{file}{first}")
+    } else {
+        format!("{file}[{first}:{}]", first + count - 1)
+    }
+}
+
+/// MFMA (gfx942: operands in VGPRs or AGPRs), WMMA (gfx11) and the AGPR moves.
+fn matrix(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let vdst = bits(w0, 0, 8);
+    let src = |i: u32| bits(w1, 9 * i, 9);
+    let vreg = |code: u32| code.checked_sub(256);
+    match m {
+        "v_accvgpr_read_b32" => {
+            return Some(format!("v{vdst}, a{}", vreg(src(0))?));
+        }
+        "v_accvgpr_write_b32" => {
+            return Some(format!(
+                "a{vdst}, {}",
+                source(arch, src(0), 1, inst.literal())
+            ));
+        }
+        _ => {}
+    }
+    let shape = m
+        .trim_end_matches("_bf16")
+        .trim_end_matches("_f16")
+        .rsplit('_')
+        .next()?;
+    let (ab, cd) = match (m.starts_with("v_wmma"), shape) {
+        (true, "16x16x16") => (8, 8),
+        (false, "16x16x16") => (2, 4),
+        (false, "32x32x8") => (2, 16),
+        _ => return None,
+    };
+    let (a_file, b_file, cd_file) = if m.starts_with("v_wmma") {
+        // negations and op_sel are not in our code objects: not printed yet (op_sel_hi,
+        // which WMMA ignores, is not printed)
+        if bits(w1, 29, 3) != 0 || bits(w0, 8, 6) != 0 {
+            return None;
+        }
+        ('v', 'v', 'v')
+    } else {
+        // cbsz, abid, blgp: broadcasts not in our code objects
+        if bits(w0, 8, 7) != 0 || bits(w1, 29, 3) != 0 {
+            return None;
+        }
+        let file = |on: u32| if on != 0 { 'a' } else { 'v' };
+        (
+            file(bits(w1, 27, 1)),
+            file(bits(w1, 28, 1)),
+            file(bits(w0, 15, 1)),
+        )
+    };
+    Some(format!(
+        "{}, {}, {}, {}",
+        register_range(cd_file, vdst, cd),
+        register_range(a_file, vreg(src(0))?, ab),
+        register_range(b_file, vreg(src(1))?, ab),
+        match vreg(src(2)) {
+            Some(r) => register_range(cd_file, r, cd),
+            // an inline constant accumulator (0: a fresh product)
+            None => source(arch, src(2), 1, inst.literal()),
+        }
+    ))
 }
 
 fn sopp(arch: Arch, inst: &Instruction) -> Option<String> {
@@ -945,6 +1208,69 @@ mod tests {
                 &[0xD1E80408, 0x04020406],
                 "v_mad_u64_u32 v[8:9], s[4:5], s6, v2, v[0:1]",
             ),
+        ];
+        assert_prints(&cases);
+    }
+
+    #[test]
+    fn sdwa_matrix_scratch_and_half_lines_as_llvm_objdump_prints_them() {
+        let cases: [(Arch, &[u32], &str); 12] = [
+            (
+                Arch::Gfx942,
+                &[0xD3CD8000, 0x0202051E],
+                "v_mfma_f32_16x16x16_f16 a[0:3], v[30:31], v[2:3], 0",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD3D84042, 0x18000102],
+                "v_accvgpr_read_b32 v66, a2",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xCC404011, 0x1C477541],
+                "v_wmma_f32_16x16x16_f16 v[17:24], v[65:72], v[186:193], v[17:24]",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xDC744018, 0x007F0200],
+                "scratch_store_dwordx2 off, v[2:3], off offset:24",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xDC5100B0, 0x017C0000],
+                "scratch_load_b32 v1, off, off offset:176",
+            ),
+            (
+                Arch::Gfx942,
+                &[0x280836F9, 0x86030605],
+                "v_or_b32_sdwa v4, v5, s27 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_3 src1_sel:DWORD",
+            ),
+            (
+                Arch::Gfx942,
+                &[0x7C442AF9, 0x05050011],
+                "v_cmp_eq_f16_sdwa vcc, v17, v21 src0_sel:WORD_1 src1_sel:WORD_1",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD7391000, 0x00020088],
+                "v_lshrrev_b16 v0.l, 8, v0.h op_sel:[0,1,0]",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0x7C5608FF, 0xC0900000],
+                "v_cmp_ngt_f64_e32 vcc_lo, 0xc0900000, v[4:5]",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xDA8C0008, 0x12000013],
+                "ds_load_u8_d16_hi v18, v19 offset:8",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xDC8E1FFF, 0x007C0009],
+                "global_load_d16_hi_b16 v0, v[9:10], off offset:-1",
+            ),
+            (Arch::Gfx1100, &[0x64020381], "v_add_f16_e32 v1.l, v1.h, v1.l"),
         ];
         assert_prints(&cases);
     }
