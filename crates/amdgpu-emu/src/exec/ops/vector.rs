@@ -264,7 +264,7 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         let mut cout = 0u64;
         let mut out: [Option<u64>; 64] = [None; 64];
         // the plain carry operations resolved once, before the lanes
-        let plain: Option<fn(u64, u64, u64) -> (u64, u64)> = match name {
+        let plain: Option<CarryFn> = match name {
             "v_add_co_u32" => Some(|a, b, _| (a + b, (a + b) >> 32)),
             "v_add_co_ci_u32" | "v_addc_co_u32" => Some(|a, b, c| (a + b + c, (a + b + c) >> 32)),
             "v_sub_co_u32" => Some(|a: u64, b, _| (a.wrapping_sub(b), u64::from(b > a))),
@@ -580,6 +580,9 @@ enum CmpOperands {
     F32,
     F64,
 }
+
+/// A carry operation on (a, b, carry in): (result, carry out).
+type CarryFn = fn(u64, u64, u64) -> (u64, u64);
 
 /// A lane's result: one register or a pair.
 type LaneResult = Option<(u32, Option<u32>)>;
