@@ -183,6 +183,8 @@ pub(crate) enum Plan {
     Lanes(vector::LanesPlan),
     /// A FLAT/GLOBAL/SCRATCH access (None: one the emulator does not know).
     Flat(Option<memory::FlatAccess>),
+    /// A vector operation resolved each time it runs, its name's facts worked out.
+    Valu(vector::ValuFacts),
     /// Resolved each time it runs.
     General,
 }
@@ -192,7 +194,22 @@ impl Plan {
         if inst.format == Format::Flat {
             return Plan::Flat(memory::FlatAccess::of(inst.mnemonic));
         }
-        vector::lanes_plan(inst).map_or(Plan::General, Plan::Lanes)
+        if let Some(p) = vector::lanes_plan(inst) {
+            return Plan::Lanes(p);
+        }
+        match inst.format {
+            Format::Vop1 | Format::Vop2 | Format::Vopc | Format::Vop3 => {
+                Plan::Valu(vector::ValuFacts::of(
+                    inst.mnemonic
+                        .trim_end_matches("_e32")
+                        .trim_end_matches("_e64"),
+                ))
+            }
+            Format::Vop1Sdwa | Format::Vop2Sdwa => Plan::Valu(vector::ValuFacts::of(
+                inst.mnemonic.trim_end_matches("_sdwa"),
+            )),
+            _ => Plan::General,
+        }
     }
 }
 
@@ -269,11 +286,19 @@ pub(crate) fn execute(
             Ok(Flow::Next)
         }
         Format::Vop1Sdwa | Format::Vop2Sdwa | Format::VopcSdwa => {
-            vector::sdwa(w, inst, ctx)?;
+            let facts = match plan {
+                Plan::Valu(f) => Some(f),
+                _ => None,
+            };
+            vector::sdwa(w, inst, facts, ctx)?;
             Ok(Flow::Next)
         }
         Format::Vop1 | Format::Vop2 | Format::Vopc | Format::Vop3 | Format::Vopd => {
-            vector::valu(w, inst, ctx)?;
+            let facts = match plan {
+                Plan::Valu(f) => Some(f),
+                _ => None,
+            };
+            vector::valu(w, inst, facts, ctx)?;
             Ok(Flow::Next)
         }
         _ if m.starts_with("v_mfma_")

@@ -11,7 +11,12 @@ use crate::exec::{Context, ExecResult, Wave};
 use crate::Arch;
 
 /// Vector ALU: the operands of each encoding, then the operation lane by lane.
-pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
+pub(super) fn valu(
+    w: &mut Wave,
+    inst: &Instruction,
+    facts: Option<&ValuFacts>,
+    ctx: &mut Context<'_>,
+) -> ExecResult<()> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
     if inst.format == Format::Vopd {
         let y = inst.second.unwrap_or("");
@@ -21,15 +26,21 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         let y_srcs = [bits(w1, 0, 9), 256 + bits(w1, 9, 8)];
         // both read before either writes
         let x = inst.mnemonic.replace("v_dual_", "v_");
-        let xs = lanes_op(w, inst, ctx, &x, &x_srcs, vdst_x, [Part::WHOLE; 3])?;
+        let x_facts = ValuFacts::of(&x);
+        let xs = lanes_op(w, inst, ctx, &x_facts, &x_srcs, vdst_x, [Part::WHOLE; 3])?;
         let y = y.replace("v_dual_", "v_");
-        let ys = lanes_op(w, inst, ctx, &y, &y_srcs, vdst_y, [Part::WHOLE; 3])?;
+        let y_facts = ValuFacts::of(&y);
+        let ys = lanes_op(w, inst, ctx, &y_facts, &y_srcs, vdst_y, [Part::WHOLE; 3])?;
         store(w, vdst_x, &xs);
         store(w, vdst_y, &ys);
         return Ok(());
     }
     let m = inst.mnemonic;
     let name = m.trim_end_matches("_e32").trim_end_matches("_e64");
+    let facts = match facts {
+        Some(f) => *f,
+        None => ValuFacts::of(name),
+    };
     let (srcs, vdst, sdst): ([u32; 3], u32, Option<u32>) = match inst.format {
         Format::Vop1 => ([bits(w0, 0, 9), 0, 0], bits(w0, 17, 8), None),
         Format::Vop2 => (
@@ -47,11 +58,11 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
             // op_sel (high halves of 16-bit operands) only where the operation has them
             let cmp16 =
                 name.starts_with("v_cmp") && (name.ends_with("16") || name.ends_with("_f16"));
-            if !vop3b(name) && !cmp16 && bits(w0, 11, 4) != 0 && halves(name) == (false, [false; 3])
+            if !facts.vop3b && !cmp16 && bits(w0, 11, 4) != 0 && facts.halves == (false, [false; 3])
             {
                 return Err(unimplemented(inst, ctx));
             }
-            let sdst = vop3b(name).then(|| bits(w0, 8, 7));
+            let sdst = facts.vop3b.then(|| bits(w0, 8, 7));
             (srcs, bits(w0, 0, 8), sdst)
         }
     };
@@ -359,9 +370,9 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         }
         return Ok(());
     }
-    let (dst16, src16) = halves(name);
+    let (dst16, src16) = facts.halves;
     if !dst16 && src16 == [false; 3] {
-        let results = lanes_op(w, inst, ctx, name, &srcs, vdst, [Part::WHOLE; 3])?;
+        let results = lanes_op(w, inst, ctx, &facts, &srcs, vdst, [Part::WHOLE; 3])?;
         store(w, vdst, &results);
         return Ok(());
     }
@@ -393,7 +404,7 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
         _ => {}
     }
     let parts = hi.map(|h| if h { Part::HIGH } else { Part::WHOLE });
-    let results = lanes_op(w, inst, ctx, name, &srcs, vdst, parts)?;
+    let results = lanes_op(w, inst, ctx, &facts, &srcs, vdst, parts)?;
     if !dst16 {
         store(w, vdst, &results);
         return Ok(());
@@ -418,7 +429,12 @@ pub(super) fn valu(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> E
 /// VOP1/VOP2 with an SDWA word (gfx9): each source a byte, word or dword of its register
 /// (zero- or sign-extended), the result written to a byte, word or dword of the
 /// destination, the rest of it zeroed, sign-extended or kept.
-pub(super) fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
+pub(super) fn sdwa(
+    w: &mut Wave,
+    inst: &Instruction,
+    facts: Option<&ValuFacts>,
+    ctx: &Context<'_>,
+) -> ExecResult<()> {
     let (w0, sd) = (inst.words[0], inst.words[1]);
     let name = inst.mnemonic.trim_end_matches("_sdwa");
     // VOPC's bits 15:8 are its destination; VOP1/VOP2's clamp and omod
@@ -488,7 +504,11 @@ pub(super) fn sdwa(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecR
         write_mask(w, ctx, dst, mask);
         return Ok(());
     }
-    let results = lanes_op(w, inst, ctx, name, &srcs, vdst, parts)?;
+    let facts = match facts {
+        Some(f) => *f,
+        None => ValuFacts::of(name),
+    };
+    let results = lanes_op(w, inst, ctx, &facts, &srcs, vdst, parts)?;
     let dst = Part::sdwa(bits(sd, 8, 3), false);
     let unused = bits(sd, 11, 2);
     for (lane, r) in results.iter().enumerate() {
@@ -738,12 +758,11 @@ fn lanes_op(
     w: &Wave,
     inst: &Instruction,
     ctx: &Context<'_>,
-    name: &str,
+    facts: &ValuFacts,
     srcs: &[u32],
     vdst: u32,
     parts: [Part; 3],
 ) -> ExecResult<Vec<LaneResult>> {
-    let name = name.trim_end_matches("_e32").trim_end_matches("_e64");
     let mods = match inst.format {
         Format::Vop3 => {
             let (abs, neg) = (bits(inst.words[0], 8, 3), bits(inst.words[1], 29, 3));
@@ -760,12 +779,12 @@ fn lanes_op(
         }
         _ => [(false, false); 3],
     };
-    if mods != [(false, false); 3] && !float_op(name) {
+    if mods != [(false, false); 3] && !facts.float {
         // modifiers on an integer operation: not an encoding the compiler makes
         return Err(unimplemented(inst, ctx));
     }
-    let op = lane_fn(name).ok_or_else(|| unimplemented(inst, ctx))?;
-    let f16 = f16_sources(name);
+    let op = facts.op.ok_or_else(|| unimplemented(inst, ctx))?;
+    let f16 = facts.f16;
     let mut out = vec![None; w.lanes];
     for (lane, slot) in out.iter_mut().enumerate() {
         if w.active(lane) {
@@ -1140,6 +1159,36 @@ fn lane_fn(name: &str) -> Option<LaneFn> {
         }
         _ => return fp64::lane_fn(name).or_else(|| fp16::lane_fn(name)),
     })
+}
+
+/// What a vector operation's name says, worked out once per instruction (for the forms that
+/// do not take a [`LanesPlan`]).
+#[derive(Clone, Copy)]
+pub(crate) struct ValuFacts {
+    op: Option<LaneFn>,
+    halves: (bool, [bool; 3]),
+    float: bool,
+    f16: bool,
+    vop3b: bool,
+}
+
+impl std::fmt::Debug for ValuFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ValuFacts({:?})", self.halves)
+    }
+}
+
+impl ValuFacts {
+    /// The facts of `name` (without its encoding suffix).
+    pub(crate) fn of(name: &str) -> ValuFacts {
+        ValuFacts {
+            op: lane_fn(name),
+            halves: halves(name),
+            float: float_op(name),
+            f16: f16_sources(name),
+            vop3b: vop3b(name),
+        }
+    }
 }
 
 /// A vector operation resolved once, when its instruction is first decoded: one lane function
