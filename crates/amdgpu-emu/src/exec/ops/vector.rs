@@ -1270,7 +1270,11 @@ pub(super) fn run_lanes(w: &mut Wave, inst: &Instruction, p: &LanesPlan) {
             _ => read32(w, inst, code, 0),
         }),
     });
-    let mut results: [LaneResult; 64] = [None; 64];
+    // the results field by field (the lane function's return read part by part, not copied
+    // whole: the parts it stored forward to their loads)
+    let mut lo = [0u32; 64];
+    let mut hi = [0u32; 64];
+    let mut kind = [0u8; 64];
     let mut c = LaneCtx {
         w,
         inst,
@@ -1283,19 +1287,30 @@ pub(super) fn run_lanes(w: &mut Wave, inst: &Instruction, p: &LanesPlan) {
         resolved: Some(resolved),
     };
     let lanes = c.w.lanes;
-    for (lane, r) in results.iter_mut().enumerate().take(lanes) {
+    for lane in 0..lanes {
         if exec >> lane & 1 != 0 {
             c.lane = lane;
-            *r = (p.op)(&c);
+            match (p.op)(&c) {
+                Some((l, None)) => {
+                    lo[lane] = l;
+                    kind[lane] = 1;
+                }
+                Some((l, Some(h))) => {
+                    lo[lane] = l;
+                    hi[lane] = h;
+                    kind[lane] = 2;
+                }
+                None => {}
+            }
         }
     }
     let vdst = p.vdst as usize;
-    for (lane, r) in results.iter().enumerate().take(lanes) {
-        if let Some((lo, hi)) = *r {
-            w.v[vdst][lane] = lo;
-            if let Some(hi) = hi {
-                w.v[vdst + 1][lane] = hi;
-            }
+    for lane in 0..lanes {
+        if kind[lane] != 0 {
+            w.v[vdst][lane] = lo[lane];
+        }
+        if kind[lane] == 2 {
+            w.v[vdst + 1][lane] = hi[lane];
         }
     }
 }
