@@ -7,9 +7,87 @@ use crate::Arch;
 
 /// LDS: loads and stores of 1 to 16 bytes (two addresses for the `2addr` / `read2` forms,
 /// halves for the `d16` forms), atomic adds and `ds_bpermute_b32`.
-pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> ExecResult<()> {
+/// What an LDS mnemonic does, worked out once when it is decoded (gfx9's and gfx11's
+/// spellings alike).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DsAccess {
+    Bpermute,
+    /// `ds_add_u32`, returning the old value where `returns`.
+    AddU32 {
+        returns: bool,
+    },
+    /// Two elements of `bytes` at offset0 and offset1 (in elements).
+    Pair {
+        load: bool,
+        bytes: usize,
+    },
+    /// `bytes` into a register, or into its low or high half (the d16 forms).
+    Load {
+        bytes: usize,
+        signed: bool,
+        d16: bool,
+        d16_hi: bool,
+    },
+    /// `bytes` of a register (from its high half: `d16_hi`).
+    Store {
+        bytes: usize,
+        d16_hi: bool,
+    },
+}
+
+impl DsAccess {
+    pub(crate) fn of(mnemonic: &str) -> Option<DsAccess> {
+        let m = crate::decode::ds_canonical(mnemonic);
+        let size = |name: &str| -> Option<usize> {
+            Some(match name.rsplit('_').next()? {
+                "b8" | "u8" | "i8" => 1,
+                "b16" | "u16" | "i16" => 2,
+                "b32" | "u32" => 4,
+                "b64" => 8,
+                "b96" => 12,
+                "b128" => 16,
+                _ => return None,
+            })
+        };
+        Some(match m.as_str() {
+            "ds_bpermute_b32" => DsAccess::Bpermute,
+            "ds_add_u32" => DsAccess::AddU32 { returns: false },
+            "ds_add_rtn_u32" => DsAccess::AddU32 { returns: true },
+            _ if m.starts_with("ds_load_2addr_") || m.starts_with("ds_store_2addr_") => {
+                DsAccess::Pair {
+                    load: m.starts_with("ds_load"),
+                    bytes: size(&m)?,
+                }
+            }
+            _ if m.starts_with("ds_load_") => {
+                let core = m.trim_end_matches("_d16_hi").trim_end_matches("_d16");
+                let ty = core.rsplit('_').next()?;
+                DsAccess::Load {
+                    bytes: size(core)?,
+                    signed: matches!(ty, "i8" | "i16"),
+                    d16: m.ends_with("_d16"),
+                    d16_hi: m.ends_with("_d16_hi"),
+                }
+            }
+            _ if m.starts_with("ds_store_") => {
+                let core = m.trim_end_matches("_d16_hi");
+                DsAccess::Store {
+                    bytes: size(core)?,
+                    d16_hi: m.ends_with("_d16_hi"),
+                }
+            }
+            _ => return None,
+        })
+    }
+}
+
+pub(super) fn ds(
+    w: &mut Wave,
+    inst: &Instruction,
+    access: Option<DsAccess>,
+    ctx: &mut Context<'_>,
+) -> ExecResult<()> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
-    let m = crate::decode::ds_canonical(inst.mnemonic);
     let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
     let offset = offset0 | (offset1 << 8);
     let (addr, data0, data1, vdst) = (
@@ -22,8 +100,9 @@ pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> Exe
         // data in accumulation registers: not yet
         return Err(unimplemented(inst, ctx));
     }
+    let access = access.ok_or_else(|| unimplemented(inst, ctx))?;
     let lanes = w.lanes;
-    if m == "ds_bpermute_b32" {
+    if let DsAccess::Bpermute = access {
         let source: Vec<u32> = (0..lanes)
             .map(|l| if w.active(l) { w.v[data0][l] } else { 0 })
             .collect();
@@ -35,19 +114,9 @@ pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> Exe
         }
         return Ok(());
     }
-    let size = |name: &str| -> Option<usize> {
-        Some(match name.rsplit('_').next()? {
-            "b8" | "u8" | "i8" => 1,
-            "b16" | "u16" | "i16" => 2,
-            "b32" | "u32" => 4,
-            "b64" => 8,
-            "b96" => 12,
-            "b128" => 16,
-            _ => return None,
-        })
-    };
+    let exec = w.exec();
     for lane in 0..lanes {
-        if !w.active(lane) {
+        if exec >> lane & 1 == 0 {
             continue;
         }
         // LDS addresses are 32-bit: an offset past 2^32 wraps
@@ -64,19 +133,18 @@ pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> Exe
         let word = |b: &[u8; 16], i: usize| {
             u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
         };
-        match m.as_str() {
-            "ds_add_u32" | "ds_add_rtn_u32" => {
+        match access {
+            DsAccess::Bpermute => {}
+            DsAccess::AddU32 { returns } => {
                 let at = base.wrapping_add(offset) as usize;
                 let old = word(&lds_read(ctx, at, 4)?, 0);
                 let new = old.wrapping_add(w.v[data0][lane]);
                 ctx.lds[at..at + 4].copy_from_slice(&new.to_le_bytes());
-                if m == "ds_add_rtn_u32" {
+                if returns {
                     w.v[vdst][lane] = old;
                 }
             }
-            _ if m.starts_with("ds_load_2addr_") || m.starts_with("ds_store_2addr_") => {
-                let n = size(&m).ok_or_else(|| unimplemented(inst, ctx))?;
-                let load = m.starts_with("ds_load");
+            DsAccess::Pair { load, bytes: n } => {
                 for (k, off) in [offset0, offset1].into_iter().enumerate() {
                     let at = base.wrapping_add(off * n as u32) as usize;
                     if load {
@@ -96,10 +164,13 @@ pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> Exe
                     }
                 }
             }
-            _ if m.starts_with("ds_load_") => {
+            DsAccess::Load {
+                bytes: n,
+                signed,
+                d16,
+                d16_hi,
+            } => {
                 let at = base.wrapping_add(offset) as usize;
-                let core = m.trim_end_matches("_d16_hi").trim_end_matches("_d16");
-                let n = size(core).ok_or_else(|| unimplemented(inst, ctx))?;
                 let b = lds_read(ctx, at, n)?;
                 if n >= 4 {
                     for i in 0..n / 4 {
@@ -107,25 +178,23 @@ pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> Exe
                     }
                 } else {
                     let raw = u32::from(b[0]) | if n == 2 { u32::from(b[1]) << 8 } else { 0 };
-                    let v = match core.rsplit('_').next() {
-                        Some("i8") => raw as u8 as i8 as i32 as u32,
-                        Some("i16") => raw as u16 as i16 as i32 as u32,
+                    let v = match (signed, n) {
+                        (true, 1) => raw as u8 as i8 as i32 as u32,
+                        (true, _) => raw as u16 as i16 as i32 as u32,
                         _ => raw,
                     };
                     let old = w.v[vdst][lane];
-                    w.v[vdst][lane] = if m.ends_with("_d16_hi") {
+                    w.v[vdst][lane] = if d16_hi {
                         (old & 0xffff) | (v << 16)
-                    } else if m.ends_with("_d16") {
+                    } else if d16 {
                         (old & 0xffff_0000) | (v & 0xffff)
                     } else {
                         v
                     };
                 }
             }
-            _ if m.starts_with("ds_store_") => {
+            DsAccess::Store { bytes: n, d16_hi } => {
                 let at = base.wrapping_add(offset) as usize;
-                let core = m.trim_end_matches("_d16_hi");
-                let n = size(core).ok_or_else(|| unimplemented(inst, ctx))?;
                 ctx.lds
                     .get(at..at + n)
                     .ok_or_else(|| ctx.bad_lds(inst, at as u64, n))?;
@@ -133,12 +202,11 @@ pub(super) fn ds(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -> Exe
                 for i in 0..n.div_ceil(4) {
                     b[4 * i..4 * i + 4].copy_from_slice(&w.v[data0 + i][lane].to_le_bytes());
                 }
-                if m.ends_with("_d16_hi") {
+                if d16_hi {
                     b.copy_within(2..4, 0);
                 }
                 ctx.lds[at..at + n].copy_from_slice(&b[..n]);
             }
-            _ => return Err(unimplemented(inst, ctx)),
         }
     }
     Ok(())

@@ -183,6 +183,8 @@ pub(crate) enum Plan {
     Lanes(vector::LanesPlan),
     /// A FLAT/GLOBAL/SCRATCH access (None: one the emulator does not know).
     Flat(Option<memory::FlatAccess>),
+    /// An LDS access (None: one the emulator does not know).
+    Ds(Option<memory::DsAccess>),
     /// A vector operation resolved each time it runs, its name's facts worked out.
     Valu(vector::ValuFacts),
     /// Resolved each time it runs.
@@ -193,6 +195,9 @@ impl Plan {
     pub(crate) fn of(inst: &Instruction) -> Plan {
         if inst.format == Format::Flat {
             return Plan::Flat(memory::FlatAccess::of(inst.mnemonic));
+        }
+        if inst.format == Format::Ds {
+            return Plan::Ds(memory::DsAccess::of(inst.mnemonic));
         }
         if let Some(p) = vector::lanes_plan(inst) {
             return Plan::Lanes(p);
@@ -321,7 +326,11 @@ pub(crate) fn execute(
             Ok(Flow::Next)
         }
         Format::Ds => {
-            memory::ds(w, inst, ctx)?;
+            let access = match plan {
+                Plan::Ds(a) => *a,
+                _ => memory::DsAccess::of(inst.mnemonic),
+            };
+            memory::ds(w, inst, access, ctx)?;
             Ok(Flow::Next)
         }
         // cache invalidations and write-backs: the emulated memory has no caches

@@ -127,27 +127,33 @@ pub(super) fn vop3p(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> Exec
         _ => return Err(unimplemented(inst, ctx)),
     };
     let operands = if m == "v_pk_fma_f32" { 3 } else { 2 };
-    let mut out = vec![None; w.lanes];
-    for (lane, slot) in out.iter_mut().enumerate() {
-        if !w.active(lane) {
+    let mov = m == "v_pk_mov_b32";
+    // a register pair; a constant is one f32 in the low half (op_sel picks it for both
+    // results)
+    let pair_of = |w: &Wave, i: usize, lane: usize| -> u64 {
+        if srcs[i] >= 256 || srcs[i] < 128 {
+            read64(w, inst, srcs[i], lane, false)
+        } else {
+            u64::from(read32(w, inst, srcs[i], lane))
+        }
+    };
+    let exec = w.exec();
+    let mut out = [(0u32, 0u32); 64];
+    for (lane, slot) in out.iter_mut().enumerate().take(w.lanes) {
+        if exec >> lane & 1 == 0 {
             continue;
         }
+        // each operand's pair read once, both results taken from it
+        let pairs: [u64; 3] = [0, 1, 2].map(|i| if i < operands { pair_of(w, i, lane) } else { 0 });
         let half = |i: usize, hi: bool| -> f32 {
-            // a register pair; a constant is one f32 in the low half (op_sel picks it for
-            // both results)
-            let pair = if srcs[i] >= 256 || srcs[i] < 128 {
-                read64(w, inst, srcs[i], lane, false)
-            } else {
-                u64::from(read32(w, inst, srcs[i], lane))
-            };
             let select = if hi { op_sel_hi } else { op_sel } >> i & 1 != 0;
             let v = f32::from_bits(if select {
-                (pair >> 32) as u32
+                (pairs[i] >> 32) as u32
             } else {
-                pair as u32
+                pairs[i] as u32
             });
             let negate = if hi { neg_hi } else { neg } >> i & 1 != 0;
-            if negate && m != "v_pk_mov_b32" {
+            if negate && !mov {
                 -v
             } else {
                 v
@@ -157,17 +163,17 @@ pub(super) fn vop3p(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> Exec
             let c = if operands == 3 { half(2, hi) } else { 0.0 };
             f32_op(half(0, hi), half(1, hi), c)
         };
-        let (lo, hi) = if m == "v_pk_mov_b32" {
+        let (lo, hi) = if mov {
             // the low result from the half of src0 op_sel[0] names, the high from the half of
             // src1 op_sel[1] names (op_sel_hi plays no part)
             (half(0, false), half(1, false))
         } else {
             (at(false), at(true))
         };
-        *slot = Some((lo.to_bits(), hi.to_bits()));
+        *slot = (lo.to_bits(), hi.to_bits());
     }
-    for (lane, r) in out.into_iter().enumerate() {
-        if let Some((lo, hi)) = r {
+    for (lane, &(lo, hi)) in out.iter().enumerate().take(w.lanes) {
+        if exec >> lane & 1 != 0 {
             w.v[vdst][lane] = lo;
             w.v[vdst + 1][lane] = hi;
         }
