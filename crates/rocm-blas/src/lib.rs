@@ -535,5 +535,8 @@ mod tests {
                 f32: true
             }
         );
+        assert!(!o.portable);
+        assert!(BlasOptions::from_lookup(lookup_in(&[(GEMM_ENV, "portable")])).portable);
+        assert!(!BlasOptions::from_lookup(lookup_in(&[(GEMM_ENV, "vendor")])).portable);
     }
 }
