@@ -435,20 +435,8 @@ impl Blas {
             trans_a: u32::from(call.transpose.0),
             trans_b: u32::from(call.transpose.1),
         };
-        let config = rocm_device::LaunchConfig {
-            grid: [
-                u32::try_from(params.m.div_ceil(gemm::TILE_M)).unwrap_or(u32::MAX),
-                u32::try_from(params.n.div_ceil(gemm::TILE_N))
-                    .unwrap_or(u32::MAX)
-                    .min(rocm_device::MAX_GRID_YZ),
-                u32::try_from(params.batch)
-                    .unwrap_or(u32::MAX)
-                    .min(rocm_device::MAX_GRID_YZ),
-            ],
-            block: [gemm::THREADS, 1, 1],
-            shared_mem_bytes: 0,
-        };
-        if params.n.div_ceil(gemm::TILE_N) > u64::from(rocm_device::MAX_GRID_YZ) {
+        let column_tiles = params.n.div_ceil(gemm::TILE_N);
+        if column_tiles > u64::from(rocm_device::MAX_GRID_YZ) {
             return Err(Error::ShapeMismatch {
                 op: "matmul",
                 detail: format!(
@@ -459,6 +447,18 @@ impl Blas {
                 ),
             });
         }
+        let config = rocm_device::LaunchConfig {
+            grid: [
+                u32::try_from(params.m.div_ceil(gemm::TILE_M)).unwrap_or(u32::MAX),
+                column_tiles as u32,
+                // the kernel strides over the batches past the grid's last z
+                u32::try_from(params.batch)
+                    .unwrap_or(u32::MAX)
+                    .min(rocm_device::MAX_GRID_YZ),
+            ],
+            block: [gemm::THREADS, 1, 1],
+            shared_mem_bytes: 0,
+        };
         let entry = if widened {
             gemm::GEMM_F32OUT
         } else {

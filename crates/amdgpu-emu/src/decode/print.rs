@@ -176,6 +176,20 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
     })
 }
 
+/// A two-source VOP2 operation's operands: the lane mask a select reads, or a carry's out
+/// (and in) beside its sources.
+fn vop2_operands(m: &str, dst: &str, src0: &str, src1: &str, vcc: &str) -> String {
+    if m.starts_with("v_cndmask") {
+        format!("{dst}, {src0}, {src1}, {vcc}")
+    } else if m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb") {
+        format!("{dst}, {vcc}, {src0}, {src1}, {vcc}")
+    } else if m.contains("_co_") {
+        format!("{dst}, {vcc}, {src0}, {src1}")
+    } else {
+        format!("{dst}, {src0}, {src1}")
+    }
+}
+
 /// gfx9's SDWA forms: the operands, then every selector (`dst_sel:DWORD ... src0_sel:WORD_1`).
 fn sdwa(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
@@ -235,15 +249,7 @@ fn sdwa(arch: Arch, inst: &Instruction) -> Option<String> {
         Format::Vop2Sdwa => {
             let src1 = operand(bits(w0, 9, 8), 31, 27);
             let src1_sel = sel(bits(sd, 24, 3))?;
-            let ops = if m.starts_with("v_cndmask") {
-                format!("{vdst}, {src0}, {src1}, vcc")
-            } else if m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb") {
-                format!("{vdst}, vcc, {src0}, {src1}, vcc")
-            } else if m.contains("_co_") {
-                format!("{vdst}, vcc, {src0}, {src1}")
-            } else {
-                format!("{vdst}, {src0}, {src1}")
-            };
+            let ops = vop2_operands(m, &vdst, &src0, &src1, "vcc");
             format!(
                 "{ops} {} src0_sel:{src0_sel} src1_sel:{src1_sel}",
                 dst_part()?
@@ -421,14 +427,8 @@ fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
                 format!("{dst}, {src0}, {:#x}, {src1}", lit?)
             } else if m.contains("fmaak") || m.contains("madak") {
                 format!("{dst}, {src0}, {src1}, {:#x}", lit?)
-            } else if m.starts_with("v_cndmask") {
-                format!("{dst}, {src0}, {src1}, {vcc}")
-            } else if m.contains("_co_ci_") || m.starts_with("v_addc") || m.starts_with("v_subb") {
-                format!("{dst}, {vcc}, {src0}, {src1}, {vcc}")
-            } else if m.contains("_co_") {
-                format!("{dst}, {vcc}, {src0}, {src1}")
             } else {
-                format!("{dst}, {src0}, {src1}")
+                vop2_operands(m, &dst, &src0, &src1, vcc)
             }
         }
         _ => {
@@ -750,6 +750,14 @@ fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
     }
     parts.extend(tail.map(String::from));
     let mut out = parts.join(", ");
+    out.push_str(&flat_modifiers(arch, w0));
+    Some(out)
+}
+
+/// A FLAT/GLOBAL/SCRATCH instruction's immediate offset and cache bits, as printed after its
+/// operands.
+fn flat_modifiers(arch: Arch, w0: u32) -> String {
+    let mut out = String::new();
     let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
     if offset != 0 {
         out.push_str(&format!(" offset:{offset}"));
@@ -764,7 +772,7 @@ fn flat(arch: Arch, inst: &Instruction) -> Option<String> {
             out.push_str(name);
         }
     }
-    Some(out)
+    out
 }
 
 /// Scratch (per-lane private memory): an address VGPR where SVE says so, an SGPR offset or
@@ -796,20 +804,7 @@ fn scratch(arch: Arch, inst: &Instruction, n: u32) -> Option<String> {
     } else {
         format!("{vaddr}, {}, {saddr}", vgpr(data, n))
     };
-    let offset = ((w0 & 0x1fff) << 19) as i32 >> 19;
-    if offset != 0 {
-        out.push_str(&format!(" offset:{offset}"));
-    }
-    let cache: &[(u32, &str)] = match arch {
-        Arch::Gfx1100 => &[(14, "glc"), (15, "slc"), (13, "dlc")],
-        Arch::Gfx942 => &[(16, "sc0"), (25, "sc1"), (17, "nt")],
-    };
-    for (bit, name) in cache {
-        if bits(w0, *bit, 1) != 0 {
-            out.push(' ');
-            out.push_str(name);
-        }
-    }
+    out.push_str(&flat_modifiers(arch, w0));
     Some(out)
 }
 

@@ -261,12 +261,7 @@ pub(super) fn valu(
         return Ok(());
     }
     // carries: the ops that write a lane mask beside their result
-    if let Some(carry_dst) = sdst.or(match name {
-        "v_add_co_ci_u32" | "v_addc_co_u32" | "v_sub_co_ci_u32" | "v_subb_co_u32"
-        | "v_add_co_u32" | "v_sub_co_u32" | "v_subrev_co_u32" | "v_subbrev_co_u32"
-        | "v_subrev_co_ci_u32" => Some(VCC_LO),
-        _ => None,
-    }) {
+    if let Some(carry_dst) = sdst.or(vcc_carry(name).then_some(VCC_LO)) {
         let carry_in = match inst.format {
             Format::Vop2 => VCC_LO,
             _ => srcs[2],
@@ -563,6 +558,22 @@ fn halves(name: &str) -> (bool, [bool; 3]) {
         Some(t) if is16(t) => (true, [true, true, true]),
         _ => (false, [false; 3]),
     }
+}
+
+/// The carry operations whose 32-bit encodings write their carry to VCC.
+fn vcc_carry(name: &str) -> bool {
+    matches!(
+        name,
+        "v_add_co_ci_u32"
+            | "v_addc_co_u32"
+            | "v_sub_co_ci_u32"
+            | "v_subb_co_u32"
+            | "v_add_co_u32"
+            | "v_sub_co_u32"
+            | "v_subrev_co_u32"
+            | "v_subbrev_co_u32"
+            | "v_subrev_co_ci_u32"
+    )
 }
 
 /// The VOP3 operations whose bits 14:8 are a scalar destination (VOP3b).
@@ -1234,20 +1245,10 @@ pub(crate) fn lanes_plan(inst: &Instruction) -> Option<LanesPlan> {
     let special = name.starts_with("v_cmp")
         || name.starts_with("v_movrel")
         || vop3b(name)
+        || vcc_carry(name)
         || matches!(
             name,
-            "v_readlane_b32"
-                | "v_writelane_b32"
-                | "v_readfirstlane_b32"
-                | "v_add_co_ci_u32"
-                | "v_addc_co_u32"
-                | "v_sub_co_ci_u32"
-                | "v_subb_co_u32"
-                | "v_add_co_u32"
-                | "v_sub_co_u32"
-                | "v_subrev_co_u32"
-                | "v_subbrev_co_u32"
-                | "v_subrev_co_ci_u32"
+            "v_readlane_b32" | "v_writelane_b32" | "v_readfirstlane_b32"
         );
     if special || halves(name) != (false, [false; 3]) {
         return None;
