@@ -10,6 +10,7 @@ pub use rocm_device::kernel::{
     concat_names, layout, params, ArgSink, DevicePtr, Entry, EntryGroup, Family, KernelArg,
     KernelLayout, KernelModule, KernelParams, LayoutError, ParamsDecl, MAX_DIMS,
 };
+use rocm_device::DType;
 pub use rocm_device::{kernel_params, op_list};
 
 /// `compat.h`: per-platform types, shuffles, ballots and narrow atomics.
@@ -21,17 +22,41 @@ pub const MAP_H: &str = include_str!("../include/map.h");
 /// `reduce.h`: the warp and block combines of every kernel that reduces.
 pub const REDUCE_H: &str = include_str!("../include/reduce.h");
 
-/// Dtype names as Candle 0.11.1's `DType::as_str`, in the order modules instantiate them.
-pub const DTYPES: [&str; 10] = [
-    "u8", "u32", "i16", "i32", "i64", "bf16", "f16", "f32", "f64", "f8e4m3",
-];
+/// The names of `dtypes` (`DType::as_str`), evaluated at compile time: the dtype lists below
+/// are rocm-device's `DType::ALL`, not a second spelling of it.
+const fn names<const N: usize>(dtypes: [DType; N]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = dtypes[i].as_str();
+        i += 1;
+    }
+    out
+}
 
+/// `dtypes` of one kind (float or not), in `DType::ALL`'s order.
+const fn of_kind<const N: usize>(float: bool) -> [DType; N] {
+    let mut out = [DType::U8; N];
+    let (mut i, mut n) = (0, 0);
+    while i < DType::ALL.len() {
+        if DType::ALL[i].is_float() == float {
+            out[n] = DType::ALL[i];
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "the dtype kind's count");
+    out
+}
+
+/// Dtype names as Candle 0.11.1's `DType::as_str`, in the order modules instantiate them.
+pub const DTYPES: [&str; 10] = names(DType::ALL);
 /// Floating-point dtypes (math ops are defined for these only).
-pub const FLOAT_DTYPES: [&str; 5] = ["bf16", "f16", "f32", "f64", "f8e4m3"];
+pub const FLOAT_DTYPES: [&str; 5] = names(of_kind(true));
 /// Integer dtypes.
-pub const INT_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
+pub const INT_DTYPES: [&str; 5] = names(of_kind(false));
 /// Dtypes a `where_cond` condition may have (Candle's CPU backend accepts these).
-pub const CONDITION_DTYPES: [&str; 5] = ["u8", "u32", "i16", "i32", "i64"];
+pub const CONDITION_DTYPES: [&str; 5] = INT_DTYPES;
 
 /// The headers every module is compiled with, `(file name, text)`, in order.
 pub const HEADERS: &[(&str, &str)] = &[

@@ -200,3 +200,14 @@ fn prelude_guards_the_platform_choice() {
     assert!(COMPAT_H.contains("CANDLE_ROCM_NVIDIA"));
     assert!(FILL.full_source().starts_with("#line 1 \"compat.h\""));
 }
+
+#[test]
+fn the_dtype_lists_follow_rocm_devices_dtypes() {
+    assert_eq!(
+        DTYPES,
+        ["u8", "u32", "i16", "i32", "i64", "bf16", "f16", "f32", "f64", "f8e4m3"]
+    );
+    assert_eq!(FLOAT_DTYPES, ["bf16", "f16", "f32", "f64", "f8e4m3"]);
+    assert_eq!(INT_DTYPES, ["u8", "u32", "i16", "i32", "i64"]);
+    assert_eq!(CONDITION_DTYPES, INT_DTYPES);
+}

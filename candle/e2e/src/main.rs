@@ -222,12 +222,13 @@ fn gguf_llm(path: &Path, gpu: &Device) -> DemoResult<Vec<Check>> {
     // The KL divergence from the CPU along the CPU's own greedy text, beside the CPU's
     // divergence from itself (the prompt a token at a time): see candle_rocm_e2e::kld.
     let t = Instant::now();
-    let reference = kld::CpuReference::build(path)?;
+    let reference = kld::CpuReference::cached(path)?;
     let own = reference.own()?;
     println!(
-        "KL divergence from the CPU along its greedy continuations of {} prompts ({} positions, {:.1} s on the CPU):",
+        "KL divergence from the CPU along its greedy continuations of {} prompts ({} positions, {} in {:.1} s):",
         kld::PROMPTS.len(),
         own.positions,
+        if reference.cached { "the CPU's reference read from the cache" } else { "computed on the CPU" },
         t.elapsed().as_secs_f64()
     );
     println!("  CPU, prompt a token at a time:  {own}");
