@@ -30,7 +30,10 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn main() {
     let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let candle = here.parent().expect("candle/e2e sits in candle/").to_path_buf();
+    let candle = here
+        .parent()
+        .expect("candle/e2e sits in candle/")
+        .to_path_buf();
     let roots = [
         here.join("src"),
         candle.join("llm/src"),

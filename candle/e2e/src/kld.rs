@@ -18,10 +18,10 @@ use candle_core::{DType, Device};
 use crate::gguf_chat::GgufChat;
 use crate::static_llama::{Decoder, StaticLlama};
 use crate::DemoResult;
-use sha2::{Digest, Sha256};
 pub use candle_rocm_llm::kld::{
     argmax, divergence, within, Divergence, MAX_MEAN_RATIO, MAX_TOP1_SHORTFALL,
 };
+use sha2::{Digest, Sha256};
 
 /// The prompts whose greedy continuations make the text.
 pub const PROMPTS: [&str; 4] = [
@@ -125,13 +125,15 @@ impl CpuReference {
         for (prompt, tokens) in &self.texts {
             for part in [prompt, tokens] {
                 put(&mut out, part.len() as u64);
-                part.iter().for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
+                part.iter()
+                    .for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
             }
         }
         put(&mut out, self.at_once.len() as u64);
         put(&mut out, vocab as u64);
         for row in &self.at_once {
-            row.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+            row.iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         }
         put(&mut out, self.own.positions as u64);
         for v in [self.own.mean, self.own.p99, self.own.max, self.own.top1] {

@@ -22,7 +22,11 @@ fn gguf_models_on_the_gpu_are_as_close_to_the_cpu_as_the_cpu_is_to_itself() {
     assert!(own.positions >= 512, "{own}");
     println!(
         "CPU, prompt a token at a time: {own} (reference {})",
-        if reference.cached { "from the cache" } else { "computed" }
+        if reference.cached {
+            "from the cache"
+        } else {
+            "computed"
+        }
     );
     let mut failures = Vec::new();
     for (what, run) in [
