@@ -738,6 +738,157 @@ template <typename T> DEVICE void mma_c_to_a(const float* c, u32* a, T* scratch)
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// int8 matrix units: c (16x16 i32) += a (16x32 i8) b (32x16 i8), mma_i8_16x16x32(a, b, c), for
+// the quantized products. A lane holds MMA_I8_A elements of a and MMA_I8_B of b as words of four
+// (element 4w + j in byte j of word w; the four are neighbours along k in every layout) and
+// c as the f16 tiles' MMA_C values at mma_c_at (the i32 accumulators sit where the f32 ones do
+// on every target). On the target's instructions:
+//   CANDLE_ROCM_MMA_SYNC   two mma.sync.m16n8k32.s8 (n 0-7, 8-15)
+//   CANDLE_ROCM_MMA_MFMA   gfx942 / gfx950: v_mfma_i32_16x16x32_i8; gfx90a: two
+//                          v_mfma_i32_16x16x16i8 (the lane's two words, k permuted the same
+//                          way in a and b); under the wave64 emulation in software
+//   CANDLE_ROCM_MMA_WMMA11 two v_wmma_i32_16x16x16_iu8 (k 0-15, 16-31), signed operands
+//   CANDLE_ROCM_MMA_WMMA12 the same, gfx12 forms
+#if defined(CANDLE_ROCM_MMA_SYNC)
+// m16n8k32 s8, g = lane / 4, t = lane % 4: a[e] at (g + 8 ((e / 4) % 2), 4t + e % 4 + 16 (e / 8));
+// b[e] at (4t + e % 4 + 16 (e / 4), g), e < 8; c[e] at (g + 8 (e / 2), 2t + e % 2).
+DEVICE void mma_m16n8k32_s8(const u32* a, const u32* b, int* c) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#define MMA_I8_A 16
+#define MMA_I8_B 16
+DEVICE void mma_i8_a_at(u32 e, u32& row, u32& k) {
+    const u32 l = mma_lane();
+    row = l / 4 + 8 * ((e / 4) % 2);
+    k = 4 * (l % 4) + e % 4 + 16 * (e / 8);
+}
+// b[0..7] for columns 0-7, b[8..15] for 8-15 (the two instructions' b operands).
+DEVICE void mma_i8_b_at(u32 e, u32& k, u32& col) {
+    const u32 l = mma_lane(), i = e % 8;
+    k = 4 * (l % 4) + i % 4 + 16 * (i / 4);
+    col = l / 4 + 8 * (e / 8);
+}
+DEVICE void mma_i8_16x16x32(const u32* a, const u32* b, int* c) {
+    mma_m16n8k32_s8(a, b, c);
+    mma_m16n8k32_s8(a, b + 2, c + 4);
+}
+#elif defined(CANDLE_ROCM_MMA_MFMA)
+// 16x16x32 i8: a[e] at (lane % 16, 8 (lane / 16) + e), b[e] at (8 (lane / 16) + e, lane % 16),
+// e < 8; c[e] at (4 (lane / 16) + e, lane % 16) (AMD's CDNA3 ISA tables).
+#define MMA_I8_A 8
+#define MMA_I8_B 8
+DEVICE void mma_i8_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 8 * (mma_lane() / 16) + e; }
+DEVICE void mma_i8_b_at(u32 e, u32& k, u32& col) { k = 8 * (mma_lane() / 16) + e; col = mma_lane() % 16; }
+#if defined(CANDLE_ROCM_AMD)
+typedef int cr_i32x4 __attribute__((ext_vector_type(4)));
+// The arch's one int8 MFMA: gfx90a's v_mfma_i32_16x16x16i8 (a lane's word holds k 4 (l / 16)..+3
+// of the instruction's 16), else v_mfma_i32_16x16x32_i8 (two words, k 8 (l / 16)..+7).
+#if defined(__gfx90a__)
+#define MFMA_I8_WORDS 1
+#else
+#define MFMA_I8_WORDS 2
+#endif
+DEVICE void mfma_i8_instruction(const u32* a, const u32* b, int* c) {
+    cr_i32x4 acc = {c[0], c[1], c[2], c[3]};
+#if defined(__gfx90a__)
+    acc = __builtin_amdgcn_mfma_i32_16x16x16i8((int)a[0], (int)b[0], acc, 0, 0, 0);
+#else
+    acc = __builtin_amdgcn_mfma_i32_16x16x32_i8((long)mma_words64(a), (long)mma_words64(b), acc, 0, 0, 0);
+#endif
+    for (int i = 0; i < 4; ++i) c[i] = acc[i];
+}
+// On gfx90a the lane's first words then its second make all 32 k of a and b, paired alike.
+DEVICE void mfma_i32_16x16x32_i8(const u32* a, const u32* b, int* c) {
+    for (int w = 0; w < 2; w += MFMA_I8_WORDS) mfma_i8_instruction(a + w, b + w, c);
+}
+#else
+// The emulation: each lane posts its eight a and eight b values (8 bytes each), then computes
+// its own c elements from the slots.
+DEVICE void mfma_i32_16x16x32_i8(const u32* a, const u32* b, int* c) {
+    u64* sa = candle_rocm_wave_slots[wave_index()];
+    u64* sb = candle_rocm_mfma_b_slots[wave_index()];
+    const u32 lane = wave_lane();
+    sa[lane] = (u64)a[0] | ((u64)a[1] << 32);
+    sb[lane] = (u64)b[0] | ((u64)b[1] << 32);
+    wave_sync();
+    for (u32 e = 0; e < 4; ++e) {
+        const u32 row = 4 * (lane / 16) + e, col = lane % 16;
+        int acc = c[e];
+        for (u32 k = 0; k < 32; ++k) {
+            const int x = (i8)(u8)(sa[row + 16 * (k / 8)] >> (8 * (k % 8)));
+            acc += x * (int)(i8)(u8)(sb[col + 16 * (k / 8)] >> (8 * (k % 8)));
+        }
+        c[e] = acc;
+    }
+    wave_sync();
+}
+#endif
+DEVICE void mma_i8_16x16x32(const u32* a, const u32* b, int* c) { mfma_i32_16x16x32_i8(a, b, c); }
+#elif defined(CANDLE_ROCM_MMA_WMMA11) || defined(CANDLE_ROCM_MMA_WMMA12)
+typedef int cr_i32x8 __attribute__((ext_vector_type(8)));
+typedef int cr_i32x4 __attribute__((ext_vector_type(4)));
+typedef int cr_i32x2 __attribute__((ext_vector_type(2)));
+#if defined(CANDLE_ROCM_MMA_WMMA11)
+// gfx11 iu8, wave32: a[e] at (lane % 16, e), b[e] at (e, lane % 16), e < 16 an instruction
+// (lanes 16-31 hold copies of lanes 0-15); c as the f32 tile's.
+#define MMA_I8_A 32
+#define MMA_I8_B 32
+DEVICE void mma_i8_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = e; }
+DEVICE void mma_i8_b_at(u32 e, u32& k, u32& col) { k = e; col = mma_lane() % 16; }
+DEVICE cr_i32x8 wmma_i8(const u32* a, const u32* b, cr_i32x8 c) {
+    return __builtin_amdgcn_wmma_i32_16x16x16_iu8_w32(true, wmma_in<cr_i32x4, 4>(a), true, wmma_in<cr_i32x4, 4>(b), c, false);
+}
+#define WMMA_I8_WORDS 4
+#else
+// gfx12 iu8, wave32: a[e] at (lane % 16, 8 (lane / 16) + e), b[e] at (8 (lane / 16) + e,
+// lane % 16), e < 8 an instruction; c as the f32 tile's.
+#define MMA_I8_A 16
+#define MMA_I8_B 16
+DEVICE void mma_i8_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = 16 * (e / 8) + 8 * (mma_lane() / 16) + e % 8; }
+DEVICE void mma_i8_b_at(u32 e, u32& k, u32& col) { k = 16 * (e / 8) + 8 * (mma_lane() / 16) + e % 8; col = mma_lane() % 16; }
+DEVICE cr_i32x8 wmma_i8(const u32* a, const u32* b, cr_i32x8 c) {
+    return __builtin_amdgcn_wmma_i32_16x16x16_iu8_w32_gfx12(true, wmma_in<cr_i32x2, 2>(a), true, wmma_in<cr_i32x2, 2>(b), c, false);
+}
+#define WMMA_I8_WORDS 2
+#endif
+DEVICE void mma_i8_16x16x32(const u32* a, const u32* b, int* c) {
+    cr_i32x8 acc;
+    for (int i = 0; i < 8; ++i) acc[i] = c[i];
+    acc = wmma_i8(a, b, acc);
+    acc = wmma_i8(a + WMMA_I8_WORDS, b + WMMA_I8_WORDS, acc);
+    for (int i = 0; i < 8; ++i) c[i] = acc[i];
+}
+#else
+#define MMA_I8_A 32
+#define MMA_I8_B 32
+DEVICE void mma_i8_a_at(u32 e, u32& row, u32& k) { row = mma_lane() % 16; k = e; }
+DEVICE void mma_i8_b_at(u32 e, u32& k, u32& col) { k = e; col = mma_lane() % 16; }
+DEVICE void mma_i8_16x16x32(const u32*, const u32*, int*) { __builtin_trap(); }
+#endif
+
+// The int8 operands from shared memory (`ld` a multiple of 4, rows 4-byte aligned):
+// a(row, k) = s[row * ld + k]; b given as rows of n, b(k, n) = s[n * ld + k] (the activations'
+// rows of tokens, k contiguous).
+DEVICE void mma_i8_load_a(u32* a, const i8* s, u32 ld) {
+#pragma unroll
+    for (u32 e = 0; e < MMA_I8_A; e += 4) {
+        u32 row, k;
+        mma_i8_a_at(e, row, k);
+        a[e / 4] = *(const u32*)(s + row * ld + k);
+    }
+}
+DEVICE void mma_i8_load_b(u32* b, const i8* s, u32 ld) {
+#pragma unroll
+    for (u32 e = 0; e < MMA_I8_B; e += 4) {
+        u32 k, n;
+        mma_i8_b_at(e, k, n);
+        b[e / 4] = *(const u32*)(s + n * ld + k);
+    }
+}
+
 // Copies of 16 bytes from global to shared memory that may complete later (cp.async on
 // NVIDIA; a plain copy elsewhere): `bytes` 16 copies, 0 writes zeros. async_commit() closes a
 // group of them; async_wait<N>() waits until at most N of this thread's groups are pending.
@@ -895,6 +1046,11 @@ DEVICE void atomic_add(f8e4m3_t* a, f8e4m3_t v) { atomic_update_u8(&a->bits, Add
 #define CANDLE_ROCM_KEEP_w16(x) x
 #else
 #define CANDLE_ROCM_KEEP_w16(x)
+#endif
+#if defined(CANDLE_ROCM_ONLY_i8)
+#define CANDLE_ROCM_KEEP_i8(x) x
+#else
+#define CANDLE_ROCM_KEEP_i8(x)
 #endif
 #define CANDLE_ROCM_FOR_EACH_INT(M)                                                  \
     CANDLE_ROCM_KEEP(u8)(M(u8, u8)) CANDLE_ROCM_KEEP(u32)(M(u32, u32))               \

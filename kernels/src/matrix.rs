@@ -9,11 +9,22 @@ pub const MODULE: KernelModule = KernelModule {
     headers: HEADERS,
     name: "matrix",
     source: include_str!("matrix.hip"),
-    groups: &[EntryGroup {
-        ops: &["mma_registers", "mma_tile"],
-        dtypes: &["bf16", "f16"],
-    }],
-    params: &[Registers::DECL, Tile::DECL],
+    groups: &[
+        EntryGroup {
+            ops: &["mma_registers", "mma_tile"],
+            dtypes: &["bf16", "f16"],
+        },
+        EntryGroup {
+            ops: &["mma_int_registers", "mma_int_tile"],
+            dtypes: &["i8"],
+        },
+    ],
+    params: &[
+        Registers::DECL,
+        Tile::DECL,
+        IntRegisters::DECL,
+        IntTile::DECL,
+    ],
 };
 
 crate::kernel_params! {
@@ -41,8 +52,37 @@ crate::kernel_params! {
     }
 }
 
+crate::kernel_params! {
+    /// [`Registers`] for the int8 units: `a`, `b` i8 with [`I8_REGS`] values a lane, `c`, `d`
+    /// i32 with [`REGS`].
+    pub struct IntRegisters = "MMA_INT_REGISTERS_PARAMS(T)" {
+        instruction: u32,
+        a: DevicePtr = "const T*",
+        b: DevicePtr = "const T*",
+        c: DevicePtr = "const int*",
+        d: DevicePtr = "int*",
+        ran: DevicePtr = "u32*",
+    }
+}
+crate::kernel_params! {
+    /// compat.h's int8 tile operation on a 16x32 `a` and a 32x16 `b` (i8, row-major) and a
+    /// 16x16 i32 `c`: `d = a b + c`.
+    pub struct IntTile = "MMA_INT_TILE_PARAMS(T)" {
+        a: DevicePtr = "const T*",
+        b: DevicePtr = "const T*",
+        c: DevicePtr = "const int*",
+        d: DevicePtr = "int*",
+    }
+}
+
 pub const REGISTERS: Entry<Registers> = Entry::new(&MODULE, "mma_registers");
 pub const TILE: Entry<Tile> = Entry::new(&MODULE, "mma_tile");
+pub const INT_REGISTERS: Entry<IntRegisters> = Entry::new(&MODULE, "mma_int_registers");
+pub const INT_TILE: Entry<IntTile> = Entry::new(&MODULE, "mma_int_tile");
+/// The key of the int8 probes' entries.
+pub const INT_KEY: &str = "i8";
+/// i8 register slots a lane has in the int8 probes' arrays.
+pub const I8_REGS: usize = 32;
 /// Register slots a lane has in the probes' arrays.
 pub const REGS: usize = 16;
 /// NVIDIA's mma.sync.m16n8k16 (32 lanes).
@@ -53,3 +93,11 @@ pub const MFMA_16X16X16: u32 = 1;
 pub const MFMA_32X32X8: u32 = 2;
 /// RDNA3/4's v_wmma_f32_16x16x16 (f16, bf16), 32 lanes.
 pub const WMMA_16X16X16: u32 = 3;
+/// NVIDIA's mma.sync.m16n8k32 s8 (32 lanes).
+pub const M16N8K32_S8: u32 = 4;
+/// CDNA3's v_mfma_i32_16x16x32_i8 (gfx942, gfx950, and the wave64 emulation), 64 lanes.
+pub const MFMA_I32_16X16X32_I8: u32 = 5;
+/// CDNA2's v_mfma_i32_16x16x16i8 (gfx90a), 64 lanes.
+pub const MFMA_I32_16X16X16_I8: u32 = 6;
+/// RDNA3/4's v_wmma_i32_16x16x16_iu8 (signed operands), 32 lanes.
+pub const WMMA_I32_16X16X16_IU8: u32 = 7;

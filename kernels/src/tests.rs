@@ -90,6 +90,24 @@ fn matrix_probe_numbers_match_the_kernel_source() {
         define("MMA_PROBE_WMMA_16X16X16"),
         Some(matrix::WMMA_16X16X16)
     );
+    for (name, value) in [
+        ("MMA_PROBE_I8_REGS", matrix::I8_REGS as u32),
+        ("MMA_PROBE_M16N8K32_S8", matrix::M16N8K32_S8),
+        (
+            "MMA_PROBE_MFMA_I32_16X16X32_I8",
+            matrix::MFMA_I32_16X16X32_I8,
+        ),
+        (
+            "MMA_PROBE_MFMA_I32_16X16X16_I8",
+            matrix::MFMA_I32_16X16X16_I8,
+        ),
+        (
+            "MMA_PROBE_WMMA_I32_16X16X16_IU8",
+            matrix::WMMA_I32_16X16X16_IU8,
+        ),
+    ] {
+        assert_eq!(define(name), Some(value), "{name}");
+    }
 }
 
 #[test]

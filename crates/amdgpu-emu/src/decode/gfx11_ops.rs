@@ -430,6 +430,7 @@ pub(super) const VOP3P: &[(u16, &str)] = &[
     (0x22, "v_fma_mixhi_f16"),
     (0x40, "v_wmma_f32_16x16x16_f16"),
     (0x41, "v_wmma_f32_16x16x16_bf16"),
+    (0x44, "v_wmma_i32_16x16x16_iu8"),
 ];
 
 pub(super) const VOPC: &[(u16, &str)] = &[

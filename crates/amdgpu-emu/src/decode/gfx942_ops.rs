@@ -435,6 +435,7 @@ pub(super) const VOP3P: &[(u16, &str)] = &[
     (0x33, "v_pk_mov_b32"),
     (0x4c, "v_mfma_f32_32x32x8_f16"),
     (0x4d, "v_mfma_f32_16x16x16_f16"),
+    (0x57, "v_mfma_i32_16x16x32_i8"),
     (0x58, "v_accvgpr_read_b32"),
     (0x59, "v_accvgpr_write_b32"),
     (0x60, "v_mfma_f32_32x32x8_bf16"),

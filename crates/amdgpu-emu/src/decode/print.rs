@@ -941,22 +941,32 @@ fn matrix(arch: Arch, inst: &Instruction) -> Option<String> {
         }
         _ => {}
     }
-    let shape = m
-        .trim_end_matches("_bf16")
-        .trim_end_matches("_f16")
-        .rsplit('_')
-        .next()?;
-    let (ab, cd) = match (m.starts_with("v_wmma"), shape) {
-        (true, "16x16x16") => (8, 8),
-        (false, "16x16x16") => (2, 4),
-        (false, "32x32x8") => (2, 16),
+    let (ab, cd) = match m {
+        "v_wmma_f32_16x16x16_f16" | "v_wmma_f32_16x16x16_bf16" => (8, 8),
+        "v_wmma_i32_16x16x16_iu8" => (4, 8),
+        "v_mfma_f32_16x16x16_f16" | "v_mfma_f32_16x16x16_bf16" | "v_mfma_i32_16x16x32_i8" => (2, 4),
+        "v_mfma_f32_32x32x8_f16" | "v_mfma_f32_32x32x8_bf16" => (2, 16),
         _ => return None,
     };
+    let mut suffix = String::new();
     let (a_file, b_file, cd_file) = if m.starts_with("v_wmma") {
-        // negations and op_sel are not in our code objects: not printed yet (op_sel_hi,
-        // which WMMA ignores, is not printed)
-        if bits(w1, 29, 3) != 0 || bits(w0, 8, 6) != 0 {
+        // neg_lo is the integer form's signedness of A and B (printed as llvm-objdump does);
+        // float negations, neg_hi and op_sel are not in our code objects: not printed yet
+        // (op_sel_hi, which WMMA ignores, is not printed)
+        let neg_lo = bits(w1, 29, 3);
+        if (neg_lo != 0 && !m.ends_with("_iu8")) || bits(w0, 8, 6) != 0 {
             return None;
+        }
+        if neg_lo != 0 {
+            suffix = format!(
+                " neg_lo:[{},{},{}]",
+                neg_lo & 1,
+                (neg_lo >> 1) & 1,
+                neg_lo >> 2
+            );
+        }
+        if bits(w0, 15, 1) != 0 {
+            suffix.push_str(" clamp");
         }
         ('v', 'v', 'v')
     } else {
@@ -972,7 +982,7 @@ fn matrix(arch: Arch, inst: &Instruction) -> Option<String> {
         )
     };
     Some(format!(
-        "{}, {}, {}, {}",
+        "{}, {}, {}, {}{suffix}",
         register_range(cd_file, vdst, cd),
         register_range(a_file, vreg(src(0))?, ab),
         register_range(b_file, vreg(src(1))?, ab),
@@ -1202,6 +1212,34 @@ mod tests {
                 Arch::Gfx942,
                 &[0xD1E80408, 0x04020406],
                 "v_mad_u64_u32 v[8:9], s[4:5], s6, v2, v[0:1]",
+            ),
+        ];
+        assert_prints(&cases);
+    }
+
+    #[test]
+    fn int8_matrix_lines_as_llvm_objdump_prints_them() {
+        // encodings from llvm-mc 21 (-show-encoding)
+        let cases: [(Arch, &[u32], &str); 4] = [
+            (
+                Arch::Gfx942,
+                &[0xD3D78000, 0x04020500],
+                "v_mfma_i32_16x16x32_i8 a[0:3], v[0:1], v[2:3], a[0:3]",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD3D70004, 0x02020500],
+                "v_mfma_i32_16x16x32_i8 v[4:7], v[0:1], v[2:3], 0",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xCC444000, 0x7C021908],
+                "v_wmma_i32_16x16x16_iu8 v[0:7], v[8:11], v[12:15], v[0:7] neg_lo:[1,1,0]",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xCC44C000, 0x7C021908],
+                "v_wmma_i32_16x16x16_iu8 v[0:7], v[8:11], v[12:15], v[0:7] neg_lo:[1,1,0] clamp",
             ),
         ];
         assert_prints(&cases);

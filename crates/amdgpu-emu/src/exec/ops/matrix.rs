@@ -12,8 +12,15 @@
 //!   (eight registers of two halves), lanes 16-31 the same values again; D element r of lane l
 //!   is D[2 r + l / 16][l % 16], r < 8.
 //!
+//! - `v_mfma_i32_16x16x32_i8`: lane l holds A[l % 16][8 (l / 16) + e] and B[8 (l / 16) + e][l % 16]
+//!   for e < 8 (two registers of four bytes), D as the f32 16x16 form's; always signed.
+//! - `v_wmma_i32_16x16x16_iu8`: lane l < 16 holds A[l][e] and B[e][l], e < 16 (four registers of
+//!   four bytes), lanes 16-31 the same again; D as the f32 form's; neg_lo's first two bits make
+//!   A and B signed.
+//!
 //! Products of two halves are exact in f32; each result is the exact sum (taken in f64) of C
-//! and the K products, rounded once to f32. Both instructions need every lane on.
+//! and the K products, rounded once to f32; the integer forms' sums are exact and wrap to i32.
+//! Every form needs every lane on.
 
 use super::*;
 use crate::decode::Instruction;
@@ -49,20 +56,50 @@ fn reg_mut(w: &mut Wave, file: File, r: usize) -> Option<&mut Vec<u32>> {
     }
 }
 
-/// A 16-bit float's value.
-fn half(bits: u16, bf16: bool) -> f64 {
-    if bf16 {
-        f64::from(f32::from_bits(u32::from(bits) << 16))
-    } else {
-        f64::from(f16_to_f32(bits))
+/// The element types of the matrix instructions' A and B.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Elem {
+    F16,
+    Bf16,
+    I8,
+}
+
+impl Elem {
+    fn bytes(self) -> usize {
+        match self {
+            Elem::F16 | Elem::Bf16 => 2,
+            Elem::I8 => 1,
+        }
+    }
+
+    /// The value of an element's bits.
+    fn value(self, bits: u32, signed: bool) -> f64 {
+        match self {
+            Elem::F16 => f64::from(f16_to_f32(bits as u16)),
+            Elem::Bf16 => f64::from(f32::from_bits(bits << 16)),
+            Elem::I8 if signed => f64::from(bits as u8 as i8),
+            Elem::I8 => f64::from(bits as u8),
+        }
     }
 }
 
-/// The `count` 16-bit elements of a lane's operand at register `r` (element 2i + h in the
-/// h-th half of register r + i).
-fn halves_of(w: &Wave, file: File, r: usize, lane: usize, count: usize) -> Option<Vec<u16>> {
+/// The `count` elements of a lane's operand at register `r`: element e is in register
+/// r + e / per, at bits (e % per) * width, per elements a register.
+fn elements_of(
+    w: &Wave,
+    file: File,
+    r: usize,
+    lane: usize,
+    count: usize,
+    elem: Elem,
+    signed: bool,
+) -> Option<Vec<f64>> {
+    let width = 8 * elem.bytes();
+    let per = 32 / width;
     (0..count)
-        .map(|e| reg(w, file, r + e / 2, lane).map(|x| (x >> (16 * (e % 2))) as u16))
+        .map(|e| {
+            reg(w, file, r + e / per, lane).map(|x| elem.value(x >> (width * (e % per)), signed))
+        })
         .collect()
 }
 
@@ -120,17 +157,31 @@ pub(super) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             ),
         ));
     }
-    let bf16 = m.ends_with("_bf16");
-    let (mm, k, acc_regs, a_regs) = match m.trim_end_matches("_bf16").trim_end_matches("_f16") {
-        "v_mfma_f32_16x16x16" => (16usize, 16usize, 4usize, 2usize),
-        "v_mfma_f32_32x32x8" => (32, 8, 16, 2),
-        "v_wmma_f32_16x16x16" => (16, 16, 8, 8),
+    let (mm, k, acc_regs, a_regs, elem) = match m {
+        "v_mfma_f32_16x16x16_f16" => (16usize, 16usize, 4usize, 2usize, Elem::F16),
+        "v_mfma_f32_16x16x16_bf16" => (16, 16, 4, 2, Elem::Bf16),
+        "v_mfma_f32_32x32x8_f16" => (32, 8, 16, 2, Elem::F16),
+        "v_mfma_f32_32x32x8_bf16" => (32, 8, 16, 2, Elem::Bf16),
+        "v_mfma_i32_16x16x32_i8" => (16, 32, 4, 2, Elem::I8),
+        "v_wmma_f32_16x16x16_f16" => (16, 16, 8, 8, Elem::F16),
+        "v_wmma_f32_16x16x16_bf16" => (16, 16, 8, 8, Elem::Bf16),
+        "v_wmma_i32_16x16x16_iu8" => (16, 16, 8, 4, Elem::I8),
         _ => return Err(unimplemented(inst, ctx)),
     };
     let wmma = m.starts_with("v_wmma");
+    // whether A and B are signed (MFMA's i8 always; WMMA's iu8 by its neg_lo bits)
+    let mut signed = (true, true);
     // operand files: MFMA's A/B from word1's acc bits, C/D from acc_cd; WMMA's all VGPRs
     let (a_file, b_file, cd_file) = if wmma {
-        if bits(w1, 29, 3) != 0 || bits(w0, 8, 3) != 0 {
+        let neg_lo = bits(w1, 29, 3);
+        if elem == Elem::I8 {
+            // iu8: neg_lo[0] and [1] say A and B are signed; clamp (saturation) is not made
+            // by our kernels, not guessed at
+            if neg_lo >> 2 != 0 || bits(w0, 8, 3) != 0 || bits(w0, 15, 1) != 0 {
+                return Err(unimplemented(inst, ctx));
+            }
+            signed = (neg_lo & 1 != 0, neg_lo & 2 != 0);
+        } else if neg_lo != 0 || bits(w0, 8, 3) != 0 {
             // negated operands: not made by our kernels, not guessed at
             return Err(unimplemented(inst, ctx));
         }
@@ -154,20 +205,23 @@ pub(super) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
     };
     let (ra, rb) = (vreg(srcs[0])?, vreg(srcs[1])?);
     let lanes = w.lanes;
-    let per_lane = 2 * a_regs;
-    // the whole A (M x K) and B (K x M) from their lanes
+    let per_lane = a_regs * 4 / elem.bytes();
+    // the whole A (M x K) and B (K x M) from their lanes, as exact f64 values
     let mut a = vec![0f64; mm * k];
     let mut b = vec![0f64; k * mm];
+    let operand = |w: &Wave, file: File, r: usize, lane: usize, signed: bool| {
+        elements_of(w, file, r, lane, per_lane, elem, signed)
+    };
     for lane in 0..lanes {
-        let ea = halves_of(w, a_file, ra, lane, per_lane)
+        let ea = operand(w, a_file, ra, lane, signed.0)
             .ok_or_else(|| operand_error(ctx, inst, format!("A at register {ra}")))?;
-        let eb = halves_of(w, b_file, rb, lane, per_lane)
+        let eb = operand(w, b_file, rb, lane, signed.1)
             .ok_or_else(|| operand_error(ctx, inst, format!("B at register {rb}")))?;
         if wmma {
             if lane >= 16 {
                 let (ca, cb) = (
-                    halves_of(w, a_file, ra, lane - 16, per_lane),
-                    halves_of(w, b_file, rb, lane - 16, per_lane),
+                    operand(w, a_file, ra, lane - 16, signed.0),
+                    operand(w, b_file, rb, lane - 16, signed.1),
                 );
                 if ca.as_ref() != Some(&ea) || cb.as_ref() != Some(&eb) {
                     return Err(operand_error(
@@ -179,14 +233,14 @@ pub(super) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
                 continue;
             }
             for e in 0..k {
-                a[lane * k + e] = half(ea[e], bf16);
-                b[e * mm + lane] = half(eb[e], bf16);
+                a[lane * k + e] = ea[e];
+                b[e * mm + lane] = eb[e];
             }
         } else {
-            let (row, k0) = (lane % mm, 4 * (lane / mm));
-            for e in 0..4 {
-                a[row * k + k0 + e] = half(ea[e], bf16);
-                b[(k0 + e) * mm + row] = half(eb[e], bf16);
+            let (row, k0) = (lane % mm, per_lane * (lane / mm));
+            for e in 0..per_lane {
+                a[row * k + k0 + e] = ea[e];
+                b[(k0 + e) * mm + row] = eb[e];
             }
         }
     }
@@ -210,7 +264,11 @@ pub(super) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             } else {
                 read32(w, inst, src2, lane)
             };
-            c[i * mm + j] = f64::from(f32::from_bits(bits32));
+            c[i * mm + j] = if elem == Elem::I8 {
+                f64::from(bits32 as i32)
+            } else {
+                f64::from(f32::from_bits(bits32))
+            };
         }
     }
     let mut out = vec![0u32; mm * mm];
@@ -218,7 +276,12 @@ pub(super) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
         for j in 0..mm {
             let sum: f64 =
                 c[i * mm + j] + (0..k).map(|kk| a[i * k + kk] * b[kk * mm + j]).sum::<f64>();
-            out[i * mm + j] = (sum as f32).to_bits();
+            out[i * mm + j] = if elem == Elem::I8 {
+                // exact in f64; the i32 result wraps as the hardware's does without clamp
+                (sum as i64) as u32
+            } else {
+                (sum as f32).to_bits()
+            };
         }
     }
     for lane in 0..lanes {
