@@ -949,10 +949,10 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
 
 // route (u32): [0, pairs) the pairs ordered by expert (ids past the experts last, as bucket
 // `experts`); then first[b], b in 0..=experts + 1: where bucket b's pairs start; then
-// chunk_first[b], b in 0..=experts + 1: the first chunk of bucket b (a chunk: MOE_GROUP_PAIRS
-// consecutive pairs of one bucket). One block; the order within a bucket is whatever the
+// chunk_first[b], b in 0..=experts + 1: the first chunk of bucket b (a chunk: `chunk`
+// consecutive pairs of one bucket: MOE_GROUP_PAIRS for moe_grouped_q8, MMQ_BN for moe_mmq). One block; the order within a bucket is whatever the
 // atomics give (each pair's product does not depend on it).
-DEVICE void moe_route(const u32* ids, u32* route, u64 pairs, u64 experts) {
+DEVICE void moe_route(const u32* ids, u32* route, u64 pairs, u64 experts, u32 chunk) {
     __shared__ u32 count[MOE_ROUTE_MAX_EXPERTS + 1], cursor[MOE_ROUTE_MAX_EXPERTS + 1];
     const u64 buckets = experts + 1;
     u32* first = route + pairs;
@@ -972,7 +972,7 @@ DEVICE void moe_route(const u32* ids, u32* route, u64 pairs, u64 experts) {
             chunk_first[b] = chunks;
             cursor[b] = at;
             at += count[b];
-            chunks += (count[b] + MOE_GROUP_PAIRS - 1) / MOE_GROUP_PAIRS;
+            chunks += (count[b] + chunk - 1) / chunk;
         }
         first[buckets] = at;
         chunk_first[buckets] = chunks;
@@ -1063,6 +1063,217 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
         embedding<Q>(t, total, ids, out, n_ids, rows, k, bad);                                   \
     }
 
+// ---- quantized products on the int8 matrix units: y = x . w^T for many rows of x --------------
+//
+// A block takes MMQ_BM weight rows by MMQ_BN rows of q8 activations; each k step one 32-value
+// sub-block of both goes through shared memory: a thread unpacks a weight row's sub-block with
+// its type's `sub` (the same quants and scales the mat-vec reads) or copies an activation row's
+// bytes and record, then each of the MMQ_WARPS warps multiplies its 16 weight rows by every
+// 16-row tile of the activations on compat.h's mma_i8_16x16x32 and scales the exact integer
+// sums as q8_sub_dot does (per 16-value half for the types whose halves have their own scales).
+#define MMQ_BM 64
+#define MMQ_BN 64
+#define MMQ_WARPS 4
+// Row stride of the shared int8 tiles in bytes (a multiple of 4; 36 keeps the rows' words on
+// different banks).
+#define MMQ_LD 36
+
+// The types whose 16-value halves carry scales of their own (QSub's a[0] != a[1]).
+template <typename Q> struct MmqHalves { static constexpr bool value = false; };
+template <> struct MmqHalves<Q2K> { static constexpr bool value = true; };
+template <> struct MmqHalves<Q3K> { static constexpr bool value = true; };
+template <> struct MmqHalves<Q6K> { static constexpr bool value = true; };
+
+// The words of a lane's a operand whose k lie in 16-value half `h` (the others zero).
+DEVICE void mmq_half_words(const u32* a, u32 h, u32* out) {
+#pragma unroll
+    for (u32 w = 0; w < MMA_I8_A / 4; ++w) {
+        u32 row, kk;
+        mma_i8_a_at(4 * w, row, kk);
+        out[w] = kk / 16 == h ? a[w] : 0u;
+    }
+}
+
+// The activation rows of one block of the product: `count` of them, the t-th reading row
+// x_row(t) of the q8 activations and writing row y_row(t) of y.
+struct MmqDenseCols {
+    u64 c0;
+    u32 count;
+    DEVICE u64 x_row(u32 t) const { return c0 + t; }
+    DEVICE u64 y_row(u32 t) const { return c0 + t; }
+};
+// A chunk of the mixture of experts' pairs of one expert (moe_route's order): pair p reads
+// row p / top of x (one row a token) or row p, and writes row p of y.
+struct MmqPairCols {
+    const u32* pairs;
+    u32 count;
+    u64 top, x_slots;
+    DEVICE u64 x_row(u32 t) const { return x_slots == 1 ? pairs[t] / top : pairs[t]; }
+    DEVICE u64 y_row(u32 t) const { return pairs[t]; }
+};
+
+// One block of the product: weight rows r0.. (of the n of the matrix whose first block is
+// `w_block0`) by the activation rows `cols`; `meta` holds the q8 records.
+template <typename Q, typename X, typename Cols>
+DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const u8* xq, const u8* meta, u64 k,
+                     Cols cols, X* y) {
+    __shared__ u32 sw[MMQ_BM * MMQ_LD / 4];
+    __shared__ u32 sx[MMQ_BN * MMQ_LD / 4];
+    // per weight row a[0], a[1], b[0], b[1]; per activation row d, the halves' sums and (Q8_1)
+    // the CPU's f16 sum term
+    __shared__ float wscale[MMQ_BM][4];
+    __shared__ float xscale[MMQ_BN][4];
+    const u32 tid = threadIdx.x, warp = tid / warpSize;
+    const u64 subs = k / 32, blocks_per_row = k / Q::BLOCK;
+    float acc[MMQ_BN / 16][MMA_C];
+#pragma unroll
+    for (int j = 0; j < MMQ_BN / 16; ++j)
+#pragma unroll
+        for (int e = 0; e < MMA_C; ++e) acc[j][e] = 0.0f;
+    for (u64 s = 0; s < subs; ++s) {
+        for (u32 i = tid; i < MMQ_BM + MMQ_BN; i += blockDim.x) {
+            if (i < MMQ_BM) {
+                const u64 r = r0 + i;
+                u32* dst = sw + i * (MMQ_LD / 4);
+                QSub o;
+                if (r < n) {
+                    Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), o);
+                } else {
+                    for (int q = 0; q < 8; ++q) o.q[q] = 0;
+                    o.same(0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int q = 0; q < 8; ++q) dst[q] = (u32)o.q[q];
+                wscale[i][0] = o.a[0];
+                wscale[i][1] = o.a[1];
+                wscale[i][2] = o.b[0];
+                wscale[i][3] = o.b[1];
+            } else {
+                const u32 t = i - MMQ_BM;
+                u32* dst = sx + t * (MMQ_LD / 4);
+                float* f = xscale[t];
+                if (t < cols.count) {
+                    const u64 c = cols.x_row(t);
+                    const QBytes16* src = (const QBytes16*)(xq + c * k + s * 32);
+                    const QBytes16 lo = src[0], hi = src[1];
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        dst[q] = lo.w[q];
+                        dst[4 + q] = hi.w[q];
+                    }
+                    const u32* rec = (const u32*)(meta + (c * subs + s) * 8);
+                    const float d = f32_from_bits(rec[0]);
+                    const int s0 = (i16)(u16)(rec[1] & 0xffffu), s1 = (i16)(u16)(rec[1] >> 16);
+                    f[0] = d;
+                    f[1] = (float)s0;
+                    f[2] = (float)s1;
+                    f[3] = f16_round(f16_round((float)(s0 + s1)) * d);
+                } else {
+                    for (int q = 0; q < 8; ++q) dst[q] = 0u;
+                    f[0] = f[1] = f[2] = f[3] = 0.0f;
+                }
+            }
+        }
+        __syncthreads();
+        if (warp < MMQ_WARPS) {
+            u32 fa[MMA_I8_A / 4], fa_half[2][MMA_I8_A / 4];
+            mma_i8_load_a(fa, (const i8*)sw + 16 * warp * MMQ_LD, MMQ_LD);
+            if (MmqHalves<Q>::value) {
+                mmq_half_words(fa, 0, fa_half[0]);
+                mmq_half_words(fa, 1, fa_half[1]);
+            }
+#pragma unroll
+            for (int j = 0; j < MMQ_BN / 16; ++j) {
+                u32 fb[MMA_I8_B / 4];
+                mma_i8_load_b(fb, (const i8*)sx + 16 * j * MMQ_LD, MMQ_LD);
+                int isum[2][MMA_C];
+#pragma unroll
+                for (int e = 0; e < MMA_C; ++e) isum[0][e] = isum[1][e] = 0;
+                if (MmqHalves<Q>::value) {
+                    mma_i8_16x16x32(fa_half[0], fb, isum[0]);
+                    mma_i8_16x16x32(fa_half[1], fb, isum[1]);
+                } else {
+                    mma_i8_16x16x32(fa, fb, isum[0]);
+                }
+#pragma unroll
+                for (int e = 0; e < MMA_C; ++e) {
+                    u32 row, col;
+                    mma_c_at(e, row, col);
+                    const float* ws = wscale[16 * warp + row];
+                    const float* xs = xscale[16 * j + col];
+                    const float d = xs[0];
+                    float v;
+                    if (MmqHalves<Q>::value) {
+                        v = d * (ws[0] * (float)isum[0][e] + ws[1] * (float)isum[1][e]);
+                    } else {
+                        v = d * (ws[0] * (float)isum[0][e]);
+                    }
+                    if (Q::XSCHEME == Q8_SCHEME_1) {
+                        v += ws[2] * xs[3];
+                    } else {
+                        v += d * (ws[2] * xs[1] + ws[3] * xs[2]);
+                    }
+                    acc[j][e] += v;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (warp < MMQ_WARPS) {
+#pragma unroll
+        for (int j = 0; j < MMQ_BN / 16; ++j)
+#pragma unroll
+            for (int e = 0; e < MMA_C; ++e) {
+                u32 row, col;
+                mma_c_at(e, row, col);
+                const u64 r = r0 + 16 * warp + row;
+                const u32 t = 16 * j + col;
+                if (r < n && t < cols.count) q_store(y, cols.y_row(t) * n + r, acc[j][e]);
+            }
+    }
+}
+
+// y = x . w^T: block (x, y) takes weight rows 64 x.. and activation rows 64 y...
+template <typename Q, typename X>
+DEVICE void mmq(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u64 m) {
+    const u64 c0 = (u64)blockIdx.y * MMQ_BN;
+    const MmqDenseCols cols = {c0, (u32)(m - c0 < MMQ_BN ? m - c0 : MMQ_BN)};
+    mmq_tile<Q>(w, total, 0, n, (u64)blockIdx.x * MMQ_BM, xq, xq + m * k, k, cols, y);
+}
+
+// Mixture of experts on the int8 matrix units: moe_grouped_q8's product, a block per MMQ_BN
+// pairs of one expert (moe_route run with chunks of MMQ_BN) and MMQ_BM of its weight rows.
+template <typename Q, typename X>
+DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y, u64 n, u64 k, u64 experts,
+                    u64 top, u64 x_slots, u64 pairs, u32* bad) {
+    const u32* first = route + pairs;
+    const u32* chunk_first = first + experts + 2;
+    const u64 c = blockIdx.y;
+    if (c >= chunk_first[experts + 1]) return;
+    u64 lo = 0, hi = experts;
+    while (lo < hi) {
+        const u64 mid = (lo + hi + 1) / 2;
+        if (chunk_first[mid] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    const u64 e = lo;
+    const u64 start = first[e] + (c - chunk_first[e]) * MMQ_BN;
+    const u64 left = first[e + 1] - start;
+    const MmqPairCols cols = {route + start, (u32)(left < MMQ_BN ? left : MMQ_BN), top, x_slots};
+    const u64 r0 = (u64)blockIdx.x * MMQ_BM;
+    if (e == experts) {
+        // ids past the experts: zero rows, counted once
+        if (bad != 0 && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(bad, cols.count);
+        for (u32 i = threadIdx.x; i < cols.count * MMQ_BM; i += blockDim.x) {
+            const u64 r = r0 + i % MMQ_BM;
+            if (r < n) q_store(y, cols.y_row(i / MMQ_BM) * n + r, 0.0f);
+        }
+        return;
+    }
+    const u8* meta = xq + pairs / top * x_slots * k;
+    mmq_tile<Q>(w, total, e * n * (k / Q::BLOCK), n, r0, xq, meta, k, cols, y);
+}
+
 // The float types (f32, f16, bf16 weights): the float mat-vec, and quantizing activations of
 // that dtype to q8.
 #define FLOAT_KERNELS(NAME, Q, X)                                                                \
@@ -1095,10 +1306,14 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
     }                                                                                            \
     KERNEL void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                         \
         moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \
+    }                                                                                            \
+    KERNEL void mmq_##XN##_##NAME(MMQ_PARAMS(X)) { mmq<Q>(w, total, xq, y, n, k, m); }             \
+    KERNEL void moe_mmq_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                                 \
+        moe_mmq<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);             \
     }
 #define BLOCK_KERNELS(NAME, Q)                                                                   \
     QUANT_KERNELS(NAME, Q)                                                                       \
-    KERNEL void moe_route_##NAME(MOE_ROUTE_PARAMS()) { moe_route(ids, route, pairs, experts); }  \
+    KERNEL void moe_route_##NAME(MOE_ROUTE_PARAMS()) { moe_route(ids, route, pairs, experts, chunk); }  \
     BLOCK_MATVEC(NAME, Q, f32, float)                                                            \
     BLOCK_MATVEC(NAME, Q, f16, f16_t)                                                            \
     BLOCK_MATVEC(NAME, Q, bf16, bf16_t)

@@ -71,6 +71,12 @@ pub const MODULE: KernelModule = KernelModule {
                 "moe_grouped_q8_f16",
                 "moe_grouped_q8_bf16",
                 "moe_route",
+                "mmq_f32",
+                "mmq_f16",
+                "mmq_bf16",
+                "moe_mmq_f32",
+                "moe_mmq_f16",
+                "moe_mmq_bf16",
             ],
             dtypes: &GGML_BLOCK_TYPES,
         },
@@ -87,6 +93,7 @@ pub const MODULE: KernelModule = KernelModule {
         MoeQ8Params::DECL,
         MoeGroupedQ8Params::DECL,
         MoeRouteParams::DECL,
+        MmqParams::DECL,
     ],
 };
 
@@ -237,6 +244,22 @@ crate::kernel_params! {
         route: DevicePtr = "u32*",
         pairs: u64,
         experts: u64,
+        /// Pairs a chunk (the product's block of pairs).
+        chunk: u32,
+    }
+}
+
+crate::kernel_params! {
+    /// `x . w^T` on the int8 matrix units for `m` rows of q8 activations `xq` (of the weights'
+    /// scheme) and `n` weight rows: y is (m, n).
+    pub struct MmqParams = "MMQ_PARAMS(X)" {
+        w: DevicePtr = "const u8*",
+        total: u64,
+        xq: DevicePtr = "const u8*",
+        y: DevicePtr = "X*",
+        n: u64,
+        k: u64,
+        m: u64,
     }
 }
 
@@ -250,6 +273,10 @@ pub const MATVEC_Q8F: Family<MatvecQ8fParams> = Family::new(&MODULE, "matvec_q8f
 pub const MATVEC1_Q8F: Family<MatvecQ8fParams> = Family::new(&MODULE, "matvec1_q8f");
 pub const MOE_Q8: Family<MoeQ8Params> = Family::new(&MODULE, "moe_q8");
 pub const MOE_GROUPED_Q8: Family<MoeGroupedQ8Params> = Family::new(&MODULE, "moe_grouped_q8");
+/// `mmq_<x dtype>`, keyed by the weights' type.
+pub const MMQ: Family<MmqParams> = Family::new(&MODULE, "mmq");
+/// The grouped mixture of experts on the int8 matrix units (its route in chunks of MMQ_BN).
+pub const MOE_MMQ: Family<MoeGroupedQ8Params> = Family::new(&MODULE, "moe_mmq");
 /// Keyed by the activations' float type.
 pub const QUANTIZE_Q8: Entry<QuantizeQ8Params> = Entry::new(&MODULE, "quantize_q8");
 /// Keyed by the activations' float type.

@@ -232,10 +232,12 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
 /// The GPU test binaries the AMD tier runs on the ISA emulator (`crates/amdgpu-emu-hip`, a
 /// libamdhip64 it serves, beside the chroot's real hiprtc): (package, test target). The
 /// elementwise suite covers most of the vector ALU and memory; the matrix probes MFMA and WMMA
-/// against the vendors' layouts; rocm-blas's suite the portable gemm kernel.
-const EMULATED_SUITES: [(&str, &str); 3] = [
+/// against the vendors' layouts, their int8 forms too; rocm-blas's suite the portable gemm
+/// kernel.
+const EMULATED_SUITES: [(&str, &str); 4] = [
     ("rocm-elementwise", "gpu"),
     ("rocm-attention", "matrix"),
+    ("rocm-quantized", "int8_tiles"),
     ("rocm-blas", "gpu"),
 ];
 /// The architectures emulated: RDNA3 (wave32, WMMA) and CDNA3 (wave64, MFMA).

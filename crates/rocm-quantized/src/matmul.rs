@@ -21,6 +21,9 @@ pub enum MatmulPath {
     Integer { warps_per_row: usize, fused: bool },
     /// The weights dequantized to x's dtype on the device, then one gemm.
     DequantizeGemm,
+    /// Block types on a device with matrix units: x quantized to q8 as for the mat-vec, then
+    /// the product on the int8 matrix units (the CPU's integer sums, any number of rows).
+    Mmq,
 }
 
 /// `x . w^T`: x is (.., k) of f32, f16 or bf16, w is (n, k); the result is a new contiguous
@@ -89,12 +92,105 @@ pub fn matmul_via(
             warps_per_row,
             fused,
         }),
-        MatmulPath::DequantizeGemm => None,
+        MatmulPath::DequantizeGemm | MatmulPath::Mmq => None,
     };
+    let mmq = match path {
+        MatmulPath::Auto => m > MMQ_MIN_ROWS && mmq_applies(device, w.ty),
+        MatmulPath::Mmq if mmq_applies(device, w.ty) => true,
+        MatmulPath::Mmq => {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the int8 matrix-unit product needs a block type on a device with matrix units ({} weights on {})",
+                    w.ty,
+                    device.info().arch
+                ),
+            })
+        }
+        _ => false,
+    };
+    if mmq {
+        let scheme =
+            w.ty.q8_scheme()
+                .ok_or(Error::UnsupportedDType { op: OP, dtype })?;
+        let xq = quantize_rows(device, (&xc, dtype), (m, k), scheme)?;
+        return launch_mmq(device, w, &xq, m, dtype);
+    }
     if let Some(plan) = plan {
         return matvec(device, w, (&xc, dtype), m, plan);
     }
     dequantize_gemm(blas, w, (&xc, dtype), m)
+}
+
+/// Rows of activations above which [`matmul`] takes the int8 matrix units (where it applies):
+/// up to it the integer mat-vec, which reads each weight row once for every 8 rows of x.
+pub const MMQ_MIN_ROWS: usize = 8;
+
+/// Whether the int8 matrix-unit product runs for `ty` weights on `device`: a block type, and
+/// matrix units (every NVIDIA GPU the nvidia platform takes; CDNA and RDNA3/4).
+pub fn mmq_applies(device: &Device, ty: GgmlType) -> bool {
+    ty.is_block() && device.info().matrix_units()
+}
+
+/// Weight rows and activation rows of one block of the int8 product (MMQ_BM, MMQ_BN and
+/// MMQ_WARPS in quantized.hip; a test reads them there).
+pub const MMQ_BLOCK_ROWS: usize = 64;
+pub const MMQ_BLOCK_COLS: usize = 64;
+pub const MMQ_WARPS: u32 = 4;
+
+/// The int8 matrix-unit product of `m` rows of q8 activations `xq` (the scheme `w`'s type
+/// pairs with) by `w`: a new contiguous (m, n) buffer of `dtype`.
+fn launch_mmq(
+    device: &Device,
+    w: QWeights<'_>,
+    xq: &Buffer,
+    m: usize,
+    dtype: DType,
+) -> Result<Buffer> {
+    const OP: &str = "mmq";
+    let n = w.rows;
+    let y = device.alloc(m * n * dtype.size_in_bytes())?;
+    if n == 0 || m == 0 {
+        return Ok(y);
+    }
+    if w.k == 0 {
+        device.memset(&y, 0, y.len(), 0)?;
+        return Ok(y);
+    }
+    let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
+    let entry = family_entry(OP, quantized::MMQ, dtype)?;
+    let params = quantized::MmqParams {
+        w: w.buffer.ptr(),
+        total: w.buffer_blocks() as u64,
+        xq: xq.ptr(),
+        y: y.ptr(),
+        n: n as u64,
+        k: w.k as u64,
+        m: m as u64,
+    };
+    let row_tiles = n.div_ceil(MMQ_BLOCK_ROWS);
+    let col_tiles = m.div_ceil(MMQ_BLOCK_COLS);
+    let config = LaunchConfig {
+        grid: [
+            u32::try_from(row_tiles).map_err(|_| too_large(OP, n, m))?,
+            u32::try_from(col_tiles)
+                .ok()
+                .filter(|&c| c <= 65_535)
+                .ok_or_else(|| too_large(OP, n, m))?,
+            1,
+        ],
+        block: [MMQ_WARPS * device.info().warp_size, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch_entry(entry, w.ty.key(), config, &params)?;
+    Ok(y)
+}
+
+fn too_large(op: &'static str, n: usize, m: usize) -> Error {
+    Error::ShapeMismatch {
+        op,
+        detail: format!("{m} rows of activations by {n} weight rows exceed one launch's grid"),
+    }
 }
 
 /// Bytes of 16-bit weights [`matmul`] dequantizes at a time: the gemm runs over a slice of

@@ -24,7 +24,9 @@ pub struct QExperts<'a> {
 /// x[t, e or 0, :]^T, a new contiguous (tokens, top, n) buffer of x's dtype (f32, f16, bf16).
 /// Block types only. One token: a mat-vec per pair (`moe_q8`); more: the pairs sorted by expert
 /// on the device (`moe_route`) and a block per chunk of up to 8 pairs of one
-/// expert (`moe_grouped_q8`), the same results bit for bit. An id past the experts gives a zero
+/// expert (`moe_grouped_q8`), the same results bit for bit; past [`MMQ_MIN_ROWS`] tokens on a
+/// device with matrix units, chunks of 64 pairs on the int8 matrix units (`moe_mmq`: the same
+/// integer sums, their scaling in another order). An id past the experts gives a zero
 /// row, or with `check_ids` `Error::IndexOutOfRange` (one sync).
 pub fn moe_matvec(
     device: &Device,
@@ -81,13 +83,21 @@ pub fn moe_matvec(
     // A token's experts are distinct: one token reads each of its experts once either way, and
     // moe_q8's grid over the pairs alone fills the device; more tokens share experts, whose
     // pairs the grouped kernel takes together (its grid holds a block row per chunk of pairs)
-    let chunks = pairs.div_ceil(MOE_GROUP_PAIRS) + experts + 1;
+    // Past MMQ_MIN_ROWS tokens, where the device has matrix units, the chunks are MMQ_BN
+    // pairs and the int8 matrix units multiply them (`moe_mmq`).
+    let mmq = tokens > MMQ_MIN_ROWS && mmq_applies(device, weights.ty);
+    let chunk = if mmq { MMQ_BLOCK_COLS } else { MOE_GROUP_PAIRS };
+    let chunks = pairs.div_ceil(chunk) + experts + 1;
     let grouped = tokens > 1
         && experts <= MOE_ROUTE_MAX_EXPERTS
         && chunks <= rocm_device::MAX_GRID_YZ as usize;
     // the entries exist for every float output (checked before any allocation)
     let moe = family_entry(OP, quantized::MOE_Q8, dtype)?;
-    let moe_grouped = family_entry(OP, quantized::MOE_GROUPED_Q8, dtype)?;
+    let moe_grouped = if mmq {
+        family_entry(OP, quantized::MOE_MMQ, dtype)?
+    } else {
+        family_entry(OP, quantized::MOE_GROUPED_Q8, dtype)?
+    };
     let y = device.alloc(pairs * n * dtype.size_in_bytes())?;
     if pairs * n == 0 {
         return Ok(y);
@@ -116,6 +126,7 @@ pub fn moe_matvec(
             route: route.ptr(),
             pairs: pairs as u64,
             experts: experts as u64,
+            chunk: chunk as u32,
         };
         // (the wave64 emulation's blocks hold fewer threads)
         let block = MOE_ROUTE_BLOCK.min(device.info().max_threads_per_block);
@@ -149,7 +160,24 @@ pub fn moe_matvec(
                 pairs: pairs as u64,
                 bad: bad_ptr,
             };
-            let config = moe_grouped_config(device, n, chunks);
+            let config = if mmq {
+                LaunchConfig {
+                    grid: [
+                        u32::try_from(n.div_ceil(MMQ_BLOCK_ROWS)).map_err(|_| {
+                            Error::ShapeMismatch {
+                                op: OP,
+                                detail: format!("{n} rows an expert exceed one launch's grid"),
+                            }
+                        })?,
+                        chunks as u32,
+                        1,
+                    ],
+                    block: [MMQ_WARPS * device.info().warp_size, 1, 1],
+                    shared_mem_bytes: 0,
+                }
+            } else {
+                moe_grouped_config(device, n, chunks)
+            };
             device.launch_entry(moe_grouped, key, config, &params)?;
         }
         None => {

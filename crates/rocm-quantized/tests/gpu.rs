@@ -307,7 +307,9 @@ fn matmul_matches_the_cpu_qmatmul() {
                             .unwrap(),
                     );
                     // integer path: Candle's CPU quantization, so the CPU's QMatMul is exact
-                    let integer = ty.is_block() && m <= rq::INTEGER_MAX_ROWS;
+                    // (the int8 matrix units take over above MMQ_MIN_ROWS where they apply)
+                    let integer =
+                        ty.is_block() && (m <= rq::INTEGER_MAX_ROWS || rq::mmq_applies(&d, ty));
                     let (want, loose) = if integer {
                         (&cpu, &exact)
                     } else {
@@ -437,6 +439,102 @@ fn integer_matvec_plans_match_the_cpu_qmatmul() {
         assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     }
     println!("integer mat-vec: {checked} type x k x batch x plan cases");
+}
+
+#[test]
+fn mmq_matches_the_cpu_qmatmul() {
+    // The int8 matrix-unit product of every block type: 1 to 513 rows of activations (partial
+    // tiles of 64 both ways: 37 and 131 weight rows), k from one block to an 8B model's down
+    // projection (the 32-value types also at k = 288, not a multiple of 256), f32 and bf16
+    // activations. Against Candle's CPU QMatMul, which quantizes the activations as the kernel
+    // does: equal to f32 rounding of the scaled integer sums, as the integer mat-vec is.
+    let d = device();
+    let blas = Blas::new(&d).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    if !d.info().matrix_units() {
+        let q = quantized(GgmlType::Q4_0, 4, 256, 1);
+        let blocks = rq::upload(&d, GgmlType::Q4_0, &q.data().unwrap()).unwrap();
+        let w = QWeights {
+            buffer: &blocks,
+            ty: GgmlType::Q4_0,
+            rows: 4,
+            k: 256,
+        };
+        let x = d.alloc_zeroed(16 * 256 * 4).unwrap();
+        let xl = Layout::contiguous(&[16, 256]);
+        let e = rq::matmul_via(
+            &blas,
+            w,
+            Operand::new(&x, DType::F32, &xl),
+            rq::MatmulPath::Mmq,
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        println!(
+            "{}: no matrix units, the int8 product refuses",
+            d.info().arch
+        );
+        return;
+    }
+    let mut checked = 0;
+    for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
+        let ks: &[usize] = if ty.block_size() == 32 {
+            &[288, 4096, 14336]
+        } else {
+            &[256, 4096, 14336]
+        };
+        for &k in ks {
+            for n in [37, 131] {
+                let q = quantized(ty, n, k, (5 * n + k) as u64);
+                let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+                let cpu_qmm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
+                let w = QWeights {
+                    buffer: &blocks,
+                    ty,
+                    rows: n,
+                    k,
+                };
+                let ms: &[usize] = if k > 4096 {
+                    &[7, 65]
+                } else {
+                    &[1, 7, 8, 33, 256, 513]
+                };
+                for &m in ms {
+                    let xs: Vec<f32> = (0..m * k)
+                        .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                        .collect();
+                    let x = Tensor::from_vec(xs, (m, k), &Cpu::Cpu).unwrap();
+                    for dtype in [DType::F32, DType::BF16] {
+                        let xr = x.to_dtype(cdtype(dtype)).unwrap().to_dtype(C::F32).unwrap();
+                        let want = f64s(&candle_core::Module::forward(&cpu_qmm, &xr).unwrap());
+                        let scale = want.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                        let tol = if dtype == DType::F32 { 1e-5 } else { 1e-2 };
+                        let xb = upload(&d, &x.to_dtype(cdtype(dtype)).unwrap());
+                        let xl = Layout::contiguous(&[m, k]);
+                        let got = rq::matmul_via(
+                            &blas,
+                            w,
+                            Operand::new(&xb, dtype, &xl),
+                            rq::MatmulPath::Mmq,
+                        )
+                        .unwrap();
+                        let got = values(&download(&d, &got), dtype);
+                        assert_eq!(got.len(), want.len());
+                        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (g - w).abs() <= tol * scale,
+                                "{ty} {dtype} ({m}, {n}, {k}) at {i} (token {}, row {}): {g} vs {w}",
+                                i / n,
+                                i % n
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!("int8 matrix-unit product: {checked} type x k x rows x batch x dtype cases");
 }
 
 #[test]
@@ -613,59 +711,85 @@ fn moe_matvec_picks_each_tokens_experts() {
 #[test]
 fn grouped_moe_is_each_tokens_own_product() {
     // More than one token takes the kernel that groups the pairs by expert; one token the
-    // per-pair kernel. The grouped results must be the per-pair ones bit for bit: 300 tokens x 4
-    // slots over 6 experts (more pairs than one window of ids, runs of an expert longer than a
-    // pass), one id past the experts (a zero row, or the error with checks).
+    // per-pair kernel. Up to MMQ_MIN_ROWS tokens the grouped results must be the per-pair ones
+    // bit for bit; past it, where the device has matrix units, the int8 product groups 64
+    // pairs a block: the same integer sums, scaled in another order, so equal to f32 rounding
+    // of the output's scale. 8 and 300 tokens x 4 slots over 6 experts (more pairs than one
+    // window of ids, runs of an expert longer than a pass), one id past the experts (a zero
+    // row, or the error with checks).
     let d = device();
-    let (experts, n, k, tokens, top) = (6, 72, 512, 300, 4);
+    let (experts, n, k, top) = (6, 72, 512, 4);
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-    let mut ids_host: Vec<u32> = (0..tokens * top)
-        .map(|_| rng.random_range(0..experts as u32))
-        .collect();
-    ids_host[777] = experts as u32 + 3;
-    let ids = d.htod(&ids_host).unwrap();
-    let il = Layout::contiguous(&[tokens, top]);
-    for ty in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4K, GgmlType::Q6K] {
-        let q = quantized(ty, experts * n, k, 23);
-        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
-        let w = experts_of(&blocks, ty, (experts, n, k));
-        for slots in [1, top] {
-            let xs = uniform(&mut rng, tokens * slots * k);
-            let xb = d.htod(&xs).unwrap();
-            let xl = Layout::contiguous(&[tokens, slots, k]);
-            let args = (
-                Operand::new(xb.as_buffer(), DType::F32, &xl),
-                Operand::new(ids.as_buffer(), DType::U32, &il),
-            );
-            let all = download(&d, &rq::moe_matvec(&d, w, args, false).unwrap());
-            let e = rq::moe_matvec(&d, w, args, true).unwrap_err();
-            assert!(
-                matches!(e, Error::IndexOutOfRange { index, .. } if index == experts as i64 + 3),
-                "{e}"
-            );
-            let row_bytes = n * 4;
-            for t in 0..tokens {
-                let xt = Layout::new(&[1, slots, k], &[slots * k, k, 1], t * slots * k);
-                let it = Layout::new(&[1, top], &[top, 1], t * top);
-                let one = rq::moe_matvec(
-                    &d,
-                    w,
-                    (
-                        Operand::new(xb.as_buffer(), DType::F32, &xt),
-                        Operand::new(ids.as_buffer(), DType::U32, &it),
-                    ),
-                    false,
-                )
-                .unwrap();
-                let one = download(&d, &one);
-                let at = t * top * row_bytes;
-                assert!(
-                    one == all[at..at + top * row_bytes],
-                    "{ty} slots {slots}: token {t}'s rows differ from its own product"
+    for tokens in [rq::MMQ_MIN_ROWS, 300] {
+        let mmq = tokens > rq::MMQ_MIN_ROWS && d.info().matrix_units();
+        let mut ids_host: Vec<u32> = (0..tokens * top)
+            .map(|_| rng.random_range(0..experts as u32))
+            .collect();
+        let bad_pair = tokens * top - 5;
+        ids_host[bad_pair] = experts as u32 + 3;
+        let ids = d.htod(&ids_host).unwrap();
+        let il = Layout::contiguous(&[tokens, top]);
+        for ty in [
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q8_0,
+            GgmlType::Q4K,
+            GgmlType::Q6K,
+        ] {
+            let q = quantized(ty, experts * n, k, 23);
+            let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+            let w = experts_of(&blocks, ty, (experts, n, k));
+            for slots in [1, top] {
+                let xs = uniform(&mut rng, tokens * slots * k);
+                let xb = d.htod(&xs).unwrap();
+                let xl = Layout::contiguous(&[tokens, slots, k]);
+                let args = (
+                    Operand::new(xb.as_buffer(), DType::F32, &xl),
+                    Operand::new(ids.as_buffer(), DType::U32, &il),
                 );
+                let all = download(&d, &rq::moe_matvec(&d, w, args, false).unwrap());
+                let e = rq::moe_matvec(&d, w, args, true).unwrap_err();
+                assert!(
+                    matches!(e, Error::IndexOutOfRange { index, .. } if index == experts as i64 + 3),
+                    "{e}"
+                );
+                let all_values = values(&all, DType::F32);
+                let scale = all_values.iter().fold(1e-3f64, |a, v| a.max(v.abs()));
+                let row_bytes = n * 4;
+                for t in 0..tokens {
+                    let xt = Layout::new(&[1, slots, k], &[slots * k, k, 1], t * slots * k);
+                    let it = Layout::new(&[1, top], &[top, 1], t * top);
+                    let one = rq::moe_matvec(
+                        &d,
+                        w,
+                        (
+                            Operand::new(xb.as_buffer(), DType::F32, &xt),
+                            Operand::new(ids.as_buffer(), DType::U32, &it),
+                        ),
+                        false,
+                    )
+                    .unwrap();
+                    let one = download(&d, &one);
+                    let at = t * top * row_bytes;
+                    if mmq {
+                        let one = values(&one, DType::F32);
+                        let rows = &all_values[t * top * n..(t + 1) * top * n];
+                        for (i, (a, b)) in rows.iter().zip(&one).enumerate() {
+                            assert!(
+                                (a - b).abs() <= 1e-5 * scale,
+                                "{ty} slots {slots}: token {t} at {i}: {a} (int8 product) vs {b} (its own)"
+                            );
+                        }
+                    } else {
+                        assert!(
+                            one == all[at..at + top * row_bytes],
+                            "{ty} slots {slots}: token {t}'s rows differ from its own product"
+                        );
+                    }
+                }
+                let bad = bad_pair * row_bytes;
+                assert!(all[bad..bad + row_bytes].iter().all(|&b| b == 0), "{ty}");
             }
-            let bad = 777 * row_bytes;
-            assert!(all[bad..bad + row_bytes].iter().all(|&b| b == 0), "{ty}");
         }
     }
 }

@@ -23,7 +23,9 @@ pub(super) const DS: &[(u16, &str)] = &[
     (0xa6, "ds_load_u16_d16"),
     (0xa7, "ds_load_u16_d16_hi"),
     (0xb3, "ds_bpermute_b32"),
+    (0xde, "ds_store_b96"),
     (0xdf, "ds_store_b128"),
+    (0xfe, "ds_load_b96"),
     (0xff, "ds_load_b128"),
 ];
 

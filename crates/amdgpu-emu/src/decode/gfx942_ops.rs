@@ -18,7 +18,9 @@ pub(super) const DS: &[(u16, &str)] = &[
     (0x4e, "ds_write2_b64"),
     (0x76, "ds_read_b64"),
     (0x77, "ds_read2_b64"),
+    (0xde, "ds_write_b96"),
     (0xdf, "ds_write_b128"),
+    (0xfe, "ds_read_b96"),
     (0xff, "ds_read_b128"),
 ];
 
