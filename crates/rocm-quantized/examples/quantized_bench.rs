@@ -168,34 +168,40 @@ fn host_ms(
     Ok(ms)
 }
 
-/// 16 to 64 rows of f32 activations through the integer kernel and through dequantize + gemm:
-/// where `INTEGER_MAX_ROWS` comes from.
+/// 9 to 64 rows of f32 activations through the integer mat-vec, the int8 matrix units (where
+/// the device has them) and dequantize + gemm: where `MMQ_MIN_ROWS` and `INTEGER_MAX_ROWS` come
+/// from.
 fn crossover(
     d: &Device,
     blas: &Blas,
     (ws, ty): (&[Buffer], GgmlType),
     (n, k): (usize, usize),
 ) -> rocm_quantized::Result<()> {
-    for m in [16usize, 32, 64] {
+    let mmq = rq::mmq_applies(d, ty);
+    for m in [9usize, 16, 32, 64] {
         let x = filled(d, m * k * 4, 0x3c)?;
         let xl = Layout::contiguous(&[m, k]);
-        let mut ms = [0.0; 2];
         let integer = MatmulPath::Integer {
             warps_per_row: 0,
             fused: false,
         };
-        for (i, path) in [integer, MatmulPath::DequantizeGemm]
+        let mut ms = [f64::NAN; 3];
+        for (i, path) in [integer, MatmulPath::Mmq, MatmulPath::DequantizeGemm]
             .into_iter()
             .enumerate()
         {
+            if path == MatmulPath::Mmq && !mmq {
+                continue;
+            }
             let xo = Operand::new(&x, DType::F32, &xl);
             ms[i] = time_rotated(blas, (ws, ty), (n, k), (xo, path))?;
         }
         println!(
-            "{{\"op\": \"rows {n}x{k} batch {m}\", \"dtype\": \"{}\", \"integer_ms\": {:.4}, \"dequantize_gemm_ms\": {:.4}}}",
+            "{{\"op\": \"rows {n}x{k} batch {m}\", \"dtype\": \"{}\", \"integer_ms\": {:.4}, \"mmq_ms\": {}, \"dequantize_gemm_ms\": {:.4}}}",
             ty.key(),
             ms[0],
-            ms[1]
+            if ms[1].is_nan() { "null".to_string() } else { format!("{:.4}", ms[1]) },
+            ms[2]
         );
     }
     Ok(())
@@ -217,6 +223,16 @@ fn prefill(
     let x32 = filled(d, M * k * 4, 0x3c)?;
     let x32o = Operand::new(&x32, DType::F32, &xl);
     let ours_f32 = time_rotated(blas, (ws, ty), (n, k), (x32o, MatmulPath::Auto))?;
+    // the two many-row paths apart (Auto takes the int8 matrix units where they apply)
+    let dequantize_gemm = time_rotated(blas, (ws, ty), (n, k), (x32o, MatmulPath::DequantizeGemm))?;
+    let mmq = if rq::mmq_applies(d, ty) {
+        format!(
+            "{:.4}",
+            time_rotated(blas, (ws, ty), (n, k), (x32o, MatmulPath::Mmq))?
+        )
+    } else {
+        "null".to_string()
+    };
     let wb = filled(d, n * k * 2, 0x3c)?;
     let x3 = Layout::contiguous(&[1, M, k]);
     let w3 = Layout::new(&[1, k, n], &[n * k, 1, k], 0);
@@ -235,7 +251,7 @@ fn prefill(
     })?;
     let tflops = |ms: f64| 2.0 * (M * n * k) as f64 / (ms * 1e-3) / 1e12;
     println!(
-        "{{\"op\": \"prefill {n}x{k} batch {M}\", \"dtype\": \"{}\", \"ours_ms\": {ours:.4}, \"ours_f32_ms\": {ours_f32:.4}, \"bf16_gemm_ms\": {gemm:.4}, \"ours_tflops\": {:.1}, \"ours_f32_tflops\": {:.1}, \"bf16_gemm_tflops\": {:.1}}}",
+        "{{\"op\": \"prefill {n}x{k} batch {M}\", \"dtype\": \"{}\", \"ours_ms\": {ours:.4}, \"ours_f32_ms\": {ours_f32:.4}, \"f32_dequantize_gemm_ms\": {dequantize_gemm:.4}, \"f32_mmq_ms\": {mmq}, \"bf16_gemm_ms\": {gemm:.4}, \"ours_tflops\": {:.1}, \"ours_f32_tflops\": {:.1}, \"bf16_gemm_tflops\": {:.1}}}",
         ty.key(),
         tflops(ours),
         tflops(ours_f32),

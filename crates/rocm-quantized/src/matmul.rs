@@ -466,7 +466,8 @@ fn matvec(
 
 /// `x . w^T` for activations already in q8 form (their scheme the one `w`'s type pairs with,
 /// their width `w.k`): a new contiguous (x.rows, n) buffer of `out` (f32, f16 or bf16), the
-/// integer mat-vec's result without its quantizing launch.
+/// integer mat-vec's result without its quantizing launch (past [`MMQ_MIN_ROWS`] rows, where
+/// the device has matrix units, the int8 matrix units' product).
 pub fn matmul_q8(
     device: &Device,
     w: QWeights<'_>,
@@ -491,6 +492,9 @@ pub fn matmul_q8(
                 w.ty.q8_scheme()
             ),
         });
+    }
+    if x.rows > MMQ_MIN_ROWS && mmq_applies(device, w.ty) {
+        return launch_mmq(device, w, &x.buffer, x.rows, out);
     }
     let wpr = matvec_warps_per_row(device, w.rows, x.rows);
     launch_matvec_q8(device, w, &x.buffer, x.rows, out, wpr)

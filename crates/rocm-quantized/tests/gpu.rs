@@ -1087,7 +1087,8 @@ fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
             k,
         };
         let scheme = ty.q8_scheme().unwrap();
-        for m in [1, 3, 9] {
+        // (past MMQ_MIN_ROWS rows the int8 matrix units take them where they apply)
+        for m in [1, 3, 9, 70] {
             let xs: Vec<f32> = (0..m * k)
                 .map(|_| rng.random::<f32>() * 2.0 - 1.0)
                 .collect();
