@@ -1065,8 +1065,8 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
 
 // ---- quantized products on the int8 matrix units: y = x . w^T for many rows of x --------------
 //
-// A block takes MMQ_BM weight rows by MMQ_BN rows of q8 activations; each k step one 32-value
-// sub-block of both goes through shared memory: a thread unpacks a weight row's sub-block with
+// A block takes MMQ_BM weight rows by MMQ_BN rows of q8 activations; each k step MMQ_KSUBS
+// 32-value sub-blocks of both go through shared memory: a thread unpacks a weight row's sub-block with
 // its type's `sub` (the same quants and scales the mat-vec reads) or copies an activation row's
 // bytes and record, then each of the MMQ_WARPS warps multiplies its 16 weight rows by every
 // 16-row tile of the activations on compat.h's mma_i8_16x16x32 and scales the exact integer
@@ -1074,15 +1074,36 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
 #define MMQ_BM 64
 #define MMQ_BN 64
 #define MMQ_WARPS 4
-// Row stride of the shared int8 tiles in bytes (a multiple of 4; 36 keeps the rows' words on
-// different banks).
-#define MMQ_LD 36
+// Sub-blocks of 32 values a k step takes through shared memory.
+#define MMQ_KSUBS 4
+// Row stride of the shared int8 tiles in bytes (a multiple of 4; 16 past the step's bytes
+// puts the 8 rows a fragment load reads on 8 different groups of 4 banks).
+#define MMQ_LD (32 * MMQ_KSUBS + 16)
 
 // The types whose 16-value halves carry scales of their own (QSub's a[0] != a[1]).
 template <typename Q> struct MmqHalves { static constexpr bool value = false; };
 template <> struct MmqHalves<Q2K> { static constexpr bool value = true; };
 template <> struct MmqHalves<Q3K> { static constexpr bool value = true; };
 template <> struct MmqHalves<Q6K> { static constexpr bool value = true; };
+
+// The types whose b term is a constant offset of the quants (b = -OFFSET a in QSub): the
+// product takes the quants less the offset as signed bytes and has no b term (the CPU's own
+// integer form of them); Q8_0 and Q8_K have none to begin with (MmqNoB).
+template <typename Q> struct MmqOffset { static constexpr u32 value = 0; };
+template <> struct MmqOffset<Q4_0> { static constexpr u32 value = 8; };
+template <> struct MmqOffset<Q5_0> { static constexpr u32 value = 16; };
+template <> struct MmqOffset<Q3K> { static constexpr u32 value = 4; };
+template <> struct MmqOffset<Q6K> { static constexpr u32 value = 32; };
+template <typename Q> struct MmqNoB { static constexpr bool value = MmqOffset<Q>::value != 0; };
+template <> struct MmqNoB<Q8_0> { static constexpr bool value = true; };
+template <> struct MmqNoB<Q8K> { static constexpr bool value = true; };
+
+// Four bytes less `off` each, as signed bytes (each byte below 128, off below 128: no byte
+// borrows from the next).
+DEVICE u32 mmq_sub_bytes(u32 x, u32 off) {
+    const u32 y = off * 0x01010101u, h = 0x80808080u;
+    return ((x | h) - y) ^ ((x ^ ~y) & h);
+}
 
 // The words of a lane's a operand whose k lie in 16-value half `h` (the others zero).
 DEVICE void mmq_half_words(const u32* a, u32 h, u32* out) {
@@ -1119,10 +1140,10 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                      Cols cols, X* y) {
     __shared__ u32 sw[MMQ_BM * MMQ_LD / 4];
     __shared__ u32 sx[MMQ_BN * MMQ_LD / 4];
-    // per weight row a[0], a[1], b[0], b[1]; per activation row d, the halves' sums and (Q8_1)
-    // the CPU's f16 sum term
-    __shared__ float wscale[MMQ_BM][4];
-    __shared__ float xscale[MMQ_BN][4];
+    // per weight row and sub-block a[0], a[1], b[0], b[1]; per activation row and sub-block d,
+    // the halves' sums and (Q8_1) the CPU's f16 sum term
+    __shared__ float wscale[MMQ_KSUBS][MMQ_BM][4];
+    __shared__ float xscale[MMQ_KSUBS][MMQ_BN][4];
     const u32 tid = threadIdx.x, warp = tid / warpSize;
     const u64 subs = k / 32, blocks_per_row = k / Q::BLOCK;
     float acc[MMQ_BN / 16][MMA_C];
@@ -1130,29 +1151,36 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
     for (int j = 0; j < MMQ_BN / 16; ++j)
 #pragma unroll
         for (int e = 0; e < MMA_C; ++e) acc[j][e] = 0.0f;
-    for (u64 s = 0; s < subs; ++s) {
-        for (u32 i = tid; i < MMQ_BM + MMQ_BN; i += blockDim.x) {
+    for (u64 s0 = 0; s0 < subs; s0 += MMQ_KSUBS) {
+        // one unit a sub-block: the weight rows' first, then the activation rows'
+        for (u32 u = tid; u < (MMQ_BM + MMQ_BN) * MMQ_KSUBS; u += blockDim.x) {
+            const u32 i = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
+            const u64 s = s0 + sub;
             if (i < MMQ_BM) {
                 const u64 r = r0 + i;
-                u32* dst = sw + i * (MMQ_LD / 4);
+                u32* dst = sw + i * (MMQ_LD / 4) + 8 * sub;
                 QSub o;
-                if (r < n) {
+                if (r < n && s < subs) {
                     Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), o);
                 } else {
                     for (int q = 0; q < 8; ++q) o.q[q] = 0;
                     o.same(0.0f, 0.0f);
                 }
 #pragma unroll
-                for (int q = 0; q < 8; ++q) dst[q] = (u32)o.q[q];
-                wscale[i][0] = o.a[0];
-                wscale[i][1] = o.a[1];
-                wscale[i][2] = o.b[0];
-                wscale[i][3] = o.b[1];
+                for (int q = 0; q < 8; ++q) {
+                    const u32 v = (u32)o.q[q];
+                    dst[q] = MmqOffset<Q>::value ? mmq_sub_bytes(v, MmqOffset<Q>::value) : v;
+                }
+                float* f = wscale[sub][i];
+                f[0] = o.a[0];
+                f[1] = o.a[1];
+                f[2] = o.b[0];
+                f[3] = o.b[1];
             } else {
                 const u32 t = i - MMQ_BM;
-                u32* dst = sx + t * (MMQ_LD / 4);
-                float* f = xscale[t];
-                if (t < cols.count) {
+                u32* dst = sx + t * (MMQ_LD / 4) + 8 * sub;
+                float* f = xscale[sub][t];
+                if (t < cols.count && s < subs) {
                     const u64 c = cols.x_row(t);
                     const QBytes16* src = (const QBytes16*)(xq + c * k + s * 32);
                     const QBytes16 lo = src[0], hi = src[1];
@@ -1163,11 +1191,11 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                     }
                     const u32* rec = (const u32*)(meta + (c * subs + s) * 8);
                     const float d = f32_from_bits(rec[0]);
-                    const int s0 = (i16)(u16)(rec[1] & 0xffffu), s1 = (i16)(u16)(rec[1] >> 16);
+                    const int s0i = (i16)(u16)(rec[1] & 0xffffu), s1i = (i16)(u16)(rec[1] >> 16);
                     f[0] = d;
-                    f[1] = (float)s0;
-                    f[2] = (float)s1;
-                    f[3] = f16_round(f16_round((float)(s0 + s1)) * d);
+                    f[1] = (float)s0i;
+                    f[2] = (float)s1i;
+                    f[3] = f16_round(f16_round((float)(s0i + s1i)) * d);
                 } else {
                     for (int q = 0; q < 8; ++q) dst[q] = 0u;
                     f[0] = f[1] = f[2] = f[3] = 0.0f;
@@ -1176,44 +1204,49 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
         }
         __syncthreads();
         if (warp < MMQ_WARPS) {
-            u32 fa[MMA_I8_A / 4], fa_half[2][MMA_I8_A / 4];
-            mma_i8_load_a(fa, (const i8*)sw + 16 * warp * MMQ_LD, MMQ_LD);
-            if (MmqHalves<Q>::value) {
-                mmq_half_words(fa, 0, fa_half[0]);
-                mmq_half_words(fa, 1, fa_half[1]);
-            }
 #pragma unroll
-            for (int j = 0; j < MMQ_BN / 16; ++j) {
-                u32 fb[MMA_I8_B / 4];
-                mma_i8_load_b(fb, (const i8*)sx + 16 * j * MMQ_LD, MMQ_LD);
-                int isum[2][MMA_C];
-#pragma unroll
-                for (int e = 0; e < MMA_C; ++e) isum[0][e] = isum[1][e] = 0;
+            for (int sub = 0; sub < MMQ_KSUBS; ++sub) {
+                u32 fa[MMA_I8_A / 4], fa_half[2][MMA_I8_A / 4];
+                mma_i8_load_a(fa, (const i8*)sw + 16 * warp * MMQ_LD + 32 * sub, MMQ_LD);
                 if (MmqHalves<Q>::value) {
-                    mma_i8_16x16x32(fa_half[0], fb, isum[0]);
-                    mma_i8_16x16x32(fa_half[1], fb, isum[1]);
-                } else {
-                    mma_i8_16x16x32(fa, fb, isum[0]);
+                    mmq_half_words(fa, 0, fa_half[0]);
+                    mmq_half_words(fa, 1, fa_half[1]);
                 }
 #pragma unroll
-                for (int e = 0; e < MMA_C; ++e) {
-                    u32 row, col;
-                    mma_c_at(e, row, col);
-                    const float* ws = wscale[16 * warp + row];
-                    const float* xs = xscale[16 * j + col];
-                    const float d = xs[0];
-                    float v;
+                for (int j = 0; j < MMQ_BN / 16; ++j) {
+                    u32 fb[MMA_I8_B / 4];
+                    mma_i8_load_b(fb, (const i8*)sx + 16 * j * MMQ_LD + 32 * sub, MMQ_LD);
+                    int isum[2][MMA_C];
+#pragma unroll
+                    for (int e = 0; e < MMA_C; ++e) isum[0][e] = isum[1][e] = 0;
                     if (MmqHalves<Q>::value) {
-                        v = d * (ws[0] * (float)isum[0][e] + ws[1] * (float)isum[1][e]);
+                        mma_i8_16x16x32(fa_half[0], fb, isum[0]);
+                        mma_i8_16x16x32(fa_half[1], fb, isum[1]);
                     } else {
-                        v = d * (ws[0] * (float)isum[0][e]);
+                        mma_i8_16x16x32(fa, fb, isum[0]);
                     }
-                    if (Q::XSCHEME == Q8_SCHEME_1) {
-                        v += ws[2] * xs[3];
-                    } else {
-                        v += d * (ws[2] * xs[1] + ws[3] * xs[2]);
+#pragma unroll
+                    for (int e = 0; e < MMA_C; ++e) {
+                        u32 row, col;
+                        mma_c_at(e, row, col);
+                        const float* ws = wscale[sub][16 * warp + row];
+                        const float* xs = xscale[sub][16 * j + col];
+                        const float d = xs[0];
+                        float v;
+                        if (MmqHalves<Q>::value) {
+                            v = d * (ws[0] * (float)isum[0][e] + ws[1] * (float)isum[1][e]);
+                        } else {
+                            v = d * (ws[0] * (float)isum[0][e]);
+                        }
+                        if (!MmqNoB<Q>::value) {
+                            if (Q::XSCHEME == Q8_SCHEME_1) {
+                                v += ws[2] * xs[3];
+                            } else {
+                                v += d * (ws[2] * xs[1] + ws[3] * xs[2]);
+                            }
+                        }
+                        acc[j][e] += v;
                     }
-                    acc[j][e] += v;
                 }
             }
         }

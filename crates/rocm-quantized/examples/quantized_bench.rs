@@ -31,6 +31,10 @@ fn main() -> rocm_quantized::Result<()> {
     let ms = time_ms(&d, ITERS, || d.copy_dtod(&a, 0, &b, 0, bytes))?;
     report_bandwidth("copy (ceiling)", "-", 2 * bytes, ms);
     drop((a, b));
+    // QBENCH_MOE=1: the mixture of experts' products alone
+    if std::env::var("QBENCH_MOE").is_ok() {
+        return moe(&d);
+    }
     // QBENCH_ONLY=<type>:<n>x<k>,... (e.g. q4_0:4096x14336): those matrices alone, for a profiler
     let only = std::env::var("QBENCH_ONLY").ok();
     let wanted = |ty: GgmlType, n: usize, k: usize| {
@@ -169,8 +173,8 @@ fn host_ms(
 }
 
 /// 9 to 64 rows of f32 activations through the integer mat-vec, the int8 matrix units (where
-/// the device has them) and dequantize + gemm: where `MMQ_MIN_ROWS` and `INTEGER_MAX_ROWS` come
-/// from.
+/// the device has them) and dequantize + gemm: where `INTEGER_MAX_ROWS` comes from, and why
+/// `MatmulPath::Auto` leaves the int8 product out for one matrix.
 fn crossover(
     d: &Device,
     blas: &Blas,
@@ -257,5 +261,81 @@ fn prefill(
         tflops(ours_f32),
         tflops(gemm)
     );
+    Ok(())
+}
+
+/// Qwen3-30B-A3B's expert products (128 experts of ffn 768 on hidden 2048, 8 a token, ids
+/// drawn uniformly): gate (and up) and down for 16 to 512 tokens, through the 8-pair chunks on
+/// integer dot products and the 64-pair chunks on the int8 matrix units. GFLOP/s count the
+/// products of the pairs (2 * pairs * n * k).
+fn moe(d: &Device) -> rocm_quantized::Result<()> {
+    let (experts, top, hidden, ffn) = (128usize, 8usize, 2048usize, 768usize);
+    let mut state = 7u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize
+    };
+    for ty in [GgmlType::Q4K, GgmlType::Q8_0] {
+        for (what, n, k) in [("gate", ffn, hidden), ("down", hidden, ffn)] {
+            let rows = experts * n;
+            let w_bytes = rows * k / ty.block_size() * ty.type_size();
+            let wb = filled(d, w_bytes, 0x11)?;
+            let weights = rq::QExperts {
+                weights: QWeights {
+                    buffer: &wb,
+                    ty,
+                    rows,
+                    k,
+                },
+                experts,
+            };
+            for tokens in [16usize, 64, 512] {
+                // distinct experts a token, as a router picks them
+                let mut ids = Vec::with_capacity(tokens * top);
+                for _ in 0..tokens {
+                    let mut mine: Vec<u32> = Vec::new();
+                    while mine.len() < top {
+                        let e = (next() % experts) as u32;
+                        if !mine.contains(&e) {
+                            mine.push(e);
+                        }
+                    }
+                    ids.extend(mine);
+                }
+                let ids = d.htod(&ids)?;
+                let slots = if what == "gate" { 1 } else { top };
+                let x = filled(d, tokens * slots * k * 4, 0x3c)?;
+                let xl = Layout::contiguous(&[tokens, slots, k]);
+                let il = Layout::contiguous(&[tokens, top]);
+                let args = (
+                    Operand::new(&x, DType::F32, &xl),
+                    Operand::new(ids.as_buffer(), DType::U32, &il),
+                );
+                let mut ms = [f64::NAN; 2];
+                for (i, path) in [rq::MoePath::Grouped, rq::MoePath::Mmq]
+                    .into_iter()
+                    .enumerate()
+                {
+                    if path == rq::MoePath::Mmq && !rq::mmq_applies(d, ty) {
+                        continue;
+                    }
+                    ms[i] = time_ms(d, ITERS, || {
+                        rq::moe_matvec_via(d, weights, args, false, path).map(drop)
+                    })?;
+                }
+                let gflops = |ms: f64| 2.0 * (tokens * top * n * k) as f64 / (ms * 1e-3) / 1e9;
+                println!(
+                    "{{\"op\": \"moe {what} {experts}x{n}x{k} top {top}, {tokens} tokens\", \"dtype\": \"{}\", \"grouped_ms\": {:.4}, \"mmq_ms\": {:.4}, \"grouped_gflops\": {:.0}, \"mmq_gflops\": {:.0}}}",
+                    ty.key(),
+                    ms[0],
+                    ms[1],
+                    gflops(ms[0]),
+                    gflops(ms[1])
+                );
+            }
+        }
+    }
     Ok(())
 }

@@ -22,7 +22,8 @@ pub enum MatmulPath {
     /// The weights dequantized to x's dtype on the device, then one gemm.
     DequantizeGemm,
     /// Block types on a device with matrix units: x quantized to q8 as for the mat-vec, then
-    /// the product on the int8 matrix units (the CPU's integer sums, any number of rows).
+    /// the product on the int8 matrix units (the CPU's integer sums, any number of rows). Not
+    /// taken by `Auto` for one matrix (see [`MOE_MMQ_MIN_PAIRS_PER_EXPERT`]).
     Mmq,
 }
 
@@ -94,8 +95,11 @@ pub fn matmul_via(
         }),
         MatmulPath::DequantizeGemm | MatmulPath::Mmq => None,
     };
+    // Auto leaves the int8 product to the mixture of experts: for one matrix it wins only in a
+    // band of types and shapes (Q4_K, Q8_0 at 14336x4096 from 16-32 to 64 rows), and takes
+    // 1.3-2.9x dequantize + gemm's time at 512 rows (H200, quantized_bench:
+    // bench/results/2026-11-28-h200-mmq.md)
     let mmq = match path {
-        MatmulPath::Auto => m > MMQ_MIN_ROWS && mmq_applies(device, w.ty),
         MatmulPath::Mmq if mmq_applies(device, w.ty) => true,
         MatmulPath::Mmq => {
             return Err(Error::InvalidArgument {
@@ -122,9 +126,18 @@ pub fn matmul_via(
     dequantize_gemm(blas, w, (&xc, dtype), m)
 }
 
-/// Rows of activations above which [`matmul`] takes the int8 matrix units (where it applies):
-/// up to it the integer mat-vec, which reads each weight row once for every 8 rows of x.
-pub const MMQ_MIN_ROWS: usize = 8;
+/// Pairs an expert the mixture of experts' product has on average, at least, before it takes
+/// the int8 matrix units (where they apply) in place of chunks of 8 pairs on integer dot
+/// products: at 32 (512 tokens of Qwen3-30B-A3B's 8 of 128 experts) they take 0.18-0.39x its
+/// time, at 4 (64 tokens) 0.8-1.7x, at 1 1.2-2.7x (H200, quantized_bench's QBENCH_MOE:
+/// bench/results/2026-11-28-h200-mmq.md).
+pub const MOE_MMQ_MIN_PAIRS_PER_EXPERT: usize = 32;
+
+/// Whether [`moe_matvec`] multiplies `pairs` (token, slot) pairs over `experts` of type `ty`
+/// on the int8 matrix units.
+pub fn moe_takes_mmq(device: &Device, ty: GgmlType, pairs: usize, experts: usize) -> bool {
+    pairs >= MOE_MMQ_MIN_PAIRS_PER_EXPERT * experts && mmq_applies(device, ty)
+}
 
 /// Whether the int8 matrix-unit product runs for `ty` weights on `device`: a block type, and
 /// matrix units (every NVIDIA GPU the nvidia platform takes; CDNA and RDNA3/4).
@@ -466,8 +479,7 @@ fn matvec(
 
 /// `x . w^T` for activations already in q8 form (their scheme the one `w`'s type pairs with,
 /// their width `w.k`): a new contiguous (x.rows, n) buffer of `out` (f32, f16 or bf16), the
-/// integer mat-vec's result without its quantizing launch (past [`MMQ_MIN_ROWS`] rows, where
-/// the device has matrix units, the int8 matrix units' product).
+/// integer mat-vec's result without its quantizing launch.
 pub fn matmul_q8(
     device: &Device,
     w: QWeights<'_>,
@@ -492,9 +504,6 @@ pub fn matmul_q8(
                 w.ty.q8_scheme()
             ),
         });
-    }
-    if x.rows > MMQ_MIN_ROWS && mmq_applies(device, w.ty) {
-        return launch_mmq(device, w, &x.buffer, x.rows, out);
     }
     let wpr = matvec_warps_per_row(device, w.rows, x.rows);
     launch_matvec_q8(device, w, &x.buffer, x.rows, out, wpr)

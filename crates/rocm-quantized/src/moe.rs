@@ -24,15 +24,39 @@ pub struct QExperts<'a> {
 /// x[t, e or 0, :]^T, a new contiguous (tokens, top, n) buffer of x's dtype (f32, f16, bf16).
 /// Block types only. One token: a mat-vec per pair (`moe_q8`); more: the pairs sorted by expert
 /// on the device (`moe_route`) and a block per chunk of up to 8 pairs of one
-/// expert (`moe_grouped_q8`), the same results bit for bit; past [`MMQ_MIN_ROWS`] tokens on a
-/// device with matrix units, chunks of 64 pairs on the int8 matrix units (`moe_mmq`: the same
-/// integer sums, their scaling in another order). An id past the experts gives a zero
+/// expert (`moe_grouped_q8`), the same results bit for bit; with
+/// [`MOE_MMQ_MIN_PAIRS_PER_EXPERT`] pairs an expert on a device with matrix units, chunks of 64
+/// pairs on the int8 matrix units (`moe_mmq`: the same integer sums, their scaling in another
+/// order). An id past the experts gives a zero
 /// row, or with `check_ids` `Error::IndexOutOfRange` (one sync).
 pub fn moe_matvec(
     device: &Device,
     w: QExperts<'_>,
     (x, ids): (Operand<'_>, Operand<'_>),
     check_ids: bool,
+) -> Result<Buffer> {
+    moe_matvec_via(device, w, (x, ids), check_ids, MoePath::Auto)
+}
+
+/// How [`moe_matvec_via`] multiplies the pairs of more than one token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoePath {
+    /// As [`moe_matvec`] chooses.
+    Auto,
+    /// Chunks of 8 pairs of one expert on the integer dot products (`moe_grouped_q8`).
+    Grouped,
+    /// Chunks of 64 pairs of one expert on the int8 matrix units (`moe_mmq`); an error where
+    /// they do not apply.
+    Mmq,
+}
+
+/// [`moe_matvec`] through a chosen path (for benchmarks and tests).
+pub fn moe_matvec_via(
+    device: &Device,
+    w: QExperts<'_>,
+    (x, ids): (Operand<'_>, Operand<'_>),
+    check_ids: bool,
+    path: MoePath,
 ) -> Result<Buffer> {
     const OP: &str = "indexed_moe_forward";
     w.weights.check(OP)?;
@@ -83,9 +107,24 @@ pub fn moe_matvec(
     // A token's experts are distinct: one token reads each of its experts once either way, and
     // moe_q8's grid over the pairs alone fills the device; more tokens share experts, whose
     // pairs the grouped kernel takes together (its grid holds a block row per chunk of pairs)
-    // Past MMQ_MIN_ROWS tokens, where the device has matrix units, the chunks are MMQ_BN
-    // pairs and the int8 matrix units multiply them (`moe_mmq`).
-    let mmq = tokens > MMQ_MIN_ROWS && mmq_applies(device, weights.ty);
+    // With MOE_MMQ_MIN_PAIRS_PER_EXPERT pairs an expert on average, where the device has
+    // matrix units, the chunks are MMQ_BN pairs and the int8 matrix units multiply them
+    // (`moe_mmq`).
+    let mmq = match path {
+        MoePath::Auto => tokens > 1 && moe_takes_mmq(device, weights.ty, pairs, experts),
+        MoePath::Grouped => false,
+        MoePath::Mmq if mmq_applies(device, weights.ty) => true,
+        MoePath::Mmq => {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                detail: format!(
+                    "the int8 matrix units need a device that has them ({} weights on {})",
+                    weights.ty,
+                    device.info().arch
+                ),
+            })
+        }
+    };
     let chunk = if mmq { MMQ_BLOCK_COLS } else { MOE_GROUP_PAIRS };
     let chunks = pairs.div_ceil(chunk) + experts + 1;
     let grouped = tokens > 1

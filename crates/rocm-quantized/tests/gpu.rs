@@ -307,9 +307,7 @@ fn matmul_matches_the_cpu_qmatmul() {
                             .unwrap(),
                     );
                     // integer path: Candle's CPU quantization, so the CPU's QMatMul is exact
-                    // (the int8 matrix units take over above MMQ_MIN_ROWS where they apply)
-                    let integer =
-                        ty.is_block() && (m <= rq::INTEGER_MAX_ROWS || rq::mmq_applies(&d, ty));
+                    let integer = ty.is_block() && m <= rq::INTEGER_MAX_ROWS;
                     let (want, loose) = if integer {
                         (&cpu, &exact)
                     } else {
@@ -711,17 +709,16 @@ fn moe_matvec_picks_each_tokens_experts() {
 #[test]
 fn grouped_moe_is_each_tokens_own_product() {
     // More than one token takes the kernel that groups the pairs by expert; one token the
-    // per-pair kernel. Up to MMQ_MIN_ROWS tokens the grouped results must be the per-pair ones
-    // bit for bit; past it, where the device has matrix units, the int8 product groups 64
-    // pairs a block: the same integer sums, scaled in another order, so equal to f32 rounding
-    // of the output's scale. 8 and 300 tokens x 4 slots over 6 experts (more pairs than one
-    // window of ids, runs of an expert longer than a pass), one id past the experts (a zero
-    // row, or the error with checks).
+    // per-pair kernel. The grouped results must be the per-pair ones bit for bit; with
+    // MOE_MMQ_MIN_PAIRS_PER_EXPERT pairs an expert, where the device has matrix units, the int8
+    // product groups 64 pairs a block: the same integer sums, scaled in another order, so
+    // equal to f32 rounding of the output's scale. 8 and 300 tokens x 4 slots over 6 experts
+    // (more pairs than one window of ids, runs of an expert longer than a pass), one id past
+    // the experts (a zero row, or the error with checks).
     let d = device();
     let (experts, n, k, top) = (6, 72, 512, 4);
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-    for tokens in [rq::MMQ_MIN_ROWS, 300] {
-        let mmq = tokens > rq::MMQ_MIN_ROWS && d.info().matrix_units();
+    for tokens in [8, 300] {
         let mut ids_host: Vec<u32> = (0..tokens * top)
             .map(|_| rng.random_range(0..experts as u32))
             .collect();
@@ -736,6 +733,8 @@ fn grouped_moe_is_each_tokens_own_product() {
             GgmlType::Q4K,
             GgmlType::Q6K,
         ] {
+            let mmq = rq::moe_takes_mmq(&d, ty, tokens * top, experts);
+            assert_eq!(mmq, tokens == 300 && d.info().matrix_units());
             let q = quantized(ty, experts * n, k, 23);
             let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
             let w = experts_of(&blocks, ty, (experts, n, k));
@@ -1087,7 +1086,6 @@ fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
             k,
         };
         let scheme = ty.q8_scheme().unwrap();
-        // (past MMQ_MIN_ROWS rows the int8 matrix units take them where they apply)
         for m in [1, 3, 9, 70] {
             let xs: Vec<f32> = (0..m * k)
                 .map(|_| rng.random::<f32>() * 2.0 - 1.0)

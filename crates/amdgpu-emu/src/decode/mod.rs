@@ -129,6 +129,8 @@ fn promoted(arch: Arch, op: u16) -> Option<&'static str> {
 /// read2/write2 (`ds_read2_b32` is `ds_load_2addr_b32`).
 pub fn ds_canonical(mnemonic: &str) -> String {
     mnemonic
+        .replace("ds_read2st64_", "ds_load_2addr_stride64_")
+        .replace("ds_write2st64_", "ds_store_2addr_stride64_")
         .replace("ds_read2_", "ds_load_2addr_")
         .replace("ds_write2_", "ds_store_2addr_")
         .replace("ds_read_", "ds_load_")

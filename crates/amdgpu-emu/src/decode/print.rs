@@ -1218,6 +1218,29 @@ mod tests {
     }
 
     #[test]
+    fn stride64_lds_pairs_as_llvm_objdump_prints_them() {
+        // encodings from llvm-mc 21 (-show-encoding)
+        let cases: [(Arch, &[u32], &str); 3] = [
+            (
+                Arch::Gfx942,
+                &[0xD8700100, 0x02000001],
+                "ds_read2st64_b32 v[2:3], v1 offset1:1",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD89E0100, 0x00040201],
+                "ds_write2st64_b64 v1, v[2:3], v[4:5] offset1:1",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD8E00100, 0x02000001],
+                "ds_load_2addr_stride64_b32 v[2:3], v1 offset1:1",
+            ),
+        ];
+        assert_prints(&cases);
+    }
+
+    #[test]
     fn int8_matrix_lines_as_llvm_objdump_prints_them() {
         // encodings from llvm-mc 21 (-show-encoding)
         let cases: [(Arch, &[u32], &str); 4] = [

@@ -16,10 +16,12 @@ pub(crate) enum DsAccess {
     AddU32 {
         returns: bool,
     },
-    /// Two elements of `bytes` at offset0 and offset1 (in elements).
+    /// Two elements of `bytes` at offset0 and offset1 (in elements; in 64 elements for the
+    /// stride64 forms: `stride` 64).
     Pair {
         load: bool,
         bytes: usize,
+        stride: u32,
     },
     /// `bytes` into a register, or into its low or high half (the d16 forms).
     Load {
@@ -57,6 +59,7 @@ impl DsAccess {
                 DsAccess::Pair {
                     load: m.starts_with("ds_load"),
                     bytes: size(&m)?,
+                    stride: if m.contains("_stride64_") { 64 } else { 1 },
                 }
             }
             _ if m.starts_with("ds_load_") => {
@@ -144,9 +147,13 @@ pub(super) fn ds(
                     w.v[vdst][lane] = old;
                 }
             }
-            DsAccess::Pair { load, bytes: n } => {
+            DsAccess::Pair {
+                load,
+                bytes: n,
+                stride,
+            } => {
                 for (k, off) in [offset0, offset1].into_iter().enumerate() {
-                    let at = base.wrapping_add(off * n as u32) as usize;
+                    let at = base.wrapping_add(off * stride * n as u32) as usize;
                     if load {
                         let b = lds_read(ctx, at, n)?;
                         for i in 0..n / 4 {
