@@ -21,26 +21,13 @@
 //! 1e-5 for values in [-1, 1]; a layout fault moves results by about 1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rocm_device::{DType, Device, LaunchArgs, LaunchConfig, Module, Platform};
+use rocm_device::{DType, Device, LaunchArgs, Module, Platform};
 use rocm_kernels::matrix::{self, Registers, Tile};
 use rocm_kernels::MATRIX;
+use rocm_test_support::mma::{one_warp, Model};
 use rocm_test_support::{device, download, random, values};
 
 const BOUND: f64 = 1e-5;
-
-/// (row, col) of element e of lane l in one operand.
-type At = fn(usize, usize) -> (usize, usize);
-
-/// An instruction's shape and register layout, as the vendors' tables give them.
-struct Model {
-    name: &'static str,
-    instruction: u32,
-    lanes: usize,
-    mnk: (usize, usize, usize),
-    a: (usize, At),
-    b: (usize, At),
-    c: (usize, At),
-}
 
 fn models() -> Vec<Model> {
     vec![
@@ -158,14 +145,6 @@ fn module(d: &Device, dtype: DType, plant: Plant) -> std::sync::Arc<Module> {
 /// ISA emulator) rather than compat.h's emulation of them (`--wave64`, the HIP shim).
 fn real_matrix_units(d: &Device) -> bool {
     d.info().platform == rocm_device::Platform::Amd && !d.config().hip_on_cuda
-}
-
-fn one_warp(d: &Device) -> LaunchConfig {
-    LaunchConfig {
-        grid: [1, 1, 1],
-        block: [d.info().warp_size, 1, 1],
-        shared_mem_bytes: 0,
-    }
 }
 
 /// Runs `model` on registers filled by its layout; None where the target lacks it, else the

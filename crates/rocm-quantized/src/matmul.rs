@@ -100,16 +100,9 @@ pub fn matmul_via(
     // 1.3-2.9x dequantize + gemm's time at 512 rows (H200, quantized_bench:
     // bench/results/2026-11-28-h200-mmq.md)
     let mmq = match path {
-        MatmulPath::Mmq if mmq_applies(device, w.ty) => true,
         MatmulPath::Mmq => {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!(
-                    "the int8 matrix-unit product needs a block type on a device with matrix units ({} weights on {})",
-                    w.ty,
-                    device.info().arch
-                ),
-            })
+            require_mmq(OP, device, w.ty)?;
+            true
         }
         _ => false,
     };
@@ -143,6 +136,20 @@ pub fn moe_takes_mmq(device: &Device, ty: GgmlType, pairs: usize, experts: usize
 /// matrix units (every NVIDIA GPU the nvidia platform takes; CDNA and RDNA3/4).
 pub fn mmq_applies(device: &Device, ty: GgmlType) -> bool {
     ty.is_block() && device.info().matrix_units()
+}
+
+/// Ok where [`mmq_applies`], else a typed error naming `op`, the type and the device.
+pub(crate) fn require_mmq(op: &'static str, device: &Device, ty: GgmlType) -> Result<()> {
+    if mmq_applies(device, ty) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        op,
+        detail: format!(
+            "the int8 matrix-unit product needs a block type on a device with matrix units ({ty} weights on {})",
+            device.info().arch
+        ),
+    })
 }
 
 /// Weight rows and activation rows of one block of the int8 product (MMQ_BM, MMQ_BN and

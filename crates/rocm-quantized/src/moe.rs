@@ -113,16 +113,9 @@ pub fn moe_matvec_via(
     let mmq = match path {
         MoePath::Auto => tokens > 1 && moe_takes_mmq(device, weights.ty, pairs, experts),
         MoePath::Grouped => false,
-        MoePath::Mmq if mmq_applies(device, weights.ty) => true,
         MoePath::Mmq => {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                detail: format!(
-                    "the int8 matrix units need a device that has them ({} weights on {})",
-                    weights.ty,
-                    device.info().arch
-                ),
-            })
+            require_mmq(OP, device, weights.ty)?;
+            true
         }
     };
     let chunk = if mmq { MMQ_BLOCK_COLS } else { MOE_GROUP_PAIRS };

@@ -12,24 +12,11 @@
 //! exact in i32: any difference is a fault.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rocm_device::{DType, Device, LaunchArgs, LaunchConfig, Platform};
+use rocm_device::{DType, Device, LaunchArgs, Platform};
 use rocm_kernels::matrix::{self, IntRegisters, IntTile};
 use rocm_kernels::MATRIX;
+use rocm_test_support::mma::{one_warp, Model};
 use rocm_test_support::{device, download, values};
-
-/// (row, col) of element e of lane l in one operand.
-type At = fn(usize, usize) -> (usize, usize);
-
-/// An int8 instruction's shape and register layout, as the vendors' tables give them.
-struct Model {
-    name: &'static str,
-    instruction: u32,
-    lanes: usize,
-    mnk: (usize, usize, usize),
-    a: (usize, At),
-    b: (usize, At),
-    c: (usize, At),
-}
 
 fn models() -> Vec<Model> {
     vec![
@@ -116,14 +103,6 @@ fn expected(d: &Device) -> Vec<u32> {
         vec![matrix::MFMA_I32_16X16X32_I8]
     } else {
         vec![]
-    }
-}
-
-fn one_warp(d: &Device) -> LaunchConfig {
-    LaunchConfig {
-        grid: [1, 1, 1],
-        block: [d.info().warp_size, 1, 1],
-        shared_mem_bytes: 0,
     }
 }
 

@@ -3,6 +3,8 @@
 //! on, and comparisons with stated tolerances. Test code: it panics on failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod mma;
+
 use std::sync::OnceLock;
 
 use candle_core::{DType as CDType, Device as Cpu, Tensor};
