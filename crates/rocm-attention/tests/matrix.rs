@@ -24,7 +24,7 @@
 use rocm_device::{DType, Device, LaunchArgs, Module, Platform};
 use rocm_kernels::matrix::{self, Registers, Tile};
 use rocm_kernels::MATRIX;
-use rocm_test_support::mma::{one_warp, Model};
+use rocm_test_support::mma::{one_warp, rdna_wmma, Model};
 use rocm_test_support::{device, download, random, values};
 
 const BOUND: f64 = 1e-5;
@@ -65,29 +65,11 @@ fn models() -> Vec<Model> {
 
 /// The WMMA model of an RDNA arch (gfx11 or gfx12 register layouts).
 fn wmma_model(arch: &str) -> Option<Model> {
-    if arch.starts_with("gfx11") {
-        Some(Model {
-            name: "v_wmma_f32_16x16x16 (gfx11)",
-            instruction: matrix::WMMA_16X16X16,
-            lanes: 32,
-            mnk: (16, 16, 16),
-            a: (16, |l, e| (l % 16, e)),
-            b: (16, |l, e| (e, l % 16)),
-            c: (8, |l, e| (2 * e + l / 16, l % 16)),
-        })
-    } else if arch.starts_with("gfx12") {
-        Some(Model {
-            name: "v_wmma_f32_16x16x16 (gfx12)",
-            instruction: matrix::WMMA_16X16X16,
-            lanes: 32,
-            mnk: (16, 16, 16),
-            a: (8, |l, e| (l % 16, 8 * (l / 16) + e)),
-            b: (8, |l, e| (8 * (l / 16) + e, l % 16)),
-            c: (8, |l, e| (8 * (l / 16) + e, l % 16)),
-        })
-    } else {
-        None
-    }
+    rdna_wmma(
+        arch,
+        ["v_wmma_f32_16x16x16 (gfx11)", "v_wmma_f32_16x16x16 (gfx12)"],
+        matrix::WMMA_16X16X16,
+    )
 }
 
 /// The instructions this device's kernels must have: a real AMD device's by its arch; kernels

@@ -15,7 +15,7 @@
 use rocm_device::{DType, Device, LaunchArgs, Platform};
 use rocm_kernels::matrix::{self, IntRegisters, IntTile};
 use rocm_kernels::MATRIX;
-use rocm_test_support::mma::{one_warp, Model};
+use rocm_test_support::mma::{one_warp, rdna_wmma, Model};
 use rocm_test_support::{device, download, values};
 
 fn models() -> Vec<Model> {
@@ -57,29 +57,14 @@ fn models() -> Vec<Model> {
 
 /// The int8 WMMA model of an RDNA arch (gfx11 or gfx12 register layouts).
 fn wmma_model(arch: &str) -> Option<Model> {
-    if arch.starts_with("gfx11") {
-        Some(Model {
-            name: "v_wmma_i32_16x16x16_iu8 (gfx11)",
-            instruction: matrix::WMMA_I32_16X16X16_IU8,
-            lanes: 32,
-            mnk: (16, 16, 16),
-            a: (16, |l, e| (l % 16, e)),
-            b: (16, |l, e| (e, l % 16)),
-            c: (8, |l, e| (2 * e + l / 16, l % 16)),
-        })
-    } else if arch.starts_with("gfx12") {
-        Some(Model {
-            name: "v_wmma_i32_16x16x16_iu8 (gfx12)",
-            instruction: matrix::WMMA_I32_16X16X16_IU8,
-            lanes: 32,
-            mnk: (16, 16, 16),
-            a: (8, |l, e| (l % 16, 8 * (l / 16) + e)),
-            b: (8, |l, e| (8 * (l / 16) + e, l % 16)),
-            c: (8, |l, e| (8 * (l / 16) + e, l % 16)),
-        })
-    } else {
-        None
-    }
+    rdna_wmma(
+        arch,
+        [
+            "v_wmma_i32_16x16x16_iu8 (gfx11)",
+            "v_wmma_i32_16x16x16_iu8 (gfx12)",
+        ],
+        matrix::WMMA_I32_16X16X16_IU8,
+    )
 }
 
 /// The int8 instructions this device's kernels must have: a real AMD device's by its arch

@@ -29,3 +29,37 @@ pub fn one_warp(d: &Device) -> LaunchConfig {
         shared_mem_bytes: 0,
     }
 }
+
+/// RDNA's WMMA 16x16x16 layouts (AMD's RDNA3 and RDNA4 ISA tables), the same for the 16-bit
+/// float and the 8-bit integer forms: gfx11 (wave32) a[e] at (l % 16, e) and b[e] at (e, l % 16)
+/// for all 16 k (lanes 16-31 copies), c[e] at (2e + l / 16, l % 16); gfx12 a[e] at
+/// (l % 16, 8 (l / 16) + e), b[e] at (8 (l / 16) + e, l % 16), c[e] at (8 (l / 16) + e, l % 16).
+/// `names` for gfx11 and gfx12; None for other archs.
+pub fn rdna_wmma(arch: &str, names: [&'static str; 2], instruction: u32) -> Option<Model> {
+    let model = |name, a: (usize, At), b: (usize, At), c: (usize, At)| Model {
+        name,
+        instruction,
+        lanes: 32,
+        mnk: (16, 16, 16),
+        a,
+        b,
+        c,
+    };
+    if arch.starts_with("gfx11") {
+        Some(model(
+            names[0],
+            (16, |l, e| (l % 16, e)),
+            (16, |l, e| (e, l % 16)),
+            (8, |l, e| (2 * e + l / 16, l % 16)),
+        ))
+    } else if arch.starts_with("gfx12") {
+        Some(model(
+            names[1],
+            (8, |l, e| (l % 16, 8 * (l / 16) + e)),
+            (8, |l, e| (8 * (l / 16) + e, l % 16)),
+            (8, |l, e| (8 * (l / 16) + e, l % 16)),
+        ))
+    } else {
+        None
+    }
+}
