@@ -2,6 +2,9 @@
 //! (here, any machine) against references written in the test, and (with `gpu-tests`) on
 //! `Device::Rocm` against the CPU. The routing is made as candle-transformers' `FusedMoe` makes
 //! it: the top-k experts of random router logits, sorted by expert.
+//!
+//! One file: the CPU checks and their GPU forms share the routing and the references, and the
+//! GPU pack carries one binary for them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};

@@ -4,6 +4,9 @@
 //! arguments (the hidden ones of code object v5 where the kernel reads them) inside its
 //! argument segment.
 //!
+//! One file, one binary: it runs inside the chroot, once per AMD tier, on the code objects
+//! rocm-device's tier leaves there.
+//!
 //! Every instruction of every code object decodes as llvm-objdump decodes it: the same
 //! instruction boundaries (lengths, literal constants included), the same mnemonic, and the
 //! same operands (the decoder's printer gives llvm-objdump's line).

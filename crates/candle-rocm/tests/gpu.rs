@@ -3,6 +3,9 @@
 //! same layouts (Tensor-level calls where Candle's parameter types are crate-private: the
 //! convolutions; candle-nn for the fused ops).
 //!
+//! One file, one test binary: each GPU test binary links Candle's CPU reference and travels in
+//! the GPU pack, so a crate's GPU suite stays one target (the pack's size and link time).
+//!
 //! Each (method, dtype) cell of the table the suite prints is one of:
 //! - `ok`: both backends compute it and agree (on every layout class and case tried);
 //! - `-`: both refuse it with an error;

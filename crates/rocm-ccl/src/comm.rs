@@ -1,6 +1,9 @@
 //! A communicator: one rank of a group of devices (one per process or thread), the
 //! collectives on the device's stream, and a watchdog that turns a stalled collective (a peer
 //! that died or stopped calling) into an error instead of a hang.
+//!
+//! One file: the collectives, the watchdog and the error paths share one state (the in-flight
+//! collectives a stalled peer turns into errors).
 
 use std::collections::VecDeque;
 use std::ffi::c_int;

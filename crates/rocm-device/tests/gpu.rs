@@ -1,5 +1,8 @@
 //! GPU tests of the runtime: run on a real device through whichever platform is selected
 //! (`bash .gpu/run.sh` runs them on the lent NVIDIA GPU through the nvidia platform).
+//!
+//! One file, one test binary: each GPU test binary travels in the GPU pack and runs in each of
+//! its modes, so a crate's GPU suite stays one target (the pack's size and link time).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::OnceLock;

@@ -3,6 +3,9 @@
 //! `rocm_test_support::layout_cases`. Integers and casts must be exact; float tolerances are in
 //! `rocm_test_support::tolerance` (about one unit in the last place, x3 where the CPU backend rounds
 //! after every step of a multi-step formula in a narrow dtype).
+//!
+//! One file, one test binary: each GPU test binary links Candle's CPU reference and travels in
+//! the GPU pack, so a crate's GPU suite stays one target (the pack's size and link time).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::Tensor;

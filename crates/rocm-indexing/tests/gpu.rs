@@ -3,6 +3,9 @@
 //! in the CPU's order) and integer sums of the atomic one. Atomic float sums may round in
 //! another order; bilinear f8e4m3 is compared with the f32 computation (Candle 0.11.1's f8e4m3
 //! to f64 never returns).
+//!
+//! One file, one test binary: each GPU test binary links Candle's CPU reference and travels in
+//! the GPU pack, so a crate's GPU suite stays one target (the pack's size and link time).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::{DType as C, Tensor};

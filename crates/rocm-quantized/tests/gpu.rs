@@ -1,5 +1,8 @@
 //! GPU tests of rocm-quantized against Candle 0.11.1's CPU backend: the same quantized blocks
 //! (Candle's own `QTensor::quantize` of random values) on both sides.
+//!
+//! One file, one test binary: each GPU test binary links Candle's CPU reference and travels in
+//! the GPU pack, so a crate's GPU suite stays one target (the pack's size and link time).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use candle_core::quantized::{GgmlDType, QTensor};

@@ -5,6 +5,9 @@
 //! with AGPRs, WMMA), LDS (DS), global/flat/scratch memory (the d16 halves too) and the
 //! buffer cache operations: every instruction of our code objects. A form outside those
 //! ([`operands`] gives `None`) is reported by the AMD tier.
+//!
+//! One file: one printer per encoding over shared operand spellings, held to llvm-objdump by
+//! one test over every instruction of our code objects.
 
 use super::{Format, Instruction};
 use crate::Arch;

@@ -4,6 +4,9 @@
 //! where an access outside every allocation is an error naming the kernel, the instruction
 //! and the address.
 //!
+//! One file for the dispatch, the waves and the emulated memory: the workgroup loop, a wave's
+//! state and the memory's accessors are the emulator's hot path, read together.
+//!
 //! The instructions it runs are in [`ops`]; one it does not is a typed error naming it.
 
 mod ops;

@@ -1,5 +1,9 @@
 //! The vector ALU: VOP1/2/C/3 (16-, 32- and 64-bit operations), gfx11's dual issue
 //! (VOPD) and gfx9's sub-dword addressing (SDWA), lane by lane.
+//!
+//! One file for the encodings (their 16-bit and 64-bit arithmetic in `fp16`, `fp64`): they
+//! share the operand readers, the lane functions and the plans made when an instruction is
+//! decoded.
 
 mod fp16;
 mod fp64;
