@@ -237,9 +237,9 @@ impl DeviceInfo {
         self.arch.split(':').next().unwrap_or(&self.arch)
     }
 
-    /// Whether kernels get compat.h's 16x16x16 tile operation on matrix units here: NVIDIA
-    /// sm_80 and later (mma.sync), CDNA gfx90a / gfx94x / gfx950 (MFMA), RDNA3 and RDNA4
-    /// (WMMA). Matrix kernels are launched only where this holds.
+    /// Whether kernels get compat.h's tile operations on matrix units here (16x16x16 on 16-bit
+    /// floats, 16x16x32 on int8): NVIDIA sm_80 and later (mma.sync), CDNA gfx90a / gfx94x /
+    /// gfx950 (MFMA), RDNA3 and RDNA4 (WMMA). Matrix kernels are launched only where this holds.
     pub fn matrix_units(&self) -> bool {
         let arch = self.base_arch();
         match self.platform {
