@@ -13,8 +13,10 @@
 //!   and a kernel reads the blocks in place with integer dot products (dp4a / dot4); for more
 //!   rows the weights are dequantized to 16-bit floats a slice of rows at a time and gemms on
 //!   the matrix units run (rocm-blas).
+//!   `MatmulPath::Mmq` runs the product on the int8 matrix units instead (q8 activations, the
+//!   weights' quants through shared memory, the CPU's integer sums).
 //! - [`moe_matvec`]: Candle's `indexed_moe_forward` (one expert matrix per token and slot; a
-//!   prompt's pairs grouped by expert).
+//!   prompt's pairs grouped by expert, on the int8 matrix units from 32 pairs an expert).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
