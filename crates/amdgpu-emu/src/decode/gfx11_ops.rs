@@ -66,6 +66,7 @@ pub(super) const FLAT: &[(u16, &str)] = &[
     (0x21f, "global_load_d16_i8"),
     (0x220, "global_load_d16_b16"),
     (0x221, "global_load_d16_hi_u8"),
+    (0x222, "global_load_d16_hi_i8"),
     (0x223, "global_load_d16_hi_b16"),
     (0x224, "global_store_d16_hi_b8"),
     (0x225, "global_store_d16_hi_b16"),
