@@ -291,7 +291,7 @@ fn moe(d: &Device) -> rocm_quantized::Result<()> {
                 },
                 experts,
             };
-            for tokens in [16usize, 64, 512] {
+            for tokens in [16usize, 64, 128, 256, 512] {
                 // distinct experts a token, as a router picks them
                 let mut ids = Vec::with_capacity(tokens * top);
                 for _ in 0..tokens {

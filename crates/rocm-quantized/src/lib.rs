@@ -16,7 +16,7 @@
 //!   `MatmulPath::Mmq` runs the product on the int8 matrix units instead (q8 activations, the
 //!   weights' quants through shared memory, the CPU's integer sums).
 //! - [`moe_matvec`]: Candle's `indexed_moe_forward` (one expert matrix per token and slot; a
-//!   prompt's pairs grouped by expert, on the int8 matrix units from 32 pairs an expert).
+//!   prompt's pairs grouped by expert, on the int8 matrix units from 8 pairs an expert).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

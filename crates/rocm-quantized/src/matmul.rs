@@ -121,10 +121,11 @@ pub fn matmul_via(
 
 /// Pairs an expert the mixture of experts' product has on average, at least, before it takes
 /// the int8 matrix units (where they apply) in place of chunks of 8 pairs on integer dot
-/// products: at 32 (512 tokens of Qwen3-30B-A3B's 8 of 128 experts) they take 0.18-0.39x its
-/// time, at 4 (64 tokens) 0.8-1.7x, at 1 1.2-2.7x (H200, quantized_bench's QBENCH_MOE:
+/// products. A layer's three expert products of Qwen3-30B-A3B (8 of 128 experts; gate, up,
+/// down) take, against the chunks of 8: at 8 pairs (128 tokens) 0.63-0.94x their time, at 32
+/// 0.23-0.33x, at 4 0.99-1.46x (H200, Q8_0 and Q4_K, quantized_bench's QBENCH_MOE:
 /// bench/results/2026-11-28-h200-mmq.md).
-pub const MOE_MMQ_MIN_PAIRS_PER_EXPERT: usize = 32;
+pub const MOE_MMQ_MIN_PAIRS_PER_EXPERT: usize = 8;
 
 /// Whether [`moe_matvec`] multiplies `pairs` (token, slot) pairs over `experts` of type `ty`
 /// on the int8 matrix units.
