@@ -1042,6 +1042,103 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
     }
 }
 
+// A token's weighted sum over its experts, for a decode step's down projection: for token t,
+// y[t, :] = sum over slots s of topw[t, s] * (w[ids[t, s]] . x[t * x_slots / top + ..]^T), each
+// pair's product rounded to X, scaled and added in slot order as the ops (moe_q8, a multiply by
+// the weights, a sum over the slots) compute it: one launch for three. Grid: y over tokens, x
+// over rows. An expert id past `experts` adds nothing (counted in `bad` where not null).
+template <typename Q, typename X>
+DEVICE void moe_q8_sum(const u8* w, u64 total, const u8* xq, const u32* ids, const float* topw, X* y, u64 n, u64 k,
+                       u64 experts, u64 top, u64 x_slots, u64 tokens, u32* bad) {
+    const u32 lane = threadIdx.x % warpSize;
+    const u64 warps = blockDim.x / warpSize;
+    const u64 row_blocks = k / Q::BLOCK;
+    const u8* meta = xq + tokens * x_slots * k;
+    for (u64 t = blockIdx.y; t < tokens; t += gridDim.y) {
+        for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
+            float sum = 0.0f;
+            for (u64 s = 0; s < top; ++s) {
+                const u64 p = t * top + s;
+                const u64 e = ids[p];
+                const u64 xr = x_slots == 1 ? t : p;
+                if (e >= experts) {
+                    if (bad != 0 && j == 0 && lane == 0) atomicAdd(bad, 1u);
+                    continue;
+                }
+                float acc[1] = {};
+                q8_row_dot<Q, 1>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1,
+                                 lane, warpSize, acc);
+                const float v = q_as(warp_sum(acc[0]), y);
+                sum = m_add_rn(sum, m_mul_rn(v, topw[p]));
+            }
+            if (lane == 0) q_store(y, t * n + j, sum);
+        }
+    }
+}
+
+// The most experts `moe_topk` picks among (a block's shared memory holds their probabilities).
+#define MOE_TOPK_MAX_EXPERTS 4096
+
+// A router's choice for each token (a block of one warp a token): the softmax of its `experts`
+// logits, the `top` largest probabilities (the lower expert first among equal ones, as a stable
+// sort puts them) and their experts, the probabilities divided by their sum where `renorm`. The
+// arithmetic of the ops it replaces (softmax, a sort, a gather, a sum and a division), to the
+// order of the softmax's sums. A row with fewer than `top` numbers names expert `experts` (past
+// the weights: the products give zero rows) in the slots it cannot fill.
+template <typename X>
+DEVICE void moe_topk(const X* logits, u32* ids, float* weights, u64 tokens, u64 experts, u32 top, u32 renorm) {
+    __shared__ float prob[MOE_TOPK_MAX_EXPERTS];
+    const u32 lane = threadIdx.x % warpSize;
+    const float none = m_neg_inf(0.0f);
+    for (u64 t = blockIdx.x; t < tokens; t += gridDim.x) {
+        const X* row = logits + t * experts;
+        float most = none;
+        for (u64 e = lane; e < experts; e += warpSize) most = m_max(most, q_load(row, e));
+        most = warp_max(most);
+        float sum = 0.0f;
+        for (u64 e = lane; e < experts; e += warpSize) {
+            const float v = m_exp(m_sub_rn(q_load(row, e), most));
+            prob[e] = v;
+            sum += v;
+        }
+        sum = warp_sum(sum);
+        for (u64 e = lane; e < experts; e += warpSize) prob[e] = prob[e] / sum;
+        __syncthreads();
+        float picked = 0.0f;
+        for (u32 i = 0; i < top; ++i) {
+            // each lane's best, then the warp's: the larger, or the lower expert of equal ones
+            float best = none;
+            u32 at = (u32)experts;
+            for (u64 e = lane; e < experts; e += warpSize) {
+                if (prob[e] > best) {
+                    best = prob[e];
+                    at = (u32)e;
+                }
+            }
+            for (int o = warpSize / 2; o > 0; o /= 2) {
+                const float ob = warp_shfl_xor(best, o);
+                const u32 oa = warp_shfl_xor(at, o);
+                if (ob > best || (ob == best && oa < at)) {
+                    best = ob;
+                    at = oa;
+                }
+            }
+            if (at == (u32)experts) best = 0.0f;
+            picked = m_add_rn(picked, best);
+            if (lane == 0) {
+                ids[t * top + i] = at;
+                weights[t * top + i] = best;
+            }
+            __syncthreads();
+            if (lane == 0 && at < (u32)experts) prob[at] = none;
+            __syncthreads();
+        }
+        if (renorm != 0 && lane == 0)
+            for (u32 i = 0; i < top; ++i) weights[t * top + i] = weights[t * top + i] / picked;
+        __syncthreads();
+    }
+}
+
 // Every type: dequantize and embedding.
 #define QUANT_KERNELS(NAME, Q)                                                                   \
     KERNEL void dequantize_f32_##NAME(DEQUANTIZE_PARAMS(float)) {                                \
@@ -1318,7 +1415,8 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     KERNEL __launch_bounds__(RMS_Q8_MAX_THREADS) void rms_norm_q8_##NAME(RMS_NORM_Q8_PARAMS(X)) { \
         rms_norm_q8(x, r, sum, alpha, out, m, k, eps, scheme, has_residual);                     \
     }                                                                                            \
-    KERNEL void swiglu_q8_##NAME(SWIGLU_Q8_PARAMS(X)) { swiglu_q8(gate_up, out, m, w, scheme); }
+    KERNEL void swiglu_q8_##NAME(SWIGLU_Q8_PARAMS(X)) { swiglu_q8(gate_up, out, m, w, scheme); }   \
+    KERNEL void moe_topk_##NAME(MOE_TOPK_PARAMS(X)) { moe_topk(logits, ids, weights, tokens, experts, top, renorm); }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
@@ -1336,6 +1434,9 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     }                                                                                            \
     KERNEL void moe_q8_##XN##_##NAME(MOE_Q8_PARAMS(X)) {                                         \
         moe_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                \
+    }                                                                                            \
+    KERNEL void moe_q8_sum_##XN##_##NAME(MOE_Q8_SUM_PARAMS(X)) {                                 \
+        moe_q8_sum<Q>(w, total, xq, ids, topw, y, n, k, experts, top, x_slots, tokens, bad);     \
     }                                                                                            \
     KERNEL void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                         \
         moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \

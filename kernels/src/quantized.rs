@@ -47,6 +47,7 @@ pub const MODULE: KernelModule = KernelModule {
                 "quantize_q8",
                 "rms_norm_q8",
                 "swiglu_q8",
+                "moe_topk",
             ],
             dtypes: &GGML_FLOAT_TYPES,
         },
@@ -67,6 +68,9 @@ pub const MODULE: KernelModule = KernelModule {
                 "moe_q8_f32",
                 "moe_q8_f16",
                 "moe_q8_bf16",
+                "moe_q8_sum_f32",
+                "moe_q8_sum_f16",
+                "moe_q8_sum_bf16",
                 "moe_grouped_q8_f32",
                 "moe_grouped_q8_f16",
                 "moe_grouped_q8_bf16",
@@ -91,6 +95,8 @@ pub const MODULE: KernelModule = KernelModule {
         MatvecQ8Params::DECL,
         MatvecQ8fParams::DECL,
         MoeQ8Params::DECL,
+        MoeQ8SumParams::DECL,
+        MoeTopkParams::DECL,
         MoeGroupedQ8Params::DECL,
         MoeRouteParams::DECL,
         MmqParams::DECL,
@@ -220,6 +226,38 @@ crate::kernel_params! {
 }
 
 crate::kernel_params! {
+    /// Each token's weighted sum over its experts' mat-vecs (`topw`: f32 (tokens, top)).
+    pub struct MoeQ8SumParams = "MOE_Q8_SUM_PARAMS(X)" {
+        w: DevicePtr = "const u8*",
+        total: u64,
+        xq: DevicePtr = "const u8*",
+        ids: DevicePtr = "const u32*",
+        topw: DevicePtr = "const float*",
+        y: DevicePtr = "X*",
+        n: u64,
+        k: u64,
+        experts: u64,
+        top: u64,
+        x_slots: u64,
+        tokens: u64,
+        bad: Option<DevicePtr> = "u32*",
+    }
+}
+
+crate::kernel_params! {
+    /// A router's softmax, top-k and renormalization: u32 ids and f32 weights (tokens, top).
+    pub struct MoeTopkParams = "MOE_TOPK_PARAMS(X)" {
+        logits: DevicePtr = "const X*",
+        ids: DevicePtr = "u32*",
+        weights: DevicePtr = "float*",
+        tokens: u64,
+        experts: u64,
+        top: u32,
+        renorm: u32,
+    }
+}
+
+crate::kernel_params! {
     /// Experts' mat-vecs over the pairs grouped by expert (`route`, from `moe_route`).
     pub struct MoeGroupedQ8Params = "MOE_GROUPED_Q8_PARAMS(X)" {
         w: DevicePtr = "const u8*",
@@ -272,6 +310,8 @@ pub const MATVEC1_Q8: Family<MatvecQ8Params> = Family::new(&MODULE, "matvec1_q8"
 pub const MATVEC_Q8F: Family<MatvecQ8fParams> = Family::new(&MODULE, "matvec_q8f");
 pub const MATVEC1_Q8F: Family<MatvecQ8fParams> = Family::new(&MODULE, "matvec1_q8f");
 pub const MOE_Q8: Family<MoeQ8Params> = Family::new(&MODULE, "moe_q8");
+/// Each token's weighted sum over its experts (a decode step's down projection).
+pub const MOE_Q8_SUM: Family<MoeQ8SumParams> = Family::new(&MODULE, "moe_q8_sum");
 pub const MOE_GROUPED_Q8: Family<MoeGroupedQ8Params> = Family::new(&MODULE, "moe_grouped_q8");
 /// `mmq_<x dtype>`, keyed by the weights' type.
 pub const MMQ: Family<MmqParams> = Family::new(&MODULE, "mmq");
@@ -283,5 +323,7 @@ pub const QUANTIZE_Q8: Entry<QuantizeQ8Params> = Entry::new(&MODULE, "quantize_q
 pub const RMS_NORM_Q8: Entry<RmsNormQ8Params> = Entry::new(&MODULE, "rms_norm_q8");
 /// Keyed by the activations' float type.
 pub const SWIGLU_Q8: Entry<SwigluQ8Params> = Entry::new(&MODULE, "swiglu_q8");
+/// Keyed by the logits' float type.
+pub const MOE_TOPK: Entry<MoeTopkParams> = Entry::new(&MODULE, "moe_topk");
 /// Keyed by the weights' block type.
 pub const MOE_ROUTE: Entry<MoeRouteParams> = Entry::new(&MODULE, "moe_route");

@@ -140,8 +140,9 @@ if [ $gguf = 1 ]; then
       [ -n "${GGUF_BATCHES:-}" ] && peers="$peers rocm-batch"
       # GGUF_PEERS picks some of them (llama.cpp's runs are kept)
       peers=${GGUF_PEERS:-$peers}
-      # the experts' model with bf16 activations: Candle CUDA's MoE kernels take no other
-      moe=(); case $shape in *-a3b) peers="rocm cuda"; moe=(--dtype bf16);; esac
+      # quantized_qwen3_moe with bf16 activations (Candle CUDA's MoE kernels take no other) and
+      # the static model's captured step (f16 cache, as llama.cpp's)
+      moe=(); case $shape in *-a3b) peers=${GGUF_PEERS:-"rocm cuda rocm-static-f16"}; moe=(--dtype bf16);; esac
       for peer in $peers; do
         echo "== GGUF $shape $ty on $peer"
         args=(--device "${peer%%-*}")

@@ -169,6 +169,45 @@ impl<'a, R: Read + Seek> TensorReader<'a, R> {
     }
 }
 
+impl<R: std::io::Read + std::io::Seek> TensorReader<'_, R> {
+    /// The experts' tensors `names` (each `[experts, n_i, k]`, of one block type, width and
+    /// expert count) joined by rows within each expert into one `[experts, sum n_i, k]` tensor on
+    /// `device`: expert e's rows of the first, then its rows of the second, ..., so that one
+    /// product computes an expert's parts together (ggml's rows are whole blocks).
+    pub fn experts_joined(&mut self, names: &[String], device: &Device) -> Result<QTensor> {
+        self.used = 0;
+        // (first byte, bytes an expert) of each part in the buffer
+        let mut parts = Vec::with_capacity(names.len());
+        let (mut rows, mut form): (usize, Option<(GgmlDType, usize, usize)>) = (0, None);
+        for name in names {
+            let start = self.used;
+            let info = self.append(name)?;
+            let (experts, r, k) = info.shape.dims3()?;
+            let this = (info.ggml_dtype, experts, k);
+            if form.is_some_and(|f| f != this) || k % info.ggml_dtype.block_size() != 0 {
+                candle_core::bail!(
+                    "GGUF: {names:?} cannot be joined by experts' rows ({name} is {:?} of {:?})",
+                    info.ggml_dtype,
+                    info.shape.dims()
+                );
+            }
+            form = Some(this);
+            rows += r;
+            parts.push((start, (self.used - start) / experts.max(1)));
+        }
+        let Some((ty, experts, k)) = form else {
+            candle_core::bail!("GGUF: no tensors to join");
+        };
+        let mut joined = Vec::with_capacity(self.used);
+        for e in 0..experts {
+            for &(start, bytes) in &parts {
+                joined.extend_from_slice(&self.buf[start + e * bytes..start + (e + 1) * bytes]);
+            }
+        }
+        qtensor_from_ggml(ty, &joined, vec![experts, rows, k], device)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,6 +105,53 @@ impl QMatrix<'_> {
     }
 }
 
+impl QMatrix<'_> {
+    /// The experts' products for activations already in q8 form (`rocm_quantized::
+    /// moe_matvec_q8`): with this matrix as `experts` (n, k) matrices, ids (tokens, top) u32,
+    /// without `topw` a contiguous (tokens * top, n) storage of `out`, with `topw` (f32
+    /// (tokens, top)) each token's weighted sum over its slots, (tokens, n). An expert id past
+    /// the experts is an error when the device's options check indices, else a zero product.
+    pub fn moe_forward_q8(
+        &self,
+        experts: usize,
+        x: &Q8Activations,
+        (ids, ids_l): (&RocmStorage, &Layout),
+        topw: Option<(&RocmStorage, &Layout)>,
+        out: DType,
+    ) -> Result<RocmStorage> {
+        let device = self.blocks.device();
+        let check = device.options().index.check_indices;
+        let w = QExperts {
+            weights: self.weights()?,
+            experts,
+        };
+        let y = rocm_quantized::moe_matvec_q8(
+            device.raw(),
+            w,
+            (x, ids.operand(ids_l)),
+            topw.map(|(t, l)| t.operand(l)),
+            (out, check),
+        )?;
+        Ok(device.storage(y, out))
+    }
+}
+
+/// A mixture-of-experts router's choice from its logits (tokens, experts): the `top` most
+/// probable experts of each token's softmax (u32) and their probabilities (f32, divided by their
+/// sum where `renorm`), both (tokens, top) (`rocm_quantized::moe_topk`).
+pub fn moe_topk(
+    (logits, l): (&RocmStorage, &Layout),
+    top: usize,
+    renorm: bool,
+) -> Result<(RocmStorage, RocmStorage)> {
+    let device = logits.device();
+    let (ids, weights) = rocm_quantized::moe_topk(device.raw(), logits.operand(l), top, renorm)?;
+    Ok((
+        device.storage(ids, DType::U32),
+        device.storage(weights, DType::F32),
+    ))
+}
+
 /// candle-nn's `rms_norm` of `x` with `alpha`, or of `x + residual` (also returned), written in
 /// q8 form for the integer mat-vec of weights whose activations are `scheme`
 /// (`rocm_quantized::rms_norm_q8`).

@@ -122,6 +122,7 @@ mod tests {
         assert_eq!(define("RMS_Q8_MAX_THREADS"), RMS_Q8_MAX_THREADS);
         assert_eq!(define("MOE_GROUP_PAIRS"), MOE_GROUP_PAIRS);
         assert_eq!(define("MOE_ROUTE_MAX_EXPERTS"), MOE_ROUTE_MAX_EXPERTS);
+        assert_eq!(define("MOE_TOPK_MAX_EXPERTS"), MOE_TOPK_MAX_EXPERTS);
         assert_eq!(define("MMQ_BM"), MMQ_BLOCK_ROWS);
         assert_eq!(define("MMQ_BN"), MMQ_BLOCK_COLS);
         assert_eq!(define("MMQ_WARPS"), MMQ_WARPS as usize);

@@ -59,26 +59,10 @@ pub fn moe_matvec_via(
     path: MoePath,
 ) -> Result<Buffer> {
     const OP: &str = "indexed_moe_forward";
-    w.weights.check(OP)?;
+    check_experts(OP, &w, &ids)?;
     let QExperts { weights, experts } = w;
     let dtype = x.dtype;
-    if !weights.ty.is_block() {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: format!(
-                "{} weights: the experts must be a quantized block type",
-                weights.ty
-            ),
-        });
-    }
-    if ids.dtype != DType::U32 {
-        return Err(Error::UnsupportedDType {
-            op: OP,
-            dtype: ids.dtype,
-        });
-    }
-    let (&[tokens, slots, k], &[id_tokens, top]) =
-        (x.layout.dims.as_slice(), ids.layout.dims.as_slice())
+    let (&[tokens, slots, k], &[_, top]) = (x.layout.dims.as_slice(), ids.layout.dims.as_slice())
     else {
         return Err(Error::ShapeMismatch {
             op: OP,
@@ -88,21 +72,12 @@ pub fn moe_matvec_via(
             ),
         });
     };
-    let n = weights.rows.checked_div(experts).unwrap_or(0);
-    if k != weights.k
-        || tokens != id_tokens
-        || !(slots == 1 || slots == top)
-        || experts == 0
-        || n * experts != weights.rows
-    {
-        return Err(Error::ShapeMismatch {
-            op: OP,
-            detail: format!(
-                "x {:?}, ids {:?} against {experts} experts of ({n}, {}) {} ({} rows)",
-                x.layout.dims, ids.layout.dims, weights.k, weights.ty, weights.rows
-            ),
-        });
-    }
+    let n = expert_rows(
+        OP,
+        &w,
+        (&x.layout.dims, &ids.layout.dims),
+        (tokens, slots, k),
+    )?;
     let pairs = tokens * top;
     // A token's experts are distinct: one token reads each of its experts once either way, and
     // moe_q8's grid over the pairs alone fills the device; more tokens share experts, whose
@@ -287,4 +262,253 @@ pub(crate) fn check_ids_counter(
         size,
         count: u64::from(count),
     })
+}
+
+/// The experts' weights a block type and the ids u32, else the error naming `op`.
+fn check_experts(op: &'static str, w: &QExperts<'_>, ids: &Operand<'_>) -> Result<()> {
+    w.weights.check(op)?;
+    if !w.weights.ty.is_block() {
+        return Err(Error::ShapeMismatch {
+            op,
+            detail: format!(
+                "{} weights: the experts must be a quantized block type",
+                w.weights.ty
+            ),
+        });
+    }
+    if ids.dtype != DType::U32 {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: ids.dtype,
+        });
+    }
+    Ok(())
+}
+
+/// The shape error of activations `x_dims` and ids `ids_dims` against the experts `w`.
+fn experts_mismatch(
+    op: &'static str,
+    w: &QExperts<'_>,
+    (x_dims, ids_dims): (&[usize], &[usize]),
+) -> Error {
+    let QExperts { weights, experts } = *w;
+    Error::ShapeMismatch {
+        op,
+        detail: format!(
+            "x {x_dims:?}, ids {ids_dims:?} against {experts} experts of ({}, {}) {} ({} rows)",
+            weights.rows.checked_div(experts).unwrap_or(0),
+            weights.k,
+            weights.ty,
+            weights.rows
+        ),
+    }
+}
+
+/// The rows n of each of `w`'s experts, where activations (tokens, slots, k) and ids
+/// (tokens, top) fit them (slots 1 or top, k the experts' width), else the error naming `op`.
+fn expert_rows(
+    op: &'static str,
+    w: &QExperts<'_>,
+    dims: (&[usize], &[usize]),
+    (tokens, slots, k): (usize, usize, usize),
+) -> Result<usize> {
+    let QExperts { weights, experts } = *w;
+    let n = weights.rows.checked_div(experts).unwrap_or(0);
+    let top = dims.1.get(1).copied().unwrap_or(0);
+    if k != weights.k
+        || dims.1.len() != 2
+        || dims.1[0] != tokens
+        || !(slots == 1 || slots == top)
+        || experts == 0
+        || n * experts != weights.rows
+    {
+        return Err(experts_mismatch(op, w, dims));
+    }
+    Ok(n)
+}
+
+/// The most experts [`moe_topk`] picks among (MOE_TOPK_MAX_EXPERTS in quantized.hip).
+pub const MOE_TOPK_MAX_EXPERTS: usize = 4096;
+
+/// A mixture-of-experts router's choice for each token, as candle-transformers' `FusedMoe`
+/// makes it from the router's logits (tokens, experts) (f32, f16 or bf16): the softmax over the
+/// experts, the `top` most probable (the lower expert first among equal probabilities, as a
+/// stable sort orders them) and their probabilities, divided by their sum where `renorm`. One
+/// launch in place of five ops; returns u32 ids and f32 weights, both (tokens, top). A row of
+/// NaNs names expert `experts` (past the weights) in the slots it cannot fill.
+pub fn moe_topk(
+    device: &Device,
+    logits: Operand<'_>,
+    top: usize,
+    renorm: bool,
+) -> Result<(Buffer, Buffer)> {
+    const OP: &str = "moe_topk";
+    let key = out_key(OP, logits.dtype)?;
+    let &[tokens, experts] = logits.layout.dims.as_slice() else {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!("logits {:?} must be (tokens, experts)", logits.layout.dims),
+        });
+    };
+    if top == 0 || top > experts || experts > MOE_TOPK_MAX_EXPERTS {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "the top {top} of {experts} experts (1 to the experts, at most \
+                 {MOE_TOPK_MAX_EXPERTS} experts)"
+            ),
+        });
+    }
+    let lc = logits.contiguous(OP)?;
+    let ids = device.alloc(tokens * top * 4)?;
+    let weights = device.alloc(tokens * top * 4)?;
+    if tokens == 0 {
+        return Ok((ids, weights));
+    }
+    let params = quantized::MoeTopkParams {
+        logits: lc.ptr()?,
+        ids: ids.ptr(),
+        weights: weights.ptr(),
+        tokens: tokens as u64,
+        experts: experts as u64,
+        top: top as u32,
+        renorm: u32::from(renorm),
+    };
+    let config = LaunchConfig {
+        grid: [
+            u32::try_from(tokens)
+                .unwrap_or(u32::MAX)
+                .min(rocm_device::MAX_GRID_YZ),
+            1,
+            1,
+        ],
+        block: [device.info().warp_size.max(1), 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch_entry(quantized::MOE_TOPK, key, config, &params)?;
+    Ok((ids, weights))
+}
+
+/// The experts' products for activations already in q8 form (their scheme the experts'), as
+/// [`moe_matvec`] computes them for the float rows: x holds a row per token (every slot reads
+/// it) or a row per (token, slot) pair, ids (tokens, top) u32. Without `topw`, the pairs'
+/// products, a new (tokens * top, n) buffer of `out`; with `topw` (f32 (tokens, top)), each
+/// token's sum over its slots of the products scaled by their weights, a new (tokens, n)
+/// buffer: a decode step's down projection, its scaling and its sum in one launch. One block
+/// row a pair or token (made for a few tokens: a decode step). An id past the experts gives a
+/// zero product, or with `check_ids` `Error::IndexOutOfRange` (one sync).
+pub fn moe_matvec_q8(
+    device: &Device,
+    w: QExperts<'_>,
+    (x, ids): (&Q8Activations, Operand<'_>),
+    topw: Option<Operand<'_>>,
+    (out, check_ids): (DType, bool),
+) -> Result<Buffer> {
+    const OP: &str = "moe_matvec_q8";
+    check_experts(OP, &w, &ids)?;
+    let QExperts { weights, experts } = w;
+    let (tokens, top) = match ids.layout.dims.as_slice() {
+        &[tokens, top] => (tokens, top),
+        _ => return Err(experts_mismatch(OP, &w, (&[x.rows, x.k], &ids.layout.dims))),
+    };
+    let slots = if x.rows == tokens { 1 } else { top };
+    let x_dims = [tokens, slots, x.k];
+    if x.rows != tokens * slots
+        || weights.ty.q8_scheme() != Some(x.scheme)
+        || x.buffer.len() < q8_bytes(x.rows, x.k)
+    {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "{} rows of {} {:?} activations for ids {:?} against {} experts of {} ({:?} \
+                 activations)",
+                x.rows,
+                x.k,
+                x.scheme,
+                ids.layout.dims,
+                experts,
+                weights.ty,
+                weights.ty.q8_scheme()
+            ),
+        });
+    }
+    let n = expert_rows(OP, &w, (&x_dims, &ids.layout.dims), (tokens, slots, x.k))?;
+    if let Some(t) = &topw {
+        if t.dtype != DType::F32 {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype: t.dtype,
+            });
+        }
+        if t.layout.dims != ids.layout.dims {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                detail: format!(
+                    "weights {:?} against ids {:?}",
+                    t.layout.dims, ids.layout.dims
+                ),
+            });
+        }
+    }
+    let key = weights.ty.key();
+    let pairs = tokens * top;
+    let rows_out = if topw.is_some() { tokens } else { pairs };
+    let y = device.alloc(rows_out * n * out.size_in_bytes())?;
+    if rows_out * n == 0 {
+        return Ok(y);
+    }
+    let ids_c = ids.contiguous(OP)?;
+    let topw_c = topw.as_ref().map(|t| t.contiguous(OP)).transpose()?;
+    let bad = if check_ids {
+        Some(device.alloc_zeroed(4)?)
+    } else {
+        None
+    };
+    let grid_rows = rows_out.min(rocm_device::MAX_GRID_YZ as usize) as u32;
+    let config = matvec_config(device, n, 1, grid_rows);
+    let (w_ptr, total) = (weights.buffer.ptr(), weights.buffer_blocks() as u64);
+    let bad_ptr = bad.as_ref().map(Buffer::ptr);
+    match &topw_c {
+        Some(t) => {
+            let params = quantized::MoeQ8SumParams {
+                w: w_ptr,
+                total,
+                xq: x.buffer.ptr(),
+                ids: ids_c.ptr()?,
+                topw: t.ptr()?,
+                y: y.ptr(),
+                n: n as u64,
+                k: x.k as u64,
+                experts: experts as u64,
+                top: top as u64,
+                x_slots: slots as u64,
+                tokens: tokens as u64,
+                bad: bad_ptr,
+            };
+            let entry = family_entry(OP, quantized::MOE_Q8_SUM, out)?;
+            device.launch_entry(entry, key, config, &params)?;
+        }
+        None => {
+            let params = quantized::MoeQ8Params {
+                w: w_ptr,
+                total,
+                xq: x.buffer.ptr(),
+                ids: ids_c.ptr()?,
+                y: y.ptr(),
+                n: n as u64,
+                k: x.k as u64,
+                experts: experts as u64,
+                top: top as u64,
+                x_slots: slots as u64,
+                pairs: pairs as u64,
+                bad: bad_ptr,
+            };
+            let entry = family_entry(OP, quantized::MOE_Q8, out)?;
+            device.launch_entry(entry, key, config, &params)?;
+        }
+    }
+    if let Some(b) = bad {
+        check_ids_counter(device, &b, (&ids_c, pairs), (OP, experts))?;
+    }
+    Ok(y)
 }

@@ -797,6 +797,190 @@ fn grouped_moe_is_each_tokens_own_product() {
 }
 
 #[test]
+fn decode_moe_kernels_are_the_ops_they_replace() {
+    // moe_topk against the CPU's softmax, stable descending sort, gather and renormalization
+    // (the ids equal, the weights to f32 rounding: the softmax sums in another order; equal
+    // logits pick the lower experts); moe_matvec_q8 on activations quantized apart against
+    // moe_matvec of the float rows (bit for bit), and with weights against the pairs' products
+    // scaled and summed in slot order (bit for bit); a bad id adds nothing, or is an error.
+    let d = device();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(31);
+    let mut worst = 0.0f64;
+    for (tokens, experts, top) in [(5, 64, 8), (3, 128, 8), (2, 8, 1), (1, 6, 6)] {
+        let mut logits = uniform(&mut rng, tokens * experts)
+            .into_iter()
+            .map(|v| v * 4.0)
+            .collect::<Vec<f32>>();
+        // the last row all equal: the first `top` experts, each 1 / top
+        logits[(tokens - 1) * experts..].fill(0.5);
+        let lb = d.htod(&logits).unwrap();
+        let ll = Layout::contiguous(&[tokens, experts]);
+        for renorm in [true, false] {
+            let (ids, weights) = rq::moe_topk(
+                &d,
+                Operand::new(lb.as_buffer(), DType::F32, &ll),
+                top,
+                renorm,
+            )
+            .unwrap();
+            let ids = values(&download(&d, &ids), DType::U32);
+            let weights = values(&download(&d, &weights), DType::F32);
+            let cpu = Tensor::from_vec(logits.clone(), (tokens, experts), &Cpu::Cpu).unwrap();
+            let probs = candle_nn_softmax(&cpu);
+            let want_ids = probs
+                .arg_sort_last_dim(false)
+                .unwrap()
+                .narrow(1, 0, top)
+                .unwrap()
+                .contiguous()
+                .unwrap();
+            let mut want_w = probs.gather(&want_ids, 1).unwrap();
+            if renorm {
+                want_w = want_w
+                    .broadcast_div(&want_w.sum_keepdim(1).unwrap())
+                    .unwrap();
+            }
+            let want_ids: Vec<u32> = want_ids.flatten_all().unwrap().to_vec1().unwrap();
+            let want_w: Vec<f32> = want_w.flatten_all().unwrap().to_vec1().unwrap();
+            for i in 0..tokens * top {
+                assert_eq!(
+                    ids[i] as u32, want_ids[i],
+                    "topk {tokens}x{experts} top {top} at {i}"
+                );
+                // exp to an ulp or two, the softmax's sums in another order
+                let (g, w) = (weights[i], f64::from(want_w[i]));
+                worst = worst.max((g - w).abs() / w.abs().max(1e-3));
+                assert!(
+                    (g - w).abs() <= 2e-6 * w.abs().max(1e-3),
+                    "topk {tokens}x{experts} top {top} renorm {renorm} at {i}: {g} vs {w}"
+                );
+            }
+        }
+        let bad = rq::moe_topk(
+            &d,
+            Operand::new(lb.as_buffer(), DType::F32, &ll),
+            experts + 1,
+            true,
+        )
+        .unwrap_err();
+        assert!(matches!(bad, Error::ShapeMismatch { .. }), "{bad}");
+    }
+    println!("moe_topk: weights within {worst:.2e} of the CPU's (relative)");
+
+    let (experts, n, k, tokens, top) = (6, 72, 512, 3, 2);
+    let ids_host: Vec<u32> = vec![4, 1, 0, 5, 2, 4];
+    let ids = d.htod(&ids_host).unwrap();
+    let il = Layout::contiguous(&[tokens, top]);
+    let topw_host: Vec<f32> = uniform(&mut rng, tokens * top);
+    let topw = d.htod(&topw_host).unwrap();
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q6K,
+    ] {
+        let q = quantized(ty, experts * n, k, 41);
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+        let w = experts_of(&blocks, ty, (experts, n, k));
+        let scheme = ty.q8_scheme().unwrap();
+        for slots in [1, top] {
+            let xs = uniform(&mut rng, tokens * slots * k);
+            let xb = d.htod(&xs).unwrap();
+            let xl = Layout::contiguous(&[tokens, slots, k]);
+            let ids_op = Operand::new(ids.as_buffer(), DType::U32, &il);
+            let want = rq::moe_matvec(
+                &d,
+                w,
+                (Operand::new(xb.as_buffer(), DType::F32, &xl), ids_op),
+                false,
+            )
+            .unwrap();
+            let want = download(&d, &want);
+            let x2 = Layout::contiguous(&[tokens * slots, k]);
+            let xq = rq::Q8Activations {
+                buffer: rq::quantize_q8(&d, Operand::new(xb.as_buffer(), DType::F32, &x2), scheme)
+                    .unwrap(),
+                rows: tokens * slots,
+                k,
+                scheme,
+            };
+            let got = rq::moe_matvec_q8(&d, w, (&xq, ids_op), None, (DType::F32, true)).unwrap();
+            assert!(
+                download(&d, &got) == want,
+                "{ty} slots {slots}: pairs' products"
+            );
+            // each token's weighted sum, in slot order
+            let pairs = values(&want, DType::F32);
+            let tl = Layout::contiguous(&[tokens, top]);
+            let topw_op = Operand::new(topw.as_buffer(), DType::F32, &tl);
+            let got =
+                rq::moe_matvec_q8(&d, w, (&xq, ids_op), Some(topw_op), (DType::F32, true)).unwrap();
+            let got = values(&download(&d, &got), DType::F32);
+            for t in 0..tokens {
+                for j in 0..n {
+                    let mut sum = 0.0f32;
+                    for s in 0..top {
+                        sum += pairs[(t * top + s) * n + j] as f32 * topw_host[t * top + s];
+                    }
+                    assert_eq!(
+                        got[t * n + j] as f32,
+                        sum,
+                        "{ty} slots {slots}: token {t} row {j}"
+                    );
+                }
+            }
+            // the weights' shape must be the ids'
+            let wrong = Layout::contiguous(&[top, tokens]);
+            let e = rq::moe_matvec_q8(
+                &d,
+                w,
+                (&xq, ids_op),
+                Some(Operand::new(topw.as_buffer(), DType::F32, &wrong)),
+                (DType::F32, true),
+            )
+            .unwrap_err();
+            assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+        }
+        // an id past the experts: nothing added unchecked, an error checked
+        let bad_ids = d.htod(&[3u32, 9]).unwrap();
+        let bl = Layout::contiguous(&[1, 2]);
+        let x1 = d.htod(&uniform(&mut rng, k)).unwrap();
+        let x1q = rq::Q8Activations {
+            buffer: rq::quantize_q8(
+                &d,
+                Operand::new(x1.as_buffer(), DType::F32, &Layout::contiguous(&[1, k])),
+                scheme,
+            )
+            .unwrap(),
+            rows: 1,
+            k,
+            scheme,
+        };
+        let one_w = d.htod(&[0.75f32, 0.25]).unwrap();
+        let bad = Operand::new(bad_ids.as_buffer(), DType::U32, &bl);
+        let one = Operand::new(one_w.as_buffer(), DType::F32, &bl);
+        let pairs = rq::moe_matvec_q8(&d, w, (&x1q, bad), None, (DType::F32, false)).unwrap();
+        let pairs = values(&download(&d, &pairs), DType::F32);
+        let summed = rq::moe_matvec_q8(&d, w, (&x1q, bad), Some(one), (DType::F32, false)).unwrap();
+        let summed = values(&download(&d, &summed), DType::F32);
+        for j in 0..n {
+            assert_eq!(pairs[n + j], 0.0, "{ty}: masked pair");
+            assert_eq!(summed[j] as f32, pairs[j] as f32 * 0.75, "{ty}: row {j}");
+        }
+        let e = rq::moe_matvec_q8(&d, w, (&x1q, bad), Some(one), (DType::F32, true)).unwrap_err();
+        assert!(matches!(e, Error::IndexOutOfRange { index: 9, .. }), "{e}");
+    }
+}
+
+/// candle-nn's `softmax_last_dim` on the CPU, as the ops compute it: exp(x - max) / sum.
+fn candle_nn_softmax(x: &Tensor) -> Tensor {
+    let max = x.max_keepdim(1).unwrap();
+    let e = x.broadcast_sub(&max).unwrap().exp().unwrap();
+    e.broadcast_div(&e.sum_keepdim(1).unwrap()).unwrap()
+}
+
+#[test]
 fn bad_input_is_a_typed_error() {
     let d = device();
     let blas = Blas::new(&d).unwrap();

@@ -50,23 +50,58 @@ impl StaticLlama {
                 x = sum;
             }
             let qkv = matmul_q8(&f.qkv, &hq)?;
+            let qkv = match &f.qk_norm {
+                Some(norms) => self.qk_normed(&qkv, norms)?,
+                None => qkv,
+            };
             let (k_cache, v_cache) = (&k_caches[n], &v_caches[n]);
             // [B, heads, 1, hd]: each sequence's query at its own position
             let q = self.rope_kv_write(&qkv, positions, (k_cache, v_cache))?;
             let y = cached_attention(&q, k_cache, v_cache, CacheMask::Positions(positions), scale)?
                 .reshape((b, 1, heads * hd))?;
             let o = layer.o.forward(&y)?;
-            let (sum, hg) = norm(&x, Some(&o), &f.post_norm, &f.gate_up)?;
-            if let Some(sum) = sum {
-                x = sum;
+            match (&f.ffn, &layer.ffn) {
+                (FusedFfn::Gated { gate_up, down }, _) => {
+                    let (sum, hg) = norm(&x, Some(&o), &f.post_norm, gate_up)?;
+                    if let Some(sum) = sum {
+                        x = sum;
+                    }
+                    let gate_up = matmul_q8(gate_up, &hg)?;
+                    let hd_q8 = swiglu_q8(&gate_up, down)?;
+                    pending = Some(matmul_q8(down, &hd_q8)?);
+                }
+                (FusedFfn::Experts, FeedForward::Experts(experts)) => {
+                    // the router reads the float norm, the experts its q8 form
+                    let (sum, hq) = norm(&x, Some(&o), &f.post_norm, &experts.gate_up)?;
+                    if let Some(sum) = sum {
+                        x = sum;
+                    }
+                    let h = layer.post_norm.forward(&x)?;
+                    pending = Some(experts.forward_fused(&h, &hq)?);
+                }
+                (FusedFfn::Experts, FeedForward::Gated { .. }) => {
+                    candle_core::bail!("static llama: layer {n}'s fused form has no experts")
+                }
             }
-            let gate_up = matmul_q8(&f.gate_up, &hg)?;
-            let hd_q8 = swiglu_q8(&gate_up, &f.down)?;
-            pending = Some(matmul_q8(&f.down, &hd_q8)?);
         }
         let (_, h) = add_norm(x, pending, &self.norm)?;
         let logits = self.lm_head.forward(&h)?;
         let vocab = logits.dim(D::Minus1)?;
         logits.reshape((b, vocab))
+    }
+
+    /// The stacked q/k/v output `[B, 1, (heads + 2 kv_heads) * hd]` with q's and k's heads
+    /// normed by their weights (qwen3's per-head rms norms, before the rotary embedding).
+    fn qk_normed(&self, qkv: &Tensor, (q_w, k_w): &(Tensor, Tensor)) -> Result<Tensor> {
+        let (heads, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let b = qkv.dim(0)?;
+        let per_head = qkv.reshape((b, heads + 2 * kv, hd))?;
+        let normed = |from: usize, n: usize, w: &Tensor| {
+            candle_nn::ops::rms_norm(&per_head.narrow(1, from, n)?.contiguous()?, w, self.eps)
+        };
+        let q = normed(0, heads, q_w)?;
+        let k = normed(heads, kv, k_w)?;
+        let v = per_head.narrow(1, heads + kv, kv)?;
+        Tensor::cat(&[&q, &k, &v], 1)?.reshape((b, 1, (heads + 2 * kv) * hd))
     }
 }

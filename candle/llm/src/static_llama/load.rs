@@ -253,24 +253,18 @@ impl StaticLlama {
             };
             let ffn = match hp.experts {
                 Some((_, used)) => {
-                    let mut experts = |part: &str| -> Result<Arc<QTensor>> {
-                        Ok(Arc::new(gguf.tensor(&name(part), device)?))
-                    };
-                    let (gate_experts, up_experts, down_experts) = (
-                        experts("ffn_gate_exps")?,
-                        experts("ffn_up_exps")?,
-                        experts("ffn_down_exps")?,
-                    );
+                    let gate_up = gguf.experts_joined(
+                        &[name("ffn_gate_exps"), name("ffn_up_exps")],
+                        device,
+                    )?;
+                    let down = gguf.tensor(&name("ffn_down_exps"), device)?;
                     let router = f32_tensor(&mut gguf, &name("ffn_gate_inp"))?;
-                    FeedForward::Experts(FusedMoeGGUF {
-                        gate: Linear::new(router, None),
-                        gate_experts,
-                        up_experts,
-                        down_experts,
-                        act: candle_nn::Activation::Silu,
-                        norm_topk_prob: true,
-                        num_experts_per_tok: used,
-                        dtype: DType::F32,
+                    FeedForward::Experts(experts::Experts {
+                        router: Linear::new(router, None),
+                        gate_up: Arc::new(gate_up),
+                        down: Arc::new(down),
+                        top: used,
+                        renorm: true,
                     })
                 }
                 None => {
@@ -305,15 +299,17 @@ impl StaticLlama {
             };
             let (input_norm, input_w) = norm(gguf.tensor(&name("attn_norm"), device)?)?;
             let (post_norm, post_w) = norm(gguf.tensor(&name("ffn_norm"), device)?)?;
-            // the fused decode step computes the plain layer: no biases, no q/k norms, a gated
-            // MLP
-            let fused = match &ffn {
-                FeedForward::Gated { gate_up, down }
-                    if qkv_bias.is_empty() && qk_norm.is_none() =>
-                {
-                    FusedLayer::of(&qkv, gate_up, down, (&input_w, &post_w))
-                }
-                _ => None,
+            // the fused decode step computes layers without biases, their q/k/v one product
+            let fused = if qkv_bias.is_empty() {
+                let weights = |n: &RmsNorm| n.weight().clone();
+                FusedLayer::of(
+                    &qkv,
+                    &ffn,
+                    (&input_w, &post_w),
+                    qk_norm.as_ref().map(|(q, k)| (weights(q), weights(k))),
+                )
+            } else {
+                None
             };
             blocks.push(Layer {
                 fused,

@@ -41,7 +41,6 @@ use candle_core::rocm_backend::flash_attention::flash_attn;
 use candle_core::rocm_backend::fused::add_rms_norm;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{Embedding, Init, Linear, RmsNorm, VarBuilder};
-use candle_transformers::fused_moe::FusedMoeGGUF;
 use candle_transformers::models::llama::Config;
 
 use crate::architecture::{Architecture, GgufHyperParams};
@@ -50,6 +49,7 @@ use crate::rope::{inverse_frequencies, rotary_tables, RopeScaling};
 use crate::sampling::Sampler;
 mod attention;
 mod decode;
+mod experts;
 mod fused;
 mod load;
 
@@ -90,8 +90,8 @@ struct Layer {
 enum FeedForward {
     /// The gated MLP: gate and up stacked by rows into one gemm, or two products; down.
     Gated { gate_up: Vec<Proj>, down: Proj },
-    /// Routed experts (candle-transformers' GGUF mixture of experts).
-    Experts(FusedMoeGGUF),
+    /// Routed experts (GGUF blocks, gate and up joined).
+    Experts(experts::Experts),
 }
 
 impl Layer {
@@ -116,25 +116,57 @@ struct FusedLayer {
     input_norm: Tensor,
     post_norm: Tensor,
     qkv: Arc<QTensor>,
-    gate_up: Arc<QTensor>,
-    down: Arc<QTensor>,
+    /// q and k's per-head norm weights (qwen3), applied before the rotary embedding.
+    qk_norm: Option<(Tensor, Tensor)>,
+    ffn: FusedFfn,
+}
+
+/// The feed-forward part of a [`FusedLayer`].
+enum FusedFfn {
+    Gated {
+        gate_up: Arc<QTensor>,
+        down: Arc<QTensor>,
+    },
+    /// The layer's experts (`FeedForward::Experts`).
+    Experts,
 }
 
 impl FusedLayer {
-    /// The fused form of a layer whose q/k/v and gate/up are single products of one block type
-    /// (the down projection's too), else None.
-    fn of(qkv: &[Proj], gate_up: &[Proj], down: &Proj, norms: (&Tensor, &Tensor)) -> Option<Self> {
+    /// The fused form of a layer whose q/k/v is a single product of one block type and whose
+    /// feed-forward is routed experts or a gate/up product and a down product of block types,
+    /// else None.
+    fn of(
+        qkv: &[Proj],
+        ffn: &FeedForward,
+        norms: (&Tensor, &Tensor),
+        qk_norm: Option<(Tensor, Tensor)>,
+    ) -> Option<Self> {
         let blocks = |p: &Proj| match p {
             Proj::Quantized(QMatMul::QTensor(t)) if t.dtype().block_size() > 1 => Some(t.clone()),
             _ => None,
         };
-        match (qkv, gate_up) {
-            ([qkv], [gate_up]) => Some(FusedLayer {
+        let ffn = match ffn {
+            FeedForward::Gated { gate_up, down } => match gate_up.as_slice() {
+                [gate_up] => FusedFfn::Gated {
+                    gate_up: blocks(gate_up)?,
+                    down: blocks(down)?,
+                },
+                _ => return None,
+            },
+            FeedForward::Experts(e) => {
+                if e.gate_up.dtype().block_size() == 1 || e.down.dtype().block_size() == 1 {
+                    return None;
+                }
+                FusedFfn::Experts
+            }
+        };
+        match qkv {
+            [qkv] => Some(FusedLayer {
                 input_norm: norms.0.clone(),
                 post_norm: norms.1.clone(),
                 qkv: blocks(qkv)?,
-                gate_up: blocks(gate_up)?,
-                down: blocks(down)?,
+                qk_norm,
+                ffn,
             }),
             _ => None,
         }

@@ -363,3 +363,82 @@ pub fn matmul_q8(weights: &super::QTensor, x: &Q8Activations) -> Result<crate::T
         false,
     ))
 }
+
+/// A mixture-of-experts router's choice from its logits (tokens, experts) of f32, f16 or bf16,
+/// as candle-transformers' `FusedMoe` makes it in five ops, in one launch: the `top` most
+/// probable experts of each token's softmax (u32, the lower expert first among equal
+/// probabilities) and their probabilities (f32, divided by their sum where `renorm`), both
+/// (tokens, top).
+pub fn moe_topk(
+    logits: &crate::Tensor,
+    top: usize,
+    renorm: bool,
+) -> Result<(crate::Tensor, crate::Tensor)> {
+    const OP: &str = "moe_topk";
+    let (s, l) = logits.storage_and_layout();
+    let s = rocm_storage(OP, &s)?;
+    let (ids, weights) =
+        rocm::quantized::moe_topk((s.inner(), &rocm_layout(l)), top, renorm).map_err(wrap)?;
+    let tokens = logits.dims2()?.0;
+    let device = s.device();
+    let tensor = |storage| {
+        crate::tensor::from_storage(
+            crate::Storage::Rocm(device.wrap_storage(storage)),
+            (tokens, top),
+            crate::op::BackpropOp::none(),
+            false,
+        )
+    };
+    Ok((tensor(ids), tensor(weights)))
+}
+
+/// The quantized experts' products (`experts`: (experts, n, k) blocks) for activations already
+/// in q8 form: x stands for a row per token (read by all its slots) or a row per (token, slot)
+/// pair, ids (tokens, top) u32. Without `topw`, the pairs' products (tokens, top, n), as
+/// `indexed_moe_forward` of the float rows gives them; with `topw` (f32 (tokens, top)), each
+/// token's sum over its slots of the products scaled by their weights, (tokens, n): a decode
+/// step's down projection, its scaling and its sum in one launch. In the dtype of the float
+/// activations x stands for.
+pub fn moe_matmul_q8(
+    experts: &super::QTensor,
+    x: &Q8Activations,
+    ids: &crate::Tensor,
+    topw: Option<&crate::Tensor>,
+) -> Result<crate::Tensor> {
+    const OP: &str = "moe_matmul_q8";
+    let super::QStorage::Rocm(w) = &experts.storage else {
+        crate::bail!("{OP}: the experts are not on a ROCm device")
+    };
+    if !w.device().same_device(&x.device) {
+        crate::bail!("{OP}: the experts and the activations are on different devices")
+    }
+    let (count, n, k) = experts.shape().dims3()?;
+    let (tokens, top) = ids.dims2()?;
+    let (is, il) = ids.storage_and_layout();
+    let ts = topw.map(|t| t.storage_and_layout());
+    let topw = match &ts {
+        Some((s, l)) => Some((rocm_storage(OP, s)?.inner(), rocm_layout(l))),
+        None => None,
+    };
+    let out = w
+        .matrix(count * n, k)
+        .moe_forward_q8(
+            count,
+            &x.inner,
+            (rocm_storage(OP, &is)?.inner(), &rocm_layout(il)),
+            topw.as_ref().map(|(s, l)| (*s, l)),
+            dtype_to_rocm(x.dtype, OP)?,
+        )
+        .map_err(wrap)?;
+    let dims: Vec<usize> = if topw.is_some() {
+        vec![tokens, n]
+    } else {
+        vec![tokens, top, n]
+    };
+    Ok(crate::tensor::from_storage(
+        crate::Storage::Rocm(w.device().wrap_storage(out)),
+        dims,
+        crate::op::BackpropOp::none(),
+        false,
+    ))
+}
