@@ -1,5 +1,6 @@
 //! The fused decode step of GGUF models on ROCm: norms writing the next product's q8
-//! activations, joined q/k/v and gate/up products, the residual adds folded into the norms.
+//! activations, joined q/k/v and gate/up products, the residual adds folded into the norms;
+//! routed experts with their routing on the device.
 
 use super::*;
 
@@ -12,7 +13,11 @@ impl StaticLlama {
     /// the down projection's activations. The arithmetic is the ops' (the q8 bytes those would
     /// quantize), to the rounding of the norms' sums of squares. (The norms in the o and down
     /// projections' last block instead, 6 launches a layer, measured 1-2.5% slower:
-    /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.)
+    /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.) Qwen3's per-head q/k norms take
+    /// three launches more (two norms and a join; with several sequences q and k are copied
+    /// first); routed experts (qwen3moe) take the
+    /// float norm for the router and five launches (`Experts::forward_fused`) for the
+    /// gated MLP.
     ///
     /// `tokens` (u32 `[B, 1]`) are B sequences' tokens at `positions` (u32 `[B]`), each over
     /// its own cache (`caches`: a layer's `[B, kv_heads, max_len, head_dim]`); the logits are
