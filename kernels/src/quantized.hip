@@ -1231,10 +1231,23 @@ struct MmqPairCols {
 };
 
 // One block of the product: weight rows r0.. (of the n of the matrix whose first block is
-// `w_block0`) by the activation rows `cols`; `meta` holds the q8 records.
+// `w_block0`) by the activation rows `cols` over the sub-blocks [s_begin, s_end) of k;
+// `meta` holds the q8 records.
+// Where a block of the product writes: y, or (a split of k) its f32 partial sums at ws (one
+// instantiation of the tile for both, so one kernel holds one set of its shared tiles).
+template <typename X>
+struct MmqOut {
+    X* y;
+    float* ws;
+    DEVICE void store(u64 i, float v) const {
+        if (ws != 0) ws[i] = v;
+        else q_store(y, i, v);
+    }
+};
+
 template <typename Q, typename X, typename Cols>
 DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const u8* xq, const u8* meta, u64 k,
-                     Cols cols, X* y) {
+                     u64 s_begin, u64 s_end, Cols cols, MmqOut<X> y) {
     __shared__ u32 sw[MMQ_BM * MMQ_LD / 4];
     __shared__ u32 sx[MMQ_BN * MMQ_LD / 4];
     // per weight row and sub-block a[0], a[1], b[0], b[1]; per activation row and sub-block d,
@@ -1248,7 +1261,7 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
     for (int j = 0; j < MMQ_BN / 16; ++j)
 #pragma unroll
         for (int e = 0; e < MMA_C; ++e) acc[j][e] = 0.0f;
-    for (u64 s0 = 0; s0 < subs; s0 += MMQ_KSUBS) {
+    for (u64 s0 = s_begin; s0 < s_end; s0 += MMQ_KSUBS) {
         // one unit a sub-block: the weight rows' first, then the activation rows'
         for (u32 u = tid; u < (MMQ_BM + MMQ_BN) * MMQ_KSUBS; u += blockDim.x) {
             const u32 i = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
@@ -1257,7 +1270,7 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                 const u64 r = r0 + i;
                 u32* dst = sw + i * (MMQ_LD / 4) + 8 * sub;
                 QSub o;
-                if (r < n && s < subs) {
+                if (r < n && s < s_end) {
                     Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), o);
                 } else {
                     for (int q = 0; q < 8; ++q) o.q[q] = 0;
@@ -1277,7 +1290,7 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                 const u32 t = i - MMQ_BM;
                 u32* dst = sx + t * (MMQ_LD / 4) + 8 * sub;
                 float* f = xscale[sub][t];
-                if (t < cols.count && s < subs) {
+                if (t < cols.count && s < s_end) {
                     const u64 c = cols.x_row(t);
                     const QBytes16* src = (const QBytes16*)(xq + c * k + s * 32);
                     const QBytes16 lo = src[0], hi = src[1];
@@ -1289,10 +1302,13 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                     const u32* rec = (const u32*)(meta + (c * subs + s) * 8);
                     const float d = f32_from_bits(rec[0]);
                     const int s0i = (i16)(u16)(rec[1] & 0xffffu), s1i = (i16)(u16)(rec[1] >> 16);
+                    // d; d times each half's sum (the halves with b terms of their own); the
+                    // factor of a b term shared by the halves (the CPU's f16 form for Q8_1)
                     f[0] = d;
-                    f[1] = (float)s0i;
-                    f[2] = (float)s1i;
-                    f[3] = f16_round(f16_round((float)(s0i + s1i)) * d);
+                    f[1] = d * (float)s0i;
+                    f[2] = d * (float)s1i;
+                    f[3] = Q::XSCHEME == Q8_SCHEME_1 ? f16_round(f16_round((float)(s0i + s1i)) * d)
+                                                     : d * (float)(s0i + s1i);
                 } else {
                     for (int q = 0; q < 8; ++q) dst[q] = 0u;
                     f[0] = f[1] = f[2] = f[3] = 0.0f;
@@ -1328,21 +1344,18 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                         mma_c_at(e, row, col);
                         const float* ws = wscale[sub][16 * warp + row];
                         const float* xs = xscale[sub][16 * j + col];
-                        const float d = xs[0];
-                        float v;
-                        if (MmqHalves<Q>::value) {
-                            v = d * (ws[0] * (float)isum[0][e] + ws[1] * (float)isum[1][e]);
-                        } else {
-                            v = d * (ws[0] * (float)isum[0][e]);
-                        }
+                        float a = acc[j][e];
+                        a += xs[0] * ws[0] * (float)isum[0][e];
+                        if (MmqHalves<Q>::value) a += xs[0] * ws[1] * (float)isum[1][e];
                         if (!MmqNoB<Q>::value) {
-                            if (Q::XSCHEME == Q8_SCHEME_1) {
-                                v += ws[2] * xs[3];
+                            if (MmqHalves<Q>::value) {
+                                a += ws[2] * xs[1];
+                                a += ws[3] * xs[2];
                             } else {
-                                v += d * (ws[2] * xs[1] + ws[3] * xs[2]);
+                                a += ws[2] * xs[3];
                             }
                         }
-                        acc[j][e] += v;
+                        acc[j][e] = a;
                     }
                 }
             }
@@ -1358,17 +1371,34 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                 mma_c_at(e, row, col);
                 const u64 r = r0 + 16 * warp + row;
                 const u32 t = 16 * j + col;
-                if (r < n && t < cols.count) q_store(y, cols.y_row(t) * n + r, acc[j][e]);
+                if (r < n && t < cols.count) y.store(cols.y_row(t) * n + r, acc[j][e]);
             }
     }
 }
 
-// y = x . w^T: block (x, y) takes weight rows 64 x.. and activation rows 64 y...
+// y = x . w^T: block (x, y, z) takes weight rows 64 x.., activation rows 64 y.. and the
+// `ksplit` sub-blocks of k from z ksplit on. One split writes y; several (where the tiles are
+// too few to fill the device) write their partial sums to ws (gridDim.z of m x n f32), which
+// `mmq_reduce` adds in split order.
 template <typename Q, typename X>
-DEVICE void mmq(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u64 m) {
+DEVICE void mmq(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u64 m, float* ws, u64 ksplit) {
     const u64 c0 = (u64)blockIdx.y * MMQ_BN;
     const MmqDenseCols cols = {c0, (u32)(m - c0 < MMQ_BN ? m - c0 : MMQ_BN)};
-    mmq_tile<Q>(w, total, 0, n, (u64)blockIdx.x * MMQ_BM, xq, xq + m * k, k, cols, y);
+    const u64 subs = k / 32, s_begin = blockIdx.z * ksplit;
+    const u64 s_end = s_begin + ksplit < subs ? s_begin + ksplit : subs;
+    const u64 r0 = (u64)blockIdx.x * MMQ_BM;
+    const MmqOut<X> out = {y, gridDim.z == 1 ? (float*)0 : ws + blockIdx.z * m * n};
+    mmq_tile<Q>(w, total, 0, n, r0, xq, xq + m * k, k, s_begin, s_end, cols, out);
+}
+
+// y[i] = the sum of the `splits` partial sums ws[z * count + i], in split order.
+template <typename X>
+DEVICE void mmq_reduce(const float* ws, X* y, u64 count, u32 splits) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < count; i += (u64)gridDim.x * blockDim.x) {
+        float v = ws[i];
+        for (u32 z = 1; z < splits; ++z) v += ws[z * count + i];
+        q_store(y, i, v);
+    }
 }
 
 // Mixture of experts on the int8 matrix units: moe_grouped_q8's product, a block per MMQ_BN
@@ -1401,7 +1431,8 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
         return;
     }
     const u8* meta = xq + pairs / top * x_slots * k;
-    mmq_tile<Q>(w, total, e * n * (k / Q::BLOCK), n, r0, xq, meta, k, cols, y);
+    const MmqOut<X> out = {y, (float*)0};
+    mmq_tile<Q>(w, total, e * n * (k / Q::BLOCK), n, r0, xq, meta, k, (u64)0, k / 32, cols, out);
 }
 
 // The float types (f32, f16, bf16 weights): the float mat-vec, and quantizing activations of
@@ -1416,7 +1447,8 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
         rms_norm_q8(x, r, sum, alpha, out, m, k, eps, scheme, has_residual);                     \
     }                                                                                            \
     KERNEL void swiglu_q8_##NAME(SWIGLU_Q8_PARAMS(X)) { swiglu_q8(gate_up, out, m, w, scheme); }   \
-    KERNEL void moe_topk_##NAME(MOE_TOPK_PARAMS(X)) { moe_topk(logits, ids, weights, tokens, experts, top, renorm); }
+    KERNEL void moe_topk_##NAME(MOE_TOPK_PARAMS(X)) { moe_topk(logits, ids, weights, tokens, experts, top, renorm); } \
+    KERNEL void mmq_reduce_##NAME(MMQ_REDUCE_PARAMS(X)) { mmq_reduce(ws, y, count, splits); }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.
 #define BLOCK_MATVEC(NAME, Q, XN, X)                                                             \
@@ -1441,7 +1473,7 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     KERNEL void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                         \
         moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \
     }                                                                                            \
-    KERNEL void mmq_##XN##_##NAME(MMQ_PARAMS(X)) { mmq<Q>(w, total, xq, y, n, k, m); }             \
+    KERNEL void mmq_##XN##_##NAME(MMQ_PARAMS(X)) { mmq<Q>(w, total, xq, y, n, k, m, ws, ksplit); } \
     KERNEL void moe_mmq_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                                 \
         moe_mmq<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);             \
     }

@@ -48,6 +48,7 @@ pub const MODULE: KernelModule = KernelModule {
                 "rms_norm_q8",
                 "swiglu_q8",
                 "moe_topk",
+                "mmq_reduce",
             ],
             dtypes: &GGML_FLOAT_TYPES,
         },
@@ -100,6 +101,7 @@ pub const MODULE: KernelModule = KernelModule {
         MoeGroupedQ8Params::DECL,
         MoeRouteParams::DECL,
         MmqParams::DECL,
+        MmqReduceParams::DECL,
     ],
 };
 
@@ -298,6 +300,20 @@ crate::kernel_params! {
         n: u64,
         k: u64,
         m: u64,
+        /// With a split of k (grid z above 1), the splits' partial sums (z x m x n f32).
+        ws: Option<DevicePtr> = "float*",
+        /// Sub-blocks of 32 values of k a split (a multiple of MMQ_KSUBS).
+        ksplit: u64,
+    }
+}
+
+crate::kernel_params! {
+    /// y (`count` values) = the sum of `splits` f32 partial sums of `count` values each.
+    pub struct MmqReduceParams = "MMQ_REDUCE_PARAMS(X)" {
+        ws: DevicePtr = "const float*",
+        y: DevicePtr = "X*",
+        count: u64,
+        splits: u32,
     }
 }
 
@@ -323,6 +339,8 @@ pub const QUANTIZE_Q8: Entry<QuantizeQ8Params> = Entry::new(&MODULE, "quantize_q
 pub const RMS_NORM_Q8: Entry<RmsNormQ8Params> = Entry::new(&MODULE, "rms_norm_q8");
 /// Keyed by the activations' float type.
 pub const SWIGLU_Q8: Entry<SwigluQ8Params> = Entry::new(&MODULE, "swiglu_q8");
+/// Keyed by the output's float type.
+pub const MMQ_REDUCE: Entry<MmqReduceParams> = Entry::new(&MODULE, "mmq_reduce");
 /// Keyed by the logits' float type.
 pub const MOE_TOPK: Entry<MoeTopkParams> = Entry::new(&MODULE, "moe_topk");
 /// Keyed by the weights' block type.

@@ -126,5 +126,6 @@ mod tests {
         assert_eq!(define("MMQ_BM"), MMQ_BLOCK_ROWS);
         assert_eq!(define("MMQ_BN"), MMQ_BLOCK_COLS);
         assert_eq!(define("MMQ_WARPS"), MMQ_WARPS as usize);
+        assert_eq!(define("MMQ_KSUBS"), MMQ_KSUBS);
     }
 }

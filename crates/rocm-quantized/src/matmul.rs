@@ -22,16 +22,18 @@ pub enum MatmulPath {
     /// The weights dequantized to x's dtype on the device, then one gemm.
     DequantizeGemm,
     /// Block types on a device with matrix units: x quantized to q8 as for the mat-vec, then
-    /// the product on the int8 matrix units (the CPU's integer sums, any number of rows). Not
-    /// taken by `Auto` for one matrix (see [`MOE_MMQ_MIN_PAIRS_PER_EXPERT`]).
+    /// the product on the int8 matrix units (the CPU's integer sums, any number of rows).
+    /// `Auto` takes it for [`MMQ_MIN_ROWS`] to [`MMQ_MAX_ROWS`] rows.
     Mmq,
 }
 
 /// `x . w^T`: x is (.., k) of f32, f16 or bf16, w is (n, k); the result is a new contiguous
 /// (.., n) buffer of x's dtype. Block types with up to [`INTEGER_MAX_ROWS`] rows of x: x is
 /// quantized to q8 as Candle's CPU quantizes it for that type and integer dot products run
-/// (the CPU's integer sums; f32 accumulation); float types up to 8 rows: the float mat-vec;
-/// otherwise the weights are dequantized to x's dtype on the device and one gemm runs.
+/// (the CPU's integer sums; f32 accumulation), on the int8 matrix units from [`MMQ_MIN_ROWS`]
+/// to [`MMQ_MAX_ROWS`] rows where the device has them ([`auto_path`]); float types up to 8
+/// rows: the float mat-vec; otherwise the weights are dequantized to x's dtype on the device
+/// and one gemm runs.
 pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
     matmul_via(blas, w, x, MatmulPath::Auto)
 }
@@ -45,6 +47,27 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
 /// at 32 rows the integer kernel takes 0.85-1.3x the gemm path's time, at 48 about 1.5x), so
 /// prompts of 25 to 48 tokens pay that for the CPU's results.
 pub const INTEGER_MAX_ROWS: usize = 48;
+
+/// Rows of activations from which [`matmul`] takes the int8 matrix units where they apply
+/// (up to [`MMQ_MAX_ROWS`]), the integer mat-vec below. H200, `quantized_bench` (8B llama
+/// shapes, Q4_0/Q4_K/Q6_K/Q8_0; bench/results/2026-11-28-h200-mmq-split.md): at 16 rows the
+/// int8 product takes 0.55-0.84x the mat-vec's time, at 9 rows 0.86-1.3x.
+pub const MMQ_MIN_ROWS: usize = 16;
+/// Most rows of activations for which [`matmul`] takes the int8 matrix units: at 64 rows they
+/// take 0.39-0.56x dequantize + gemm's time, at 512 rows 1.4-2.2x (same measurement).
+pub const MMQ_MAX_ROWS: usize = 64;
+
+/// The path [`matmul`] takes for `m` rows of activations times `ty` weights: the int8 matrix
+/// units for [`MMQ_MIN_ROWS`] to [`MMQ_MAX_ROWS`] rows where they apply (the CPU's integer
+/// sums, as the mat-vec), else `Auto` (the mat-vec up to [`INTEGER_MAX_ROWS`] rows of a block
+/// type or 8 of a float type, dequantize + gemm above).
+pub fn auto_path(device: &Device, ty: GgmlType, m: usize) -> MatmulPath {
+    if (MMQ_MIN_ROWS..=MMQ_MAX_ROWS).contains(&m) && mmq_applies(device, ty) {
+        MatmulPath::Mmq
+    } else {
+        MatmulPath::Auto
+    }
+}
 
 /// [`matmul`] through a chosen path (for benchmarks and tests).
 pub fn matmul_via(
@@ -74,6 +97,10 @@ pub fn matmul_via(
     // Auto: one row (decode) quantizes x in the mat-vec's own launch. With more rows every
     // block quantizing all of x costs more than the launch it saves (H100: 1.4-1.8x the two
     // launches' time at 4 and 8 rows).
+    let path = match path {
+        MatmulPath::Auto => auto_path(device, w.ty, m),
+        p => p,
+    };
     let plan = match path {
         MatmulPath::Auto => {
             let most = if w.ty.is_block() {
@@ -95,10 +122,6 @@ pub fn matmul_via(
         }),
         MatmulPath::DequantizeGemm | MatmulPath::Mmq => None,
     };
-    // Auto leaves the int8 product to the mixture of experts: for one matrix it wins only in a
-    // band of types and shapes (Q4_K, Q8_0 at 14336x4096 from 16-32 to 64 rows), and takes
-    // 1.3-2.9x dequantize + gemm's time at 512 rows (H200, quantized_bench:
-    // bench/results/2026-11-28-h200-mmq.md)
     let mmq = match path {
         MatmulPath::Mmq => {
             require_mmq(OP, device, w.ty)?;
@@ -180,6 +203,14 @@ fn launch_mmq(
     }
     let _span = tracing::debug_span!("op", op = OP, ty = %w.ty, %dtype, m, n, k = w.k).entered();
     let entry = family_entry(OP, quantized::MMQ, dtype)?;
+    let row_tiles = n.div_ceil(MMQ_BLOCK_ROWS);
+    let col_tiles = m.div_ceil(MMQ_BLOCK_COLS);
+    let (splits, ksplit) = mmq_split(device, row_tiles * col_tiles, w.k / 32);
+    let ws = if splits > 1 {
+        Some(device.alloc(splits * m * n * 4)?)
+    } else {
+        None
+    };
     let params = quantized::MmqParams {
         w: w.buffer.ptr(),
         total: w.buffer_blocks() as u64,
@@ -188,9 +219,9 @@ fn launch_mmq(
         n: n as u64,
         k: w.k as u64,
         m: m as u64,
+        ws: ws.as_ref().map(Buffer::ptr),
+        ksplit: ksplit as u64,
     };
-    let row_tiles = n.div_ceil(MMQ_BLOCK_ROWS);
-    let col_tiles = m.div_ceil(MMQ_BLOCK_COLS);
     let config = LaunchConfig {
         grid: [
             u32::try_from(row_tiles).map_err(|_| too_large(OP, n, m))?,
@@ -198,13 +229,50 @@ fn launch_mmq(
                 .ok()
                 .filter(|&c| c <= 65_535)
                 .ok_or_else(|| too_large(OP, n, m))?,
-            1,
+            splits as u32,
         ],
         block: [MMQ_WARPS * device.info().warp_size, 1, 1],
         shared_mem_bytes: 0,
     };
     device.launch_entry(entry, w.ty.key(), config, &params)?;
+    if let Some(ws) = &ws {
+        let params = quantized::MmqReduceParams {
+            ws: ws.ptr(),
+            y: y.ptr(),
+            count: (m * n) as u64,
+            splits: splits as u32,
+        };
+        device.launch_entry_elements(
+            quantized::MMQ_REDUCE,
+            out_key(OP, dtype)?,
+            (m * n) as u64,
+            &params,
+        )?;
+    }
     Ok(y)
+}
+
+/// Sub-blocks of 32 values a k step of the int8 product takes (MMQ_KSUBS in quantized.hip).
+pub const MMQ_KSUBS: usize = 4;
+/// Blocks a multiprocessor the int8 product's grid aims at: fewer than half of them split k.
+const MMQ_BLOCKS_PER_CU: usize = 4;
+/// The fewest k steps a split of the int8 product takes.
+const MMQ_MIN_STEPS_PER_SPLIT: usize = 4;
+
+/// How the int8 product of `tiles` output tiles over `subs` sub-blocks of k splits k: (splits,
+/// sub-blocks a split). Where the tiles alone fill the device, or k is short, one split.
+fn mmq_split(device: &Device, tiles: usize, subs: usize) -> (usize, usize) {
+    let target = device.info().multiprocessor_count.max(1) as usize * MMQ_BLOCKS_PER_CU;
+    let steps = subs.div_ceil(MMQ_KSUBS);
+    // tiles for half the target or more: a split costs its partial sums' traffic for little
+    // (512 rows of 4096x4096 Q4_0: unsplit in 0.92x the time split in two, H200)
+    if tiles * 2 >= target {
+        return (1, steps.max(1) * MMQ_KSUBS);
+    }
+    let most = (steps / MMQ_MIN_STEPS_PER_SPLIT).clamp(1, 65_535);
+    let splits = target.div_ceil(tiles.max(1)).clamp(1, most);
+    let ksplit = steps.div_ceil(splits) * MMQ_KSUBS;
+    (subs.div_ceil(ksplit.max(1)).max(1), ksplit.max(MMQ_KSUBS))
 }
 
 fn too_large(op: &'static str, n: usize, m: usize) -> Error {

@@ -263,8 +263,8 @@ fn f64s(t: &Tensor) -> Vec<f64> {
 
 #[test]
 fn matmul_matches_the_cpu_qmatmul() {
-    // Every type x activation dtype x batch (integer kernel up to INTEGER_MAX_ROWS, dequantize
-    // + gemm above) x k, 33 weight rows. Two references: Candle's CPU QMatMul (which quantizes
+    // Every type x activation dtype x batch (the CPU's integer sums up to INTEGER_MAX_ROWS,
+    // and on the int8 matrix units to MMQ_MAX_ROWS; dequantize + gemm above) x k, 33 weight rows. Two references: Candle's CPU QMatMul (which quantizes
     // the activations as the integer path does) and the activations times the CPU's
     // dequantized weights, both rounded to the gemm's dtype, in f64 (what the gemm path
     // computes): the path's own reference to f32 rounding, the other to 2% of the output's
@@ -288,7 +288,7 @@ fn matmul_matches_the_cpu_qmatmul() {
                 rows: n,
                 k,
             };
-            for m in [1, 2, 3, 8, 9, 17, 25, 48, 49, 512] {
+            for m in [1, 2, 3, 8, 9, 17, 25, 48, 49, 64, 65, 512] {
                 let xs: Vec<f32> = (0..m * k)
                     .map(|_| rng.random::<f32>() * 2.0 - 1.0)
                     .collect();
@@ -310,7 +310,9 @@ fn matmul_matches_the_cpu_qmatmul() {
                             .unwrap(),
                     );
                     // integer path: Candle's CPU quantization, so the CPU's QMatMul is exact
-                    let integer = ty.is_block() && m <= rq::INTEGER_MAX_ROWS;
+                    let integer = ty.is_block()
+                        && (m <= rq::INTEGER_MAX_ROWS
+                            || rq::auto_path(&d, ty, m) == rq::MatmulPath::Mmq);
                     let (want, loose) = if integer {
                         (&cpu, &exact)
                     } else {
