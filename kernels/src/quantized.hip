@@ -1235,12 +1235,16 @@ struct MmqPairCols {
 // `meta` holds the q8 records.
 // Where a block of the product writes: y, or (a split of k) its f32 partial sums at ws (one
 // instantiation of the tile for both, so one kernel holds one set of its shared tiles).
+// (The kernel's own pointers and an offset, not a pointer chosen at run time: a chosen one
+// loses its address space on AMD and every store becomes a flat one.)
 template <typename X>
 struct MmqOut {
     X* y;
     float* ws;
+    u64 ws_at;
+    bool split;
     DEVICE void store(u64 i, float v) const {
-        if (ws != 0) ws[i] = v;
+        if (split) ws[ws_at + i] = v;
         else q_store(y, i, v);
     }
 };
@@ -1387,7 +1391,7 @@ DEVICE void mmq(const u8* w, u64 total, const u8* xq, X* y, u64 n, u64 k, u64 m,
     const u64 subs = k / 32, s_begin = blockIdx.z * ksplit;
     const u64 s_end = s_begin + ksplit < subs ? s_begin + ksplit : subs;
     const u64 r0 = (u64)blockIdx.x * MMQ_BM;
-    const MmqOut<X> out = {y, gridDim.z == 1 ? (float*)0 : ws + blockIdx.z * m * n};
+    const MmqOut<X> out = {y, ws, blockIdx.z * m * n, gridDim.z > 1};
     mmq_tile<Q>(w, total, 0, n, r0, xq, xq + m * k, k, s_begin, s_end, cols, out);
 }
 
@@ -1431,7 +1435,7 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
         return;
     }
     const u8* meta = xq + pairs / top * x_slots * k;
-    const MmqOut<X> out = {y, (float*)0};
+    const MmqOut<X> out = {y, (float*)0, 0, false};
     mmq_tile<Q>(w, total, e * n * (k / Q::BLOCK), n, r0, xq, meta, k, (u64)0, k / 32, cols, out);
 }
 

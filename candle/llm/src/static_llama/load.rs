@@ -253,10 +253,8 @@ impl StaticLlama {
             };
             let ffn = match hp.experts {
                 Some((_, used)) => {
-                    let gate_up = gguf.experts_joined(
-                        &[name("ffn_gate_exps"), name("ffn_up_exps")],
-                        device,
-                    )?;
+                    let gate_up =
+                        gguf.experts_joined(&[name("ffn_gate_exps"), name("ffn_up_exps")], device)?;
                     let down = gguf.tensor(&name("ffn_down_exps"), device)?;
                     let router = f32_tensor(&mut gguf, &name("ffn_gate_inp"))?;
                     FeedForward::Experts(experts::Experts {

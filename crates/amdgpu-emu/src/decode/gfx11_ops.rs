@@ -189,6 +189,7 @@ pub(super) const SOPP: &[(u16, &str)] = &[
 ];
 
 pub(super) const VOP1: &[(u16, &str)] = &[
+    (0x0, "v_nop"),
     (0x1, "v_mov_b32_e32"),
     (0x2, "v_readfirstlane_b32"),
     (0x3, "v_cvt_i32_f64_e32"),

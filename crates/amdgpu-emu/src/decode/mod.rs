@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn encodings_of_each_kind_decode_with_their_lengths() {
         // (arch, words, mnemonic, length), as llvm-objdump decodes them
-        let cases: [(Arch, &[u32], &str, usize); 10] = [
+        let cases: [(Arch, &[u32], &str, usize); 11] = [
             (Arch::Gfx1100, &[0xBF850004], "s_clause", 4),
             (Arch::Gfx1100, &[0xF40C0400, 0xF8000038], "s_load_b256", 8),
             (Arch::Gfx1100, &[0x3656009F], "v_and_b32_e32", 4),
@@ -383,6 +383,7 @@ mod tests {
             (Arch::Gfx1100, &[0xBFB60003], "s_sendmsg", 4),
             (Arch::Gfx942, &[0xBF800000], "s_nop", 4),
             (Arch::Gfx1100, &[0xBF870111], "s_delay_alu", 4),
+            (Arch::Gfx1100, &[0x7E000000], "v_nop", 4),
         ];
         for (arch, words, mnemonic, len) in cases {
             let inst = decode(arch, &bytes(words), 0, 0x1000).unwrap();

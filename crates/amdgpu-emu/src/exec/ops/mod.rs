@@ -229,6 +229,10 @@ pub(crate) fn execute(
         return Ok(Flow::Next);
     }
     let m = inst.mnemonic;
+    // the hazard wait the compiler puts between dependent matrix ops: nothing to do here
+    if m == "v_nop" {
+        return Ok(Flow::Next);
+    }
     let w0 = inst.words[0];
     let w1 = inst.words[1];
     match inst.format {
