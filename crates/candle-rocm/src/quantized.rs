@@ -41,6 +41,14 @@ impl QMatrix<'_> {
         })
     }
 
+    /// This matrix as `experts` (n, k) matrices one after the other.
+    fn experts(&self, experts: usize) -> Result<QExperts<'_>> {
+        Ok(QExperts {
+            weights: self.weights()?,
+            experts,
+        })
+    }
+
     /// Every value as a new contiguous storage of `out` (f32, f16 or bf16).
     pub fn dequantize(&self, out: DType) -> Result<RocmStorage> {
         let device = self.blocks.device();
@@ -91,10 +99,7 @@ impl QMatrix<'_> {
     ) -> Result<RocmStorage> {
         let device = self.blocks.device();
         let check = device.options().index.check_indices;
-        let w = QExperts {
-            weights: self.weights()?,
-            experts,
-        };
+        let w = self.experts(experts)?;
         let out = rocm_quantized::moe_matvec(
             device.raw(),
             w,
@@ -103,9 +108,7 @@ impl QMatrix<'_> {
         )?;
         Ok(device.storage(out, x.dtype()))
     }
-}
 
-impl QMatrix<'_> {
     /// The experts' products for activations already in q8 form (`rocm_quantized::
     /// moe_matvec_q8`): with this matrix as `experts` (n, k) matrices, ids (tokens, top) u32,
     /// without `topw` a contiguous (tokens * top, n) storage of `out`, with `topw` (f32
@@ -121,10 +124,7 @@ impl QMatrix<'_> {
     ) -> Result<RocmStorage> {
         let device = self.blocks.device();
         let check = device.options().index.check_indices;
-        let w = QExperts {
-            weights: self.weights()?,
-            experts,
-        };
+        let w = self.experts(experts)?;
         let y = rocm_quantized::moe_matvec_q8(
             device.raw(),
             w,

@@ -828,7 +828,7 @@ fn decode_moe_kernels_are_the_ops_they_replace() {
             let ids = values(&download(&d, &ids), DType::U32);
             let weights = values(&download(&d, &weights), DType::F32);
             let cpu = Tensor::from_vec(logits.clone(), (tokens, experts), &Cpu::Cpu).unwrap();
-            let probs = candle_nn_softmax(&cpu);
+            let probs = softmax_rows(&cpu);
             let want_ids = probs
                 .arg_sort_last_dim(false)
                 .unwrap()
@@ -975,8 +975,8 @@ fn decode_moe_kernels_are_the_ops_they_replace() {
     }
 }
 
-/// candle-nn's `softmax_last_dim` on the CPU, as the ops compute it: exp(x - max) / sum.
-fn candle_nn_softmax(x: &Tensor) -> Tensor {
+/// Each row's softmax on the CPU as candle-nn's `softmax_last_dim` computes it: exp(x - max) / sum.
+fn softmax_rows(x: &Tensor) -> Tensor {
     let max = x.max_keepdim(1).unwrap();
     let e = x.broadcast_sub(&max).unwrap().exp().unwrap();
     e.broadcast_div(&e.sum_keepdim(1).unwrap()).unwrap()
