@@ -1230,9 +1230,6 @@ struct MmqPairCols {
     DEVICE u64 y_row(u32 t) const { return pairs[t]; }
 };
 
-// One block of the product: weight rows r0.. (of the n of the matrix whose first block is
-// `w_block0`) by the activation rows `cols` over the sub-blocks [s_begin, s_end) of k;
-// `meta` holds the q8 records.
 // Where a block of the product writes: y, or (a split of k) its f32 partial sums at ws (one
 // instantiation of the tile for both, so one kernel holds one set of its shared tiles).
 // (The kernel's own pointers and an offset, not a pointer chosen at run time: a chosen one
@@ -1249,135 +1246,180 @@ struct MmqOut {
     }
 };
 
+// What one thread reads of a k step: MMQ_UNITS weight sub-blocks (unpacked) and as many
+// activation ones (quants and record). A block of MMQ_WARPS warps of 32 lanes takes every unit in
+// these rounds; wider warps leave the later rounds to no thread. A thread reads all its units
+// before it writes any to shared memory (its loads in flight together), and reads the next step's
+// while the matrix units work on this one's.
+#define MMQ_UNITS (MMQ_BM * MMQ_KSUBS / (MMQ_WARPS * 32))
+static_assert(MMQ_BM == MMQ_BN, "a thread stages as many weight units as activation units");
+// A row's four scales of one sub-block in shared memory, read and written as one 16 bytes.
+struct alignas(16) MmqScales { float v[4]; };
+
+struct MmqStaged {
+    QSub w[MMQ_UNITS];
+    QBytes16 x[MMQ_UNITS][2];
+    u32 rec[MMQ_UNITS][2];
+};
+
+// Whether round i has no units left for a block of MMQ_WARPS warps (decided when the kernel
+// is compiled: warpSize is a constant of the target).
+DEVICE bool mmq_round_idle(int i) { return (u32)i * MMQ_WARPS * warpSize >= MMQ_BM * MMQ_KSUBS; }
+
+// Reads the units of the k step from sub-block s0 into `st`. A weight unit past the rows or k
+// reads the nearest real one instead (no branch around the loads; the write zeroes it).
+template <typename Q, typename Cols>
+DEVICE void mmq_read(MmqStaged& st, const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const u8* xq,
+                     const u8* meta, u64 k, u64 s0, u64 s_end, const Cols& cols) {
+    const u64 subs = k / 32, blocks_per_row = k / Q::BLOCK;
+#pragma unroll
+    for (int i = 0; i < MMQ_UNITS; ++i) {
+        if (mmq_round_idle(i)) break;
+        const u32 u = threadIdx.x + i * blockDim.x, row = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
+        const u64 s = s0 + sub < s_end ? s0 + sub : s_end - 1;
+        const u64 r = r0 + row < n ? r0 + row : n - 1;
+        Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), st.w[i]);
+        // rows past the block's activations read nothing (whole warps of them where there are
+        // fewer than MMQ_BN: the write zeroes them)
+        if (row < cols.count) {
+            const u64 c = cols.x_row(row);
+            const QBytes16* src = (const QBytes16*)(xq + c * k + s * 32);
+            st.x[i][0] = src[0];
+            st.x[i][1] = src[1];
+            const u32* rec = (const u32*)(meta + (c * subs + s) * 8);
+            st.rec[i][0] = rec[0];
+            st.rec[i][1] = rec[1];
+        }
+    }
+}
+
+// One block of the product: weight rows r0.. (of the n of the matrix whose first block is
+// `w_block0`) by the activation rows `cols` over the sub-blocks [s_begin, s_end) of k;
+// `meta` holds the q8 records.
 template <typename Q, typename X, typename Cols>
 DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const u8* xq, const u8* meta, u64 k,
                      u64 s_begin, u64 s_end, Cols cols, MmqOut<X> y) {
-    __shared__ u32 sw[MMQ_BM * MMQ_LD / 4];
-    __shared__ u32 sx[MMQ_BN * MMQ_LD / 4];
+    __shared__ QBytes16 sw[MMQ_BM * MMQ_LD / 16];
+    __shared__ QBytes16 sx[MMQ_BN * MMQ_LD / 16];
     // per weight row and sub-block a[0], a[1], b[0], b[1]; per activation row and sub-block d,
-    // the halves' sums and (Q8_1) the CPU's f16 sum term
-    __shared__ float wscale[MMQ_KSUBS][MMQ_BM][4];
-    __shared__ float xscale[MMQ_KSUBS][MMQ_BN][4];
+    // the halves' sums and (Q8_1) the CPU's f16 sum term (a row's MMQ_KSUBS + 1 slots apart:
+    // the 8 rows or columns a quarter warp reads in the sums' scaling on distinct banks)
+    __shared__ MmqScales wscale[MMQ_BM][MMQ_KSUBS + 1];
+    __shared__ MmqScales xscale[MMQ_BN][MMQ_KSUBS + 1];
     const u32 tid = threadIdx.x, warp = tid / warpSize;
-    const u64 subs = k / 32, blocks_per_row = k / Q::BLOCK;
     float acc[MMQ_BN / 16][MMA_C];
 #pragma unroll
     for (int j = 0; j < MMQ_BN / 16; ++j)
 #pragma unroll
         for (int e = 0; e < MMA_C; ++e) acc[j][e] = 0.0f;
+    MmqStaged st = {};
+    mmq_read<Q>(st, w, total, w_block0, n, r0, xq, meta, k, s_begin, s_end, cols);
     for (u64 s0 = s_begin; s0 < s_end; s0 += MMQ_KSUBS) {
-        // one unit a sub-block: the weight rows' first, then the activation rows'
-        for (u32 u = tid; u < (MMQ_BM + MMQ_BN) * MMQ_KSUBS; u += blockDim.x) {
-            const u32 i = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
-            const u64 s = s0 + sub;
-            if (i < MMQ_BM) {
-                const u64 r = r0 + i;
-                u32* dst = sw + i * (MMQ_LD / 4) + 8 * sub;
-                QSub o;
-                if (r < n && s < s_end) {
-                    Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), o);
-                } else {
-                    for (int q = 0; q < 8; ++q) o.q[q] = 0;
-                    o.same(0.0f, 0.0f);
-                }
 #pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    const u32 v = (u32)o.q[q];
-                    dst[q] = MmqOffset<Q>::value ? mmq_sub_bytes(v, MmqOffset<Q>::value) : v;
-                }
-                float* f = wscale[sub][i];
-                f[0] = o.a[0];
-                f[1] = o.a[1];
-                f[2] = o.b[0];
-                f[3] = o.b[1];
-            } else {
-                const u32 t = i - MMQ_BM;
-                u32* dst = sx + t * (MMQ_LD / 4) + 8 * sub;
-                float* f = xscale[sub][t];
-                if (t < cols.count && s < s_end) {
-                    const u64 c = cols.x_row(t);
-                    const QBytes16* src = (const QBytes16*)(xq + c * k + s * 32);
-                    const QBytes16 lo = src[0], hi = src[1];
+        for (int i = 0; i < MMQ_UNITS; ++i) {
+            if (mmq_round_idle(i)) break;
+            const u32 u = tid + i * blockDim.x, row = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
+            const bool in_k = s0 + sub < s_end;
+            // the weight row's sub-block, its quants less the type's offset as signed bytes (two
+            // 16-byte stores: a quarter warp's on distinct banks)
+            const bool w_live = in_k && r0 + row < n;
+            QBytes16 q[2];
 #pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        dst[q] = lo.w[q];
-                        dst[4 + q] = hi.w[q];
-                    }
-                    const u32* rec = (const u32*)(meta + (c * subs + s) * 8);
-                    const float d = f32_from_bits(rec[0]);
-                    const int s0i = (i16)(u16)(rec[1] & 0xffffu), s1i = (i16)(u16)(rec[1] >> 16);
-                    // d; d times each half's sum (the halves with b terms of their own); the
-                    // factor of a b term shared by the halves (the CPU's f16 form for Q8_1)
-                    f[0] = d;
-                    f[1] = d * (float)s0i;
-                    f[2] = d * (float)s1i;
-                    f[3] = Q::XSCHEME == Q8_SCHEME_1 ? f16_round(f16_round((float)(s0i + s1i)) * d)
-                                                     : d * (float)(s0i + s1i);
-                } else {
-                    for (int q = 0; q < 8; ++q) dst[q] = 0u;
-                    f[0] = f[1] = f[2] = f[3] = 0.0f;
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int b = 0; b < 4; ++b) {
+                    const u32 v = (u32)st.w[i].q[4 * h + b];
+                    q[h].w[b] = !w_live ? 0u : MmqOffset<Q>::value ? mmq_sub_bytes(v, MmqOffset<Q>::value) : v;
                 }
-            }
+            QBytes16* dst = sw + row * (MMQ_LD / 16) + 2 * sub;
+            dst[0] = q[0];
+            dst[1] = q[1];
+            MmqScales f;
+            f.v[0] = w_live ? st.w[i].a[0] : 0.0f;
+            f.v[1] = w_live ? st.w[i].a[1] : 0.0f;
+            f.v[2] = w_live ? st.w[i].b[0] : 0.0f;
+            f.v[3] = w_live ? st.w[i].b[1] : 0.0f;
+            wscale[row][sub] = f;
+            // the activation row's quants and its record's scales
+            const bool x_live = in_k && row < cols.count;
+            dst = sx + row * (MMQ_LD / 16) + 2 * sub;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int b = 0; b < 4; ++b) q[h].w[b] = x_live ? st.x[i][h].w[b] : 0u;
+            dst[0] = q[0];
+            dst[1] = q[1];
+            const float d = f32_from_bits(st.rec[i][0]);
+            const int s0i = (i16)(u16)(st.rec[i][1] & 0xffffu), s1i = (i16)(u16)(st.rec[i][1] >> 16);
+            // d; d times each half's sum (the halves with b terms of their own); the factor of a
+            // b term shared by the halves (the CPU's f16 form for Q8_1)
+            f.v[0] = x_live ? d : 0.0f;
+            f.v[1] = x_live ? d * (float)s0i : 0.0f;
+            f.v[2] = x_live ? d * (float)s1i : 0.0f;
+            f.v[3] = !x_live                       ? 0.0f
+                     : Q::XSCHEME == Q8_SCHEME_1 ? f16_round(f16_round((float)(s0i + s1i)) * d)
+                                                 : d * (float)(s0i + s1i);
+            xscale[row][sub] = f;
         }
         __syncthreads();
-        if (warp < MMQ_WARPS) {
+        // the next step's units in flight while this one's are multiplied (past the last step,
+        // its own again, unused)
+        mmq_read<Q>(st, w, total, w_block0, n, r0, xq, meta, k, s0 + MMQ_KSUBS, s_end, cols);
 #pragma unroll
-            for (int sub = 0; sub < MMQ_KSUBS; ++sub) {
-                u32 fa[MMA_I8_A / 4], fa_half[2][MMA_I8_A / 4];
-                mma_i8_load_a(fa, (const i8*)sw + 16 * warp * MMQ_LD + 32 * sub, MMQ_LD);
+        for (int sub = 0; sub < MMQ_KSUBS; ++sub) {
+            u32 fa[MMA_I8_A / 4], fa_half[2][MMA_I8_A / 4];
+            mma_i8_load_a(fa, (const i8*)sw + 16 * warp * MMQ_LD + 32 * sub, MMQ_LD);
+            if (MmqHalves<Q>::value) {
+                mmq_half_words(fa, 0, fa_half[0]);
+                mmq_half_words(fa, 1, fa_half[1]);
+            }
+#pragma unroll
+            for (int j = 0; j < MMQ_BN / 16; ++j) {
+                // activation tiles past the block's rows hold zeros: none of their products
+                if (16 * j >= (int)cols.count) break;
+                u32 fb[MMA_I8_B / 4];
+                mma_i8_load_b(fb, (const i8*)sx + 16 * j * MMQ_LD + 32 * sub, MMQ_LD);
+                int isum[2][MMA_C];
+#pragma unroll
+                for (int e = 0; e < MMA_C; ++e) isum[0][e] = isum[1][e] = 0;
                 if (MmqHalves<Q>::value) {
-                    mmq_half_words(fa, 0, fa_half[0]);
-                    mmq_half_words(fa, 1, fa_half[1]);
+                    mma_i8_16x16x32(fa_half[0], fb, isum[0]);
+                    mma_i8_16x16x32(fa_half[1], fb, isum[1]);
+                } else {
+                    mma_i8_16x16x32(fa, fb, isum[0]);
                 }
 #pragma unroll
-                for (int j = 0; j < MMQ_BN / 16; ++j) {
-                    u32 fb[MMA_I8_B / 4];
-                    mma_i8_load_b(fb, (const i8*)sx + 16 * j * MMQ_LD + 32 * sub, MMQ_LD);
-                    int isum[2][MMA_C];
-#pragma unroll
-                    for (int e = 0; e < MMA_C; ++e) isum[0][e] = isum[1][e] = 0;
-                    if (MmqHalves<Q>::value) {
-                        mma_i8_16x16x32(fa_half[0], fb, isum[0]);
-                        mma_i8_16x16x32(fa_half[1], fb, isum[1]);
-                    } else {
-                        mma_i8_16x16x32(fa, fb, isum[0]);
-                    }
-#pragma unroll
-                    for (int e = 0; e < MMA_C; ++e) {
-                        u32 row, col;
-                        mma_c_at(e, row, col);
-                        const float* ws = wscale[sub][16 * warp + row];
-                        const float* xs = xscale[sub][16 * j + col];
-                        float a = acc[j][e];
-                        a += xs[0] * ws[0] * (float)isum[0][e];
-                        if (MmqHalves<Q>::value) a += xs[0] * ws[1] * (float)isum[1][e];
-                        if (!MmqNoB<Q>::value) {
-                            if (MmqHalves<Q>::value) {
-                                a += ws[2] * xs[1];
-                                a += ws[3] * xs[2];
-                            } else {
-                                a += ws[2] * xs[3];
-                            }
+                for (int e = 0; e < MMA_C; ++e) {
+                    u32 row, col;
+                    mma_c_at(e, row, col);
+                    const MmqScales ws = wscale[16 * warp + row][sub], xs = xscale[16 * j + col][sub];
+                    float a = acc[j][e];
+                    a += xs.v[0] * ws.v[0] * (float)isum[0][e];
+                    if (MmqHalves<Q>::value) a += xs.v[0] * ws.v[1] * (float)isum[1][e];
+                    if (!MmqNoB<Q>::value) {
+                        if (MmqHalves<Q>::value) {
+                            a += ws.v[2] * xs.v[1];
+                            a += ws.v[3] * xs.v[2];
+                        } else {
+                            a += ws.v[2] * xs.v[3];
                         }
-                        acc[j][e] = a;
                     }
+                    acc[j][e] = a;
                 }
             }
         }
         __syncthreads();
     }
-    if (warp < MMQ_WARPS) {
 #pragma unroll
-        for (int j = 0; j < MMQ_BN / 16; ++j)
+    for (int j = 0; j < MMQ_BN / 16; ++j)
 #pragma unroll
-            for (int e = 0; e < MMA_C; ++e) {
-                u32 row, col;
-                mma_c_at(e, row, col);
-                const u64 r = r0 + 16 * warp + row;
-                const u32 t = 16 * j + col;
-                if (r < n && t < cols.count) y.store(cols.y_row(t) * n + r, acc[j][e]);
-            }
-    }
+        for (int e = 0; e < MMA_C; ++e) {
+            u32 row, col;
+            mma_c_at(e, row, col);
+            const u64 r = r0 + 16 * warp + row;
+            const u32 t = 16 * j + col;
+            if (r < n && t < cols.count) y.store(cols.y_row(t) * n + r, acc[j][e]);
+        }
 }
 
 // y = x . w^T: block (x, y, z) takes weight rows 64 x.., activation rows 64 y.. and the

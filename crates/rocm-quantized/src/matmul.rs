@@ -49,12 +49,13 @@ pub fn matmul(blas: &Blas, w: QWeights<'_>, x: Operand<'_>) -> Result<Buffer> {
 pub const INTEGER_MAX_ROWS: usize = 48;
 
 /// Rows of activations from which [`matmul`] takes the int8 matrix units where they apply
-/// (up to [`MMQ_MAX_ROWS`]), the integer mat-vec below. H200, `quantized_bench` (8B llama
-/// shapes, Q4_0/Q4_K/Q6_K/Q8_0; bench/results/2026-11-28-h200-mmq-split.md): at 16 rows the
-/// int8 product takes 0.55-0.84x the mat-vec's time, at 9 rows 0.86-1.3x.
-pub const MMQ_MIN_ROWS: usize = 16;
+/// (up to [`MMQ_MAX_ROWS`]), the integer mat-vec below (its most rows are 8). H200,
+/// `quantized_bench` (8B llama shapes, Q4_0/Q4_K/Q6_K/Q8_0;
+/// bench/results/2026-11-28-h200-mmq-staging.md): at 9 rows the int8 product takes 0.63-0.87x
+/// the mat-vec's time, at 16 rows 0.40-0.56x.
+pub const MMQ_MIN_ROWS: usize = 9;
 /// Most rows of activations for which [`matmul`] takes the int8 matrix units: at 64 rows they
-/// take 0.39-0.56x dequantize + gemm's time, at 512 rows 1.4-2.2x (same measurement).
+/// take 0.38-0.51x dequantize + gemm's time, at 512 rows 1.4-1.9x (same measurement).
 pub const MMQ_MAX_ROWS: usize = 64;
 
 /// The path [`matmul`] takes for `m` rows of activations times `ty` weights: the int8 matrix
