@@ -556,7 +556,9 @@ fn matvec(
 
 /// `x . w^T` for activations already in q8 form (their scheme the one `w`'s type pairs with,
 /// their width `w.k`): a new contiguous (x.rows, n) buffer of `out` (f32, f16 or bf16), the
-/// integer mat-vec's result without its quantizing launch.
+/// integer sums of [`matmul`] without its quantizing launch: on the int8 matrix units where
+/// [`auto_path`] takes them for `x.rows` (a decode step of 9 to 64 sequences), else the
+/// integer mat-vec.
 pub fn matmul_q8(
     device: &Device,
     w: QWeights<'_>,
@@ -581,6 +583,9 @@ pub fn matmul_q8(
                 w.ty.q8_scheme()
             ),
         });
+    }
+    if auto_path(device, w.ty, x.rows) == MatmulPath::Mmq {
+        return launch_mmq(device, w, &x.buffer, x.rows, out);
     }
     let wpr = matvec_warps_per_row(device, w.rows, x.rows);
     launch_matvec_q8(device, w, &x.buffer, x.rows, out, wpr)

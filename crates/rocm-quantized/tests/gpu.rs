@@ -1252,8 +1252,9 @@ fn compare_q8(form: &[u8], want: &[f32], (m, k): (usize, usize), scheme: Q8Schem
 #[test]
 fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
     // Activations quantized on the host as the CPU quantizes them, through matmul_q8: the
-    // integer mat-vec's result without its quantizing launch, against the CPU's QMatMul of the
-    // float activations (which quantizes them the same way).
+    // integer sums without their quantizing launch (the mat-vec's; from 9 to 64 rows the int8
+    // matrix units' where the device has them), against the CPU's QMatMul of the float
+    // activations (which quantizes them the same way).
     let d = device();
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
     let (n, k) = (37, 512);
@@ -1275,7 +1276,7 @@ fn matmul_q8_of_q8_activations_matches_the_cpu_qmatmul() {
             k,
         };
         let scheme = ty.q8_scheme().unwrap();
-        for m in [1, 3, 9, 70] {
+        for m in [1, 3, 9, 33, 70] {
             let xs: Vec<f32> = (0..m * k)
                 .map(|_| rng.random::<f32>() * 2.0 - 1.0)
                 .collect();
