@@ -1246,6 +1246,11 @@ struct MmqOut {
     }
 };
 
+// The int8 product's blocks are MMQ_WARPS warps of at most 64 lanes: bounded so, AMD's
+// compilers give a thread the registers a block of that size allows (the default assumes
+// blocks of 1024 and spilled the K-quants' staged units to scratch).
+#define MMQ_BOUNDS __launch_bounds__(MMQ_WARPS * 64)
+
 // What one thread reads of a k step: MMQ_UNITS weight sub-blocks (unpacked) and as many
 // activation ones (quants and record). A block of MMQ_WARPS warps of 32 lanes takes every unit in
 // these rounds; wider warps leave the later rounds to no thread. A thread reads all its units
@@ -1519,8 +1524,10 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     KERNEL void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                         \
         moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \
     }                                                                                            \
-    KERNEL void mmq_##XN##_##NAME(MMQ_PARAMS(X)) { mmq<Q>(w, total, xq, y, n, k, m, ws, ksplit); } \
-    KERNEL void moe_mmq_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                                 \
+    KERNEL MMQ_BOUNDS void mmq_##XN##_##NAME(MMQ_PARAMS(X)) {                                    \
+        mmq<Q>(w, total, xq, y, n, k, m, ws, ksplit);                                            \
+    }                                                                                            \
+    KERNEL MMQ_BOUNDS void moe_mmq_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                      \
         moe_mmq<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);             \
     }
 #define BLOCK_KERNELS(NAME, Q)                                                                   \

@@ -234,6 +234,12 @@ debug = \"line-tables-only\"
 
 [profile.dev.package.\"*\"]
 debug = false
+opt-level = 2
+
+# Candle's CPU kernels optimized in test builds too: the LLM runtime's server tests run
+# SmolLM2 on the CPU (a token takes about a second unoptimized, milliseconds optimized).
+[profile.dev.package.candle-core]
+opt-level = 2
 ";
 
 /// Where the crates are materialised.
@@ -345,6 +351,40 @@ pub fn llama_cpp_sdist() -> Result<(PathBuf, &'static str), String> {
         version,
     ))
 }
+
+/// OpenAI's Python client (the server tests drive the server with it), with its
+/// dependencies, installed once from PyPI into target/tools; the folder to put on PYTHONPATH.
+pub fn openai_client() -> Result<PathBuf, String> {
+    let dir = root()
+        .join("target")
+        .join("tools")
+        .join(format!("python-{}", OPENAI_CLIENT.replace("==", "-")));
+    if dir.join("COMPLETE").is_file() {
+        return Ok(dir);
+    }
+    let status = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--upgrade",
+            "--target",
+        ])
+        .arg(&dir)
+        .arg(OPENAI_CLIENT)
+        .status()
+        .map_err(|e| format!("python3 -m pip: {e}"))?;
+    if !status.success() {
+        return Err(format!("pip could not install {OPENAI_CLIENT}"));
+    }
+    std::fs::write(dir.join("COMPLETE"), OPENAI_CLIENT).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// The OpenAI client the server tests use.
+const OPENAI_CLIENT: &str = "openai==3.57.0";
 
 /// llama.cpp's `models/` folder (vocabularies, their test texts and ids, chat templates)
 /// under target/tools, unpacked from the sdist once, with `tests/test-chat-template.cpp`

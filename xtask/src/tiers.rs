@@ -132,11 +132,17 @@ fn candle_tier() -> TierOutcome {
         Ok(path) => path,
         Err(e) => return TierOutcome::Broken(e),
     };
+    // The server tests drive it with OpenAI's Python client (PyPI, once).
+    let openai = match crate::candle::openai_client() {
+        Ok(path) => path,
+        Err(e) => return TierOutcome::Broken(e),
+    };
     // `bf16_lfm_op_timings` times ops for two minutes in a debug build; it checks no result.
     let tests = run_echo(
         crate::candle::cargo_in_workspace()
             .env("CANDLE_ROCM_SMOLLM2_GGUF", &smollm2)
             .env("CANDLE_ROCM_LLAMA_CPP_MODELS", &llama_cpp_models)
+            .env("CANDLE_ROCM_OPENAI_PYTHONPATH", &openai)
             .arg("test")
             .args(crate::candle::TEST_PACKAGES)
             .args([

@@ -85,21 +85,8 @@ impl StaticLlama {
     pub fn step_batch(&self, batch: &BatchState) -> Result<BatchOutput> {
         let slots = batch.slots();
         if !self.decodes_fused() {
-            // each slot as a sequence of its own over its row of the caches (the steps write
-            // their tokens and positions through the views)
-            let states = (0..slots)
-                .map(|i| batch.slot(i))
-                .collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&DecodeState> = states.iter().collect();
-            let (rows, next): (Vec<Tensor>, Vec<Tensor>) = self
-                .step_many(&refs)?
-                .into_iter()
-                .map(|o| (o.logits, o.next))
-                .unzip();
-            return Ok(BatchOutput {
-                logits: Tensor::stack(&rows, 0)?,
-                next: Tensor::cat(&next, 0)?,
-            });
+            let all: Vec<usize> = (0..slots).collect();
+            return self.step_slots(batch, &all);
         }
         let logits = self.forward_fused((&batch.k, &batch.v), &batch.tokens, &batch.positions)?;
         let next = logits.argmax(D::Minus1)?;
@@ -108,6 +95,32 @@ impl StaticLlama {
             .positions
             .slice_set(&(&batch.positions + &batch.ones)?, 0, 0)?;
         Ok(BatchOutput { logits, next })
+    }
+}
+
+impl StaticLlama {
+    /// One decode step of the slots `slots` only, each a sequence of its own over its row of
+    /// the caches (the steps write their tokens and positions through the views): the logits
+    /// `[slots.len(), vocab]` and greedy tokens in `slots`' order. Where the step is the fused
+    /// one, [`StaticLlama::step_batch`] steps every slot instead (its shapes never change).
+    pub fn step_slots(&self, batch: &BatchState, slots: &[usize]) -> Result<BatchOutput> {
+        if slots.is_empty() {
+            candle_core::bail!("static llama: a step of no slots");
+        }
+        let states = slots
+            .iter()
+            .map(|&i| batch.slot(i))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&DecodeState> = states.iter().collect();
+        let (rows, next): (Vec<Tensor>, Vec<Tensor>) = self
+            .step_many(&refs)?
+            .into_iter()
+            .map(|o| (o.logits, o.next))
+            .unzip();
+        Ok(BatchOutput {
+            logits: Tensor::stack(&rows, 0)?,
+            next: Tensor::cat(&next, 0)?,
+        })
     }
 }
 
@@ -141,6 +154,22 @@ impl BatchState {
         self.check(slot)?;
         self.filled[slot] = 0;
         Ok(())
+    }
+
+    /// Forgets slot `slot`'s positions from `to` on: its next prefill writes from there (a
+    /// cached prefix kept for a new sequence that starts with it).
+    pub fn rewind(&mut self, slot: usize, to: usize) -> Result<()> {
+        self.check(slot)?;
+        self.filled[slot] = self.filled[slot].min(to);
+        Ok(())
+    }
+
+    /// `token` as slot `slot`'s next step input (a token the caller chose itself).
+    pub fn feed(&self, slot: usize, token: u32) -> Result<()> {
+        self.check(slot)?;
+        let dev = self.tokens.device();
+        self.tokens
+            .slice_set(&Tensor::new(&[[token]], dev)?, 0, slot)
     }
 
     /// `sampler`'s token for slot `slot` from its logits (`[vocab]`; `greedy`: the step's

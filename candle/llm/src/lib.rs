@@ -19,6 +19,9 @@
 //! [`GgufText`] is a file's text side: its tokenizer, chat template (rendered by a Jinja
 //! engine), stop tokens, and a [`TextStream`] for streamed output.
 //!
+//! [`server`] puts a model behind OpenAI's HTTP API (`candle-rocm-llm serve`), several
+//! requests decoded together by continuous batching.
+//!
 //! [`kld`] measures how far one run's next-token distributions are from another's along the
 //! same text (llama.cpp's `--kl-divergence`).
 
@@ -30,6 +33,7 @@ pub mod gguf_reader;
 pub mod kld;
 pub mod rope;
 pub mod sampling;
+pub mod server;
 pub mod static_llama;
 
 pub use architecture::{Architecture, GgufHyperParams, UnsupportedArchitecture};

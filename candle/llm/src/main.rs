@@ -5,6 +5,7 @@
 //! ```text
 //! candle-rocm-llm generate --model FILE.gguf --prompt TEXT [options]
 //! candle-rocm-llm chat --model FILE.gguf [--system TEXT] [options]   (a turn per stdin line)
+//! candle-rocm-llm serve --model FILE.gguf [--host H] [--port P] [--parallel N] [--ctx N] [--api-key K]
 //! candle-rocm-llm tokenize --model FILE.gguf (--file TEXT_FILE | --prompt TEXT) [--no-bos] [--no-parse-special]
 //! candle-rocm-llm completions bash|zsh|fish|elvish|powershell
 //! ```
@@ -70,6 +71,40 @@ enum Command {
         #[arg(long)]
         no_parse_special: bool,
     },
+    /// Serve the model over OpenAI's HTTP API (chat and text completions, streamed or not),
+    /// several requests decoded together.
+    Serve {
+        /// The GGUF file.
+        #[arg(long)]
+        model: String,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// 0 picks a free port (the address is printed on stderr).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Sequences decoded together (each with a cache of --ctx positions).
+        #[arg(long, default_value_t = 4)]
+        parallel: usize,
+        /// Cache positions of each sequence (default: the file's context, at most 4096).
+        #[arg(long)]
+        ctx: Option<usize>,
+        #[arg(long, value_enum, default_value_t = DeviceKind::Rocm)]
+        device: DeviceKind,
+        /// A key every request must carry as `Authorization: Bearer KEY` (none: no key).
+        #[arg(long)]
+        api_key: Option<String>,
+        /// Requests waiting for a slot past which new ones get 503.
+        #[arg(long, default_value_t = 256)]
+        queue: usize,
+        /// The model's name in the API (default: the file's name without `.gguf`).
+        #[arg(long)]
+        alias: Option<String>,
+        #[arg(long, value_enum, default_value_t = CacheDType::F16)]
+        kv_cache: CacheDType,
+        /// Every step launched on its own (no captured step).
+        #[arg(long)]
+        eager: bool,
+    },
     /// Print a completion script for a shell.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -131,6 +166,16 @@ enum CacheDType {
     Bf16,
 }
 
+impl CacheDType {
+    fn dtype(self) -> DType {
+        match self {
+            CacheDType::F32 => DType::F32,
+            CacheDType::F16 => DType::F16,
+            CacheDType::Bf16 => DType::BF16,
+        }
+    }
+}
+
 impl RunArgs {
     fn options(&self) -> CliResult<GenerateOptions> {
         let sampling = SamplingParams {
@@ -152,11 +197,7 @@ impl RunArgs {
     }
 
     fn kv_cache(&self) -> DType {
-        match self.kv_cache {
-            CacheDType::F32 => DType::F32,
-            CacheDType::F16 => DType::F16,
-            CacheDType::Bf16 => DType::BF16,
-        }
+        self.kv_cache.dtype()
     }
 }
 
@@ -191,6 +232,104 @@ fn load(args: &RunArgs) -> CliResult<(StaticLlama, GgufText)> {
         bytes / secs / 1e9
     );
     Ok((model, text))
+}
+
+/// How `serve` was called.
+struct ServeArgs {
+    model: String,
+    host: String,
+    port: u16,
+    parallel: usize,
+    ctx: Option<usize>,
+    device: DeviceKind,
+    api_key: Option<String>,
+    queue: usize,
+    alias: Option<String>,
+    kv_cache: CacheDType,
+    eager: bool,
+}
+
+/// `serve`: the model loads on the engine's thread (`/health` says `loading` meanwhile) while
+/// the server listens; Ctrl-C or SIGTERM stops taking connections, lets the running requests
+/// finish and exits.
+fn serve(args: ServeArgs) -> CliResult<()> {
+    use candle_rocm_llm::server::{engine::Engine, router, ServeConfig};
+    if args.parallel == 0 {
+        return Err("--parallel is at least 1".into());
+    }
+    let mut file = std::fs::File::open(&args.model).map_err(|e| format!("{}: {e}", args.model))?;
+    let content = gguf_file::Content::read(&mut std::io::BufReader::new(&file))?;
+    let text = std::sync::Arc::new(GgufText::from_gguf(&content)?);
+    let context = candle_rocm_llm::GgufHyperParams::read(&content, &mut file)?.context;
+    let ctx = args.ctx.unwrap_or(context.unwrap_or(4096).min(4096));
+    let name = args.alias.clone().unwrap_or_else(|| {
+        std::path::Path::new(&args.model)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| args.model.clone())
+    });
+    let (path, device, cache) = (args.model.clone(), args.device, args.kv_cache.dtype());
+    let load = move || -> candle_core::Result<StaticLlama> {
+        let device = match device {
+            DeviceKind::Rocm => Device::new_rocm(0)?,
+            DeviceKind::Cpu => Device::Cpu,
+        };
+        let start = Instant::now();
+        let model =
+            StaticLlama::from_gguf_file(&content, &file, &device, ctx)?.with_cache_dtype(cache)?;
+        device.synchronize()?;
+        eprintln!(
+            "loaded {path} ({ctx} positions a sequence) in {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
+        Ok(model)
+    };
+    let (engine, thread) = Engine::start(load, text.clone(), args.parallel, !args.eager);
+    let app = router(
+        engine,
+        text,
+        ServeConfig {
+            model_name: name,
+            parallel: args.parallel,
+            max_queue: args.queue,
+            api_key: args.api_key,
+        },
+    );
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;
+        eprintln!("listening on http://{}", listener.local_addr()?);
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+    })?;
+    // the router's handles are gone: the engine finishes what it holds and stops
+    drop(runtime);
+    let _ = thread.join();
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("stopping: finishing the running requests");
 }
 
 /// Generates after `prompt` (the conversation so far; the session's cache holds what it can
@@ -295,6 +434,33 @@ fn main() -> CliResult<()> {
                 &mut std::io::stdout(),
             );
             return Ok(());
+        }
+        Command::Serve {
+            model,
+            host,
+            port,
+            parallel,
+            ctx,
+            device,
+            api_key,
+            queue,
+            alias,
+            kv_cache,
+            eager,
+        } => {
+            return serve(ServeArgs {
+                model,
+                host,
+                port,
+                parallel,
+                ctx,
+                device,
+                api_key,
+                queue,
+                alias,
+                kv_cache,
+                eager,
+            })
         }
         Command::Generate { run, prompt, raw } => (run, Some((prompt, raw))),
         Command::Chat { run } => (run, None),
