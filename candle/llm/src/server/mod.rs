@@ -506,13 +506,11 @@ async fn chat_response(
             }]);
             v
         };
-        let usage = p.include_usage.then(|| {
-            move |u: Usage| {
-                let mut v = head(&id, &model);
-                v["choices"] = json!([]);
-                v["usage"] = json!(u);
-                v
-            }
+        let usage = p.include_usage.then_some(move |u: Usage| {
+            let mut v = head(&id, &model);
+            v["choices"] = json!([]);
+            v["usage"] = json!(u);
+            v
         });
         return Ok(sse(p.events, Some(first), chunk, usage));
     }
@@ -631,13 +629,11 @@ async fn completion_response(
             }]);
             v
         };
-        let usage = p.include_usage.then(|| {
-            move |u: Usage| {
-                let mut v = head(&id, &model);
-                v["choices"] = json!([]);
-                v["usage"] = json!(u);
-                v
-            }
+        let usage = p.include_usage.then_some(move |u: Usage| {
+            let mut v = head(&id, &model);
+            v["choices"] = json!([]);
+            v["usage"] = json!(u);
+            v
         });
         return Ok(sse(p.events, first, chunk, usage));
     }
