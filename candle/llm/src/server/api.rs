@@ -100,6 +100,10 @@ pub struct Sampling {
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
     pub response_format: Option<ResponseFormat>,
+    /// llama.cpp's extension: the end-of-turn tokens do not end the answer (benchmarks that
+    /// want `max_tokens` tokens every time).
+    #[serde(default)]
+    pub ignore_eos: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -43,6 +43,8 @@ pub struct Job {
     pub sampling: SamplingParams,
     pub penalties: Penalties,
     pub max_tokens: usize,
+    /// The model's end-of-turn tokens are tokens like the others.
+    pub ignore_eos: bool,
     pub stops: Vec<String>,
     /// Log-probabilities of the chosen tokens with this many alternatives each.
     pub logprobs: Option<usize>,
@@ -423,7 +425,8 @@ impl<'m> Runner<'m> {
                 .observe((now - last).as_secs_f64());
         }
         let filled = self.batch.filled(slot);
-        let finish = if self.text.stop_tokens.contains(&token) {
+        let stop_token = !run.job.ignore_eos && self.text.stop_tokens.contains(&token);
+        let finish = if stop_token {
             Some(Finish::Stop)
         } else {
             run.generated += 1;
@@ -464,7 +467,7 @@ impl<'m> Runner<'m> {
         };
         if let Some(finish) = finish {
             // what the stop strings held back and the stream's last bytes
-            if finish == Finish::Length || self.text.stop_tokens.contains(&token) {
+            if finish == Finish::Length || stop_token {
                 let rest = run.stream.finish()?;
                 let (shown, _) = run.stops.push(&rest);
                 let tail = format!("{shown}{}", run.stops.finish());

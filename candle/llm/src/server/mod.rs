@@ -338,6 +338,7 @@ fn plan(
                 frequency: s.frequency_penalty.unwrap_or(0.0),
             },
             max_tokens,
+            ignore_eos: s.ignore_eos,
             stops,
             logprobs,
             events: tx,

@@ -302,6 +302,7 @@ pub(super) const VOP2_SDWA: &[(u16, &str)] = &[
     (0x27, "v_sub_u16_sdwa"),
     (0x29, "v_mul_lo_u16_sdwa"),
     (0x2a, "v_lshlrev_b16_sdwa"),
+    (0x2b, "v_lshrrev_b16_sdwa"),
     (0x2f, "v_max_u16_sdwa"),
     (0x30, "v_max_i16_sdwa"),
     (0x31, "v_min_u16_sdwa"),
