@@ -362,21 +362,7 @@ pub fn openai_client() -> Result<PathBuf, String> {
     if dir.join("COMPLETE").is_file() {
         return Ok(dir);
     }
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--upgrade",
-            "--target",
-        ])
-        .arg(&dir)
-        .arg(OPENAI_CLIENT)
-        .status()
-        .map_err(|e| format!("python3 -m pip: {e}"))?;
-    if !status.success() {
+    if !crate::tools::pip_install(&dir, &[OPENAI_CLIENT], true)? {
         return Err(format!("pip could not install {OPENAI_CLIENT}"));
     }
     std::fs::write(dir.join("COMPLETE"), OPENAI_CLIENT).map_err(|e| e.to_string())?;

@@ -95,25 +95,32 @@ pub(crate) fn tools_dir() -> PathBuf {
 
 /// `pip install --no-deps --upgrade --target <target> <wheels>`; returns whether pip succeeded.
 pub(crate) fn pip_install_into(target: &Path, wheels: &[&str]) -> Result<bool, String> {
+    pip_install(target, wheels, false)
+}
+
+/// `pip install --upgrade --target <target> <specs>`, their dependencies too where
+/// `with_deps`; returns whether pip succeeded.
+pub(crate) fn pip_install(target: &Path, specs: &[&str], with_deps: bool) -> Result<bool, String> {
     let python = ["python3", "python"]
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok())
         .ok_or("python3 is needed to install wheels from PyPI")?;
-    let (ok, _) = run_echo(
-        Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--upgrade",
-                "--target",
-            ])
-            .arg(target)
-            .args(wheels),
-    )?;
+    let mut command = Command::new(python);
+    command.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    if !with_deps {
+        command.arg("--no-deps");
+    }
+    command
+        .args(["--upgrade", "--target"])
+        .arg(target)
+        .args(specs);
+    let (ok, _) = run_echo(&mut command)?;
     Ok(ok)
 }
 

@@ -74,36 +74,8 @@ enum Command {
     /// Serve the model over OpenAI's HTTP API (chat and text completions, streamed or not),
     /// several requests decoded together.
     Serve {
-        /// The GGUF file.
-        #[arg(long)]
-        model: String,
-        #[arg(long, default_value = "127.0.0.1")]
-        host: String,
-        /// 0 picks a free port (the address is printed on stderr).
-        #[arg(long, default_value_t = 8080)]
-        port: u16,
-        /// Sequences decoded together (each with a cache of --ctx positions).
-        #[arg(long, default_value_t = 4)]
-        parallel: usize,
-        /// Cache positions of each sequence (default: the file's context, at most 4096).
-        #[arg(long)]
-        ctx: Option<usize>,
-        #[arg(long, value_enum, default_value_t = DeviceKind::Rocm)]
-        device: DeviceKind,
-        /// A key every request must carry as `Authorization: Bearer KEY` (none: no key).
-        #[arg(long)]
-        api_key: Option<String>,
-        /// Requests waiting for a slot past which new ones get 503.
-        #[arg(long, default_value_t = 256)]
-        queue: usize,
-        /// The model's name in the API (default: the file's name without `.gguf`).
-        #[arg(long)]
-        alias: Option<String>,
-        #[arg(long, value_enum, default_value_t = CacheDType::F16)]
-        kv_cache: CacheDType,
-        /// Every step launched on its own (no captured step).
-        #[arg(long)]
-        eager: bool,
+        #[command(flatten)]
+        args: ServeArgs,
     },
     /// Print a completion script for a shell.
     Completions {
@@ -235,17 +207,37 @@ fn load(args: &RunArgs) -> CliResult<(StaticLlama, GgufText)> {
 }
 
 /// How `serve` was called.
+#[derive(Debug, Clone, clap::Args)]
 struct ServeArgs {
+    /// The GGUF file.
+    #[arg(long)]
     model: String,
+    #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// 0 picks a free port (the address is printed on stderr).
+    #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// Sequences decoded together (each with a cache of --ctx positions).
+    #[arg(long, default_value_t = 4)]
     parallel: usize,
+    /// Cache positions of each sequence (default: the file's context, at most 4096).
+    #[arg(long)]
     ctx: Option<usize>,
+    #[arg(long, value_enum, default_value_t = DeviceKind::Rocm)]
     device: DeviceKind,
+    /// A key every request must carry as `Authorization: Bearer KEY` (none: no key).
+    #[arg(long)]
     api_key: Option<String>,
+    /// Requests waiting for a slot past which new ones get 503.
+    #[arg(long, default_value_t = 256)]
     queue: usize,
+    /// The model's name in the API (default: the file's name without `.gguf`).
+    #[arg(long)]
     alias: Option<String>,
+    #[arg(long, value_enum, default_value_t = CacheDType::F16)]
     kv_cache: CacheDType,
+    /// Every step launched on its own (no captured step).
+    #[arg(long)]
     eager: bool,
 }
 
@@ -435,33 +427,7 @@ fn main() -> CliResult<()> {
             );
             return Ok(());
         }
-        Command::Serve {
-            model,
-            host,
-            port,
-            parallel,
-            ctx,
-            device,
-            api_key,
-            queue,
-            alias,
-            kv_cache,
-            eager,
-        } => {
-            return serve(ServeArgs {
-                model,
-                host,
-                port,
-                parallel,
-                ctx,
-                device,
-                api_key,
-                queue,
-                alias,
-                kv_cache,
-                eager,
-            })
-        }
+        Command::Serve { args } => return serve(args),
         Command::Generate { run, prompt, raw } => (run, Some((prompt, raw))),
         Command::Chat { run } => (run, None),
     };

@@ -62,82 +62,30 @@ pub struct Metrics {
 impl Metrics {
     /// The text format, with the queue depth and the slots' count read by the caller.
     pub fn render(&self, queued: usize, slots: usize) -> String {
+        let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let (counter, gauge) = ("counter", "gauge");
+        let lines: [(&str, &str, usize, &str); 13] = [
+            ("llm_requests_total", "Requests received.", get(&self.requests), counter),
+            ("llm_requests_finished_total", "Requests that finished their generation.", get(&self.requests_done), counter),
+            ("llm_requests_rejected_total", "Requests refused (bad input, a full queue).", get(&self.rejected), counter),
+            ("llm_requests_failed_total", "Requests a device error ended.", get(&self.failed), counter),
+            ("llm_requests_cancelled_total", "Requests whose client left before the end.", get(&self.cancelled), counter),
+            ("llm_prompt_tokens_total", "Prompt tokens received.", get(&self.prompt_tokens), counter),
+            ("llm_prompt_cached_tokens_total", "Prompt tokens a slot's cache already held.", get(&self.prompt_cached_tokens), counter),
+            ("llm_generated_tokens_total", "Tokens generated.", get(&self.generated_tokens), counter),
+            ("llm_queue_depth", "Requests waiting for a slot.", queued, gauge),
+            ("llm_slots", "Sequences decoded together.", slots, gauge),
+            ("llm_slots_busy", "Slots holding a request.", get(&self.slots_busy), gauge),
+            ("llm_decode_steps_total", "Decode steps of the batch.", get(&self.decode_steps), counter),
+            ("llm_decode_slot_steps_total", "Decoding slots summed over the steps (over llm_decode_steps_total: the batch's occupancy).", get(&self.decode_slot_steps), counter),
+        ];
         let mut out = String::new();
-        let mut counter = |name: &str, help: &str, v: usize, kind: &str| {
+        for (name, help, value, kind) in lines {
             let _ = writeln!(
                 out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
-        };
-        let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
-        counter(
-            "llm_requests_total",
-            "Requests received.",
-            get(&self.requests),
-            "counter",
-        );
-        counter(
-            "llm_requests_finished_total",
-            "Requests that finished their generation.",
-            get(&self.requests_done),
-            "counter",
-        );
-        counter(
-            "llm_requests_rejected_total",
-            "Requests refused (bad input, a full queue).",
-            get(&self.rejected),
-            "counter",
-        );
-        counter(
-            "llm_requests_failed_total",
-            "Requests a device error ended.",
-            get(&self.failed),
-            "counter",
-        );
-        counter(
-            "llm_requests_cancelled_total",
-            "Requests whose client left before the end.",
-            get(&self.cancelled),
-            "counter",
-        );
-        counter(
-            "llm_prompt_tokens_total",
-            "Prompt tokens received.",
-            get(&self.prompt_tokens),
-            "counter",
-        );
-        counter(
-            "llm_prompt_cached_tokens_total",
-            "Prompt tokens a slot's cache already held.",
-            get(&self.prompt_cached_tokens),
-            "counter",
-        );
-        counter(
-            "llm_generated_tokens_total",
-            "Tokens generated.",
-            get(&self.generated_tokens),
-            "counter",
-        );
-        counter(
-            "llm_queue_depth",
-            "Requests waiting for a slot.",
-            queued,
-            "gauge",
-        );
-        counter("llm_slots", "Sequences decoded together.", slots, "gauge");
-        counter(
-            "llm_slots_busy",
-            "Slots holding a request.",
-            get(&self.slots_busy),
-            "gauge",
-        );
-        counter(
-            "llm_decode_steps_total",
-            "Decode steps of the batch.",
-            get(&self.decode_steps),
-            "counter",
-        );
-        counter("llm_decode_slot_steps_total", "Decoding slots summed over the steps (over llm_decode_steps_total: the batch's occupancy).", get(&self.decode_slot_steps), "counter");
+        }
         self.time_to_first_token.write(
             &mut out,
             "llm_time_to_first_token_seconds",

@@ -419,20 +419,31 @@ fn sse(
         .into_response()
 }
 
-async fn chat(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    match chat_response(&state, &headers, &body).await {
-        Ok(r) => r,
-        Err(e) => {
-            if e.status != 503 {
-                state
-                    .engine
-                    .metrics()
-                    .rejected
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            e.into_response()
+/// A generation's response, or its error (counted among the rejected requests but for a full
+/// queue, which `plan` counts).
+fn answered(state: &AppState, r: Result<Response, ApiError>) -> Response {
+    r.unwrap_or_else(|e| {
+        if e.status != 503 {
+            let rejected = &state.engine.metrics().rejected;
+            rejected.fetch_add(1, Ordering::Relaxed);
         }
+        e.into_response()
+    })
+}
+
+/// The last event of a stream that asked for usage: `head` (the chunks' id, object, created
+/// and model) with no choices and the usage.
+fn usage_chunk(head: Value) -> impl Fn(Usage) -> Value + Send + 'static {
+    move |u| {
+        let mut v = head.clone();
+        v["choices"] = json!([]);
+        v["usage"] = json!(u);
+        v
     }
+}
+
+async fn chat(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    answered(&state, chat_response(&state, &headers, &body).await)
 }
 
 async fn chat_response(
@@ -507,12 +518,7 @@ async fn chat_response(
             }]);
             v
         };
-        let usage = p.include_usage.then_some(move |u: Usage| {
-            let mut v = head(&id, &model);
-            v["choices"] = json!([]);
-            v["usage"] = json!(u);
-            v
-        });
+        let usage = p.include_usage.then(|| usage_chunk(head(&id, &model)));
         return Ok(sse(p.events, Some(first), chunk, usage));
     }
     let (text, logprobs, finish, usage) = collect(p.events).await?;
@@ -533,19 +539,7 @@ async fn chat_response(
 }
 
 async fn completion(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    match completion_response(&state, &headers, &body).await {
-        Ok(r) => r,
-        Err(e) => {
-            if e.status != 503 {
-                state
-                    .engine
-                    .metrics()
-                    .rejected
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            e.into_response()
-        }
-    }
+    answered(&state, completion_response(&state, &headers, &body).await)
 }
 
 /// The completion form of log-probabilities: tokens, their log-probabilities, the top ones
@@ -630,12 +624,7 @@ async fn completion_response(
             }]);
             v
         };
-        let usage = p.include_usage.then_some(move |u: Usage| {
-            let mut v = head(&id, &model);
-            v["choices"] = json!([]);
-            v["usage"] = json!(u);
-            v
-        });
+        let usage = p.include_usage.then(|| usage_chunk(head(&id, &model)));
         return Ok(sse(p.events, first, chunk, usage));
     }
     let (text, logprobs, finish, usage) = collect(p.events).await?;
