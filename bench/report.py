@@ -299,7 +299,43 @@ def gguf_table(work):
         )
     md += load_table(work, raw)
     md += batch_md
-    return md, raw + batch_raw
+    prompt_md, prompt_raw = prompt_table(work)
+    md += prompt_md
+    return md, raw + batch_raw + prompt_raw
+
+
+def prompt_table(work):
+    """Longer prompts (GGUF_PROMPTS): the static llama's prefill against llama-bench's with flash
+    attention, both from an empty cache."""
+    md_rows, raw = [], []
+    for path in sorted(glob.glob(f"{work}/gguf-*-rocm-prompt*.json")):
+        name = os.path.basename(path)[len("gguf-"):-len(".json")]
+        stem, p = name.rsplit("-rocm-prompt", 1)
+        shape, ty = stem.rsplit("-", 1)
+        ours = lines(path)
+        ours = ours[-1].get("prefill_tokens_per_s") if ours else None
+        theirs = None
+        try:
+            rows = json.load(open(f"{work}/gguf-{stem}-llamacpp-prompt{p}.json"))
+            theirs = next((r["avg_ts"] for r in rows if r.get("n_prompt") == int(p) and r.get("n_gen", 0) == 0), None)
+        except (OSError, ValueError):
+            pass
+        md_rows.append(f"| {shape} | {ty} | {p} | {fmt(ours)} | {fmt(theirs)} | {fmt(ratio(ours, theirs), 2)} |")
+        raw.append({"shape": shape, "type": ty, "peer": f"prompt-{p}", "prefill_tokens_per_s": ours,
+                    "llamacpp_fa_prefill_tokens_per_s": theirs})
+    if not md_rows:
+        return [], raw
+    return [
+        "",
+        "### Longer prompts",
+        "",
+        "One prompt from an empty cache: the static llama (`--static --cache f16 --prompt P --decode 8`, "
+        "median of 3 after a warm-up) against `llama-bench -p P -n 0 -fa 1 -r 3 -ngl 99`.",
+        "",
+        "| shape | type | prompt tokens | candle-rocm tokens/s | llama.cpp (fa on) tokens/s | ours / llama.cpp |",
+        "|---|---|---:|---:|---:|---:|",
+        *md_rows,
+    ], raw
 
 
 def llama_batched_rows(path):
@@ -369,6 +405,56 @@ def batch_table(work, peaks):
         "| shape | type | sequences | candle-rocm decode tokens/s | candle-rocm prompt tokens/s "
         "| llama.cpp fa off | llama.cpp fa on | ours / llama.cpp at its best | llama.cpp prompt tokens/s (fa on) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        *md_rows,
+    ], raw
+
+
+def server_table(work):
+    """The OpenAI-compatible servers under bench/server_load.py's load: ours and llama-server on
+    the same file, with the static llama's single-sequence decode as the latency reference."""
+    md_rows, raw = [], []
+    for shape in ("1b", "8b", "30b-a3b"):
+        for ty in ("q4_0", "q4k", "q6k", "q8_0"):
+            runs = {peer: {r["clients"]: r for r in lines(f"{work}/server-{shape}-{ty}-{peer}.jsonl")}
+                    for peer in ("rocm", "llamacpp")}
+            if not runs["rocm"] and not runs["llamacpp"]:
+                continue
+            cli = lines(f"{work}/server-{shape}-{ty}-cli.json")
+            cli_tps = cli[-1].get("decode_tokens_per_s") if cli else None
+            cli_ms = 1e3 / cli_tps if cli_tps else None
+            for n in sorted(set(runs["rocm"]) | set(runs["llamacpp"])):
+                ours, theirs = runs["rocm"].get(n, {}), runs["llamacpp"].get(n, {})
+                md_rows.append(
+                    f"| {shape} | {ty} | {n} | {fmt(ours.get('tokens_per_s'), 1)} | {fmt(theirs.get('tokens_per_s'), 1)} "
+                    f"| {fmt(ratio(ours.get('tokens_per_s'), theirs.get('tokens_per_s')), 2)} "
+                    f"| {fmt(ours.get('ttft_ms_median'), 1)} / {fmt(theirs.get('ttft_ms_median'), 1)} "
+                    f"| {fmt(ours.get('itl_ms_median'), 2)} / {fmt(theirs.get('itl_ms_median'), 2)} "
+                    f"| {fmt(ours.get('itl_ms_p90'), 2)} / {fmt(theirs.get('itl_ms_p90'), 2)} "
+                    f"| {ours.get('errors', '-')} / {theirs.get('errors', '-')} |"
+                )
+                raw.append({"shape": shape, "type": ty, "clients": n, "rocm": ours, "llamacpp": theirs})
+            md_rows.append(
+                f"| {shape} | {ty} | reference | the static llama's decode alone: {fmt(cli_tps, 1)} tokens/s, "
+                f"{fmt(cli_ms, 2)} ms a token | | | | | | |"
+            )
+            raw.append({"shape": shape, "type": ty, "peer": "static-llama-decode", "decode_tokens_per_s": cli_tps})
+    if not md_rows:
+        return [], raw
+    return [
+        "",
+        "## OpenAI-compatible servers (candle-rocm-llm serve, llama-server)",
+        "",
+        "The same GGUF for both; `--parallel` (`-np`) equal to the most clients, 1024 positions a "
+        "sequence, llama-server with `-fa on -ngl 99`. bench/server_load.py: N clients at once, each "
+        "sending 4 requests one after another, `POST /v1/completions` streamed, greedy, `ignore_eos`, "
+        "128 tokens, a 256-word prompt of its own (the same texts for both servers). Tokens/s: all "
+        "generated tokens over the wall time; TTFT: request to first token; ITL: between two tokens "
+        "of a stream (median, p90). The reference: the static llama alone on the same file "
+        "(`candle-rocm-bench gguf --static --cache f16 --prompt 300 --decode 128`).",
+        "",
+        "| shape | type | clients | ours tokens/s | llama-server tokens/s | ours / llama-server "
+        "| TTFT ms median (ours / theirs) | ITL ms median | ITL ms p90 | errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         *md_rows,
     ], raw
 
@@ -488,6 +574,7 @@ def main():
     ops_md, flagged, ops_raw, ceiling = op_tables(work)
     model_md, model_raw, checks = model_table(work)
     gguf_md, gguf_raw = gguf_table(work)
+    server_md, server_raw = server_table(work)
     crate_md, crate_raw = [], {}
     for path in sorted(glob.glob(f"{work}/crate-*.md")):
         name = os.path.basename(path)[len("crate-"):-len(".md")]
@@ -505,6 +592,7 @@ def main():
         *model_md,
         "",
         *gguf_md,
+        *server_md,
         "",
         *ops_md,
         "",
@@ -521,7 +609,7 @@ def main():
         f.write("\n".join(md) + "\n")
     with open(f"{out}/bench.json", "w") as f:
         json.dump({"meta": meta, "copy_ceiling_gbps": ceiling, "model": model_raw,
-                   "model_checks": checks, "gguf": gguf_raw, "ops": ops_raw, "crate_benches": crate_raw}, f, indent=1)
+                   "model_checks": checks, "gguf": gguf_raw, "server": server_raw, "ops": ops_raw, "crate_benches": crate_raw}, f, indent=1)
     print("\n".join(md))
 
 

@@ -2,7 +2,7 @@
 # Runs every benchmark and its peers on this GPU; writes bench.json, bench.md and run.log
 # under $OUT (default .bench/results).
 # Usage: bash .bench/run.sh [--quick] [--skip-crates] [--skip-ops] [--skip-model] [--skip-gguf]
-#        [--skip-decode]
+#        [--skip-decode] [--skip-server]
 #        bash .bench/run.sh --build-llama-only   (llama.cpp's build alone: it can take minutes)
 # The GGUF step takes the tokenizer from the packed tokenizer.gguf (SmolLM2's metadata alone).
 # BENCH_CRATES (a glob, e.g. 'quantized') picks the op crates' benches.
@@ -15,10 +15,10 @@ export CANDLE_ROCM_PLATFORM=${CANDLE_ROCM_PLATFORM:-nvidia}
 export CANDLE_ROCM_CACHE_DIR=${CANDLE_ROCM_CACHE_DIR:-$(mktemp -d)/kernel-cache}
 out=${OUT:-$here/results}; mkdir -p "$out"
 work=$(mktemp -d)
-quick=""; crates=1; ops=1; model=1; gguf=1; decode=1; build_llama_only=0
+quick=""; crates=1; ops=1; model=1; gguf=1; decode=1; server=1; build_llama_only=0
 for a in "$@"; do
   case $a in
-    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;; --skip-decode) decode=0;; --build-llama-only) build_llama_only=1; crates=0; ops=0; model=0; decode=0;;
+    --quick) quick=--quick;; --skip-crates) crates=0;; --skip-ops) ops=0;; --skip-model) model=0;; --skip-gguf) gguf=0;; --skip-decode) decode=0;; --skip-server) server=0;; --build-llama-only) build_llama_only=1; crates=0; ops=0; model=0; decode=0;;
   esac
 done
 [ -d "$here/bin" ] || tar -C "$here" -xJf "$here/binaries.tar.xz" || exit 1
@@ -93,12 +93,12 @@ fi
 # shaped mixture of experts, not run by default): candle-rocm, Candle CUDA and llama.cpp
 # (built here for this GPU from the packed source; flash attention off and on) on the same files;
 # device memory sampled by nvidia-smi every 0.5 s for all three.
-if [ $gguf = 1 ]; then
+if [ $gguf = 1 ] || [ $server = 1 ]; then
   # the tokenizer's metadata alone, packed; else from the SmolLM2 GGUF's halves
   if [ -f "$here/tokenizer.gguf" ]; then tok="$here/tokenizer.gguf"
-  else tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; }; fi
+  else tok=$(bash "$here/join-gguf.sh" "$here") || { echo "FAILED: the SmolLM2 GGUF"; gguf=0; server=0; }; fi
 fi
-if [ $gguf = 1 ]; then
+if [ $gguf = 1 ] || [ $server = 1 ]; then
   # built once beside the pack (kept between runs on the same machine)
   build="$here/../.llama-build"
   bench="$build/bin/llama-bench"
@@ -110,8 +110,9 @@ if [ $gguf = 1 ]; then
       (cd "$work/llama.cpp/ggml/src/ggml-cuda/template-instances" && python3 generate_cu_files.py) &&
       cmake -S "$work/llama.cpp" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF > "$work/llama-cmake.log" 2>&1 &&
-      cmake --build "$build" --target llama-bench llama-batched-bench -j "$(nproc)" > "$work/llama-build.log" 2>&1 ||
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+        -DLLAMA_BUILD_APP=OFF > "$work/llama-cmake.log" 2>&1 &&
+      cmake --build "$build" --target llama-bench llama-batched-bench llama-server -j "$(nproc)" > "$work/llama-build.log" 2>&1 ||
       { echo "FAILED: building llama.cpp"; tail -20 "$work"/llama-*.log; }
   fi
   # its load timer (bench/llama_load.cpp) against the libraries llama-bench was built with
@@ -124,6 +125,8 @@ if [ $gguf = 1 ]; then
   fi
   [ -x "$bench" ] || bench=""
   [ "$build_llama_only" = 1 ] && exit 0
+fi
+if [ $gguf = 1 ]; then
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$work/mem-gguf.csv" &
   smi=$!
   for shape in ${GGUF_SHAPES:-1b 8b}; do
@@ -174,10 +177,69 @@ if [ $gguf = 1 ]; then
           done
         fi
       fi
+      # GGUF_PROMPTS (e.g. 4096): longer prompts, the static llama (f16 cache) against llama-bench
+      # with flash attention, its prompt rate from an empty cache
+      for p in ${GGUF_PROMPTS:-}; do
+        echo "== GGUF $shape $ty, a prompt of $p tokens"
+        "$here/bin/candle-rocm-bench" gguf --device rocm --static --cache f16 --prompt "$p" --decode 8 "${moe[@]}" \
+          --file "$f" > "$work/gguf-$shape-$ty-rocm-prompt$p.json" || echo "FAILED: a prompt of $p on rocm"
+        [ -n "$bench" ] && { "$bench" -m "$f" -p "$p" -n 0 -r 3 -ngl 99 -fa 1 -o json \
+          > "$work/gguf-$shape-$ty-llamacpp-prompt$p.json" 2> "$work/gguf-$shape-$ty-llamacpp-prompt$p.log" ||
+          echo "FAILED: a prompt of $p on llama.cpp"; }
+      done
       rm -f "$f"
     done
   done
   kill $smi
+fi
+# 5. the OpenAI-compatible servers on the same GGUF (SERVER_SHAPES / SERVER_TYPES, default 8b
+# q4k): `candle-rocm-llm serve` and llama-server (flash attention on), --parallel equal to the
+# most clients; bench/server_load.py drives each with the same prompts (N clients, 4 streamed
+# greedy completions of 128 tokens each, 256-word prompts). The static llama's single-sequence
+# decode on the same file (f16 cache, as the server's) is the 1-client latency's reference.
+if [ $server = 1 ]; then
+  clients=${SERVER_CLIENTS:-1,8,32,64}
+  most=$(echo "$clients" | tr ',' '\n' | sort -n | tail -1)
+  healthy() {  # waits until GET /health answers 200 (at most 10 minutes, while the server runs)
+    for _ in $(seq 600); do
+      kill -0 "$2" 2>/dev/null || return 1
+      "${python[@]}" -c "import sys, urllib.request; urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=5)" \
+        2>/dev/null && return 0
+      sleep 1
+    done
+    return 1
+  }
+  for shape in ${SERVER_SHAPES:-8b}; do
+    for ty in ${SERVER_TYPES:-q4k}; do
+      f="$work/server-$shape-$ty.gguf"
+      "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
+        { echo "FAILED: writing $f"; continue; }
+      echo "== server $shape $ty: the static llama's decode (reference)"
+      "$here/bin/candle-rocm-bench" gguf --device rocm --static --cache f16 --prompt 300 --decode 128 --file "$f" \
+        > "$work/server-$shape-$ty-cli.json" || echo "FAILED: the static llama on $f"
+      for peer in rocm llamacpp; do
+        port=$((18080 + RANDOM % 1000))
+        case $peer in
+          rocm) "$here/bin/candle-rocm-llm" serve --model "$f" --port $port --parallel "$most" --ctx 1024 \
+                  --alias bench > "$work/server-$shape-$ty-$peer.log" 2>&1 & ;;
+          llamacpp) [ -x "$build/bin/llama-server" ] || { echo "FAILED: no llama-server"; continue; }
+                  "$build/bin/llama-server" -m "$f" --port $port -np "$most" -c $((most * 1024)) -ngl 99 -fa on \
+                    --alias bench > "$work/server-$shape-$ty-$peer.log" 2>&1 & ;;
+        esac
+        srv=$!
+        echo "== server $shape $ty on $peer (port $port)"
+        if healthy $port $srv; then
+          "${python[@]}" "$py/server_load.py" "http://127.0.0.1:$port" --clients "$clients" --requests 4 \
+            --prompt-words 256 --max-tokens 128 > "$work/server-$shape-$ty-$peer.jsonl" ||
+            echo "FAILED: the load on $peer"
+        else
+          echo "FAILED: the $peer server did not come up"; tail -20 "$work/server-$shape-$ty-$peer.log"
+        fi
+        kill $srv 2>/dev/null; wait $srv
+      done
+      rm -f "$f"
+    done
+  done
 fi
 # the raw figures travel back too, so the report can be redone anywhere
 tar -C "$work" -cJf "$out/raw.tar.xz" --exclude=llama.safetensors .

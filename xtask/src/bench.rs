@@ -24,7 +24,7 @@ const CRATE_BENCHES: [(&str, &str); 7] = [
 
 /// The Python side (torch peers and the report) and llama.cpp's load timer, built beside
 /// llama-bench.
-const SCRIPTS: [&str; 13] = [
+const SCRIPTS: [&str; 14] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -37,6 +37,7 @@ const SCRIPTS: [&str; 13] = [
     "torch_attention.py",
     "report.py",
     "report_decode.py",
+    "server_load.py",
     "llama_load.cpp",
 ];
 
@@ -61,22 +62,27 @@ const LLAMA_CPP_GGML_BACKENDS: [&str; 2] = ["ggml-cpu", "ggml-cuda"];
 /// downloaded once into target/tools/wheels.
 fn pack_llama_cpp(out: &Path) -> Result<(), String> {
     let (sdist, version) = crate::candle::llama_cpp_sdist()?;
-    // Python's tarfile reads the sdist and writes the trimmed tree (every tool but the server
-    // and its web UI, which are built only with LLAMA_BUILD_SERVER: CMake adds each tool).
+    // Python's tarfile reads the sdist and writes the trimmed tree: every tool (CMake adds
+    // each); of the server only its sources, of its web UI only what CMake reads to embed no
+    // assets (the server runs without its UI).
     let script = format!(
         "import io, sys, tarfile\n\
          src = tarfile.open(sys.argv[1])\n\
          prefix = 'llama_cpp_python-{version}/vendor/llama.cpp/'\n\
          keep = {keep:?}\n\
          backends = {backends:?}\n\
+         ui = ('CMakeLists.txt', 'sources.cmake', 'ui.cpp.in', 'ui.h.in')\n\
          def wanted(rel):\n\
          \x20   if any(rel == k or (k.endswith('/') and rel.startswith(k)) for k in keep): return True\n\
          \x20   if rel.startswith('ggml/src/'):\n\
          \x20       part = rel[len('ggml/src/'):].split('/')[0]\n\
          \x20       return not part.startswith('ggml-') or '.' in part or part in backends\n\
-         \x20   if rel.startswith('tools/'):\n\
-         \x20       return not rel.startswith(('tools/ui/', 'tools/server/'))\n\
-         \x20   return False\n\
+         \x20   if rel.startswith('tools/server/'):\n\
+         \x20       return '/' not in rel[len('tools/server/'):] and not rel.endswith('.md')\n\
+         \x20   if rel.startswith('tools/ui/'):\n\
+         \x20       return rel[len('tools/ui/'):] in ui\n\
+         \x20   if rel.startswith('tools/'): return True\n\
+         \x20   return rel == 'scripts/ui-assets.cmake'\n\
          with tarfile.open(sys.argv[2], 'w:xz') as dst:\n\
          \x20   for m in src.getmembers():\n\
          \x20       if m.isfile() and m.name.startswith(prefix) and wanted(m.name[len(prefix):]):\n\
@@ -155,7 +161,8 @@ fn cuda_toolkit() -> Result<PathBuf, String> {
     }
 }
 
-/// Builds candle-rocm-bench with Candle's CUDA backend beside ours; returns its path.
+/// Builds candle-rocm-bench with Candle's CUDA backend beside ours, and the LLM runtime's CLI
+/// (its server, for the server benchmark) in the same build; returns the folder they are in.
 fn build_candle_bench() -> Result<PathBuf, String> {
     let cuda = cuda_toolkit()?;
     crate::candle::run()?;
@@ -171,10 +178,14 @@ fn build_candle_bench() -> Result<PathBuf, String> {
                 "--release",
                 "-p",
                 "candle-rocm-e2e",
+                "-p",
+                "candle-rocm-llm",
                 "--features",
-                "cuda",
+                "candle-rocm-e2e/cuda,candle-rocm-llm/nvidia",
                 "--bin",
                 "candle-rocm-bench",
+                "--bin",
+                "candle-rocm-llm",
             ])
             .env("CUDA_HOME", &cuda)
             .env("PATH", path)
@@ -186,7 +197,7 @@ fn build_candle_bench() -> Result<PathBuf, String> {
     if !ok {
         return Err("building candle-rocm-bench failed".into());
     }
-    Ok(root().join("target/release/candle-rocm-bench"))
+    Ok(root().join("target/release"))
 }
 
 /// The bench pack's runner (`.bench/run.sh`).
@@ -301,10 +312,12 @@ pub fn bench_pack() -> Result<bool, String> {
             .map_err(|e| e.to_string())?;
         strip(&dest)?;
     }
-    let candle_bench = build_candle_bench()?;
-    let dest = bin.join("candle-rocm-bench");
-    std::fs::copy(&candle_bench, &dest).map_err(|e| e.to_string())?;
-    strip(&dest)?;
+    let built = build_candle_bench()?;
+    for name in ["candle-rocm-bench", "candle-rocm-llm"] {
+        let dest = bin.join(name);
+        std::fs::copy(built.join(name), &dest).map_err(|e| format!("{name}: {e}"))?;
+        strip(&dest)?;
+    }
     for script in SCRIPTS {
         std::fs::copy(root().join("bench").join(script), py.join(script))
             .map_err(|e| format!("bench/{script}: {e}"))?;

@@ -372,6 +372,49 @@ pub fn openai_client() -> Result<PathBuf, String> {
 /// The OpenAI client the server tests use.
 const OPENAI_CLIENT: &str = "openai==3.57.0";
 
+/// The CPython versions the GPU machine's python3 may be: the client's wheels are packed for
+/// each (two of its dependencies are compiled per version).
+const GPU_PYTHONS: [&str; 4] = ["3.10", "3.11", "3.12", "3.13"];
+
+/// The OpenAI client's wheels with their dependencies, for x86-64 Linux and each of
+/// [`GPU_PYTHONS`], in one folder (`pip install --no-index --find-links` picks the set of the
+/// python it runs under): downloaded once into target/tools; returns that folder.
+pub fn openai_client_wheels() -> Result<PathBuf, String> {
+    let dir = root()
+        .join("target")
+        .join("tools")
+        .join(format!("wheels-{}", OPENAI_CLIENT.replace("==", "-")));
+    if dir.join("COMPLETE").is_file() {
+        return Ok(dir);
+    }
+    for version in GPU_PYTHONS {
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["--only-binary=:all:", "--implementation", "cp"])
+            .args(["--python-version", version])
+            .args(["--platform", "manylinux_2_17_x86_64"])
+            .args(["--platform", "manylinux2014_x86_64"])
+            .arg("-d")
+            .arg(&dir)
+            .arg(OPENAI_CLIENT)
+            .status()
+            .map_err(|e| format!("python3 -m pip: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "pip could not download {OPENAI_CLIENT} for Python {version}"
+            ));
+        }
+    }
+    std::fs::write(dir.join("COMPLETE"), OPENAI_CLIENT).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
 /// llama.cpp's `models/` folder (vocabularies, their test texts and ids, chat templates)
 /// under target/tools, unpacked from the sdist once, with `tests/test-chat-template.cpp`
 /// (the templates' expected texts) and `src/llama-vocab.cpp` (its pre-tokenizer names) beside it.

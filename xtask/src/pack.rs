@@ -130,6 +130,24 @@ pub fn gpu_pack() -> Result<bool, String> {
         std::fs::copy(&built, &packed).map_err(|e| format!("{}: {e}", built.display()))?;
         strip(&packed)?;
     }
+    // the server's client checks (tests/server_client.py) with OpenAI's client as wheels,
+    // installed there by run.sh (no network on the GPU machine)
+    let server_dir = out.join("server");
+    let wheels = crate::candle::openai_client_wheels()?;
+    std::fs::create_dir_all(server_dir.join("wheels")).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(&wheels).map_err(|e| e.to_string())? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|e| e == "whl") {
+            let name = path.file_name().unwrap_or_default();
+            std::fs::copy(&path, server_dir.join("wheels").join(name))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    std::fs::copy(
+        root().join("candle/llm/tests/server_client.py"),
+        server_dir.join("server_client.py"),
+    )
+    .map_err(|e| format!("server_client.py: {e}"))?;
     let (ok, _) = run_echo(
         Command::new(&demo_bin)
             .arg("--export-f16")

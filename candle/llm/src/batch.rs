@@ -196,6 +196,35 @@ impl BatchState {
         Ok(token)
     }
 
+    /// The first `n` slots as a batch of their own: views of their rows of the caches and
+    /// step inputs, so a step of it writes into this batch (a step over the busy slots only
+    /// where they are the first ones). The positions counted on the host stay this batch's:
+    /// count steps with [`BatchState::advance`] here, not on the view.
+    pub fn leading(&self, n: usize) -> Result<BatchState> {
+        if n == 0 || n > self.slots() {
+            candle_core::bail!(
+                "static llama: the first {n} slots of a batch of {} sequences",
+                self.slots()
+            );
+        }
+        let rows = |caches: &[Tensor]| -> Result<Vec<Tensor>> {
+            caches.iter().map(|c| c.narrow(0, 0, n)).collect()
+        };
+        Ok(BatchState {
+            k: rows(&self.k)?,
+            v: rows(&self.v)?,
+            tokens: self.tokens.narrow(0, 0, n)?,
+            positions: self.positions.narrow(0, 0, n)?,
+            ones: self.ones.narrow(0, 0, n)?,
+            arange: self.arange.clone(),
+            one: self.one.clone(),
+            zeros: self.zeros.clone(),
+            minus_inf: self.minus_inf.clone(),
+            filled: self.filled[..n].to_vec(),
+            max_len: self.max_len,
+        })
+    }
+
     /// An error naming the slot where there is no such slot.
     fn check(&self, slot: usize) -> Result<()> {
         if slot >= self.slots() {
@@ -229,19 +258,24 @@ impl BatchState {
     }
 }
 
-/// Steps a batch eagerly, or (`captured`, where the step is the fused one on ROCm) by replaying
-/// a step captured once after one eager step (which loads its kernels and fills the pool with
-/// the step's block sizes).
+/// A captured batch step: the graph, the outputs it writes, and the batch it was captured on
+/// (its token tensor's id).
+type CapturedStep = (
+    candle_core::TensorId,
+    candle_core::rocm_backend::RocmGraph,
+    BatchOutput,
+);
+
+/// Steps batches eagerly, or (`captured`, where the step is the fused one on ROCm) by replaying
+/// a step captured for each batch after one eager step of it (which loads its kernels and fills
+/// the pool with the step's block sizes). Batches it steps are told apart by their token
+/// tensors: the views of [`BatchState::leading`] made once each have a step of their own.
 pub struct BatchDecoder<'a> {
     model: &'a StaticLlama,
     captured: bool,
-    warm: bool,
-    /// The captured step, and the batch it was captured on (its token tensor's id).
-    graph: Option<(
-        candle_core::rocm_backend::RocmGraph,
-        BatchOutput,
-        candle_core::TensorId,
-    )>,
+    /// Batches stepped eagerly once (their token tensors' ids).
+    warm: Vec<candle_core::TensorId>,
+    graphs: Vec<CapturedStep>,
 }
 
 impl<'a> BatchDecoder<'a> {
@@ -251,34 +285,31 @@ impl<'a> BatchDecoder<'a> {
         Self {
             model,
             captured,
-            warm: false,
-            graph: None,
+            warm: Vec::new(),
+            graphs: Vec::new(),
         }
     }
 
-    /// One step of every slot of `batch` (always the same batch: a captured step replays on
-    /// the tensors it was captured with).
+    /// One step of every slot of `batch` (a captured step replays on the tensors it was
+    /// captured with: a batch's own step is found by its token tensor).
     pub fn step(&mut self, batch: &BatchState) -> Result<BatchOutput> {
-        if !self.captured || !self.warm {
-            self.warm = true;
+        let id = batch.tokens.id();
+        if !self.captured || !self.warm.contains(&id) {
+            self.warm.push(id);
             return self.model.step_batch(batch);
         }
-        if self.graph.is_none() {
-            let Device::Rocm(rocm) = self.model.device() else {
-                candle_core::bail!("static llama: capture needs Device::Rocm");
-            };
-            let model = self.model;
-            let (graph, out) = rocm.capture(|| model.step_batch(batch))?;
-            self.graph = Some((graph, out, batch.tokens.id()));
+        if let Some((_, graph, out)) = self.graphs.iter().find(|(on, _, _)| *on == id) {
+            graph.replay()?;
+            return Ok(out.clone());
         }
-        let (graph, out, captured_on) = self
-            .graph
-            .as_ref()
-            .ok_or_else(|| candle_core::Error::Msg("static llama: no captured step".into()))?;
-        if *captured_on != batch.tokens.id() {
-            candle_core::bail!("static llama: a captured batch step replays on its own batch only");
-        }
+        let Device::Rocm(rocm) = self.model.device() else {
+            candle_core::bail!("static llama: capture needs Device::Rocm");
+        };
+        let model = self.model;
+        let (graph, out) = rocm.capture(|| model.step_batch(batch))?;
+        // the capture recorded the step without running it
         graph.replay()?;
-        Ok(out.clone())
+        self.graphs.push((id, graph, out.clone()));
+        Ok(out)
     }
 }

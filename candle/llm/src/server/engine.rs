@@ -1,9 +1,12 @@
 //! The server's engine: one thread that owns the model and a batch of `parallel` slots and
 //! runs continuous batching. Jobs join the batch between decode steps: a job takes a free slot
 //! (the one whose cached tokens share the longest prefix with its prompt, which it keeps), its
-//! prompt is prefilled in chunks of [`PREFILL_CHUNK`] tokens with a decode step of the running
-//! slots between chunks, then it decodes with the others; it leaves the batch when it stops,
-//! when its client is gone (its event channel closed), or when the cache is full.
+//! prompts are prefilled [`PREFILL_CHUNK`] tokens at most (one prompt's chunk or several short
+//! prompts) between two decode steps of the running slots, then it decodes with the others; it
+//! leaves the batch when it stops, when its client is gone (its event channel closed), or when
+//! the cache is full. Jobs take the lowest free slots, and a fused step runs the first slots up
+//! to the last decoding one (a power of two of them, each count's step captured once): one
+//! client's steps are one sequence's, not the whole batch's.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -193,6 +196,9 @@ struct Runner<'m> {
     model: &'m StaticLlama,
     text: &'m GgufText,
     batch: BatchState,
+    /// The first 1, 2, 4, ... slots of `batch` and all of them (views made once: each has its
+    /// captured step), for the fused step.
+    leading: Vec<BatchState>,
     decoder: BatchDecoder<'m>,
     /// Each slot's cached tokens (the positions its cache holds, in order).
     held: Vec<Vec<u32>>,
@@ -210,10 +216,22 @@ impl<'m> Runner<'m> {
         shared: Arc<Shared>,
     ) -> Result<Self> {
         let slots = parallel.max(1);
+        let batch = model.new_batch(slots)?;
+        let leading = if model.decodes_fused() {
+            (0..usize::BITS)
+                .map(|p| 1usize << p)
+                .take_while(|&n| n < slots)
+                .chain([slots])
+                .map(|n| batch.leading(n))
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
         Ok(Runner {
             model,
             text,
-            batch: model.new_batch(slots)?,
+            batch,
+            leading,
             decoder: BatchDecoder::new(model, captured && model.device().is_rocm()),
             held: vec![Vec::new(); slots],
             running: (0..slots).map(|_| None).collect(),
@@ -237,7 +255,7 @@ impl<'m> Runner<'m> {
                 self.waiting.push_back(job);
             }
             self.admit();
-            if let Err(e) = self.prefill_one() {
+            if let Err(e) = self.prefill() {
                 self.fail_all(&format!("prefill: {e}"));
                 continue;
             }
@@ -308,9 +326,22 @@ impl<'m> Runner<'m> {
         }
     }
 
-    /// One chunk of the first prefilling slot's prompt; its first token where the prompt is
-    /// done.
-    fn prefill_one(&mut self) -> Result<()> {
+    /// Prompt tokens up to [`PREFILL_CHUNK`]: chunks of the prefilling slots' prompts in slot
+    /// order.
+    fn prefill(&mut self) -> Result<()> {
+        let mut budget = PREFILL_CHUNK;
+        while budget > 0 {
+            match self.prefill_one(budget)? {
+                Some(used) => budget -= used.min(budget),
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// At most `limit` tokens of the first prefilling slot's prompt, its first token where the
+    /// prompt is done: the tokens taken, None where no slot prefills.
+    fn prefill_one(&mut self, limit: usize) -> Result<Option<usize>> {
         let Some(slot) = (0..self.running.len()).find(|&s| {
             matches!(
                 self.running[s],
@@ -320,17 +351,17 @@ impl<'m> Runner<'m> {
                 })
             )
         }) else {
-            return Ok(());
+            return Ok(None);
         };
         let run = self.running[slot].as_mut().expect("a prefilling slot");
         if run.job.events.is_closed() {
             self.running[slot] = None;
-            return Ok(());
+            return Ok(Some(0));
         }
         let Phase::Prefill { next } = run.phase else {
-            return Ok(());
+            return Ok(None);
         };
-        let end = (next + PREFILL_CHUNK).min(run.job.prompt.len());
+        let end = (next + limit).min(run.job.prompt.len());
         let chunk = run.job.prompt[next..end].to_vec();
         let out = match self.model.prefill_slot(&mut self.batch, slot, &chunk) {
             Ok(out) => out,
@@ -340,13 +371,13 @@ impl<'m> Runner<'m> {
                 self.running[slot] = None;
                 self.held[slot].clear();
                 self.batch.reset(slot)?;
-                return Ok(());
+                return Ok(Some(0));
             }
         };
         self.held[slot].extend(&chunk);
         if end < run.job.prompt.len() {
             run.phase = Phase::Prefill { next: end };
-            return Ok(());
+            return Ok(Some(chunk.len()));
         }
         let run = self.running[slot].as_mut().expect("a prefilling slot");
         run.job.prompt.iter().for_each(|&t| run.sampler.accept(t));
@@ -358,7 +389,8 @@ impl<'m> Runner<'m> {
             .observe((now - run.job.received).as_secs_f64());
         let logits = out.logits.flatten_all()?;
         let greedy = out.next.to_vec1::<u32>()?.first().copied();
-        self.take(slot, &logits, greedy)
+        self.take(slot, &logits, greedy)?;
+        Ok(Some(chunk.len()))
     }
 
     /// One decode step of every slot (the batch's shapes never change); the decoding slots'
@@ -381,10 +413,12 @@ impl<'m> Runner<'m> {
         for &s in &decoding {
             self.batch.advance(s)?;
         }
-        // the fused step runs every slot (fixed shapes, captured); the ops' step only the
-        // decoding ones (row i of its output is slot decoding[i]'s)
-        let (out, compact) = if self.model.decodes_fused() {
-            (self.decoder.step(&self.batch)?, false)
+        // the fused step runs the first slots up to the last decoding one (fixed shapes for each
+        // count, captured); the ops' step only the decoding ones (row i of its output is slot
+        // decoding[i]'s)
+        let last = decoding[decoding.len() - 1];
+        let (out, compact) = if let Some(first) = self.leading.iter().find(|b| b.slots() > last) {
+            (self.decoder.step(first)?, false)
         } else {
             (self.model.step_slots(&self.batch, &decoding)?, true)
         };
