@@ -129,10 +129,13 @@ fi
 if [ $gguf = 1 ]; then
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 > "$work/mem-gguf.csv" &
   smi=$!
+  # the files' stated context: 4096, or room for the longest of GGUF_PROMPTS and its decode
+  context=4096
+  for p in ${GGUF_PROMPTS:-}; do [ $((p + 256)) -gt $context ] && context=$((p + 256)); done
   for shape in ${GGUF_SHAPES:-1b 8b}; do
     for ty in ${GGUF_TYPES:-q4_0 q4k q6k q8_0}; do
       f="$work/llama-$shape-$ty.gguf"
-      "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --tokenizer-from "$tok" --out "$f" ||
+      "$here/bin/candle-rocm-bench" gguf-write --shape $shape --type $ty --context $context --tokenizer-from "$tok" --out "$f" ||
         { echo "FAILED: writing $f"; continue; }
       # quantized_llama (quantized_qwen3_moe for the experts' shape) on each backend; on ROCm
       # also the static llama with a captured step, its KV cache in f32 and in f16 (llama.cpp's

@@ -111,32 +111,36 @@ if [ $llm_cli = 1 ]; then
   done
   # The server as users drive it: OpenAI's Python client (its wheels in server/, installed once)
   # runs tests/server_client.py's checks against `candle-rocm-llm serve` on the GPU (64
-  # concurrent clients among them), then SIGTERM must end the server with status 0.
-  echo "== candle-rocm-llm serve, driven by OpenAI's client"
+  # concurrent clients among them), by default (a sequence's rounding depends on its batch:
+  # "batched") and with --deterministic; SIGTERM must then end the server with status 0.
   client=$here/server/python
   [ -f "$client/COMPLETE" ] || { python3 -m pip install --quiet --disable-pip-version-check --no-index \
     --find-links "$here/server/wheels" --target "$client" openai && touch "$client/COMPLETE"; }
-  "$here/bin/candle-rocm-llm" serve --device rocm --port 0 --parallel 4 --ctx 512 --api-key test-key \
-    --alias smollm2 --model "$CANDLE_ROCM_SMOLLM2_GGUF" 2> "$here/llm-server.err" &
-  srv=$!; addr=""; ready=0
-  for _ in $(seq 300); do
-    kill -0 $srv 2>/dev/null || break
-    [ -n "$addr" ] || addr=$(sed -n 's|^listening on http://||p' "$here/llm-server.err" | head -1)
-    [ -n "$addr" ] && python3 -c "import urllib.request as u; u.urlopen('http://$addr/health', timeout=5)" 2>/dev/null &&
-      { ready=1; break; }
-    sleep 1
+  for mode in batched deterministic; do
+    echo "== candle-rocm-llm serve ($mode), driven by OpenAI's client"
+    flags=(); [ $mode = deterministic ] && flags=(--deterministic)
+    "$here/bin/candle-rocm-llm" serve --device rocm --port 0 --parallel 4 --ctx 512 --api-key test-key \
+      --alias smollm2 "${flags[@]}" --model "$CANDLE_ROCM_SMOLLM2_GGUF" 2> "$here/llm-server-$mode.err" &
+    srv=$!; addr=""; ready=0
+    for _ in $(seq 300); do
+      kill -0 $srv 2>/dev/null || break
+      [ -n "$addr" ] || addr=$(sed -n 's|^listening on http://||p' "$here/llm-server-$mode.err" | head -1)
+      [ -n "$addr" ] && python3 -c "import urllib.request as u; u.urlopen('http://$addr/health', timeout=5)" 2>/dev/null &&
+        { ready=1; break; }
+      sleep 1
+    done
+    rc=1
+    if [ $ready = 1 ] && [ -f "$client/COMPLETE" ]; then
+      PYTHONPATH=$client timeout "${GPU_TEST_TIMEOUT:-900}" python3 "$here/server/server_client.py" "http://$addr" \
+        smollm2 test-key 512 $mode > "$here/llm-server-$mode.out" 2>&1; rc=$?
+    fi
+    cat "$here/llm-server-$mode.out" 2>/dev/null
+    kill -TERM $srv 2>/dev/null; wait $srv; stopped=$?
+    tail -3 "$here/llm-server-$mode.err"
+    if [ $rc -eq 0 ] && grep -q " passed, 0 failed" "$here/llm-server-$mode.out" && [ $stopped -eq 0 ]; then
+      passed=$((passed + 1)); else
+      echo "FAILED: candle-rocm-llm serve $mode (ready $ready, client $rc, server exit $stopped)"; failed=$((failed + 1)); fi
   done
-  rc=1
-  if [ $ready = 1 ] && [ -f "$client/COMPLETE" ]; then
-    PYTHONPATH=$client timeout "${GPU_TEST_TIMEOUT:-900}" python3 "$here/server/server_client.py" "http://$addr" \
-      smollm2 test-key 512 > "$here/llm-server.out" 2>&1; rc=$?
-  fi
-  tail -25 "$here/llm-server.out" 2>/dev/null
-  kill -TERM $srv 2>/dev/null; wait $srv; stopped=$?
-  tail -3 "$here/llm-server.err"
-  if [ $rc -eq 0 ] && grep -q " passed, 0 failed" "$here/llm-server.out" && [ $stopped -eq 0 ]; then
-    passed=$((passed + 1)); else
-    echo "FAILED: candle-rocm-llm serve (ready $ready, client $rc, server exit $stopped)"; failed=$((failed + 1)); fi
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -239,13 +239,19 @@ struct ServeArgs {
     /// Every step launched on its own (no captured step).
     #[arg(long)]
     eager: bool,
+    /// A request's text depends on its own parameters and seed alone: every step runs all
+    /// --parallel slots and no prompt reuses a cached prefix (on the GPU a sequence's rounding
+    /// otherwise depends on the batch it runs in). Slower where few requests run.
+    #[arg(long)]
+    deterministic: bool,
 }
 
 /// `serve`: the model loads on the engine's thread (`/health` says `loading` meanwhile) while
 /// the server listens; Ctrl-C or SIGTERM stops taking connections, lets the running requests
 /// finish and exits.
 fn serve(args: ServeArgs) -> CliResult<()> {
-    use candle_rocm_llm::server::{engine::Engine, router, ServeConfig};
+    use candle_rocm_llm::server::engine::{Engine, EngineOptions};
+    use candle_rocm_llm::server::{router, ServeConfig};
     if args.parallel == 0 {
         return Err("--parallel is at least 1".into());
     }
@@ -276,7 +282,12 @@ fn serve(args: ServeArgs) -> CliResult<()> {
         );
         Ok(model)
     };
-    let (engine, thread) = Engine::start(load, text.clone(), args.parallel, !args.eager);
+    let options = EngineOptions {
+        parallel: args.parallel,
+        captured: !args.eager,
+        deterministic: args.deterministic,
+    };
+    let (engine, thread) = Engine::start(load, text.clone(), options);
     let app = router(
         engine,
         text,

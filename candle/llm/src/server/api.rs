@@ -104,6 +104,10 @@ pub struct Sampling {
     /// want `max_tokens` tokens every time).
     #[serde(default)]
     pub ignore_eos: bool,
+    /// llama.cpp's field: false prefills the whole prompt even where a slot holds a prefix
+    /// of it (on the GPU the rounding of a prompt prefilled in other pieces differs, and
+    /// with it a draw now and then).
+    pub cache_prompt: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

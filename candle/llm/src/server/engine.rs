@@ -1,12 +1,13 @@
 //! The server's engine: one thread that owns the model and a batch of `parallel` slots and
-//! runs continuous batching. Jobs join the batch between decode steps: a job takes a free slot
-//! (the one whose cached tokens share the longest prefix with its prompt, which it keeps), its
-//! prompts are prefilled [`PREFILL_CHUNK`] tokens at most (one prompt's chunk or several short
-//! prompts) between two decode steps of the running slots, then it decodes with the others; it
-//! leaves the batch when it stops, when its client is gone (its event channel closed), or when
-//! the cache is full. Jobs take the lowest free slots, and a fused step runs the first slots up
-//! to the last decoding one (a power of two of them, each count's step captured once): one
-//! client's steps are one sequence's, not the whole batch's.
+//! runs continuous batching. Jobs join the batch between decode steps: a job takes the free
+//! slot whose cached tokens share the longest prefix with its prompt (kept; ties and jobs
+//! without prefix reuse take the lowest), its prompt is prefilled in chunks with at most
+//! [`PREFILL_CHUNK`] prompt tokens between two decode steps of the running slots, then it
+//! decodes with the others; it leaves the batch when it stops, when its client is gone (its
+//! event channel closed), or when the cache is full. A fused step runs the first slots up to
+//! the last decoding one (a power of two of them, each count's step captured once): one
+//! client's steps are one sequence's, not the whole batch's ([`EngineOptions::deterministic`]:
+//! all of them, always).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -48,6 +49,9 @@ pub struct Job {
     pub max_tokens: usize,
     /// The model's end-of-turn tokens are tokens like the others.
     pub ignore_eos: bool,
+    /// Whether a prefix of the prompt a slot holds is kept (else the prompt is prefilled
+    /// whole, in the lowest free slot).
+    pub cache_prompt: bool,
     pub stops: Vec<String>,
     /// Log-probabilities of the chosen tokens with this many alternatives each.
     pub logprobs: Option<usize>,
@@ -90,14 +94,26 @@ pub struct Engine {
     pub shared: Arc<Shared>,
 }
 
+/// How the engine batches.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineOptions {
+    /// Slots (sequences decoded together).
+    pub parallel: usize,
+    /// Fused steps replayed from captures (ROCm).
+    pub captured: bool,
+    /// Every fused step runs all the slots and no prompt reuses a cached prefix: a request's
+    /// arithmetic is the same whatever else runs (a slot's row of a step of fixed shapes, its
+    /// prompt's chunks prefilled alone at the same positions).
+    pub deterministic: bool,
+}
+
 impl Engine {
     /// Starts the engine's thread: `load` builds the model there, then jobs are served until
     /// every handle is dropped.
     pub fn start(
         load: impl FnOnce() -> Result<StaticLlama> + Send + 'static,
         text: Arc<GgufText>,
-        parallel: usize,
-        captured: bool,
+        options: EngineOptions,
     ) -> (Engine, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel::<Job>();
         let shared = Arc::new(Shared::default());
@@ -119,7 +135,7 @@ impl Engine {
                     return;
                 }
             };
-            let mut runner = match Runner::new(&model, &text, parallel, captured, shared.clone()) {
+            let mut runner = match Runner::new(&model, &text, options, shared.clone()) {
                 Ok(r) => r,
                 Err(e) => {
                     *shared.failed.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -204,6 +220,7 @@ struct Runner<'m> {
     held: Vec<Vec<u32>>,
     running: Vec<Option<Running<'m>>>,
     waiting: std::collections::VecDeque<Job>,
+    deterministic: bool,
     shared: Arc<Shared>,
 }
 
@@ -211,11 +228,10 @@ impl<'m> Runner<'m> {
     fn new(
         model: &'m StaticLlama,
         text: &'m GgufText,
-        parallel: usize,
-        captured: bool,
+        options: EngineOptions,
         shared: Arc<Shared>,
     ) -> Result<Self> {
-        let slots = parallel.max(1);
+        let slots = options.parallel.max(1);
         let batch = model.new_batch(slots)?;
         let leading = if model.decodes_fused() {
             (0..usize::BITS)
@@ -232,10 +248,11 @@ impl<'m> Runner<'m> {
             text,
             batch,
             leading,
-            decoder: BatchDecoder::new(model, captured && model.device().is_rocm()),
+            decoder: BatchDecoder::new(model, options.captured && model.device().is_rocm()),
             held: vec![Vec::new(); slots],
             running: (0..slots).map(|_| None).collect(),
             waiting: Default::default(),
+            deterministic: options.deterministic,
             shared,
         })
     }
@@ -282,7 +299,11 @@ impl<'m> Runner<'m> {
             if job.events.is_closed() {
                 continue;
             }
+            let reuse = job.cache_prompt && !self.deterministic;
             let common = |s: usize| {
+                if !reuse {
+                    return 0;
+                }
                 self.held[s]
                     .iter()
                     .zip(&job.prompt)
@@ -327,7 +348,8 @@ impl<'m> Runner<'m> {
     }
 
     /// Prompt tokens up to [`PREFILL_CHUNK`]: chunks of the prefilling slots' prompts in slot
-    /// order.
+    /// order. A chunk ends at the prompt's end or at a multiple of [`PREFILL_CHUNK`] positions,
+    /// whatever else is prefilled (the pieces a prompt is prefilled in are always the same).
     fn prefill(&mut self) -> Result<()> {
         let mut budget = PREFILL_CHUNK;
         while budget > 0 {
@@ -339,8 +361,9 @@ impl<'m> Runner<'m> {
         Ok(())
     }
 
-    /// At most `limit` tokens of the first prefilling slot's prompt, its first token where the
-    /// prompt is done: the tokens taken, None where no slot prefills.
+    /// The next chunk of the first prefilling slot's prompt where it is at most `limit`
+    /// tokens, its first token where the prompt is done: the tokens taken, None where no slot
+    /// prefills or its chunk is longer.
     fn prefill_one(&mut self, limit: usize) -> Result<Option<usize>> {
         let Some(slot) = (0..self.running.len()).find(|&s| {
             matches!(
@@ -361,7 +384,10 @@ impl<'m> Runner<'m> {
         let Phase::Prefill { next } = run.phase else {
             return Ok(None);
         };
-        let end = (next + limit).min(run.job.prompt.len());
+        let end = ((next / PREFILL_CHUNK + 1) * PREFILL_CHUNK).min(run.job.prompt.len());
+        if end - next > limit {
+            return Ok(None);
+        }
         let chunk = run.job.prompt[next..end].to_vec();
         let out = match self.model.prefill_slot(&mut self.batch, slot, &chunk) {
             Ok(out) => out,
@@ -416,7 +442,10 @@ impl<'m> Runner<'m> {
         // the fused step runs the first slots up to the last decoding one (fixed shapes for each
         // count, captured); the ops' step only the decoding ones (row i of its output is slot
         // decoding[i]'s)
-        let last = decoding[decoding.len() - 1];
+        let last = match self.deterministic {
+            true => self.running.len() - 1,
+            false => decoding[decoding.len() - 1],
+        };
         let (out, compact) = if let Some(first) = self.leading.iter().find(|b| b.slots() > last) {
             (self.decoder.step(first)?, false)
         } else {

@@ -339,6 +339,7 @@ fn plan(
             },
             max_tokens,
             ignore_eos: s.ignore_eos,
+            cache_prompt: s.cache_prompt.unwrap_or(true),
             stops,
             logprobs,
             events: tx,
