@@ -534,7 +534,17 @@ pub fn build_demo() -> Result<PathBuf, String> {
     if !status.success() {
         return Err("building candle-rocm-demo failed".into());
     }
-    // the LLM runtime's CLI and docs/llm.md's chat example, beside the demo
+    build_llm_cli()?;
+    Ok(root()
+        .join("target")
+        .join("release")
+        .join("candle-rocm-demo"))
+}
+
+/// The LLM runtime's CLI and docs/llm.md's chat example (release, nvidia platform built in);
+/// returns the CLI's path.
+pub fn build_llm_cli() -> Result<PathBuf, String> {
+    run()?;
     let status = cargo_in_workspace()
         .args([
             "build",
@@ -554,7 +564,7 @@ pub fn build_demo() -> Result<PathBuf, String> {
     Ok(root()
         .join("target")
         .join("release")
-        .join("candle-rocm-demo"))
+        .join("candle-rocm-llm"))
 }
 
 #[cfg(test)]

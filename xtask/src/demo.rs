@@ -200,3 +200,33 @@ fn models(platform: Platform, ordinal: usize) -> Result<bool, String> {
         .map_err(|e| format!("{}: {e}", demo.display()))?;
     Ok(status.success())
 }
+
+/// `cargo xtask serve [ARGS]`: the LLM runtime's CLI built as the GPU pack builds it, then `serve`
+/// with ARGS; SmolLM2's GGUF (installed from PyPI) where ARGS name no `--model`, and
+/// `--device cpu` where they name no device and no GPU is found.
+pub fn serve(args: &[String]) -> Result<bool, String> {
+    let has = |flag: &str| {
+        args.iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let cli = crate::candle::build_llm_cli()?;
+    let mut command = std::process::Command::new(&cli);
+    command.arg("serve");
+    if !has("--model") {
+        command.arg("--model").arg(crate::candle::smollm2_gguf()?);
+    }
+    if !has("--device") {
+        let gpu = enumerate()
+            .iter()
+            .any(|r| r.devices.as_ref().is_ok_and(|d| !d.is_empty()));
+        if !gpu {
+            println!("no GPU found: serving on the CPU");
+            command.args(["--device", "cpu"]);
+        }
+    }
+    let status = command
+        .args(args)
+        .status()
+        .map_err(|e| format!("{}: {e}", cli.display()))?;
+    Ok(status.success())
+}

@@ -39,6 +39,13 @@ enum Command {
     },
     /// Build the benchmarks, Candle CUDA and torch peers into .bench/ (run there: bash .bench/run.sh).
     BenchPack,
+    /// Serve a GGUF model behind OpenAI's API (`candle-rocm-llm serve`, built here): SmolLM2
+    /// from PyPI unless --model names a file; on the GPU where one is found, else the CPU.
+    Serve {
+        /// candle-rocm-llm serve's options (--model, --port, --parallel, --device, ...).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// The workspace root (xtask lives one level below it).
@@ -54,6 +61,7 @@ fn main() -> ExitCode {
         Command::Demo => demo::run(),
         Command::Candle { out } => candle::run_with(out.as_deref()),
         Command::BenchPack => bench::bench_pack(),
+        Command::Serve { args } => demo::serve(&args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
