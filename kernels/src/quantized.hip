@@ -428,6 +428,12 @@ DEVICE void embedding(const u8* table, u64 total, const u32* ids, O* out, u64 n_
 // ---- mat-vec: y = x . w^T for 1 to MATVEC_MAX_ROWS rows of activations -----------------------
 
 #define MATVEC_MAX_ROWS 8
+// Threads of a mat-vec block (and of the mixture of experts' mat-vecs).
+#define MATVEC_BLOCK 256
+// Bounded so, AMD's compilers give the mixture of experts' K-quant mat-vecs the registers a
+// block of that size allows (the default assumes blocks of 1024 threads: at 128 VGPRs moe_q8
+// spilled 12-220 bytes a lane to scratch on gfx90a and gfx942).
+#define MATVEC_BOUNDS __launch_bounds__(MATVEC_BLOCK)
 
 DEVICE float q_load(const float* x, u64 i) { return x[i]; }
 DEVICE float q_load(const f16_t* x, u64 i) { return f16_to_f32(x[i]); }
@@ -1515,13 +1521,13 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     KERNEL void matvec1_q8f_##XN##_##NAME(MATVEC_Q8F_PARAMS(X)) {                                \
         matvec_q8_fused<Q, 1>(w, total, x, y, n, k, rows, wpr);                                  \
     }                                                                                            \
-    KERNEL void moe_q8_##XN##_##NAME(MOE_Q8_PARAMS(X)) {                                         \
+    KERNEL MATVEC_BOUNDS void moe_q8_##XN##_##NAME(MOE_Q8_PARAMS(X)) {                           \
         moe_q8<Q>(w, total, xq, ids, y, n, k, experts, top, x_slots, pairs, bad);                \
     }                                                                                            \
-    KERNEL void moe_q8_sum_##XN##_##NAME(MOE_Q8_SUM_PARAMS(X)) {                                 \
+    KERNEL MATVEC_BOUNDS void moe_q8_sum_##XN##_##NAME(MOE_Q8_SUM_PARAMS(X)) {                   \
         moe_q8_sum<Q>(w, total, xq, ids, topw, y, n, k, experts, top, x_slots, tokens, bad);     \
     }                                                                                            \
-    KERNEL void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {                         \
+    KERNEL MATVEC_BOUNDS void moe_grouped_q8_##XN##_##NAME(MOE_GROUPED_Q8_PARAMS(X)) {           \
         moe_grouped_q8<Q>(w, total, xq, route, y, n, k, experts, top, x_slots, pairs, bad);      \
     }                                                                                            \
     KERNEL MMQ_BOUNDS void mmq_##XN##_##NAME(MMQ_PARAMS(X)) {                                    \

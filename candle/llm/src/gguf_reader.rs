@@ -173,39 +173,96 @@ impl<R: std::io::Read + std::io::Seek> TensorReader<'_, R> {
     /// The experts' tensors `names` (each `[experts, n_i, k]`, of one block type, width and
     /// expert count) joined by rows within each expert into one `[experts, sum n_i, k]` tensor on
     /// `device`: expert e's rows of the first, then its rows of the second, ..., so that one
-    /// product computes an expert's parts together (ggml's rows are whole blocks).
+    /// product computes an expert's parts together (ggml's rows are whole blocks). Each expert's
+    /// part is read from the file straight to its place in the buffer (no copy of the join in
+    /// fresh memory: a 30B mixture of experts joins 10 GB).
     pub fn experts_joined(&mut self, names: &[String], device: &Device) -> Result<QTensor> {
-        self.used = 0;
-        // (first byte, bytes an expert) of each part in the buffer
+        // (first byte in the file, bytes an expert) of each part
         let mut parts = Vec::with_capacity(names.len());
         let (mut rows, mut form): (usize, Option<(GgmlDType, usize, usize)>) = (0, None);
         for name in names {
-            let start = self.used;
-            let info = self.append(name)?;
+            let info = self.info(name)?;
             let (experts, r, k) = info.shape.dims3()?;
-            let this = (info.ggml_dtype, experts, k);
-            if form.is_some_and(|f| f != this) || k % info.ggml_dtype.block_size() != 0 {
+            let ty = info.ggml_dtype;
+            let this = (ty, experts, k);
+            if form.is_some_and(|f| f != this) || k % ty.block_size() != 0 {
                 candle_core::bail!(
-                    "GGUF: {names:?} cannot be joined by experts' rows ({name} is {:?} of {:?})",
-                    info.ggml_dtype,
+                    "GGUF: {names:?} cannot be joined by experts' rows ({name} is {ty:?} of {:?})",
                     info.shape.dims()
                 );
             }
             form = Some(this);
             rows += r;
-            parts.push((start, (self.used - start) / experts.max(1)));
+            let at = self.content.tensor_data_offset + info.offset;
+            parts.push((at, r * k / ty.block_size() * ty.type_size()));
         }
         let Some((ty, experts, k)) = form else {
             candle_core::bail!("GGUF: no tensors to join");
         };
-        let mut joined = Vec::with_capacity(self.used);
+        let total = experts * parts.iter().map(|&(_, bytes)| bytes).sum::<usize>();
+        if self.buf.len() < total {
+            self.buf.resize(total, 0);
+        }
+        // the buffer cut into the pieces in their joined order, each with its place in the file
+        let mut pieces = Vec::with_capacity(experts * parts.len());
+        let mut rest = &mut self.buf[..total];
         for e in 0..experts {
-            for &(start, bytes) in &parts {
-                joined.extend_from_slice(&self.buf[start + e * bytes..start + (e + 1) * bytes]);
+            for &(at, bytes) in &parts {
+                let (piece, tail) = rest.split_at_mut(bytes);
+                pieces.push((at + (e * bytes) as u64, piece));
+                rest = tail;
             }
         }
-        qtensor_from_ggml(ty, &joined, vec![experts, rows, k], device)
+        match &mut self.source {
+            Source::Stream(r) => pieces.into_iter().try_for_each(|(at, piece)| {
+                r.seek(SeekFrom::Start(at))?;
+                r.read_exact(piece)
+            }),
+            Source::File(f) => read_pieces(f, pieces),
+        }
+        .map_err(|e| candle_core::Error::Msg(format!("GGUF tensors {names:?}: {e}")))?;
+        self.used = total;
+        qtensor_from_ggml(ty, &self.buf[..total], vec![experts, rows, k], device)
     }
+}
+
+/// Each `(at, piece)`: `piece.len()` bytes of `file` from `at`, the pieces shared among up to
+/// [`READ_THREADS`] threads (positioned reads).
+#[cfg(unix)]
+fn read_pieces(file: &std::fs::File, pieces: Vec<(u64, &mut [u8])>) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let bytes: usize = pieces.iter().map(|(_, p)| p.len()).sum();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(READ_THREADS)
+        .min(bytes.div_ceil(READ_MIN_PART))
+        .max(1);
+    let per_thread = pieces.len().div_ceil(threads).max(1);
+    let mut pieces = pieces;
+    std::thread::scope(|s| {
+        let mut reads = Vec::with_capacity(threads);
+        while !pieces.is_empty() {
+            let share: Vec<_> = pieces.drain(..per_thread.min(pieces.len())).collect();
+            reads.push(s.spawn(move || {
+                share
+                    .into_iter()
+                    .try_for_each(|(at, piece)| file.read_exact_at(piece, at))
+            }));
+        }
+        reads.into_iter().try_for_each(|r| {
+            r.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a reading thread panicked")))
+        })
+    })
+}
+
+/// Each `(at, piece)`: `piece.len()` bytes of `file` from `at` (one reader).
+#[cfg(not(unix))]
+fn read_pieces(mut file: &std::fs::File, pieces: Vec<(u64, &mut [u8])>) -> std::io::Result<()> {
+    pieces.into_iter().try_for_each(|(at, piece)| {
+        file.seek(SeekFrom::Start(at))?;
+        file.read_exact(piece)
+    })
 }
 
 #[cfg(test)]
@@ -226,6 +283,64 @@ mod tests {
         let mut past = vec![0u8; len];
         let err = read_parallel(&file, 5, &mut past).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn experts_joined_puts_each_experts_parts_together_from_a_file_and_a_stream() {
+        use candle_core::quantized::{GgmlDType, QTensor};
+        use candle_core::Tensor;
+        // 9 MiB of Q8_0 parts: the file's reads go to several threads
+        let (experts, k) = (8, 4096);
+        let dev = Device::Cpu;
+        let part = |rows: usize, seed: f32| {
+            let n = experts * rows * k;
+            let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37 + seed).sin()).collect();
+            let t = Tensor::from_vec(v, (experts, rows, k), &dev).unwrap();
+            QTensor::quantize(&t, GgmlDType::Q8_0).unwrap()
+        };
+        let (gate, up) = (part(96, 0.5), part(160, 1.5));
+        let path = std::env::temp_dir().join(format!("gguf-experts-{}.gguf", std::process::id()));
+        let mut f = std::fs::File::create(&path).unwrap();
+        gguf_file::write(&mut f, &[], &[("gate", &gate), ("up", &up)]).unwrap();
+        drop(f);
+        // expert e: its gate rows, then its up rows
+        let (g, u) = (gate.dequantize(&dev).unwrap(), up.dequantize(&dev).unwrap());
+        let want = Tensor::cat(&[&g, &u], 1).unwrap().flatten_all().unwrap();
+        let want = want.to_vec1::<f32>().unwrap();
+        let names = ["gate".to_string(), "up".to_string()];
+        let mut file = std::fs::File::open(&path).unwrap();
+        let content = gguf_file::Content::read(&mut file).unwrap();
+        let from_file = TensorReader::from_file(&content, &file)
+            .experts_joined(&names, &dev)
+            .unwrap();
+        let mut stream = std::fs::File::open(&path).unwrap();
+        let from_stream = TensorReader::new(&content, &mut stream)
+            .experts_joined(&names, &dev)
+            .unwrap();
+        for joined in [from_file, from_stream] {
+            assert_eq!(joined.shape().dims(), &[experts, 256, k]);
+            let got = joined.dequantize(&dev).unwrap().flatten_all().unwrap();
+            assert!(
+                got.to_vec1::<f32>().unwrap() == want,
+                "the joined experts differ"
+            );
+        }
+        // parts that differ in width are refused by name
+        let narrow = QTensor::quantize(
+            &Tensor::zeros((experts, 4, 64), candle_core::DType::F32, &dev).unwrap(),
+            GgmlDType::Q8_0,
+        )
+        .unwrap();
+        let mut f = std::fs::File::create(&path).unwrap();
+        gguf_file::write(&mut f, &[], &[("gate", &gate), ("narrow", &narrow)]).unwrap();
+        drop(f);
+        let mut file = std::fs::File::open(&path).unwrap();
+        let content = gguf_file::Content::read(&mut file).unwrap();
+        let err = TensorReader::from_file(&content, &file)
+            .experts_joined(&["gate".to_string(), "narrow".to_string()], &dev)
+            .unwrap_err();
+        assert!(err.to_string().contains("narrow"), "{err}");
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -119,6 +119,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("quantized.hip defines no {name}")) as usize
         };
         assert_eq!(define("MATVEC_MAX_ROWS"), MATVEC_MAX_ROWS);
+        assert_eq!(define("MATVEC_BLOCK"), matmul::MATVEC_BLOCK as usize);
         assert_eq!(define("RMS_Q8_MAX_THREADS"), RMS_Q8_MAX_THREADS);
         assert_eq!(define("MOE_GROUP_PAIRS"), MOE_GROUP_PAIRS);
         assert_eq!(define("MOE_ROUTE_MAX_EXPERTS"), MOE_ROUTE_MAX_EXPERTS);

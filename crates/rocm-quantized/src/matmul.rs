@@ -369,7 +369,8 @@ pub(crate) fn activation_rows(op: &'static str, x: &Operand<'_>) -> Result<(usiz
 /// the float mat-vec takes at most this many, the integer one takes more in groups of it.
 pub const MATVEC_MAX_ROWS: usize = 8;
 
-/// Threads a block of the mat-vec kernels.
+/// Threads a block of the mat-vec kernels (MATVEC_BLOCK in quantized.hip: the launch bounds of
+/// the mixture of experts' mat-vecs).
 pub(crate) const MATVEC_BLOCK: u32 = 256;
 /// Blocks a multiprocessor of the mat-vec kernels' grids, at most.
 pub(crate) const MATVEC_BLOCKS_PER_CU: u64 = 16;
