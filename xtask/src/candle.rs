@@ -380,36 +380,24 @@ const GPU_PYTHONS: [&str; 4] = ["3.10", "3.11", "3.12", "3.13"];
 /// [`GPU_PYTHONS`], in one folder (`pip install --no-index --find-links` picks the set of the
 /// python it runs under): downloaded once into target/tools; returns that folder.
 pub fn openai_client_wheels() -> Result<PathBuf, String> {
-    let dir = root()
-        .join("target")
-        .join("tools")
-        .join(format!("wheels-{}", OPENAI_CLIENT.replace("==", "-")));
+    let dir =
+        crate::tools::tools_dir().join(format!("wheels-{}", OPENAI_CLIENT.replace("==", "-")));
     if dir.join("COMPLETE").is_file() {
         return Ok(dir);
     }
     for version in GPU_PYTHONS {
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(["--only-binary=:all:", "--implementation", "cp"])
-            .args(["--python-version", version])
-            .args(["--platform", "manylinux_2_17_x86_64"])
-            .args(["--platform", "manylinux2014_x86_64"])
-            .arg("-d")
-            .arg(&dir)
-            .arg(OPENAI_CLIENT)
-            .status()
-            .map_err(|e| format!("python3 -m pip: {e}"))?;
-        if !status.success() {
-            return Err(format!(
-                "pip could not download {OPENAI_CLIENT} for Python {version}"
-            ));
-        }
+        let target = [
+            "--only-binary=:all:",
+            "--implementation",
+            "cp",
+            "--python-version",
+            version,
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--platform",
+            "manylinux2014_x86_64",
+        ];
+        crate::tools::pip_download_into(&dir, OPENAI_CLIENT, &target, true)?;
     }
     std::fs::write(dir.join("COMPLETE"), OPENAI_CLIENT).map_err(|e| e.to_string())?;
     Ok(dir)

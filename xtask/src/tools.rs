@@ -129,26 +129,44 @@ pub(crate) fn pip_install(target: &Path, specs: &[&str], with_deps: bool) -> Res
 /// returns that folder.
 pub(crate) fn pip_download(spec: &str, extra: &[&str]) -> Result<PathBuf, String> {
     let wheels = tools_dir().join("wheels");
-    std::fs::create_dir_all(&wheels).map_err(|e| e.to_string())?;
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-        ])
+    pip_download_into(&wheels, spec, extra, false)?;
+    Ok(wheels)
+}
+
+/// `pip download` of `spec` into `dir` (`extra`: pip's options, e.g. another platform's wheels),
+/// its dependencies too where `with_deps`.
+pub(crate) fn pip_download_into(
+    dir: &Path,
+    spec: &str,
+    extra: &[&str],
+    with_deps: bool,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let mut command = Command::new("python3");
+    command.args([
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]);
+    if !with_deps {
+        command.arg("--no-deps");
+    }
+    let status = command
         .args(extra)
         .arg("-d")
-        .arg(&wheels)
+        .arg(dir)
         .arg(spec)
         .status()
         .map_err(|e| format!("python3 -m pip: {e}"))?;
     if !status.success() {
-        return Err(format!("pip could not download {spec}"));
+        return Err(format!(
+            "pip could not download {spec} ({})",
+            extra.join(" ")
+        ));
     }
-    Ok(wheels)
+    Ok(())
 }
 
 pub(crate) fn with_ld_path(cmd: &mut Command, dir: &Path) {

@@ -207,12 +207,9 @@ impl BatchState {
                 self.slots()
             );
         }
-        let rows = |caches: &[Tensor]| -> Result<Vec<Tensor>> {
-            caches.iter().map(|c| c.narrow(0, 0, n)).collect()
-        };
         Ok(BatchState {
-            k: rows(&self.k)?,
-            v: rows(&self.v)?,
+            k: rows(&self.k, 0, n)?,
+            v: rows(&self.v, 0, n)?,
             tokens: self.tokens.narrow(0, 0, n)?,
             positions: self.positions.narrow(0, 0, n)?,
             ones: self.ones.narrow(0, 0, n)?,
@@ -240,12 +237,9 @@ impl BatchState {
     /// inputs (what its steps write lands in the batch).
     fn slot(&self, slot: usize) -> Result<DecodeState> {
         self.check(slot)?;
-        let rows = |caches: &[Tensor]| -> Result<Vec<Tensor>> {
-            caches.iter().map(|c| c.narrow(0, slot, 1)).collect()
-        };
         Ok(DecodeState {
-            k: rows(&self.k)?,
-            v: rows(&self.v)?,
+            k: rows(&self.k, slot, 1)?,
+            v: rows(&self.v, slot, 1)?,
             token: self.tokens.narrow(0, slot, 1)?,
             position: self.positions.narrow(0, slot, 1)?,
             positions: self.arange.clone(),
@@ -256,6 +250,11 @@ impl BatchState {
             max_len: self.max_len,
         })
     }
+}
+
+/// Slots `start..start + n` of every layer's cache (views).
+fn rows(caches: &[Tensor], start: usize, n: usize) -> Result<Vec<Tensor>> {
+    caches.iter().map(|c| c.narrow(0, start, n)).collect()
 }
 
 /// A captured batch step: the graph, the outputs it writes, and the batch it was captured on
@@ -294,7 +293,10 @@ impl<'a> BatchDecoder<'a> {
     /// captured with: a batch's own step is found by its token tensor).
     pub fn step(&mut self, batch: &BatchState) -> Result<BatchOutput> {
         let id = batch.tokens.id();
-        if !self.captured || !self.warm.contains(&id) {
+        if !self.captured {
+            return self.model.step_batch(batch);
+        }
+        if !self.warm.contains(&id) {
             self.warm.push(id);
             return self.model.step_batch(batch);
         }

@@ -48,36 +48,19 @@ impl<'a> TensorReader<'a, std::fs::File> {
     }
 }
 
-/// `out.len()` bytes of `file` from `at`, by several threads (positioned reads).
-#[cfg(unix)]
+/// `out.len()` bytes of `file` from `at`, in parts of at least [`READ_MIN_PART`] bytes read by
+/// several threads (positioned reads).
 fn read_parallel(file: &std::fs::File, at: u64, out: &mut [u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(READ_THREADS);
     let part = out.len().div_ceil(threads).max(READ_MIN_PART);
-    if part >= out.len() {
-        return file.read_exact_at(out, at);
-    }
-    std::thread::scope(|s| {
-        let reads: Vec<_> = out
-            .chunks_mut(part)
-            .enumerate()
-            .map(|(i, piece)| s.spawn(move || file.read_exact_at(piece, at + (i * part) as u64)))
-            .collect();
-        reads.into_iter().try_for_each(|r| {
-            r.join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("a reading thread panicked")))
-        })
-    })
-}
-
-/// `out.len()` bytes of `file` from `at` (elsewhere a file's handles share one position: one
-/// reader).
-#[cfg(not(unix))]
-fn read_parallel(mut file: &std::fs::File, at: u64, out: &mut [u8]) -> std::io::Result<()> {
-    file.seek(SeekFrom::Start(at))?;
-    file.read_exact(out)
+    let pieces = out
+        .chunks_mut(part)
+        .enumerate()
+        .map(|(i, piece)| (at + (i * part) as u64, piece))
+        .collect();
+    read_pieces(file, pieces)
 }
 
 impl<'a, R: Read + Seek> TensorReader<'a, R> {
@@ -237,6 +220,11 @@ fn read_pieces(file: &std::fs::File, pieces: Vec<(u64, &mut [u8])>) -> std::io::
         .min(READ_THREADS)
         .min(bytes.div_ceil(READ_MIN_PART))
         .max(1);
+    if threads == 1 {
+        return pieces
+            .into_iter()
+            .try_for_each(|(at, piece)| file.read_exact_at(piece, at));
+    }
     let per_thread = pieces.len().div_ceil(threads).max(1);
     let mut pieces = pieces;
     std::thread::scope(|s| {

@@ -419,8 +419,8 @@ impl<'m> Runner<'m> {
         Ok(Some(chunk.len()))
     }
 
-    /// One decode step of every slot (the batch's shapes never change); the decoding slots'
-    /// tokens are chosen and handed over.
+    /// One decode step of the decoding slots (on ROCm the fused step of the first slots that
+    /// cover them, fixed shapes for each count); their tokens are chosen and handed over.
     fn decode_step(&mut self) -> Result<()> {
         let decoding: Vec<usize> = (0..self.running.len())
             .filter(|&s| {
@@ -442,9 +442,10 @@ impl<'m> Runner<'m> {
         // the fused step runs the first slots up to the last decoding one (fixed shapes for each
         // count, captured); the ops' step only the decoding ones (row i of its output is slot
         // decoding[i]'s)
-        let last = match self.deterministic {
-            true => self.running.len() - 1,
-            false => decoding[decoding.len() - 1],
+        let last = if self.deterministic {
+            self.running.len() - 1
+        } else {
+            decoding[decoding.len() - 1]
         };
         let (out, compact) = if let Some(first) = self.leading.iter().find(|b| b.slots() > last) {
             (self.decoder.step(first)?, false)
