@@ -1,8 +1,9 @@
 """torch's scaled_dot_product_attention with its flash backend on the shapes of
 crates/rocm-attention/examples/attention_bench.rs (q, k, v [batch, seq, heads, head_dim] as
 Candle holds them, seen by torch as [batch, heads, seq, head_dim]), merged with that bench's
-lines into one markdown table.
-Usage: python3 torch_attention.py OURS.jsonl OUT.md"""
+lines into one markdown table; with BEFORE.jsonl (the same bench on another build of ours, same
+run) a column of its figures beside.
+Usage: python3 torch_attention.py OURS.jsonl OUT.md [BEFORE.jsonl]"""
 import sys
 
 import torch
@@ -15,6 +16,8 @@ DT = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 def main():
     rows = read_lines(sys.argv[1])
+    key = lambda r: (r["dtype"], r["head_dim"], r["seq"], r["causal"])
+    before = {key(r): r["tflops"] for r in read_lines(sys.argv[3])} if len(sys.argv) > 3 else None
     lines = [
         f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}. Forward attention, "
         "TFLOP/s (4 x batch x heads x seq^2 x head_dim, halved when causal); 16K tokens a call "
@@ -22,8 +25,8 @@ def main():
         "device memory a call takes beyond q, k, v and its output.",
         "",
         "| dtype | head_dim | seq | causal | ours (tiled) | ours (portable) | torch SDPA flash "
-        "| ours / torch | ours extra MiB | torch extra MiB |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| ours / torch | ours extra MiB | torch extra MiB |" + (" ours before | before / torch |" if before else ""),
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if before else ""),
     ]
     for r in rows:
         dt = DT[r["dtype"]]
@@ -54,6 +57,8 @@ def main():
             f"| {r['dtype']} | {d} | {s} | {'yes' if r['causal'] else 'no'} | {r['tflops']:.1f} "
             f"| {'-' if portable is None else f'{portable:.1f}'} | {theirs:.1f} "
             f"| {r['tflops'] / theirs:.2f} | {r['extra_bytes'] / 2**20:.1f} | {max(extra, 0) / 2**20:.1f} |"
+            + (f" {before[key(r)]:.1f} | {before[key(r)] / theirs:.2f} |" if before and key(r) in before else
+               (" - | - |" if before else ""))
         )
     write("\n".join(lines), sys.argv[2])
 

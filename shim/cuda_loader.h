@@ -44,6 +44,14 @@ enum {
     SHIM_CU_PCI_DOMAIN_ID = 50,
     SHIM_CU_COMPUTE_CAPABILITY_MAJOR = 75,
     SHIM_CU_COMPUTE_CAPABILITY_MINOR = 76,
+    SHIM_CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+};
+
+// CUfunction_attribute values the shim sets (cuda.h), and the dynamic shared memory a launch
+// gets without opting into more.
+enum {
+    SHIM_CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    SHIM_CU_DEFAULT_SHARED_BYTES = 48 << 10,
 };
 
 // CUresult values the shim translates (cuda.h).
@@ -104,6 +112,7 @@ enum {
     F(cuModuleLoadData, CUresult, (CUmodule*, const void*))                                    \
     F(cuModuleUnload, CUresult, (CUmodule))                                                    \
     F(cuModuleGetFunction, CUresult, (CUfunction*, CUmodule, const char*))                     \
+    F(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                    \
     F(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, \
                                    unsigned, unsigned, CUstream, void**, void**))                \
     F(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                      \

@@ -163,7 +163,9 @@ hipError_t hipGetDevicePropertiesR0600(hipDeviceProp_tR0600* prop, int id) {
     SHIM_TRY(cu.cuDeviceGetName(prop->name, (int)sizeof prop->name, dev));
     SHIM_TRY(cu.cuDeviceTotalMem_v2(&prop->totalGlobalMem, dev));
     int shared = 0, threads = 0;
-    SHIM_TRY(cu.cuDeviceGetAttribute(&shared, SHIM_CU_MAX_SHARED_MEMORY_PER_BLOCK, dev));
+    // what a block may opt into (a launch past the default opts in), as AMD reports the whole of
+    // a workgroup's LDS
+    SHIM_TRY(cu.cuDeviceGetAttribute(&shared, SHIM_CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
     SHIM_TRY(cu.cuDeviceGetAttribute(&threads, SHIM_CU_MAX_THREADS_PER_BLOCK, dev));
     if (shim_wave64()) {
         prop->warpSize = 64;
@@ -365,6 +367,8 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int grid_x, unsigned 
     // The emulated wavefronts hold at most 8 a block: a larger block is AMD's launch error.
     if (shim_wave64() && (unsigned long long)block_x * block_y * block_z > SHIM_WAVE64_MAX_THREADS)
         return hipErrorInvalidConfiguration;
+    if (shared_bytes > SHIM_CU_DEFAULT_SHARED_BYTES)
+        SHIM_TRY(cu.cuFuncSetAttribute((CUfunction)f, SHIM_CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes));
     return translate(cu.cuLaunchKernel((CUfunction)f, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                                        shared_bytes, (CUstream)stream, params, extra));
 }

@@ -663,12 +663,21 @@ DEVICE u32 shared_address(const void* p) {
 // NVIDIA, 32-bit pairs elsewhere). a(row, k) = s[row * ld + k]; b given as rows of n,
 // b(k, n) = s[n * ld + k]; b given as rows of k, b(k, n) = s[k * ld + n].
 template <typename T> DEVICE void mma_load_a(u32* a, const T* s, u32 ld) {
+#if defined(CANDLE_ROCM_MMA_SYNC)
+    // four 8x8 matrices, matrix i of rows 8 (i % 2).. by k 8 (i / 2)..; lanes 8i..8i+7 address
+    // its rows
+    const u32 l = mma_lane();
+    const u32 at = shared_address(s + (l % 8 + 8 * ((l / 8) % 2)) * ld + 8 * (l / 16));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(at));
+#else
 #pragma unroll
     for (u32 e = 0; e < MMA_A; e += 2) {
         u32 row, k;
         mma_a_at(e, row, k);
         a[e / 2] = *(const u32*)(s + row * ld + k);
     }
+#endif
 }
 // b given as rows of n (ROWS_OF_K false) or as rows of k (true). The planted fault
 // (CANDLE_ROCM_PLANT_TRANSPOSED_B, tests only) reads the NVIDIA tiles the other way.
@@ -715,6 +724,48 @@ template <bool ROWS_OF_K, typename T> DEVICE void mma_load_b(u32* b, const T* s,
 }
 template <typename T> DEVICE void mma_load_b_nk(u32* b, const T* s, u32 ld) { mma_load_b<false>(b, s, ld); }
 template <typename T> DEVICE void mma_load_b_kn(u32* b, const T* s, u32 ld) { mma_load_b<true>(b, s, ld); }
+
+// A shared-memory tile's fragments at offsets fixed at compile time: MmaShared<T, KIND> takes
+// the tile (`s`, row stride `ld`) once and load(r, offset) reads the fragment whose first
+// element is s[offset] as mma_load_a (KIND MMA_FRAG_A), mma_load_b_nk (MMA_FRAG_B_NK) or
+// mma_load_b_kn (MMA_FRAG_B_KN) would. On NVIDIA the lane's 32-bit shared address is computed
+// once, so an unrolled loop's loads are ldmatrix with immediate offsets; elsewhere it is the
+// plain loads.
+#define MMA_FRAG_A 0
+#define MMA_FRAG_B_NK 1
+#define MMA_FRAG_B_KN 2
+template <typename T, int KIND> struct MmaShared {
+#if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
+    u32 addr;
+    DEVICE MmaShared(const T* s, u32 ld) {
+        // the element this lane addresses for ldmatrix (see mma_load_a and mma_load_b)
+        const u32 l = mma_lane(), i = l / 8;
+        u32 row, col;
+        if (KIND == MMA_FRAG_A) { row = l % 8 + 8 * (i % 2); col = 8 * (i / 2); }
+        else if (KIND == MMA_FRAG_B_NK) { row = 8 * (i / 2) + l % 8; col = 8 * (i % 2); }
+        else { row = 8 * (i % 2) + l % 8; col = 8 * (i / 2); }
+        addr = shared_address(s + row * ld + col);
+    }
+    DEVICE void load(u32* r, u32 offset) const {
+        const u32 at = addr + offset * (u32)sizeof(T);
+        if (KIND == MMA_FRAG_B_KN)
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
+        else
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
+    }
+#else
+    const T* s;
+    u32 ld;
+    DEVICE MmaShared(const T* s_, u32 ld_) : s(s_), ld(ld_) {}
+    DEVICE void load(u32* r, u32 offset) const {
+        if (KIND == MMA_FRAG_A) mma_load_a(r, s + offset, ld);
+        else if (KIND == MMA_FRAG_B_NK) mma_load_b_nk(r, s + offset, ld);
+        else mma_load_b_kn(r, s + offset, ld);
+    }
+#endif
+};
 
 // The row stride of a warp's scratch tile for mma_c_to_a (16 rows).
 #define MMA_SCRATCH_LD 24
@@ -1070,6 +1121,20 @@ DEVICE void atomic_add(f8e4m3_t* a, f8e4m3_t v) { atomic_update_u8(&a->bits, Add
     DEVICE double NAME(double x) { return F64(x); }
 CANDLE_ROCM_MATH(m_exp, expf, exp)
 CANDLE_ROCM_MATH(m_exp2, exp2f, exp2)
+// 2^x for f32 where a few ulps do not matter (the softmax weights of flash attention): the
+// hardware's approximation (NVIDIA's ex2.approx, flushing results below 2^-126 to 0; AMD's
+// v_exp_f32).
+DEVICE float m_exp2_fast(float x) {
+#if defined(CANDLE_ROCM_NVIDIA)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#elif defined(CANDLE_ROCM_AMD)
+    return __builtin_amdgcn_exp2f(x);
+#else
+    return exp2f(x);
+#endif
+}
 CANDLE_ROCM_MATH(m_log, logf, log)
 CANDLE_ROCM_MATH(m_sin, sinf, sin)
 CANDLE_ROCM_MATH(m_cos, cosf, cos)

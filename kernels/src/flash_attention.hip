@@ -21,13 +21,12 @@
 // f32 for every dtype. It is the f32 path and the reference of the tiled form.
 //
 // flash_tiled_d<DMAX>_<dtype> (bf16, f16) runs on the matrix units (compat.h's 16x16x16 tile
-// operation): a block of FT_WARPS warps takes FT_ROWS query rows of one head, 16 a warp; key
-// and value tiles of BC rows pass through shared memory in two stages (the next tile is copied
-// while this one is used: cp.async on NVIDIA); each warp computes its rows' scores
-// s = q k^T on the tiles, the online softmax on them in registers (a running max and sum per
-// row, in log2 units), and o += p v with p rounded to the dtype (as flash-attention 2 does;
-// the sum stays f32). DMAX is the widest head it takes (64, 128, 256): narrower heads are
-// padded with zeros.
+// operation) on FlashAttention-2's schedule: a block of FT_WARPS warps takes a few 16-row tiles
+// of one head's queries a warp; one key tile and one value tile pass through shared memory, the
+// value tile loading while the scores s = q k^T are computed and the next key tile while o += p v
+// is; the online softmax runs on the scores in registers (a running max and sum per row, in log2
+// units), p rounded to the dtype for p v (the sum stays f32). DMAX is the widest head it takes
+// (64, 128, 256): narrower heads are padded with zeros.
 
 #define FA_ROWS 8
 #define FA_MAX_HEAD_DIM 256
@@ -96,203 +95,297 @@ DEVICE void flash_attention(const T* q, const T* k, const T* v, T* out, const fl
 
 
 #define FT_WARPS 4
-#define FT_ROWS 64
-static_assert(FT_ROWS == 16 * FT_WARPS, "16 query rows a warp");
 
-// Loads keys and values [kt, kt + BC) of kv head `kvh` into one stage of the tiles: rows past
-// the sequence and dims past head_dim are zeros. 16-byte copies that may complete later where
-// head_dim and the pointers allow (the caller commits and waits), else element by element.
-template <typename T, int DMAX, int BC>
-DEVICE void flash_load_tile(T* ks, T* vs, const T* k, const T* v, u64 base, u64 kv_stride, i64 kt, i64 lk,
-                            u32 head_dim, bool wide) {
-    const u32 LD = DMAX + 8;
+// The tiled form's shape at each widest head D: FT_<set>_MT_<D> 16-row tiles of queries a warp
+// (each key and value fragment serves them all), FT_<set>_BC_<D> keys a tile, FT_<set>_QS_<D> 1
+// where q is read from shared memory at every tile (0: held in registers from the start). Set
+// SYNC is mma.sync's (NVIDIA's blocks opt into more than 48 KiB of shared memory); set LDS fits
+// AMD's 64 KiB workgroups with the warps' scratch tiles (the wave64 emulation runs it too, its
+// exchange slots beside it).
+#define FT_SYNC_MT_64 2
+#define FT_SYNC_BC_64 64
+#define FT_SYNC_QS_64 0
+#define FT_SYNC_MT_128 2
+#define FT_SYNC_BC_128 32
+#define FT_SYNC_QS_128 1
+#define FT_SYNC_MT_256 1
+#define FT_SYNC_BC_256 32
+#define FT_SYNC_QS_256 1
+#define FT_LDS_MT_64 2
+#define FT_LDS_BC_64 64
+#define FT_LDS_QS_64 0
+#define FT_LDS_MT_128 2
+#define FT_LDS_BC_128 32
+#define FT_LDS_QS_128 1
+#define FT_LDS_MT_256 1
+#define FT_LDS_BC_256 16
+#define FT_LDS_QS_256 1
+#if defined(CANDLE_ROCM_MMA_SYNC)
+#define FT_SHAPE(X, D) FT_SYNC_##X##_##D
+#else
+#define FT_SHAPE(X, D) FT_LDS_##X##_##D
+#endif
+// A tile row's stride in elements: 16-byte rows, consecutive rows 4 banks apart.
+#define FT_LD(DMAX) ((DMAX) + 8)
+
+// Loads `rows` rows [r0, r0 + rows) of a [tokens, heads, head_dim] tensor's head at `base`
+// (row stride `stride`) into `dst` (stride FT_LD(DMAX)): rows at or past `end` and dims past
+// head_dim are zeros. 16-byte copies that may complete later where head_dim and the pointer
+// allow (the caller commits and waits), else element by element.
+template <typename T, int DMAX>
+DEVICE void flash_load_rows(T* dst, const T* src, u64 base, u64 stride, i64 r0, u32 rows, i64 end, u32 head_dim,
+                            bool wide) {
+    const u32 LD = FT_LD(DMAX);
     if (wide) {
-        for (u32 i = threadIdx.x; i < BC * (DMAX / 8); i += blockDim.x) {
+        for (u32 i = threadIdx.x; i < rows * (DMAX / 8); i += blockDim.x) {
             const u32 r = i / (DMAX / 8), dim = (i % (DMAX / 8)) * 8;
-            const bool in = kt + r < lk && dim < head_dim;
-            const u64 at = in ? base + (u64)(kt + r) * kv_stride + dim : 0;
-            async_copy16(ks + r * LD + dim, k + at, in ? 16 : 0);
-            async_copy16(vs + r * LD + dim, v + at, in ? 16 : 0);
+            const bool in = r0 + r < end && dim < head_dim;
+            async_copy16(dst + r * LD + dim, src + (in ? base + (u64)(r0 + r) * stride + dim : 0), in ? 16 : 0);
         }
     } else {
-        for (u32 i = threadIdx.x; i < BC * DMAX; i += blockDim.x) {
+        for (u32 i = threadIdx.x; i < rows * DMAX; i += blockDim.x) {
             const u32 r = i / DMAX, dim = i % DMAX;
-            const bool in = kt + r < lk && dim < head_dim;
-            const u64 at = base + (u64)(kt + r) * kv_stride + dim;
-            ks[r * LD + dim] = in ? k[at] : cvt<T>(0.0f);
-            vs[r * LD + dim] = in ? v[at] : cvt<T>(0.0f);
+            const bool in = r0 + r < end && dim < head_dim;
+            dst[r * LD + dim] = in ? src[base + (u64)(r0 + r) * stride + dim] : cvt<T>(0.0f);
         }
     }
 }
 
-template <typename T, int DMAX, int BC>
+// The tiled form (FlashAttention-2's schedule): a block of FT_WARPS warps takes MT x 16 query
+// rows a warp; one key tile and one value tile of BC rows in shared memory, the value tile
+// loading while the scores are computed and the next key tile while p v is; shared memory is
+// dynamic (flash_tiled_shared_bytes on the host).
+template <typename T, int DMAX, int MT, int BC, bool QS>
 DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float* alibi, const u32* cu_q,
                         const u32* cu_k, u32 heads, u32 kv_heads, u32 head_dim, u32 seq_q, u32 seq_k,
                         u32 alibi_batch_stride, float scale, float softcap, i32 window_left, i32 window_right) {
-    const u32 LD = DMAX + 8;  // a tile row's stride: 16-byte rows, rows 4 banks apart
-    const u32 TILE = BC * (DMAX + 8);
-    // two stages: the next tile loads while this one is used
-    __shared__ Raw16 ks_raw[2 * BC * (DMAX + 8) / 8], vs_raw[2 * BC * (DMAX + 8) / 8];
-    T* ks = (T*)ks_raw;
-    T* vs = (T*)vs_raw;
+    constexpr u32 LD = FT_LD(DMAX), ROWS = 16 * MT * FT_WARPS, KSTEPS = DMAX / 16, NT = BC / 16;
+    extern __shared__ Raw16 flash_shared[];
+    T* ks = (T*)flash_shared;  // BC x LD
+    T* vs = ks + BC * LD;      // BC x LD
+    T* qs = vs + BC * LD;      // ROWS x LD where QS
     const u32 warp = threadIdx.x / warpSize;
 #if defined(MMA_C_IS_A)
     T* scratch = nullptr;
 #else
-    __shared__ Raw16 scratch_raw[FT_WARPS][16 * MMA_SCRATCH_LD / 8];
-    T* scratch = (T*)scratch_raw[warp];
+    T* scratch = qs + (QS ? ROWS * LD : 0) + warp * 16 * MMA_SCRATCH_LD;
 #endif
     const u32 b = blockIdx.z, h = blockIdx.y;
     const u32 q0 = cu_q ? cu_q[b] : b * seq_q, len_q = cu_q ? cu_q[b + 1] - q0 : seq_q;
     const u32 k0 = cu_k ? cu_k[b] : b * seq_k, len_k = cu_k ? cu_k[b + 1] - k0 : seq_k;
-    const u32 row0 = blockIdx.x * FT_ROWS;
+    // the last rows first: under a causal mask they see the most keys, and the short blocks
+    // fill the device's tail
+    const u32 row0 = (gridDim.x - 1 - blockIdx.x) * ROWS;
     if (row0 >= len_q) return;  // the whole block
+    const u32 wrow = row0 + warp * 16 * MT;  // this warp's first row
     const u32 kvh = h / (heads / kv_heads);
     const u64 q_stride = (u64)heads * head_dim, kv_stride = (u64)kv_heads * head_dim;
+    const u64 q_base = (u64)q0 * q_stride + (u64)h * head_dim;
     const u64 kv_base = (u64)k0 * kv_stride + (u64)kvh * head_dim;
     const i64 shift = (i64)len_k - (i64)len_q, lk = (i64)len_k;
     // keys some row of the block sees [blk_lo, blk_hi), and those all its rows see [all_lo, all_hi)
-    const u32 last = (row0 + FT_ROWS < len_q ? row0 + FT_ROWS : len_q) - 1;
+    const u32 last = (row0 + ROWS < len_q ? row0 + ROWS : len_q) - 1;
     const i64 p_first = (i64)row0 + shift, p_last = (i64)last + shift;
     const i64 blk_lo = window_left < 0 ? 0 : (p_first - window_left > 0 ? p_first - window_left : 0);
     const i64 all_lo = window_left < 0 ? 0 : (p_last - window_left > 0 ? p_last - window_left : 0);
     const i64 blk_hi = window_right < 0 ? lk : (p_last + window_right + 1 < lk ? p_last + window_right + 1 : lk);
     const i64 all_hi = window_right < 0 ? lk : (p_first + window_right + 1 < lk ? p_first + window_right + 1 : lk);
     const u32 dsteps = (head_dim + 15) / 16;
-    const bool wide = head_dim % 8 == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
-    if (blk_lo < blk_hi) flash_load_tile<T, DMAX, BC>(ks, vs, k, v, kv_base, kv_stride, blk_lo, lk, head_dim, wide);
+    const bool wide = head_dim % 8 == 0 && (usize)q % 16 == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
+    if (QS) flash_load_rows<T, DMAX>(qs, q, q_base, q_stride, row0, ROWS, len_q, head_dim, wide);
+    if (blk_lo < blk_hi) flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, blk_lo, BC, lk, head_dim, wide);
     async_commit();
-    u32 qa[DMAX / 16][MMA_A / 2];
-    float o[DMAX / 16][MMA_C];
+    // q's fragments where they stay in registers (one word per index where q is read from
+    // shared memory: the array must not be empty)
+    u32 qa[MT][QS ? 1 : KSTEPS][MMA_A / 2];
+    if (!QS) {
 #pragma unroll
-    for (u32 t = 0; t < DMAX / 16; ++t) {
+        for (u32 i = 0; i < MT; ++i)
 #pragma unroll
-        for (u32 e = 0; e < MMA_A; e += 2) {
-            u32 r, c;
-            mma_a_at(e, r, c);
-            const u32 row = row0 + warp * 16 + r, dim = t * 16 + c;
-            const u64 at = (q0 + row) * q_stride + (u64)h * head_dim + dim;
-            const bool in = row < len_q;
-            qa[t][e / 2] = mma_word(in && dim < head_dim ? q[at].bits : 0, in && dim + 1 < head_dim ? q[at + 1].bits : 0);
-        }
+            for (u32 t = 0; t < (QS ? 1 : KSTEPS); ++t)
 #pragma unroll
-        for (u32 e = 0; e < MMA_C; ++e) o[t][e] = 0.0f;
+                for (u32 e = 0; e < MMA_A; e += 2) {
+                    u32 r, c;
+                    mma_a_at(e, r, c);
+                    const u32 row = wrow + i * 16 + r, dim = t * 16 + c;
+                    const u64 at = q_base + row * q_stride + dim;
+                    const bool in = row < len_q;
+                    qa[i][t][e / 2] = mma_word(in && dim < head_dim ? q[at].bits : 0,
+                                               in && dim + 1 < head_dim ? q[at + 1].bits : 0);
+                }
     }
+    float o[MT][KSTEPS][MMA_C];
+#pragma unroll
+    for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+        for (u32 t = 0; t < KSTEPS; ++t)
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) o[i][t][e] = 0.0f;
     const float neg_inf = m_neg_inf(0.0f), log2e = 1.4426950408889634f;
-    float m[MMA_ROW_SLOTS], l[MMA_ROW_SLOTS];
+    // Where nothing but the scale touches the scores (and it is positive), the running max is
+    // taken over the raw products and each weight is one fused multiply-add and one exp2:
+    // 2^(s * scale * log2(e) - max); otherwise the scores are made in log2 units first.
+    const bool plain = softcap <= 0.0f && !alibi && scale > 0.0f;
+    const float mul = plain ? scale * log2e : 1.0f;
+    float m[MT][MMA_ROW_SLOTS], l[MT][MMA_ROW_SLOTS];
 #pragma unroll
-    for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) { m[r] = neg_inf; l[r] = 0.0f; }
+    for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) { m[i][r] = neg_inf; l[i][r] = 0.0f; }
     const float slope = alibi ? alibi[(u64)b * alibi_batch_stride + h] : 0.0f;
-    u32 stage = 0;
-    for (i64 kt = blk_lo; kt < blk_hi; kt += BC, stage ^= 1) {
-        // the next tile into the other stage (read two iterations ago, released by the barrier
-        // at the end of the last one), then wait for this one
-        if (kt + BC < blk_hi)
-            flash_load_tile<T, DMAX, BC>(ks + (stage ^ 1) * TILE, vs + (stage ^ 1) * TILE, k, v, kv_base,
-                                         kv_stride, kt + BC, lk, head_dim, wide);
-        async_commit();
-        async_wait<1>();
+    // the tiles' fragments at offsets the unrolled loops fix
+    const MmaShared<T, MMA_FRAG_A> q_frag(qs + (wrow - row0) * LD, LD);
+    const MmaShared<T, MMA_FRAG_B_NK> k_frag(ks, LD);
+    const MmaShared<T, MMA_FRAG_B_KN> v_frag(vs, LD);
+    for (i64 kt = blk_lo; kt < blk_hi; kt += BC) {
+        // the key tile (and q) has landed, and every warp is done with the last value tile
+        async_wait<0>();
         __syncthreads();
-        const T* kst = ks + stage * TILE;
-        const T* vst = vs + stage * TILE;
+        flash_load_rows<T, DMAX>(vs, v, kv_base, kv_stride, kt, BC, lk, head_dim, wide);
+        async_commit();
+        float s[MT][NT][MMA_C];
+#pragma unroll
+        for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+            for (u32 n = 0; n < NT; ++n)
+#pragma unroll
+                for (u32 e = 0; e < MMA_C; ++e) s[i][n][e] = 0.0f;
         // k-steps outside, key tiles inside: consecutive products are independent
-        float s[BC / 16][MMA_C];
 #pragma unroll
-        for (u32 n = 0; n < BC / 16; ++n)
-#pragma unroll
-            for (u32 e = 0; e < MMA_C; ++e) s[n][e] = 0.0f;
-#pragma unroll
-        for (u32 t = 0; t < DMAX / 16; ++t) {
+        for (u32 t = 0; t < KSTEPS; ++t) {
             if (t < dsteps) {
+                u32 qf[MT][MMA_A / 2];
 #pragma unroll
-                for (u32 n = 0; n < BC / 16; ++n) {
+                for (u32 i = 0; i < MT; ++i) {
+                    if (QS) {
+                        q_frag.load(qf[i], i * 16 * LD + t * 16);
+                    } else {
+#pragma unroll
+                        for (u32 w = 0; w < MMA_A / 2; ++w) qf[i][w] = qa[i][QS ? 0 : t][w];
+                    }
+                }
+#pragma unroll
+                for (u32 n = 0; n < NT; ++n) {
                     u32 fb[MMA_B / 2];
-                    mma_load_b_nk(fb, kst + n * 16 * LD + t * 16, LD);
-                    mma_16x16x16<T>(qa[t], fb, s[n]);
+                    k_frag.load(fb, n * 16 * LD + t * 16);
+#pragma unroll
+                    for (u32 i = 0; i < MT; ++i) mma_16x16x16<T>(qf[i], fb, s[i][n]);
                 }
             }
         }
-        // scores in log2 units, masked where a row does not see the key
+        // masked where a row does not see the key (tiles on the edge of the block's window
+        // only); the scores in log2 units unless plain
         const bool edge = kt < all_lo || kt + BC > all_hi;
-        float mx[MMA_ROW_SLOTS];
+        float mx[MT][MMA_ROW_SLOTS];
 #pragma unroll
-        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) mx[r] = neg_inf;
+        for (u32 i = 0; i < MT; ++i) {
 #pragma unroll
-        for (u32 n = 0; n < BC / 16; ++n) {
+            for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) mx[i][r] = neg_inf;
+#pragma unroll
+            for (u32 n = 0; n < NT; ++n) {
+#pragma unroll
+                for (u32 e = 0; e < MMA_C; ++e) {
+                    float x = s[i][n][e];
+                    if (!plain) {
+                        u32 r, c;
+                        mma_c_at(e, r, c);
+                        const i64 p = (i64)(wrow + i * 16 + r) + shift, j = kt + n * 16 + c;
+                        x = softcap > 0.0f ? softcap * m_tanh(x * scale / softcap) : x * scale;
+                        if (alibi) x -= slope * (float)(p > j ? p - j : j - p);
+                        x *= log2e;
+                    }
+                    if (edge) {
+                        u32 r, c;
+                        mma_c_at(e, r, c);
+                        const i64 p = (i64)(wrow + i * 16 + r) + shift, j = kt + n * 16 + c;
+                        const bool seen = j < lk && p - shift < (i64)len_q &&
+                                          (window_left < 0 || j >= p - window_left) &&
+                                          (window_right < 0 || j <= p + window_right);
+                        if (!seen) x = neg_inf;
+                    }
+                    s[i][n][e] = x;
+                    const u32 slot = mma_c_slot(e);
+                    mx[i][slot] = x > mx[i][slot] ? x : mx[i][slot];
+                }
+            }
+        }
+        float base[MT][MMA_ROW_SLOTS];
+        bool moved = false;
+#pragma unroll
+        for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+            for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
+                const float row_max = warp_combine<MaxOf<float> >(mx[i][r], MMA_ROW_LANES) * mul;
+                const float m_new = row_max > m[i][r] ? row_max : m[i][r];
+                base[i][r] = m_new == neg_inf ? 0.0f : m_new;  // a row that has seen nothing yet
+                const float rescale = m_exp2_fast(m[i][r] - base[i][r]);
+                moved |= m_new != m[i][r];
+                l[i][r] *= rescale;
+                m[i][r] = m_new;
+                mx[i][r] = rescale;
+            }
+#pragma unroll
+        for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+            for (u32 n = 0; n < NT; ++n)
+#pragma unroll
+                for (u32 e = 0; e < MMA_C; ++e) {
+                    const u32 slot = mma_c_slot(e);
+                    const float w = m_exp2_fast(s[i][n][e] * mul - base[i][slot]);
+                    s[i][n][e] = w;
+                    l[i][slot] += w;
+                }
+        // o keeps its scale where no row of the warp found a larger score (most tiles once a
+        // row has seen a few)
+        if (warp_ballot(moved)) {
+#pragma unroll
+            for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+                for (u32 t = 0; t < KSTEPS; ++t)
+#pragma unroll
+                    for (u32 e = 0; e < MMA_C; ++e) o[i][t][e] *= mx[i][mma_c_slot(e)];
+        }
+        // the value tile has landed, and every warp is done with the key tile: the next one loads
+        async_wait<0>();
+        __syncthreads();
+        if (kt + BC < blk_hi) flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, kt + BC, BC, lk, head_dim, wide);
+        async_commit();
+#pragma unroll
+        for (u32 n = 0; n < NT; ++n) {
+            u32 pa[MT][MMA_A / 2];
+#pragma unroll
+            for (u32 i = 0; i < MT; ++i) mma_c_to_a(s[i][n], pa[i], scratch);
+#pragma unroll
+            for (u32 t = 0; t < KSTEPS; ++t) {
+                if (t < dsteps) {
+                    u32 fb[MMA_B / 2];
+                    v_frag.load(fb, n * 16 * LD + t * 16);
+#pragma unroll
+                    for (u32 i = 0; i < MT; ++i) mma_16x16x16<T>(pa[i], fb, o[i][t]);
+                }
+            }
+        }
+    }
+    async_wait<0>();
+#pragma unroll
+    for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
+            const float sum = warp_combine<SumOf<float> >(l[i][r], MMA_ROW_LANES);
+            l[i][r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        }
+#pragma unroll
+    for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+        for (u32 t = 0; t < KSTEPS; ++t)
 #pragma unroll
             for (u32 e = 0; e < MMA_C; ++e) {
                 u32 r, c;
                 mma_c_at(e, r, c);
-                const i64 p = (i64)(row0 + warp * 16 + r) + shift, j = kt + n * 16 + c;
-                float x = softcap > 0.0f ? softcap * m_tanh(s[n][e] * scale / softcap) : s[n][e] * scale;
-                if (alibi) x -= slope * (float)(p > j ? p - j : j - p);
-                x *= log2e;
-                if (edge) {
-                    const bool seen = j < lk && p - shift < (i64)len_q &&
-                                      (window_left < 0 || j >= p - window_left) &&
-                                      (window_right < 0 || j <= p + window_right);
-                    if (!seen) x = neg_inf;
-                }
-                s[n][e] = x;
-                const u32 slot = mma_c_slot(e);
-                mx[slot] = x > mx[slot] ? x : mx[slot];
+                const u32 row = wrow + i * 16 + r, dim = t * 16 + c;
+                if (row < len_q && dim < head_dim)
+                    out[q_base + row * q_stride + dim] = cvt<T>(o[i][t][e] * l[i][mma_c_slot(e)]);
             }
-        }
-        float base[MMA_ROW_SLOTS];
-#pragma unroll
-        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
-            const float row_max = warp_combine<MaxOf<float> >(mx[r], MMA_ROW_LANES);
-            const float m_new = row_max > m[r] ? row_max : m[r];
-            base[r] = m_new == neg_inf ? 0.0f : m_new;  // a row that has seen nothing yet
-            const float rescale = m_exp2(m[r] - base[r]);
-            l[r] *= rescale;
-            m[r] = m_new;
-            mx[r] = rescale;
-        }
-#pragma unroll
-        for (u32 t = 0; t < DMAX / 16; ++t)
-#pragma unroll
-            for (u32 e = 0; e < MMA_C; ++e) o[t][e] *= mx[mma_c_slot(e)];
-#pragma unroll
-        for (u32 n = 0; n < BC / 16; ++n)
-#pragma unroll
-            for (u32 e = 0; e < MMA_C; ++e) {
-                const u32 slot = mma_c_slot(e);
-                const float w = m_exp2(s[n][e] - base[slot]);
-                s[n][e] = w;
-                l[slot] += w;
-            }
-#pragma unroll
-        for (u32 n = 0; n < BC / 16; ++n) {
-            u32 pa[MMA_A / 2];
-            mma_c_to_a(s[n], pa, scratch);
-#pragma unroll
-            for (u32 t = 0; t < DMAX / 16; ++t) {
-                if (t < dsteps) {
-                    u32 fb[MMA_B / 2];
-                    mma_load_b_kn(fb, vst + n * 16 * LD + t * 16, LD);
-                    mma_16x16x16<T>(pa, fb, o[t]);
-                }
-            }
-        }
-        __syncthreads();  // this stage is free for the load two tiles on
-    }
-    async_wait<0>();
-#pragma unroll
-    for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
-        const float sum = warp_combine<SumOf<float> >(l[r], MMA_ROW_LANES);
-        l[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
-    }
-#pragma unroll
-    for (u32 t = 0; t < DMAX / 16; ++t)
-#pragma unroll
-        for (u32 e = 0; e < MMA_C; ++e) {
-            u32 r, c;
-            mma_c_at(e, r, c);
-            const u32 row = row0 + warp * 16 + r, dim = t * 16 + c;
-            if (row < len_q && dim < head_dim)
-                out[(q0 + row) * q_stride + (u64)h * head_dim + dim] = cvt<T>(o[t][e] * l[mma_c_slot(e)]);
-        }
 }
 
 // FLASH_PARAMS: the parameter list declared in rocm-kernels (`flash_attention::Params`).
@@ -306,24 +399,20 @@ CANDLE_ROCM_KEEP(bf16)(FLASH_ATTENTION_ENTRY(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_ATTENTION_ENTRY(f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
 
-// Key tiles of 64, 32 and 16 rows at head dims to 64, 128 and 256: two stages of key and value
-// tiles stay within 48 KiB of shared memory beside the wave64 emulation's exchange slots. On
-// NVIDIA the blocks an SM must hold (MINB: 4, 3, 1) bound the registers (128 and 168 at head
-// dims 64 and 128: 16 and 12 warps an SM instead of 12 and 8, a few bytes spilled); the
-// emulation's blocks are twice as wide.
+// One block an SM is all the registers allow at head dims 128 and 256 (MT x 16 rows of o in f32
+// a warp); two at 64. The emulation's blocks are twice as wide.
 #if defined(CANDLE_ROCM_MMA_SYNC)
 #define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 32, MINB)
 #else
 #define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 64)
 #endif
-#define FLASH_TILED_ENTRY(NAME, T, D, DMAX, BC, MINB)                                            \
-    KERNEL FT_BOUNDS(MINB) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {                      \
-        flash_tiled<T, DMAX, BC>(q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim,     \
-                                 seq_q, seq_k, alibi_batch_stride, scale, softcap, window_left,  \
-                                 window_right);                                                  \
+#define FLASH_TILED_ENTRY(NAME, T, DMAX, MINB)                                                     \
+    KERNEL FT_BOUNDS(MINB) void flash_tiled_d##DMAX##_##NAME(FLASH_PARAMS(T)) {                    \
+        flash_tiled<T, DMAX, FT_SHAPE(MT, DMAX), FT_SHAPE(BC, DMAX), FT_SHAPE(QS, DMAX)>(          \
+            q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim, seq_q, seq_k,              \
+            alibi_batch_stride, scale, softcap, window_left, window_right);                       \
     }
-#define FLASH_TILED_ENTRIES(NAME, T)                                                             \
-    FLASH_TILED_ENTRY(NAME, T, d64, 64, 64, 4) FLASH_TILED_ENTRY(NAME, T, d128, 128, 32, 3)      \
-    FLASH_TILED_ENTRY(NAME, T, d256, 256, 16, 1)
+#define FLASH_TILED_ENTRIES(NAME, T)                                                               \
+    FLASH_TILED_ENTRY(NAME, T, 64, 2) FLASH_TILED_ENTRY(NAME, T, 128, 1) FLASH_TILED_ENTRY(NAME, T, 256, 1)
 CANDLE_ROCM_KEEP(bf16)(FLASH_TILED_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_TILED_ENTRIES(f16, f16_t))

@@ -64,7 +64,62 @@ pub const TILED: [(u32, Entry<Params>); 3] = [
     (128, Entry::new(&MODULE, "flash_tiled_d128")),
     (256, Entry::new(&MODULE, "flash_tiled_d256")),
 ];
-/// Warps (wavefronts) a block of the tiled form has, 16 query rows each (`FT_WARPS`).
+/// Warps (wavefronts) a block of the tiled form has (`FT_WARPS`).
 pub const TILED_WARPS: u32 = 4;
-/// Query rows a block of the tiled form takes (`FT_ROWS`).
-pub const TILED_ROWS: u32 = 64;
+/// The row stride of a warp's scratch tile for handing scores over as an operand where the
+/// accumulator's layout is not the operand's (compat.h's `MMA_SCRATCH_LD`, AMD's layouts).
+pub const SCRATCH_LD: u32 = 24;
+
+/// The tiled form's shape at one widest head (flash_attention.hip's `FT_<set>_*_<dmax>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TiledShape {
+    pub dmax: u32,
+    /// 16-row query tiles a warp (`MT`).
+    pub row_tiles: u32,
+    /// Keys a tile (`BC`).
+    pub key_rows: u32,
+    /// q read from shared memory at every tile (`QS`), else held in registers.
+    pub q_shared: bool,
+}
+
+impl TiledShape {
+    /// Query rows a block takes.
+    pub const fn rows(&self) -> u32 {
+        16 * self.row_tiles * TILED_WARPS
+    }
+
+    /// The dynamic shared memory a block takes: a key and a value tile, q where it is read
+    /// from there, and the warps' scratch tiles where `scratch` (layouts other than mma.sync's).
+    pub const fn shared_bytes(&self, scratch: bool) -> u32 {
+        let ld = self.dmax + 8;
+        let q_rows = if self.q_shared { self.rows() } else { 0 };
+        let scratch = if scratch {
+            TILED_WARPS * 16 * SCRATCH_LD
+        } else {
+            0
+        };
+        2 * ((2 * self.key_rows + q_rows) * ld + scratch)
+    }
+}
+
+const fn shape(dmax: u32, row_tiles: u32, key_rows: u32, q_shared: bool) -> TiledShape {
+    TiledShape {
+        dmax,
+        row_tiles,
+        key_rows,
+        q_shared,
+    }
+}
+
+/// The shapes on NVIDIA's mma.sync (set `SYNC`: blocks past 48 KiB of shared memory).
+pub const TILED_SYNC: [TiledShape; 3] = [
+    shape(64, 2, 64, false),
+    shape(128, 2, 32, true),
+    shape(256, 1, 32, true),
+];
+/// The shapes within AMD's 64 KiB workgroups (set `LDS`: MFMA, WMMA and the wave64 emulation).
+pub const TILED_LDS: [TiledShape; 3] = [
+    shape(64, 2, 64, false),
+    shape(128, 2, 32, true),
+    shape(256, 1, 16, true),
+];

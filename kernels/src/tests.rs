@@ -70,10 +70,39 @@ fn flash_attention_constants_match_the_kernel_source() {
     assert_eq!(define("FA_ROWS"), flash_attention::ROWS);
     assert_eq!(define("FA_MAX_HEAD_DIM"), flash_attention::MAX_HEAD_DIM);
     assert_eq!(define("FT_WARPS"), flash_attention::TILED_WARPS);
-    assert_eq!(define("FT_ROWS"), flash_attention::TILED_ROWS);
     for (dmax, entry) in flash_attention::TILED {
         assert_eq!(entry.op, format!("flash_tiled_d{dmax}"));
     }
+    for (set, shapes) in [
+        ("SYNC", flash_attention::TILED_SYNC),
+        ("LDS", flash_attention::TILED_LDS),
+    ] {
+        let dims: Vec<u32> = shapes.iter().map(|s| s.dmax).collect();
+        assert_eq!(dims, flash_attention::TILED.map(|(d, _)| d));
+        for s in shapes {
+            let d = s.dmax;
+            assert_eq!(
+                define(&format!("FT_{set}_MT_{d}")),
+                s.row_tiles,
+                "{set} {d}"
+            );
+            assert_eq!(define(&format!("FT_{set}_BC_{d}")), s.key_rows, "{set} {d}");
+            assert_eq!(
+                define(&format!("FT_{set}_QS_{d}")),
+                s.q_shared as u32,
+                "{set} {d}"
+            );
+        }
+    }
+    // AMD's workgroups hold the LDS set's blocks, scratch tiles included
+    for s in flash_attention::TILED_LDS {
+        assert!(s.shared_bytes(true) <= 64 << 10, "{s:?}");
+    }
+    let scratch_ld = COMPAT_H
+        .lines()
+        .find_map(|l| l.strip_prefix("#define MMA_SCRATCH_LD "))
+        .unwrap();
+    assert_eq!(scratch_ld.trim(), flash_attention::SCRATCH_LD.to_string());
 }
 
 #[test]

@@ -1,9 +1,12 @@
-//! Forward flash attention in bf16 and f16, head dims 64 and 128, sequences of 1K, 4K and 16K
-//! tokens (16K tokens a call: batch = 16384 / seq; 2048 / head_dim heads), causal and not:
+//! Forward flash attention in bf16 and f16, head dims 64, 96, 128 and 256, sequences of 1K, 4K
+//! and 16K tokens (16K tokens a call: batch = 16384 / seq; 2048 / head_dim heads, rounded
+//! down), causal and not:
 //! TFLOP/s of the tiled kernel (and of the portable one at 1K), timed with device events, and
 //! the device memory a call takes beyond q, k, v and its output. One JSON object per line.
 //! `bash .bench/run.sh` runs it and `bench/torch_attention.py` adds torch's
-//! scaled_dot_product_attention (flash backend) on the same shapes.
+//! scaled_dot_product_attention (flash backend) on the same shapes. `--quick` leaves out 16K;
+//! `--ncu` makes one call of the tiled kernel (bf16, head dim 128, 4K, not causal) for a
+//! profiler, and prints nothing.
 
 use rocm_attention::{flash_attention_with, FlashKernel, FlashOptions};
 use rocm_bench_support::time_ms;
@@ -14,13 +17,17 @@ const ITERS: usize = 10;
 fn main() -> Result<()> {
     let d = Device::new(0)?;
     let quick = std::env::args().any(|a| a == "--quick");
+    let ncu = std::env::args().any(|a| a == "--ncu");
     for dtype in [DType::BF16, DType::F16] {
-        for head_dim in [64usize, 128] {
+        for head_dim in [64usize, 96, 128, 256] {
             for seq in [1024usize, 4096, 16384] {
                 if quick && seq > 4096 {
                     continue;
                 }
                 for causal in [false, true] {
+                    if ncu && (dtype != DType::BF16 || head_dim != 128 || seq != 4096 || causal) {
+                        continue;
+                    }
                     let (batch, heads) = (16384 / seq, 2048 / head_dim);
                     let n = batch * seq * heads * head_dim;
                     let bytes = n * dtype.size_in_bytes();
@@ -47,6 +54,11 @@ fn main() -> Result<()> {
                             kernel,
                         )
                     };
+                    if ncu {
+                        drop(call(FlashKernel::Tiled)?);
+                        d.synchronize()?;
+                        return Ok(());
+                    }
                     // memory beyond the inputs and the output
                     d.synchronize()?;
                     let before = d.memory_stats().in_use_bytes;

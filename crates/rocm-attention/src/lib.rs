@@ -22,7 +22,7 @@ pub use cached::{
     cached_attention, cached_attention_via, rope_kv_write, AttentionMask, AttentionPath, KvCache,
 };
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
-use rocm_device::{LaunchConfig, MAX_GRID_YZ};
+use rocm_device::{LaunchConfig, Platform, MAX_GRID_YZ};
 use rocm_elementwise::OperandCopy;
 use rocm_kernels::flash_attention as abi;
 
@@ -256,12 +256,29 @@ pub fn flash_attention_with(
         window_left,
         window_right,
     };
-    let warp = device.info().warp_size.max(1);
-    // (entry, query rows a block, warps a block)
-    let (entry, rows, warps) = match abi::TILED.iter().find(|(d, _)| head_dim <= *d as usize) {
-        Some(&(_, entry)) if tiled => (entry, abi::TILED_ROWS, abi::TILED_WARPS),
-        _ => (abi::FLASH, abi::ROWS, abi::ROWS),
-    };
+    let info = device.info();
+    let warp = info.warp_size.max(1);
+    // (entry, query rows a block, warps a block, dynamic shared memory)
+    let (entry, rows, warps, shared) =
+        match abi::TILED.iter().position(|(d, _)| head_dim <= *d as usize) {
+            Some(at) if tiled => {
+                // mma.sync's shapes on NVIDIA's own warps; AMD's (and the wave64 emulation's)
+                // within 64 KiB, with the warps' scratch tiles
+                let sync = info.platform == Platform::Nvidia && warp == 32;
+                let shape = if sync {
+                    abi::TILED_SYNC[at]
+                } else {
+                    abi::TILED_LDS[at]
+                };
+                (
+                    abi::TILED[at].1,
+                    shape.rows(),
+                    abi::TILED_WARPS,
+                    shape.shared_bytes(!sync),
+                )
+            }
+            _ => (abi::FLASH, abi::ROWS, abi::ROWS, 0),
+        };
     let config = LaunchConfig {
         grid: [
             fit("query blocks", seq_q.div_ceil(rows as usize))?,
@@ -269,7 +286,7 @@ pub fn flash_attention_with(
             batch as u32,
         ],
         block: [warps * warp, 1, 1],
-        shared_mem_bytes: 0,
+        shared_mem_bytes: shared,
     };
     let _span = tracing::debug_span!(
         "op", op = OP, %dtype, batch, seq_q, seq_k, heads, kv_heads, head_dim, tiled

@@ -98,6 +98,7 @@ pub(super) const SOP1: &[(u16, &str)] = &[
     (0xf, "s_sext_i32_i16"),
     (0x15, "s_abs_i32"),
     (0x18, "s_bcnt1_i32_b32"),
+    (0x1e, "s_not_b32"),
     (0x20, "s_and_saveexec_b32"),
     (0x22, "s_or_saveexec_b32"),
     (0x30, "s_and_not1_saveexec_b32"),

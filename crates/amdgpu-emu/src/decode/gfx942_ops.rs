@@ -86,6 +86,7 @@ pub(super) const SMEM: &[(u16, &str)] = &[
 pub(super) const SOP1: &[(u16, &str)] = &[
     (0x0, "s_mov_b32"),
     (0x1, "s_mov_b64"),
+    (0x4, "s_not_b32"),
     (0x8, "s_brev_b32"),
     (0xd, "s_bcnt1_i32_b64"),
     (0x10, "s_ff1_i32_b32"),
@@ -228,6 +229,7 @@ pub(super) const VOP1: &[(u16, &str)] = &[
     (0x44, "v_floor_f16_e32"),
     (0x45, "v_ceil_f16_e32"),
     (0x46, "v_trunc_f16_e32"),
+    (0x52, "v_accvgpr_mov_b32"),
 ];
 
 pub(super) const VOP1_SDWA: &[(u16, &str)] = &[
@@ -551,6 +553,7 @@ pub(super) const VOPC_SDWA: &[(u16, &str)] = &[
     (0xad, "v_cmp_ne_u16_sdwa"),
     (0xae, "v_cmp_ge_u16_sdwa"),
     (0xc1, "v_cmp_lt_i32_sdwa"),
+    (0xc9, "v_cmp_lt_u32_sdwa"),
     (0xca, "v_cmp_eq_u32_sdwa"),
     (0xcc, "v_cmp_gt_u32_sdwa"),
 ];

@@ -399,6 +399,14 @@ fn vgpr(code: u32, count: u32) -> String {
 fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let w0 = inst.words[0];
+    if m == "v_accvgpr_mov_b32" {
+        // gfx942's VOP1 move between accumulation registers
+        return Some(format!(
+            "a{}, a{}",
+            bits(w0, 17, 8),
+            bits(w0, 0, 9).checked_sub(256)?
+        ));
+    }
     let lit = inst.literal();
     let Some((dst_n, src_n)) = valu_widths(arch, m, inst.literal().is_some()) else {
         return vop_e32_true16(arch, inst);

@@ -497,6 +497,9 @@ impl Module {
     }
 }
 
+/// The LDS one workgroup may have on the emulated archs (gfx942 and gfx1100 both: 64 KiB).
+const WORKGROUP_LDS_BYTES: u64 = 64 << 10;
+
 fn run_dispatch(
     co: &CodeObject,
     cache: &DecodeCache,
@@ -517,6 +520,13 @@ fn run_dispatch(
         return Err(fail(format!(
             "a block of {threads} work-items (the kernel takes 1 to {})",
             k.max_flat_workgroup_size
+        )));
+    }
+    let lds = u64::from(k.descriptor.group_segment_fixed_size) + u64::from(launch.dynamic_lds);
+    if lds > WORKGROUP_LDS_BYTES {
+        return Err(fail(format!(
+            "{lds} bytes of LDS a workgroup ({} static, {} dynamic): gfx942 and gfx1100 have {WORKGROUP_LDS_BYTES}",
+            k.descriptor.group_segment_fixed_size, launch.dynamic_lds
         )));
     }
     let segment = kernarg_segment(k, launch)?;

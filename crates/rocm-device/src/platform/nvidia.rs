@@ -17,6 +17,9 @@ use super::{
 use crate::error::{Error, Result};
 use crate::sys::library::find_library;
 
+/// The dynamic shared memory a launch gets without opting into more.
+const DEFAULT_SHARED_BYTES: u32 = 48 << 10;
+
 const DRIVER_HINT: &str = "install the NVIDIA driver (libcuda.so)";
 const NVRTC_HINT: &str = "install NVRTC (CUDA toolkit, or the nvidia-cuda-nvrtc wheel) and put \
     its lib folder on LD_LIBRARY_PATH";
@@ -264,7 +267,9 @@ impl CudaDevice {
             arch: format!("sm_{major}{minor}"),
             warp_size: attr(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)? as u32,
             multiprocessor_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
-            shared_mem_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?
+            // what a block may opt into (the launch opts in past the default 48 KiB), as AMD
+            // reports the whole of a workgroup's LDS
+            shared_mem_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
                 as usize,
             max_threads_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
             total_memory: total,
@@ -534,6 +539,16 @@ impl RawDevice for CudaDevice {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
+        if shared_mem_bytes > DEFAULT_SHARED_BYTES {
+            // SAFETY: a function of a loaded module; the attribute takes a byte count.
+            check("cuFuncSetAttribute", unsafe {
+                cu::cuFuncSetAttribute(
+                    function.0 as cu::CUfunction,
+                    cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_mem_bytes as i32,
+                )
+            })?;
+        }
         // SAFETY: `params` points at one value per kernel parameter, alive for the call (the
         // driver copies them at launch); dimensions were validated by the caller.
         check("cuLaunchKernel", unsafe {

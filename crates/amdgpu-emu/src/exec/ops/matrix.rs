@@ -121,7 +121,14 @@ pub(super) fn execute(w: &mut Wave, inst: &Instruction, ctx: &mut Context<'_>) -
             return Ok(());
         }
         "v_accvgpr_read_b32" | "v_accvgpr_mov_b32" => {
-            let src = srcs[0]
+            // the move is VOP1 (source in word 0's bits 8:0, destination in 24:17); the read
+            // VOP3P
+            let (src, vdst) = if inst.format == Format::Vop1 {
+                (bits(w0, 0, 9), bits(w0, 17, 8) as usize)
+            } else {
+                (srcs[0], vdst)
+            };
+            let src = src
                 .checked_sub(256)
                 .ok_or_else(|| unimplemented(inst, ctx))? as usize;
             let to = if m == "v_accvgpr_read_b32" {
