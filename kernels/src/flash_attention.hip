@@ -406,13 +406,14 @@ CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
 #else
 #define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 64)
 #endif
-#define FLASH_TILED_ENTRY(NAME, T, DMAX, MINB)                                                     \
-    KERNEL FT_BOUNDS(MINB) void flash_tiled_d##DMAX##_##NAME(FLASH_PARAMS(T)) {                    \
+#define FLASH_TILED_ENTRY(NAME, T, D, DMAX, MINB)                                                  \
+    KERNEL FT_BOUNDS(MINB) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {                        \
         flash_tiled<T, DMAX, FT_SHAPE(MT, DMAX), FT_SHAPE(BC, DMAX), FT_SHAPE(QS, DMAX)>(          \
             q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim, seq_q, seq_k,              \
             alibi_batch_stride, scale, softcap, window_left, window_right);                       \
     }
 #define FLASH_TILED_ENTRIES(NAME, T)                                                               \
-    FLASH_TILED_ENTRY(NAME, T, 64, 2) FLASH_TILED_ENTRY(NAME, T, 128, 1) FLASH_TILED_ENTRY(NAME, T, 256, 1)
+    FLASH_TILED_ENTRY(NAME, T, d64, 64, 2) FLASH_TILED_ENTRY(NAME, T, d128, 128, 1)                \
+    FLASH_TILED_ENTRY(NAME, T, d256, 256, 1)
 CANDLE_ROCM_KEEP(bf16)(FLASH_TILED_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(FLASH_TILED_ENTRIES(f16, f16_t))
