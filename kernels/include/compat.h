@@ -662,14 +662,34 @@ DEVICE u32 shared_address(const void* p) {
 // Loads from shared memory (`ld` a multiple of 8, `s` 16-byte aligned: ldmatrix's rows on
 // NVIDIA, 32-bit pairs elsewhere). a(row, k) = s[row * ld + k]; b given as rows of n,
 // b(k, n) = s[n * ld + k]; b given as rows of k, b(k, n) = s[k * ld + n].
+// The fragments a shared-memory tile gives (see mma_load_a, mma_load_b and MmaShared).
+#define MMA_FRAG_A 0
+#define MMA_FRAG_B_NK 1
+#define MMA_FRAG_B_KN 2
+#if defined(CANDLE_ROCM_MMA_SYNC)
+// ldmatrix.x4: four 8x8 matrices of 16-bit elements, lanes 8i..8i+7 addressing matrix i's rows
+// (TRANS: each transposed as it loads). The element of the tile (row stride `ld`) this lane
+// addresses for a fragment of KIND: a's matrix i is rows 8 (i % 2).. by k 8 (i / 2)..; b's
+// (rows of n) n 8 (i / 2).. by k 8 (i % 2)..; b's (rows of k, transposed) k 8 (i % 2).. by n
+// 8 (i / 2)...
+template <int KIND> DEVICE u32 ldmatrix_lane_offset(u32 ld) {
+    const u32 l = mma_lane(), i = l / 8;
+    if (KIND == MMA_FRAG_B_NK) return (8 * (i / 2) + l % 8) * ld + 8 * (i % 2);
+    return (8 * (i % 2) + l % 8) * ld + 8 * (i / 2);
+}
+template <bool TRANS> DEVICE void ldmatrix_x4(u32* r, u32 at) {
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
+}
+#endif
+
 template <typename T> DEVICE void mma_load_a(u32* a, const T* s, u32 ld) {
 #if defined(CANDLE_ROCM_MMA_SYNC)
-    // four 8x8 matrices, matrix i of rows 8 (i % 2).. by k 8 (i / 2)..; lanes 8i..8i+7 address
-    // its rows
-    const u32 l = mma_lane();
-    const u32 at = shared_address(s + (l % 8 + 8 * ((l / 8) % 2)) * ld + 8 * (l / 16));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(at));
+    ldmatrix_x4<false>(a, shared_address(s + ldmatrix_lane_offset<MMA_FRAG_A>(ld)));
 #else
 #pragma unroll
     for (u32 e = 0; e < MMA_A; e += 2) {
@@ -683,18 +703,7 @@ template <typename T> DEVICE void mma_load_a(u32* a, const T* s, u32 ld) {
 // (CANDLE_ROCM_PLANT_TRANSPOSED_B, tests only) reads the NVIDIA tiles the other way.
 template <bool ROWS_OF_K, typename T> DEVICE void mma_load_b(u32* b, const T* s, u32 ld) {
 #if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
-    // four 8x8 matrices, matrix i of n 8 (i / 2).. by k 8 (i % 2)..; lanes 8i..8i+7 address
-    // its rows (of n, or of k transposed as they load)
-    const u32 l = mma_lane(), i = l / 8, n0 = 8 * (i / 2), k0 = 8 * (i % 2);
-    if (ROWS_OF_K) {
-        const u32 at = shared_address(s + (k0 + l % 8) * ld + n0);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
-    } else {
-        const u32 at = shared_address(s + (n0 + l % 8) * ld + k0);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(at));
-    }
+    ldmatrix_x4<ROWS_OF_K>(b, shared_address(s + ldmatrix_lane_offset<ROWS_OF_K ? MMA_FRAG_B_KN : MMA_FRAG_B_NK>(ld)));
 #else
 #if defined(CANDLE_ROCM_PLANT_TRANSPOSED_B) && defined(CANDLE_ROCM_MMA_SYNC)
     const bool by_k = !ROWS_OF_K;
@@ -731,30 +740,11 @@ template <typename T> DEVICE void mma_load_b_kn(u32* b, const T* s, u32 ld) { mm
 // mma_load_b_kn (MMA_FRAG_B_KN) would. On NVIDIA the lane's 32-bit shared address is computed
 // once, so an unrolled loop's loads are ldmatrix with immediate offsets; elsewhere it is the
 // plain loads.
-#define MMA_FRAG_A 0
-#define MMA_FRAG_B_NK 1
-#define MMA_FRAG_B_KN 2
 template <typename T, int KIND> struct MmaShared {
 #if defined(CANDLE_ROCM_MMA_SYNC) && !defined(CANDLE_ROCM_PLANT_TRANSPOSED_B)
-    u32 addr;
-    DEVICE MmaShared(const T* s, u32 ld) {
-        // the element this lane addresses for ldmatrix (see mma_load_a and mma_load_b)
-        const u32 l = mma_lane(), i = l / 8;
-        u32 row, col;
-        if (KIND == MMA_FRAG_A) { row = l % 8 + 8 * (i % 2); col = 8 * (i / 2); }
-        else if (KIND == MMA_FRAG_B_NK) { row = 8 * (i / 2) + l % 8; col = 8 * (i % 2); }
-        else { row = 8 * (i % 2) + l % 8; col = 8 * (i / 2); }
-        addr = shared_address(s + row * ld + col);
-    }
-    DEVICE void load(u32* r, u32 offset) const {
-        const u32 at = addr + offset * (u32)sizeof(T);
-        if (KIND == MMA_FRAG_B_KN)
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
-        else
-            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at));
-    }
+    u32 addr;  // the lane's ldmatrix address
+    DEVICE MmaShared(const T* s, u32 ld) : addr(shared_address(s + ldmatrix_lane_offset<KIND>(ld))) {}
+    DEVICE void load(u32* r, u32 offset) const { ldmatrix_x4<KIND == MMA_FRAG_B_KN>(r, addr + offset * (u32)sizeof(T)); }
 #else
     const T* s;
     u32 ld;

@@ -154,7 +154,7 @@ DEVICE void flash_load_rows(T* dst, const T* src, u64 base, u64 stride, i64 r0, 
 // The tiled form (FlashAttention-2's schedule): a block of FT_WARPS warps takes MT x 16 query
 // rows a warp; one key tile and one value tile of BC rows in shared memory, the value tile
 // loading while the scores are computed and the next key tile while p v is; shared memory is
-// dynamic (flash_tiled_shared_bytes on the host).
+// dynamic (`TiledShape::shared_bytes` on the host).
 template <typename T, int DMAX, int MT, int BC, bool QS>
 DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float* alibi, const u32* cu_q,
                         const u32* cu_k, u32 heads, u32 kv_heads, u32 head_dim, u32 seq_q, u32 seq_k,
