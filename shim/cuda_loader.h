@@ -47,9 +47,10 @@ enum {
     SHIM_CU_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
 };
 
-// CUfunction_attribute values the shim sets (cuda.h), and the dynamic shared memory a launch
+// CUfunction_attribute values the shim reads and sets (cuda.h), and the dynamic shared memory a launch
 // gets without opting into more.
 enum {
+    SHIM_CU_FUNC_SHARED_SIZE_BYTES = 1,
     SHIM_CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     SHIM_CU_DEFAULT_SHARED_BYTES = 48 << 10,
 };
@@ -112,6 +113,7 @@ enum {
     F(cuModuleLoadData, CUresult, (CUmodule*, const void*))                                    \
     F(cuModuleUnload, CUresult, (CUmodule))                                                    \
     F(cuModuleGetFunction, CUresult, (CUfunction*, CUmodule, const char*))                     \
+    F(cuFuncGetAttribute, CUresult, (int*, int, CUfunction))                                   \
     F(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                    \
     F(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, \
                                    unsigned, unsigned, CUstream, void**, void**))                \

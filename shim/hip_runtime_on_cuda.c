@@ -367,7 +367,11 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int grid_x, unsigned 
     // The emulated wavefronts hold at most 8 a block: a larger block is AMD's launch error.
     if (shim_wave64() && (unsigned long long)block_x * block_y * block_z > SHIM_WAVE64_MAX_THREADS)
         return hipErrorInvalidConfiguration;
-    if (shared_bytes > SHIM_CU_DEFAULT_SHARED_BYTES)
+    // past 48 KiB of shared memory, static and dynamic together, a launch opts in
+    int static_bytes = 0;
+    if (shared_bytes > 0)
+        SHIM_TRY(cu.cuFuncGetAttribute(&static_bytes, SHIM_CU_FUNC_SHARED_SIZE_BYTES, (CUfunction)f));
+    if ((unsigned long long)shared_bytes + (unsigned)(static_bytes > 0 ? static_bytes : 0) > SHIM_CU_DEFAULT_SHARED_BYTES)
         SHIM_TRY(cu.cuFuncSetAttribute((CUfunction)f, SHIM_CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes));
     return translate(cu.cuLaunchKernel((CUfunction)f, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                                        shared_bytes, (CUstream)stream, params, extra));

@@ -157,7 +157,7 @@ DEVICE void cached_attention_any(const T* q, const C* k, const C* v, const u32* 
 #define ATTN_SPLIT_UNROLL 8
 
 template <typename T, typename C, int N>
-DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* positions,
+DEVICE void attention_split_row_impl(const T* q, const C* k, const C* v, const u32* positions,
                                  typename Acc<T>::type* partial, u32 heads, u32 kv_heads, u32 queries,
                                  u32 head_dim, u32 cache_len, float scale, u32 mode,
                                  u32 positions_stride) {
@@ -275,62 +275,301 @@ DEVICE void attention_split_impl(const T* q, const C* k, const C* v, const u32* 
     }
 }
 
-// The runs of row `row` combined into out[row] = sum_r acc_r * exp(m_r - M) / sum_r s_r *
-// exp(m_r - M) over the runs in order, M their largest max, by the last of the row's blocks to
-// finish: each block, after writing its run, takes a ticket (its writes made visible first);
-// the one that draws splits - 1 reads the others' runs (volatile: past this multiprocessor's
-// cache) and sets the ticket back to zero for the next launch.
+// The grouped split: a block of ATTN_GROUP_THREADS threads per (group of query rows, run of
+// cache positions) writes each row's run as attention_split_row_impl does; a group is `group`
+// query heads of one kv head at one query position (grouped-query attention: each cache row is
+// read once for all of them, up to ATTN_GROUP_HEADS). A run is `run_keys` positions (the host
+// sizes runs so that the launch fills the device), taken a tile of `tile_keys` at a time: the
+// tile's key and value rows copied into shared memory at once (16-byte copies in flight
+// together: a step's attention waits on memory), then
+// - scores: thread (key j, part h of the row) sums its part of the row against each head's q
+//   (the key values read once for all heads, q broadcast from shared memory); the parts added
+//   in order;
+// - softmax: a warp a head, online over the run's tiles (running max and sum);
+// - weights x v: thread (16-byte pack p of the row, key group kg) adds the keys kg, kg + groups,
+//   ... into each head's sums, rescaled where a head's max moved; the groups' sums are added in
+//   order at the run's end.
+// Rows in shared memory are padded by 16 bytes, so the rows of consecutive keys start 4 banks
+// apart. Runs past a row's last visible position write an empty run (max -inf, sums 0).
+// A block has ATTN_GROUP_THREADS threads, or more where a row has more packs (at most
+// ATTN_GROUP_MAX_THREADS: rows of up to 256 elements read an element at a time).
+#define ATTN_GROUP_THREADS 128
+#define ATTN_GROUP_MAX_THREADS 256
+#define ATTN_GROUP_HEADS 8
+
+// The first query row of block row `block_row` of a split launch (groups of `group` heads) and
+// the row's kv head: block rows are (batch, head group, query), head groups in kv-head order.
+struct AttnGroup {
+    u64 b;
+    u32 h0, kv_head, i;
+};
+DEVICE AttnGroup attn_group(u64 block_row, u32 group, u32 heads, u32 kv_heads, u32 queries) {
+    AttnGroup r;
+    r.i = (u32)(block_row % queries);
+    const u64 bg = block_row / queries;
+    const u32 groups_a_batch = heads / group;
+    r.h0 = (u32)(bg % groups_a_batch) * group;
+    r.b = bg / groups_a_batch;
+    r.kv_head = r.h0 / (heads / kv_heads);
+    return r;
+}
+DEVICE u64 attn_row(AttnGroup g, u32 head, u32 heads, u32 queries) {
+    return (g.b * heads + g.h0 + head) * queries + g.i;
+}
+
+// Bytes rounded up to whole 16-byte packs.
+DEVICE u32 attn_round16(u32 bytes) { return (bytes + 15) / 16 * 16; }
+
+template <typename T, typename C, int N, int GM>
+DEVICE void attention_split_grouped_impl(const T* q, const C* k, const C* v, const u32* positions,
+                                         typename Acc<T>::type* partial, u32 heads, u32 kv_heads,
+                                         u32 queries, u32 head_dim, u32 cache_len, float scale, u32 mode,
+                                         u32 positions_stride, u32 group, u32 tile_keys, u32 run_keys) {
+    typedef typename Acc<T>::type A;
+    typedef Pack<C, N> P;
+    extern __shared__ Raw16 attn_shared[];
+    const u32 tid = threadIdx.x, lane = tid % warpSize, warp = tid / warpSize;
+    const u32 nthreads = blockDim.x, warps = nthreads / warpSize;
+    const u32 split = blockIdx.y, splits = gridDim.y;
+    const AttnGroup grp = attn_group(blockIdx.x, group, heads, kv_heads, queries);
+    const u64 cache_start = (grp.b * kv_heads + grp.kv_head) * (u64)cache_len * head_dim;
+    const u32 len = attn_last(positions + grp.b * positions_stride, grp.i, queries, cache_len, mode) + 1;
+    const u32 first = split * run_keys;
+    const u32 n = first >= len ? 0 : (len - first < run_keys ? len - first : run_keys);
+    // the group's rows' runs: row g's is head_stride after row 0's
+    A* out = partial + (attn_row(grp, 0, heads, queries) * splits + split) * (u64)(head_dim + 2);
+    const u64 head_stride = (u64)queries * splits * (head_dim + 2);
+    const A neg_inf = m_neg_inf((A)0);
+    if (n == 0) {
+        for (u32 g = 0; g < group; ++g)
+            for (u32 d = tid; d < head_dim + 2; d += nthreads) out[g * head_stride + d] = d == 0 ? neg_inf : (A)0;
+        return;
+    }
+    // shared memory (attn_split_shared_bytes on the host): key and value tiles, q, the scores'
+    // parts, the weights, each head's running max, sum and rescale, the groups' sums
+    const u32 R = tile_keys, packs = head_dim / N, ld = packs + (16 / sizeof(P) > 1 ? 16 / sizeof(P) : 1);
+    const u32 parts = nthreads / R;
+    unsigned char* base = (unsigned char*)attn_shared;
+    const u32 tile_bytes = attn_round16(R * ld * sizeof(P));
+    P* ks = (P*)base;
+    P* vs = (P*)(base + tile_bytes);
+    A* qs = (A*)(base + 2 * tile_bytes);
+    A* sp = qs + GM * head_dim;           // [parts][GM][R]
+    A* ws = sp + parts * GM * R;          // [R][GM]
+    A* stat = ws + R * GM;                // [3][GM]: max, sum, rescale
+    A* part = stat + 3 * GM;              // [groups][head_dim]
+    for (u32 g = 0; g < group; ++g) {
+        const u64 row = attn_row(grp, g, heads, queries);
+        for (u32 d = tid; d < head_dim; d += nthreads) qs[g * head_dim + d] = cvt<A>(q[row * head_dim + d]) * (A)scale;
+    }
+    if (tid < GM) {
+        stat[tid] = neg_inf;
+        stat[GM + tid] = (A)0;
+    }
+    const P* kr = reinterpret_cast<const P*>(k + cache_start);
+    const P* vr = reinterpret_cast<const P*>(v + cache_start);
+    // this thread's key and part of the row in the scores, its pack and key group in v
+    const u32 j_mine = tid % R, h_mine = tid / R;
+    const u32 part_packs = (packs + parts - 1) / parts;
+    const u32 p_lo = h_mine * part_packs, p_hi = p_lo + part_packs < packs ? p_lo + part_packs : packs;
+    // v: a pack a thread (the host gives a block at least as many threads as packs)
+    const u32 vgroups = nthreads / packs, kg = tid / packs, pv = tid % packs;
+    A acc[GM][N];
+#pragma unroll
+    for (int g = 0; g < GM; ++g)
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[g][e] = (A)0;
+    for (u32 t0 = 0; t0 < n; t0 += R) {
+        const u32 nt = n - t0 < R ? n - t0 : R;
+        const u64 row0 = (u64)first + t0;
+        // the tile's rows: 16-byte copies in flight together, or element by element
+        for (u32 i = tid; i < nt * packs; i += nthreads) {
+            const u32 r = i / packs, pp = i % packs;
+            if (N > 1) {
+                async_copy16(ks + r * ld + pp, kr + (row0 + r) * packs + pp, 16);
+                async_copy16(vs + r * ld + pp, vr + (row0 + r) * packs + pp, 16);
+            } else {
+                ks[r * ld + pp] = kr[(row0 + r) * packs + pp];
+                vs[r * ld + pp] = vr[(row0 + r) * packs + pp];
+            }
+        }
+        async_commit();
+        async_wait<0>();
+        __syncthreads();
+        // scores' parts
+        {
+            A dot[GM];
+#pragma unroll
+            for (int g = 0; g < GM; ++g) dot[g] = (A)0;
+            if (j_mine < nt) {
+                for (u32 pp = p_lo; pp < p_hi; ++pp) {
+                    const P kp = ks[j_mine * ld + pp];
+                    A kw[N];
+#pragma unroll
+                    for (int e = 0; e < N; ++e) kw[e] = cvt<A>(kp.v[e]);
+#pragma unroll
+                    for (int g = 0; g < GM; ++g) {
+                        if (GM > 1 && (u32)g >= group) continue;
+                        const A* qg = qs + g * head_dim + pp * N;
+#pragma unroll
+                        for (int e = 0; e < N; ++e) dot[g] += qg[e] * kw[e];
+                    }
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < GM; ++g) sp[(h_mine * GM + g) * R + j_mine] = dot[g];
+        }
+        __syncthreads();
+        // the online softmax, a warp a head: the tile's weights, the head's max, sum and rescale
+        for (u32 g = warp; g < group; g += warps) {
+            A mx = neg_inf;
+            for (u32 j = lane; j < nt; j += warpSize) {
+                A s = (A)0;
+                for (u32 h = 0; h < parts; ++h) s += sp[(h * GM + g) * R + j];
+                sp[g * R + j] = s;  // part 0's slot holds the score (only this lane reads it)
+                mx = s > mx ? s : mx;
+            }
+            mx = warp_max(mx);
+            const A m_old = stat[g], m_new = mx > m_old ? mx : m_old;
+            A sum = (A)0;
+            for (u32 j = lane; j < R; j += warpSize) {
+                const A w = j < nt ? m_exp(sp[g * R + j] - m_new) : (A)0;
+                ws[j * GM + g] = w;
+                sum += w;
+            }
+            sum = warp_sum(sum);
+            // m is -inf only before the first tile, where the sums are still 0
+            const A rescale = m_old == neg_inf ? (A)0 : m_exp(m_old - m_new);
+            if (lane == 0) {
+                stat[g] = m_new;
+                stat[GM + g] = stat[GM + g] * rescale + sum;
+                stat[2 * GM + g] = rescale;
+            }
+        }
+        __syncthreads();
+        // weights x v
+        if (kg < vgroups) {
+#pragma unroll
+            for (int g = 0; g < GM; ++g) {
+                if (GM > 1 && (u32)g >= group) continue;
+                const A r = stat[2 * GM + g];
+#pragma unroll
+                for (int e = 0; e < N; ++e) acc[g][e] *= r;
+            }
+            for (u32 j = kg; j < nt; j += vgroups) {
+                const P vp = vs[j * ld + pv];
+                A x[N];
+#pragma unroll
+                for (int e = 0; e < N; ++e) x[e] = cvt<A>(vp.v[e]);
+#pragma unroll
+                for (int g = 0; g < GM; ++g) {
+                    if (GM > 1 && (u32)g >= group) continue;
+                    const A w = ws[j * GM + g];
+#pragma unroll
+                    for (int e = 0; e < N; ++e) acc[g][e] += w * x[e];
+                }
+            }
+        }
+        __syncthreads();  // the tiles, scores and weights are rewritten by the next tile
+    }
+    // each head's groups' sums, in order
+    for (u32 g = 0; g < group; ++g) {
+        if (kg < vgroups) {
+#pragma unroll
+            for (int gg = 0; gg < GM; ++gg)
+                if ((u32)gg == g)
+#pragma unroll
+                    for (int e = 0; e < N; ++e) part[kg * head_dim + pv * N + e] = acc[gg][e];
+        }
+        __syncthreads();
+        A* o = out + g * head_stride;
+        for (u32 d = tid; d < head_dim; d += nthreads) {
+            A total = (A)0;
+            for (u32 gg = 0; gg < vgroups; ++gg) total += part[gg * head_dim + d];
+            o[2 + d] = total;
+        }
+        if (tid == 0) {
+            o[0] = stat[g];
+            o[1] = stat[GM + g];
+        }
+        __syncthreads();  // part is rewritten by the next head
+    }
+}
+
+// The runs of each query row of a group combined into out[row] = sum_r acc_r * exp(m_r - M) /
+// sum_r s_r * exp(m_r - M) over the runs in order, M their largest max, by the last of the
+// group's blocks to finish: each block, after writing its runs, takes a ticket (its writes made
+// visible first); the one that draws splits - 1 reads the others' runs (volatile: past this
+// multiprocessor's cache) and sets the ticket back to zero for the next launch.
 template <typename T>
 DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32* tickets, u32 splits,
-                              u32 head_dim) {
+                              u32 head_dim, u32 heads, u32 kv_heads, u32 queries, u32 group) {
     typedef typename Acc<T>::type A;
     __shared__ u32 last;
-    const u64 row = blockIdx.x;
+    const u64 block_row = blockIdx.x;
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&tickets[row], 1u) == splits - 1 ? 1u : 0u;
+    if (threadIdx.x == 0) last = atomicAdd(&tickets[block_row], 1u) == splits - 1 ? 1u : 0u;
     __syncthreads();
     if (last == 0u) return;
     __threadfence();
-    const volatile A* p = partial + row * splits * (u64)(head_dim + 2);
+    const AttnGroup grp = attn_group(block_row, group, heads, kv_heads, queries);
     const A neg_inf = m_neg_inf((A)0);
-    A m = neg_inf;
-    // unrolled: the runs' loads are independent, several in flight
-#pragma unroll 8
-    for (u32 r = 0; r < splits; ++r) {
-        const A mr = p[r * (head_dim + 2)];
-        m = mr > m ? mr : m;
-    }
-    for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        A s = (A)0, acc = (A)0;
+    for (u32 g = 0; g < group; ++g) {
+        const u64 row = attn_row(grp, g, heads, queries);
+        const volatile A* p = partial + row * splits * (u64)(head_dim + 2);
+        A m = neg_inf;
+        // unrolled: the runs' loads are independent, several in flight
 #pragma unroll 8
         for (u32 r = 0; r < splits; ++r) {
-            const volatile A* run = p + r * (head_dim + 2);
-            const A mr = run[0];
-            if (mr == neg_inf) continue;
-            const A f = m_exp(mr - m);
-            s += run[1] * f;
-            acc += run[2 + d] * f;
+            const A mr = p[r * (head_dim + 2)];
+            m = mr > m ? mr : m;
         }
-        out[row * head_dim + d] = cvt<T>(acc / s);
+        for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
+            A s = (A)0, acc = (A)0;
+#pragma unroll 8
+            for (u32 r = 0; r < splits; ++r) {
+                const volatile A* run = p + r * (head_dim + 2);
+                const A mr = run[0];
+                if (mr == neg_inf) continue;
+                const A f = m_exp(mr - m);
+                s += run[1] * f;
+                acc += run[2 + d] * f;
+            }
+            out[row * head_dim + d] = cvt<T>(acc / s);
+        }
     }
-    if (threadIdx.x == 0) tickets[row] = 0u;
+    if (threadIdx.x == 0) tickets[block_row] = 0u;
 }
 
 // 16-byte packs where every cache row is whole aligned packs, else an element at a time; then
-// the row's runs combined by its last block.
-template <typename T, typename C>
+// the group's runs combined by its last block. GM 1: a query row a block
+// (attention_split_row_impl); else the grouped split.
+template <typename T, typename C, int GM>
 DEVICE void attention_split(const T* q, const C* k, const C* v, const u32* positions, typename Acc<T>::type* partial,
                             T* out, u32* tickets, u32 heads, u32 kv_heads, u32 queries, u32 head_dim,
-                            u32 cache_len, float scale, u32 mode, u32 positions_stride) {
+                            u32 cache_len, float scale, u32 mode, u32 positions_stride, u32 group,
+                            u32 tile_keys, u32 run_keys) {
     constexpr int N = 16 / sizeof(C);
-    if (head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0)
-        attention_split_impl<T, C, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
-                                   scale, mode, positions_stride);
-    else
-        attention_split_impl<T, C, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
-                                   scale, mode, positions_stride);
-    attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim);
+    const bool wide = head_dim % N == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
+    if constexpr (GM == 1) {
+        group = 1;
+        if (wide)
+            attention_split_row_impl<T, C, N>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim,
+                                              cache_len, scale, mode, positions_stride);
+        else
+            attention_split_row_impl<T, C, 1>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim,
+                                              cache_len, scale, mode, positions_stride);
+    } else if (wide) {
+        attention_split_grouped_impl<T, C, N, GM>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim,
+                                                  cache_len, scale, mode, positions_stride, group, tile_keys,
+                                                  run_keys);
+    } else {
+        attention_split_grouped_impl<T, C, 1, GM>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim,
+                                                  cache_len, scale, mode, positions_stride, group, tile_keys,
+                                                  run_keys);
+    }
+    attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim, heads, kv_heads, queries, group);
 }
 
 // A decode step's rotary embedding and cache write in one launch: qkv is (t, (heads + 2 kv_heads)
@@ -398,15 +637,18 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
     }
 }
 
-// The three entries of queries of T over a cache of C, by their names. ATTN_PARAMS (both
+// The four entries of queries of T over a cache of C, by their names. ATTN_PARAMS (both
 // attention forms) and ROPE_KV_PARAMS: the parameter lists declared in rocm-kernels
 // (`attention::{Params, RopeKvParams}`).
-#define ATTENTION_ENTRY_SET(SPLIT, ROPE, CACHED, T, C)                                           \
-    KERNEL __launch_bounds__(ATTN_SPLIT_THREADS) void SPLIT(ATTN_PARAMS(T, C)) {                 \
-        attention_split<T, C>(q, k, v, positions, (Acc<T>::type*)partial, out, tickets, heads,   \
-                              kv_heads, queries, head_dim, cache_len, scale, mode,               \
-                              positions_stride);                                                 \
-    }                                                                                            \
+#define ATTENTION_SPLIT_ENTRY(NAME, T, C, GM, BOUND)                                             \
+    KERNEL __launch_bounds__(BOUND) void NAME(ATTN_PARAMS(T, C)) {                               \
+        attention_split<T, C, GM>(q, k, v, positions, (Acc<T>::type*)partial, out, tickets,      \
+                                  heads, kv_heads, queries, head_dim, cache_len, scale, mode,    \
+                                  positions_stride, group, tile_keys, run_keys);                 \
+    }
+#define ATTENTION_ENTRY_SET(SPLIT, GROUPED, ROPE, CACHED, T, C)                                  \
+    ATTENTION_SPLIT_ENTRY(SPLIT, T, C, 1, ATTN_SPLIT_THREADS)                                    \
+    ATTENTION_SPLIT_ENTRY(GROUPED, T, C, ATTN_GROUP_HEADS, ATTN_GROUP_MAX_THREADS)               \
     KERNEL void ROPE(ROPE_KV_PARAMS(T, C)) {                                                     \
         rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads,         \
                             kv_heads, d, cache_len, interleaved, per_token_cache);               \
@@ -417,11 +659,14 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
     }
 // `<op>_<NAME>`: the cache in the queries' dtype.
 #define ATTENTION_ENTRIES(NAME, T)                                                               \
-    ATTENTION_ENTRY_SET(attention_split_##NAME, rope_kv_write_##NAME, cached_attention_##NAME, T, T)
+    ATTENTION_ENTRY_SET(attention_split_##NAME, attention_split_grouped_##NAME, rope_kv_write_##NAME, \
+                        cached_attention_##NAME, T, T)
 // `<op>_cache_<CN>_<NAME>`: a cache of C.
 #define ATTENTION_ENTRIES_CACHE(NAME, T, CN, C)                                                  \
-    ATTENTION_ENTRY_SET(attention_split_cache_##CN##_##NAME, rope_kv_write_cache_##CN##_##NAME, \
-                        cached_attention_cache_##CN##_##NAME, T, C)
+    ATTENTION_ENTRY_SET(attention_split_cache_##CN##_##NAME,                                     \
+                        attention_split_grouped_cache_##CN##_##NAME,                             \
+                        rope_kv_write_cache_##CN##_##NAME, cached_attention_cache_##CN##_##NAME, \
+                        T, C)
 CANDLE_ROCM_KEEP(bf16)(ATTENTION_ENTRIES(bf16, bf16_t))
 CANDLE_ROCM_KEEP(f16)(ATTENTION_ENTRIES(f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES(f32, float))

@@ -12,7 +12,12 @@ pub const MODULE: KernelModule = KernelModule {
     source: include_str!("attention.hip"),
     groups: &[
         EntryGroup {
-            ops: &["cached_attention", "attention_split", "rope_kv_write"],
+            ops: &[
+                "cached_attention",
+                "attention_split",
+                "attention_split_grouped",
+                "rope_kv_write",
+            ],
             dtypes: &["bf16", "f16", "f32", "f64"],
         },
         // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>` (CACHE_OPS)
@@ -20,9 +25,11 @@ pub const MODULE: KernelModule = KernelModule {
             ops: &[
                 "cached_attention_cache_f16",
                 "attention_split_cache_f16",
+                "attention_split_grouped_cache_f16",
                 "rope_kv_write_cache_f16",
                 "cached_attention_cache_bf16",
                 "attention_split_cache_bf16",
+                "attention_split_grouped_cache_bf16",
                 "rope_kv_write_cache_bf16",
             ],
             dtypes: &["f32"],
@@ -36,9 +43,14 @@ crate::kernel_params! {
     /// over a cache of `cache_len` positions of `kv_heads` heads (contiguous q, k, v, out);
     /// `mode` one of the `MODE_*` (positions: u32, query i of batch b at
     /// `positions[b * positions_stride + i]`, read with `MODE_POSITIONS` only; a stride of 0
-    /// gives every batch the same positions). The split form writes each block's run to
-    /// `partial` (the accumulator type's head_dim + 2 values a run), combined by the last
-    /// block of a row to finish (a ticket a row); the one-block form reads neither.
+    /// gives every batch the same positions). The split forms write each block's runs to
+    /// `partial` (the accumulator type's head_dim + 2 values a run of a query row), combined
+    /// by the last block of a group of rows to finish (a ticket a group); the grouped split
+    /// form's groups are `group` query heads of one kv head (a divisor of heads / kv_heads, at
+    /// most [`GROUP_HEADS`]), the other forms' one row. A run is `run_keys` cache positions, a
+    /// multiple of `tile_keys`, the positions a tile of shared memory holds
+    /// ([`group_shared_bytes`]). The one-block form reads none of partial, tickets, group,
+    /// tile_keys and run_keys.
     pub struct Params = "ATTN_PARAMS(T, C)" {
         q: DevicePtr = "const T*",
         k: DevicePtr = "const C*",
@@ -55,6 +67,9 @@ crate::kernel_params! {
         scale: f32,
         mode: u32,
         positions_stride: u32,
+        group: u32,
+        tile_keys: u32,
+        run_keys: u32,
     }
 }
 
@@ -99,9 +114,14 @@ pub const fn split(cache: Cache) -> Entry<Params> {
     Entry::new(&MODULE, CACHE_OPS[1].pick(cache))
 }
 
+/// `attention_split_grouped` over a cache of `cache`.
+pub const fn split_grouped(cache: Cache) -> Entry<Params> {
+    Entry::new(&MODULE, CACHE_OPS[2].pick(cache))
+}
+
 /// `rope_kv_write` into a cache of `cache`.
 pub const fn rope_kv(cache: Cache) -> Entry<RopeKvParams> {
-    Entry::new(&MODULE, CACHE_OPS[2].pick(cache))
+    Entry::new(&MODULE, CACHE_OPS[3].pick(cache))
 }
 
 /// An op's entries by cache: (in the queries' dtype, f16, bf16).
@@ -128,13 +148,22 @@ pub const MODE_ALL: u32 = 0;
 pub const MODE_CAUSAL: u32 = 1;
 /// Query i sees positions `0..=positions[i]` (a u32 tensor on the device).
 pub const MODE_POSITIONS: u32 = 2;
-/// Threads a block of the split form (`attention_split`), at most (its launch bound).
+/// Threads a block of the one-row split form (`attention_split`), at most (its launch bound).
 pub const SPLIT_THREADS: u32 = 256;
-/// Key rows a lane of the split form loads at once.
+/// Key rows a lane of the one-row split form loads at once.
 pub const SPLIT_UNROLL: u32 = 8;
+/// Cache positions a block of the one-row split form takes.
+pub const SPLIT_KEYS: u32 = 64;
+/// Threads a block of the grouped split form, where a cache row has at most as many packs.
+pub const GROUP_THREADS: u32 = 128;
+/// Threads a block of the grouped split form, at most (its launch bound): rows of up to 256
+/// elements read an element at a time.
+pub const GROUP_MAX_THREADS: u32 = 256;
+/// Query heads a block of the grouped split form takes, at most.
+pub const GROUP_HEADS: u32 = 8;
 /// The ops and their entries over a 16-bit cache (under f32 queries: the second group of
 /// [`ATTENTION`](MODULE)).
-pub const CACHE_OPS: [CacheOps; 3] = [
+pub const CACHE_OPS: [CacheOps; 4] = [
     CacheOps(
         "cached_attention",
         "cached_attention_cache_f16",
@@ -146,10 +175,50 @@ pub const CACHE_OPS: [CacheOps; 3] = [
         "attention_split_cache_bf16",
     ),
     CacheOps(
+        "attention_split_grouped",
+        "attention_split_grouped_cache_f16",
+        "attention_split_grouped_cache_bf16",
+    ),
+    CacheOps(
         "rope_kv_write",
         "rope_kv_write_cache_f16",
         "rope_kv_write_cache_bf16",
     ),
 ];
-/// Cache positions a block of the split form takes.
-pub const SPLIT_KEYS: u32 = 64;
+/// A grouped split block's shared memory for rows of `head_dim` elements of `elem_bytes`, read
+/// `width` elements at a time (a 16-byte pack, or 1), in tiles of `tile_keys` rows, with
+/// `threads` threads, up to `group_heads` heads and accumulators of `acc_bytes`: a key tile and
+/// a value tile (rows padded by 16 bytes, each tile rounded up to 16 bytes), then in the
+/// accumulator type q, the scores' parts, the weights, three values a head and the key groups'
+/// sums (attention.hip's `attention_split_grouped_impl` lays them out so).
+pub const fn group_shared_bytes(
+    (head_dim, elem_bytes, width): (u32, u32, u32),
+    tile_keys: u32,
+    threads: u32,
+    group_heads: u32,
+    acc_bytes: u32,
+) -> u32 {
+    let packs = head_dim / width;
+    let pack_bytes = width * elem_bytes;
+    let pad = if 16 / pack_bytes > 1 {
+        16 / pack_bytes
+    } else {
+        1
+    };
+    let tile = (tile_keys * (packs + pad) * pack_bytes).div_ceil(16) * 16;
+    let parts = threads / tile_keys;
+    let key_groups = threads / packs;
+    2 * tile
+        + acc_bytes
+            * (group_heads * head_dim
+                + parts * group_heads * tile_keys
+                + tile_keys * group_heads
+                + 3 * group_heads
+                + key_groups * head_dim)
+}
+/// The shared memory a grouped split block takes at most where the device allows it (AMD's
+/// workgroups have 64 KiB): its tiles are the longest that fit, from 128 keys down, with a key
+/// tile of at most GROUP_TILE_BYTES (several blocks a multiprocessor).
+pub const GROUP_SHARED_BYTES: u32 = 64 << 10;
+/// The most bytes of a grouped split block's key tile (as many of value rows beside it).
+pub const GROUP_TILE_BYTES: u32 = 16 << 10;

@@ -45,6 +45,12 @@ fn attention_constants_match_the_kernel_source() {
     assert_eq!(define("ATTN_SPLIT_THREADS"), attention::SPLIT_THREADS);
     assert_eq!(define("ATTN_SPLIT_KEYS"), attention::SPLIT_KEYS);
     assert_eq!(define("ATTN_SPLIT_UNROLL"), attention::SPLIT_UNROLL);
+    assert_eq!(define("ATTN_GROUP_THREADS"), attention::GROUP_THREADS);
+    assert_eq!(
+        define("ATTN_GROUP_MAX_THREADS"),
+        attention::GROUP_MAX_THREADS
+    );
+    assert_eq!(define("ATTN_GROUP_HEADS"), attention::GROUP_HEADS);
     for attention::CacheOps(op, over_f16, over_bf16) in attention::CACHE_OPS {
         assert!(ATTENTION.entry_point(op, "f32").is_some(), "{op}");
         for entry in [over_f16, over_bf16] {

@@ -89,13 +89,84 @@ pub fn cached_attention(
 /// How [`cached_attention_via`] spreads the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionPath {
-    /// Split over the cache where the query rows are fewer than twice the multiprocessors and
-    /// the cache is longer than one run of it (a decode step), else one block a row.
+    /// The grouped split where the query heads of a kv head are several (grouped-query
+    /// attention), their groups are at least a quarter of the multiprocessors (a batch of
+    /// sequences; fewer leave the device idle) and its runs fit [`GROUPED_PARTIAL_BYTES`];
+    /// else the split where the query rows are fewer than twice the multiprocessors and the
+    /// cache is longer than one run of it (a decode step), else one block a row.
     Auto,
     /// One block a query row, the whole cache in it.
     OneBlockARow,
-    /// Runs of the cache in blocks of their own, then a combining launch (flash-decoding).
+    /// Runs of 64 cache positions in blocks of their own, a query row a block, combined in
+    /// the same launch by each row's last block (flash-decoding).
     Split,
+    /// The split with the query heads of a kv head (up to 8 of them: the largest divisor of
+    /// heads / kv_heads) in one block, which reads each cache row once for all of them.
+    GroupedSplit,
+}
+
+/// The most bytes of runs [`AttentionPath::Auto`] lets the grouped split write (each query row
+/// head_dim + 2 values a run): past it, one block a row.
+pub const GROUPED_PARTIAL_BYTES: usize = 256 << 20;
+
+/// Blocks a split launch aims at, per multiprocessor: runs are made long enough (whole tiles)
+/// that the launch has about this many blocks a multiprocessor, and no longer (each run
+/// writes head_dim + 2 values a query row, which the last block reads back).
+const SPLIT_BLOCKS_PER_MULTIPROCESSOR: usize = 8;
+
+/// How a split launch cuts the cache: (run_keys, splits) for `block_rows` groups of rows over
+/// `cache_len` positions in tiles of `tile` keys.
+fn split_runs(
+    cache_len: usize,
+    tile: usize,
+    block_rows: usize,
+    multiprocessors: usize,
+) -> (usize, usize) {
+    let tiles = cache_len.div_ceil(tile);
+    let want = SPLIT_BLOCKS_PER_MULTIPROCESSOR * multiprocessors.max(1);
+    let splits = want.div_ceil(block_rows.max(1)).clamp(1, tiles);
+    let run = tiles.div_ceil(splits) * tile;
+    (run, cache_len.div_ceil(run))
+}
+
+/// A grouped split block's launch shape for rows of `head_dim` elements of `elem_bytes` (16-byte
+/// packs where `wide`, else elements): (threads, tile_keys, shared bytes) with a thread a pack
+/// at least and the longest tile whose key rows fit GROUP_TILE_BYTES and whose shared memory
+/// (of either read width: the kernel picks by the pointers' alignment) fits `budget`, or the
+/// shortest tile.
+fn group_block(
+    (head_dim, elem_bytes, wide): (usize, usize, bool),
+    group_heads: u32,
+    acc_bytes: usize,
+    warp: usize,
+    budget: u32,
+) -> (u32, usize, u32) {
+    use kernels::attention as abi;
+    let width = 16 / elem_bytes;
+    let packs = if wide { head_dim / width } else { head_dim };
+    let threads = (packs.div_ceil(warp) * warp).max(abi::GROUP_THREADS as usize) as u32;
+    let shared = |tile: u32| {
+        let at = |width: usize| {
+            abi::group_shared_bytes(
+                (head_dim as u32, elem_bytes as u32, width as u32),
+                tile,
+                threads,
+                group_heads,
+                acc_bytes as u32,
+            )
+        };
+        if wide {
+            at(width).max(at(1))
+        } else {
+            at(1)
+        }
+    };
+    let row_bytes = (head_dim * elem_bytes) as u32;
+    let tile = [128u32, 64, 32, 16, 8, 4, 2]
+        .into_iter()
+        .find(|&t| t * row_bytes <= abi::GROUP_TILE_BYTES && shared(t) <= budget)
+        .unwrap_or(2);
+    (threads, tile as usize, shared(tile))
 }
 
 /// Threads of a split-form block for cache rows of `head_dim` elements of `elem_bytes`: the
@@ -119,6 +190,16 @@ fn split_threads(head_dim: usize, elem_bytes: usize, warp: u32) -> u32 {
         .max(1)
         .saturating_mul(warp)
         .min(abi::SPLIT_THREADS)
+}
+
+/// Query heads a block of the grouped split takes for `group` query heads a kv head: the
+/// largest divisor of it up to GROUP_HEADS.
+fn heads_a_block(group: usize) -> usize {
+    let most = kernels::attention::GROUP_HEADS as usize;
+    (1..=group.min(most))
+        .rev()
+        .find(|d| group % d == 0)
+        .unwrap_or(1)
 }
 
 /// [`cached_attention`] through a chosen path (for tests and benchmarks).
@@ -202,13 +283,37 @@ pub fn cached_attention_via(
     };
     let (qc, kc, vc) = (q.contiguous(OP)?, k.contiguous(OP)?, v.contiguous(OP)?);
     let out = device.alloc(out_bytes)?;
+    let group = heads_a_block(heads / kv_heads);
+    let sms = device.info().multiprocessor_count.max(1) as usize;
+    let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
+    let elem = k.dtype.size_in_bytes();
+    let warp = device.info().warp_size.max(1);
+    // the grouped split's block (its kernel reads 16-byte packs where every row is whole
+    // aligned packs) and runs
+    let wide = head_dim % (16 / elem) == 0;
+    let budget = abi::GROUP_SHARED_BYTES.min(device.info().shared_mem_per_block as u32);
+    let block = group_block(
+        (head_dim, elem, wide),
+        abi::GROUP_HEADS,
+        acc_bytes,
+        warp as usize,
+        budget,
+    );
+    let (run_keys, splits) = split_runs(cache_len, block.1, rows / group, sms);
+    let partial_bytes = |splits: usize| rows * splits * (head_dim + 2) * acc_bytes;
     let split_keys = abi::SPLIT_KEYS as usize;
-    let split = match path {
-        AttentionPath::Auto => {
-            rows < 2 * device.info().multiprocessor_count.max(1) as usize && cache_len > split_keys
+    let path = match path {
+        AttentionPath::Auto
+            if group > 1
+                && 4 * (rows / group) >= sms
+                && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES =>
+        {
+            AttentionPath::GroupedSplit
         }
-        AttentionPath::OneBlockARow => false,
-        AttentionPath::Split => true,
+        AttentionPath::Auto if rows < 2 * sms && cache_len > split_keys => AttentionPath::Split,
+        AttentionPath::Auto => AttentionPath::OneBlockARow,
+        AttentionPath::GroupedSplit if group == 1 => AttentionPath::Split,
+        path => path,
     };
     // Without positions the kernel never reads the pointer: q's stands in. Shared positions
     // serve every batch (a stride of 0), else each batch has its queries' own.
@@ -239,8 +344,11 @@ pub fn cached_attention_via(
         scale,
         mode,
         positions_stride: fit("queries", positions_stride)?,
+        group: 1,
+        tile_keys: 0,
+        run_keys: 0,
     };
-    if !split {
+    if path == AttentionPath::OneBlockARow {
         let config = LaunchConfig {
             grid: [fit("rows", rows)?, 1, 1],
             block: [abi::BLOCK, 1, 1],
@@ -252,20 +360,35 @@ pub fn cached_attention_via(
             .map(|()| out);
     }
     // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
-    // combined into the output by each row's last block (a ticket a row)
-    let splits = cache_len.div_ceil(split_keys);
-    let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
-    let partial = device.alloc(rows * splits * (head_dim + 2) * acc_bytes)?;
-    let tickets = device.tickets(rows)?;
+    // combined into the output by each group's last block (a ticket a group of rows)
+    let (entry, config) = if path == AttentionPath::GroupedSplit {
+        let (threads, tile_keys, shared_mem_bytes) = block;
+        let block_rows = rows / group;
+        params.group = group as u32;
+        params.tile_keys = tile_keys as u32;
+        params.run_keys = fit("run_keys", run_keys)?;
+        let config = LaunchConfig {
+            grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
+            block: [threads, 1, 1],
+            shared_mem_bytes,
+        };
+        (kernels::attention::split_grouped(cache), config)
+    } else {
+        let config = LaunchConfig {
+            grid: [
+                fit("rows", rows)?,
+                fit("splits", cache_len.div_ceil(split_keys))?,
+                1,
+            ],
+            block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
+            shared_mem_bytes: 0,
+        };
+        (kernels::attention::split(cache), config)
+    };
+    let partial = device.alloc(partial_bytes(config.grid[1] as usize))?;
+    let tickets = device.tickets(config.grid[0] as usize)?;
     params.partial = partial.ptr();
     params.tickets = tickets.ptr();
-    let warp = device.info().warp_size.max(1);
-    let config = LaunchConfig {
-        grid: [fit("rows", rows)?, fit("splits", splits)?, 1],
-        block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
-        shared_mem_bytes: 0,
-    };
-    let entry = kernels::attention::split(cache);
     device
         .launch_entry(entry, dtype.as_str(), config, &params)
         .map(|()| out)
@@ -415,6 +538,21 @@ mod tests {
     }
 
     #[test]
+    fn split_runs_fill_the_device_in_whole_tiles() {
+        // one sequence of the 8B llama at 4K (8 groups) in tiles of 16: 128 runs of 2 tiles
+        assert_eq!(split_runs(4096, 16, 8, 132), (32, 128));
+        // 16 sequences (128 groups): 9 runs of 29 tiles, about 8 blocks a multiprocessor
+        assert_eq!(split_runs(4096, 16, 128, 132), (464, 9));
+        // a short cache: one run of its one tile
+        assert_eq!(split_runs(5, 64, 4, 132), (64, 1));
+        for (len, groups) in [(1, 1), (700, 3), (4097, 64), (16384, 512)] {
+            let (run, splits) = split_runs(len, 32, groups, 132);
+            assert_eq!(run % 32, 0);
+            assert!(splits * run >= len && (splits - 1) * run < len);
+        }
+    }
+
+    #[test]
     fn split_attention_blocks_score_a_run_in_one_round() {
         // head_dim 128: f32 rows are 32 packs (a warp a key, 8 warps), f16 rows 16 (4 warps)
         assert_eq!(split_threads(128, 4, 32), 256);
@@ -425,5 +563,33 @@ mod tests {
         assert_eq!(split_threads(16, 2, 64), 64);
         assert_eq!(split_threads(256, 8, 32), 256);
         assert_eq!(split_threads(7, 4, 32), 64);
+    }
+
+    #[test]
+    fn grouped_blocks_take_the_longest_tiles_that_fit() {
+        let budget = kernels::attention::GROUP_SHARED_BYTES;
+        // f32 rows of 128: a thread a pack (32), 128 threads, tiles of 32 keys (16 KiB)
+        let (threads, tile, shared) = group_block((128, 4, true), 8, 4, 32, budget);
+        assert_eq!((threads, tile), (128, 32));
+        assert!(shared <= budget);
+        // f16 rows: tiles of 64; rows of 256 elements read an element at a time: 256 threads
+        assert_eq!(group_block((128, 2, true), 8, 4, 32, budget).1, 64);
+        assert_eq!(group_block((250, 4, false), 8, 4, 64, budget).0, 256);
+        // every head size and dtype of the tests fits AMD's 64 KiB
+        for (hd, elem, acc) in [(7, 4, 4), (64, 2, 4), (80, 2, 4), (256, 8, 8), (256, 4, 4)] {
+            for heads in [1, 8] {
+                let wide = hd % (16 / elem) == 0;
+                let (_, _, shared) = group_block((hd, elem, wide), heads, acc, 64, budget);
+                assert!(shared <= budget, "{hd} {elem} {heads}: {shared}");
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_blocks_take_the_largest_divisor_up_to_eight_heads() {
+        let got: Vec<usize> = [1, 2, 3, 4, 6, 7, 8, 12, 16, 32, 11]
+            .map(heads_a_block)
+            .to_vec();
+        assert_eq!(got, [1, 2, 3, 4, 6, 7, 8, 6, 8, 8, 1]);
     }
 }

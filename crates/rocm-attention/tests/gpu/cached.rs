@@ -58,7 +58,10 @@ fn attention_inputs(
 fn cached_attention_matches_the_unfused_ops() {
     let d = device();
     // (batch, heads, kv_heads, queries, cache_len, head_dim): a decode step of a GQA llama,
-    // several chunks of keys (cache over 256), one key, multi-query, odd sizes, head_dim 256
+    // several chunks of keys (cache over 256), one key, multi-query, odd sizes, head_dim 256;
+    // for the grouped split, groups of 4, 3 and 8 heads, 12 heads a kv head in two blocks of 6,
+    // 16 in two of 8, and 7 (qwen2's) in one; enough groups (64 sequences) that a split's runs
+    // take several tiles
     let shapes = [
         (1usize, 32usize, 8usize, 1usize, 512usize, 64usize),
         (1, 4, 4, 1, 1, 64),
@@ -66,6 +69,10 @@ fn cached_attention_matches_the_unfused_ops() {
         (1, 8, 1, 5, 37, 128),
         (1, 2, 2, 2, 300, 256),
         (3, 3, 3, 1, 257, 7),
+        (2, 24, 2, 2, 130, 128),
+        (3, 16, 1, 1, 200, 256),
+        (2, 14, 2, 1, 333, 64),
+        (64, 32, 8, 2, 300, 64),
     ];
     let mut checked = 0;
     for dtype in [DType::BF16, DType::F16, DType::F32, DType::F64] {
@@ -120,8 +127,13 @@ fn cached_attention_matches_the_unfused_ops() {
                     own.chunks(t).map(seen).collect(),
                 ),
             ];
-            // both forms: one block a row, and split over the cache with a combining launch
-            let paths = [rr::AttentionPath::OneBlockARow, rr::AttentionPath::Split];
+            // the three forms: one block a row, and split over the cache with a combining
+            // launch, a query row a block or a kv head's query heads a block
+            let paths = [
+                rr::AttentionPath::OneBlockARow,
+                rr::AttentionPath::Split,
+                rr::AttentionPath::GroupedSplit,
+            ];
             let masks = masks
                 .into_iter()
                 .flat_map(|m| paths.map(|p| (m.0, m.1, m.2.clone(), p)));
@@ -164,13 +176,13 @@ fn cached_attention_matches_the_unfused_ops() {
             }
         }
     }
-    assert_eq!(checked, 4 * 6 * 4 * 2);
+    assert_eq!(checked, 4 * 10 * 4 * 3);
 }
 
 #[test]
 fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
     // f32 queries over an f16 or bf16 cache: the f32 attention over the cache's values (each
-    // widened exactly), both forms, the masks of a decode step and of a prompt; f16 queries
+    // widened exactly), every form, the masks of a decode step and of a prompt; f16 queries
     // over an f32 cache are a typed error
     let d = device();
     let shapes = [
@@ -204,7 +216,11 @@ fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
                     positions.iter().map(|&p| p as usize).collect(),
                 ),
             ];
-            let paths = [rr::AttentionPath::OneBlockARow, rr::AttentionPath::Split];
+            let paths = [
+                rr::AttentionPath::OneBlockARow,
+                rr::AttentionPath::Split,
+                rr::AttentionPath::GroupedSplit,
+            ];
             for (name, mask, last) in masks {
                 for path in paths {
                     let got = rr::cached_attention_via(
@@ -230,7 +246,7 @@ fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 2 * 2);
+    assert_eq!(checked, 2 * 3 * 2 * 3);
     // f16 queries over an f32 cache, and f32 queries over caches of two dtypes: typed errors
     let buf = d.alloc(1 << 16).unwrap();
     let (ql, kl) = (

@@ -539,7 +539,19 @@ impl RawDevice for CudaDevice {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
-        if shared_mem_bytes > DEFAULT_SHARED_BYTES {
+        // past 48 KiB of shared memory, static and dynamic together, a launch opts in
+        let mut static_bytes: i32 = 0;
+        if shared_mem_bytes > 0 {
+            // SAFETY: a function of a loaded module; the attribute is written to the i32.
+            check("cuFuncGetAttribute", unsafe {
+                cu::cuFuncGetAttribute(
+                    &mut static_bytes,
+                    cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                    function.0 as cu::CUfunction,
+                )
+            })?;
+        }
+        if shared_mem_bytes.saturating_add(static_bytes.max(0) as u32) > DEFAULT_SHARED_BYTES {
             // SAFETY: a function of a loaded module; the attribute takes a byte count.
             check("cuFuncSetAttribute", unsafe {
                 cu::cuFuncSetAttribute(
