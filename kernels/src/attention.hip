@@ -496,6 +496,243 @@ DEVICE void attention_split_grouped_impl(const T* q, const C* k, const C* v, con
     }
 }
 
+// The grouped split on the matrix units (16-bit caches: C is bf16 or f16, T is C or f32): a
+// block of warps takes a group of up to ATTN_MATRIX_ROWS query heads of one kv head at one query
+// position (the rows of one 16-row tile) and a run of `run_keys` cache positions; each warp
+// takes every warps-th tile of ATTN_MATRIX_KEYS positions of the run and keeps its own online
+// softmax, o of the group's rows in the accumulators:
+// - its tiles' key and value rows copied into its own shared memory, the next tile's copies in
+//   flight while the current one is scored (two stages a warp; no block-wide barrier in the loop);
+// - scores s = q k^T (q: the group's rows, zeros past it, read from shared memory at every
+//   k-step) and o += p v on compat.h's 16x16x16 tile operation, in f32;
+// - f32 queries are held as two 16-bit parts (hi, and the rest rounded again: about twice C's
+//   precision), each row first scaled by a power of two that puts its largest value near 2^14
+//   (f16 holds it, and its rest is not subnormal), and p is passed the same way: both products
+//   carry f32's work to within a few ulps of it; under 16-bit queries q is exact in C and p is
+//   rounded to C, as flash attention does.
+// At the run's end the warps' maxes, sums and o are combined through shared memory into the
+// run's values of each row (attention_split_row_impl's layout; its max in natural-log units).
+#define ATTN_MATRIX_KEYS 16
+#define ATTN_MATRIX_ROWS 16
+#define ATTN_MATRIX_STAGES 2
+#define ATTN_MATRIX_MAX_WARPS 4
+
+// Tile `tile` of a matrix-form run (positions first + tile x ATTN_MATRIX_KEYS ..) into a warp's
+// stage `dst` (key rows, then value rows, stride DMAX + 8): 16-byte copies by the warp's lanes,
+// zeros past the run's `n` positions and past head_dim.
+template <typename C, int DMAX>
+DEVICE void attn_matrix_load(C* dst, const C* k, const C* v, u32 first, u32 n, u32 tile, u32 head_dim) {
+    constexpr u32 LD = DMAX + 8, BK = ATTN_MATRIX_KEYS, CHUNKS = DMAX / 8;
+    const u32 r0 = first + tile * BK, rows = n - tile * BK < BK ? n - tile * BK : BK;
+    for (u32 i = mma_lane(); i < BK * CHUNKS; i += warpSize) {
+        const u32 r = i / CHUNKS, c = (i % CHUNKS) * 8;
+        const bool in = r < rows && c < head_dim;
+        const u64 at = in ? (u64)(r0 + r) * head_dim + c : 0;
+        async_copy16(dst + r * LD + c, k + at, in ? 16 : 0);
+        async_copy16(dst + (BK + r) * LD + c, v + at, in ? 16 : 0);
+    }
+}
+
+template <typename T, typename C, int DMAX>
+DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, const u32* positions,
+                                        typename Acc<T>::type* partial, u32 heads, u32 kv_heads, u32 queries,
+                                        u32 head_dim, u32 cache_len, float scale, u32 mode, u32 positions_stride,
+                                        u32 group, u32 run_keys) {
+    constexpr u32 LD = DMAX + 8, KSTEPS = DMAX / 16, BK = ATTN_MATRIX_KEYS;
+    constexpr bool SPLIT = sizeof(T) != sizeof(C);  // f32 queries
+    constexpr u32 QPARTS = SPLIT ? 2 : 1;
+    constexpr u32 STAGE = 2 * BK * LD;  // a stage: a key tile, then a value tile
+    constexpr u32 WARP_ELEMS = ATTN_MATRIX_STAGES * STAGE + 16 * MMA_SCRATCH_LD;
+    extern __shared__ Raw16 attn_shared[];
+    const u32 lane = mma_lane(), warp = threadIdx.x / warpSize, warps = blockDim.x / warpSize;
+    const u32 split = blockIdx.y, splits = gridDim.y;
+    const AttnGroup grp = attn_group(blockIdx.x, group, heads, kv_heads, queries);
+    const u64 cache_start = (grp.b * kv_heads + grp.kv_head) * (u64)cache_len * head_dim;
+    const u32 len = attn_last(positions + grp.b * positions_stride, grp.i, queries, cache_len, mode) + 1;
+    const u32 first = split * run_keys;
+    const u32 n = first >= len ? 0 : (len - first < run_keys ? len - first : run_keys);
+    float* out = partial + (attn_row(grp, 0, heads, queries) * splits + split) * (u64)(head_dim + 2);
+    const u64 head_stride = (u64)queries * splits * (head_dim + 2);
+    const float neg_inf = m_neg_inf(0.0f), log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
+    if (n == 0) {
+        for (u32 g = 0; g < group; ++g)
+            for (u32 d = threadIdx.x; d < head_dim + 2; d += blockDim.x)
+                out[g * head_stride + d] = d == 0 ? neg_inf : 0.0f;
+        return;
+    }
+    // shared memory (the host's matrix_shared_bytes): q's parts (16 x LD each), each row's
+    // power of two, then a warp's two stages and its scratch tile
+    C* qs = (C*)attn_shared;
+    float* row_pow = (float*)(qs + QPARTS * 16 * LD);
+    C* mine = (C*)(row_pow + 16) + warp * WARP_ELEMS;
+    C* scratch = mine + ATTN_MATRIX_STAGES * STAGE;
+    // q: a warp a row (rows past the group and dims past head_dim are zeros)
+    for (u32 g = warp; g < 16; g += warps) {
+        const T* qr = q + attn_row(grp, g < group ? g : 0, heads, queries) * head_dim;
+        float big = 0.0f;
+        if (SPLIT && g < group)
+            for (u32 d = lane; d < head_dim; d += warpSize) {
+                const float x = cvt<float>(qr[d]);
+                big = fabsf(x) > big ? fabsf(x) : big;
+            }
+        float to = 1.0f;
+        if (SPLIT) {
+            big = warp_max(big);
+            // big < 2^ex: rows scaled by 2^(14 - ex), kept within f32's normal range
+            const i32 ex = big > 0.0f ? (i32)((f32_bits(big) >> 23) & 0xffu) - 126 : 14;
+            i32 up = 14 - ex;
+            up = up > 126 ? 126 : (up < -126 ? -126 : up);
+            to = f32_from_bits((u32)(127 + up) << 23);
+            if (lane == 0) row_pow[g] = f32_from_bits((u32)(127 - up) << 23);
+        }
+        for (u32 d = lane; d < DMAX; d += warpSize) {
+            const float x = g < group && d < head_dim ? cvt<float>(qr[d]) * to : 0.0f;
+            const C hi = cvt<C>(x);
+            qs[g * LD + d] = hi;
+            if (SPLIT) qs[(16 + g) * LD + d] = cvt<C>(x - cvt<float>(hi));
+        }
+    }
+    __syncthreads();
+    // each row's multiplier into log2 units (and back from its power of two)
+    float mul[MMA_ROW_SLOTS];
+#pragma unroll
+    for (u32 e = 0; e < MMA_C; ++e) {
+        u32 r, c;
+        mma_c_at(e, r, c);
+        mul[mma_c_slot(e)] = scale * log2e * (SPLIT ? row_pow[r] : 1.0f);
+    }
+    const C* kr = k + cache_start;
+    const C* vr = v + cache_start;
+    const u32 tiles = (n + BK - 1) / BK, dsteps = (head_dim + 15) / 16;
+    float o[KSTEPS][MMA_C], m[MMA_ROW_SLOTS], l[MMA_ROW_SLOTS];
+#pragma unroll
+    for (u32 t = 0; t < KSTEPS; ++t)
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) o[t][e] = 0.0f;
+#pragma unroll
+    for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) { m[r] = neg_inf; l[r] = 0.0f; }
+    const MmaShared<C, MMA_FRAG_A> q_frag(qs, LD);
+    const MmaShared<C, MMA_FRAG_B_NK> k_frag(mine, LD);
+    const MmaShared<C, MMA_FRAG_B_KN> v_frag(mine + BK * LD, LD);
+    if (warp < tiles) attn_matrix_load<C, DMAX>(mine, kr, vr, first, n, warp, head_dim);
+    async_commit();
+    u32 st = 0;
+    for (u32 tile = warp; tile < tiles; tile += warps, st ^= 1) {
+        if (tile + warps < tiles)
+            attn_matrix_load<C, DMAX>(mine + (st ^ 1) * STAGE, kr, vr, first, n, tile + warps, head_dim);
+        async_commit();
+        async_wait<1>();
+        mma_warp_sync();  // every lane's copies of this tile have landed
+        const u32 at = st * STAGE, rows = n - tile * BK < BK ? n - tile * BK : BK;
+        float s[MMA_C];
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) s[e] = 0.0f;
+#pragma unroll
+        for (u32 t = 0; t < KSTEPS; ++t) {
+            if (t < dsteps) {
+                u32 kb[MMA_B / 2], qa[MMA_A / 2];
+                k_frag.load(kb, at + t * 16);
+                q_frag.load(qa, t * 16);
+                mma_16x16x16<C>(qa, kb, s);
+                if (SPLIT) {
+                    q_frag.load(qa, 16 * LD + t * 16);
+                    mma_16x16x16<C>(qa, kb, s);
+                }
+            }
+        }
+        // the online softmax in log2 units; keys past the run are masked
+        float mx[MMA_ROW_SLOTS];
+#pragma unroll
+        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) mx[r] = neg_inf;
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) {
+            u32 r, c;
+            mma_c_at(e, r, c);
+            const u32 slot = mma_c_slot(e);
+            const float x = c < rows ? s[e] * mul[slot] : neg_inf;
+            s[e] = x;
+            mx[slot] = x > mx[slot] ? x : mx[slot];
+        }
+        float base[MMA_ROW_SLOTS], rescale[MMA_ROW_SLOTS];
+#pragma unroll
+        for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
+            const float row_max = warp_combine<MaxOf<float> >(mx[r], MMA_ROW_LANES);
+            const float m_new = row_max > m[r] ? row_max : m[r];
+            base[r] = m_new == neg_inf ? 0.0f : m_new;
+            rescale[r] = m_exp2_fast(m[r] - base[r]);
+            l[r] *= rescale[r];
+            m[r] = m_new;
+        }
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) {
+            const u32 slot = mma_c_slot(e);
+            const float w = m_exp2_fast(s[e] - base[slot]);
+            s[e] = w;
+            l[slot] += w;
+        }
+#pragma unroll
+        for (u32 t = 0; t < KSTEPS; ++t)
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) o[t][e] *= rescale[mma_c_slot(e)];
+        u32 pa[MMA_A / 2], pl[MMA_A / 2];
+        if (SPLIT) {
+            float rest[MMA_C];
+#pragma unroll
+            for (u32 e = 0; e < MMA_C; ++e) rest[e] = s[e] - cvt<float>(cvt<C>(s[e]));
+            mma_c_to_a<C>(rest, pl, scratch);
+        }
+        mma_c_to_a<C>(s, pa, scratch);
+#pragma unroll
+        for (u32 t = 0; t < KSTEPS; ++t) {
+            if (t < dsteps) {
+                u32 vb[MMA_B / 2];
+                v_frag.load(vb, at + t * 16);
+                mma_16x16x16<C>(pa, vb, o[t]);
+                if (SPLIT) mma_16x16x16<C>(pl, vb, o[t]);
+            }
+        }
+        mma_warp_sync();  // every lane is done with the stage the next copies go to
+    }
+    async_wait<0>();
+    // the warps' states (each over its own stages): o [16][DMAX], then max and sum a row
+#pragma unroll
+    for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) l[r] = warp_combine<SumOf<float> >(l[r], MMA_ROW_LANES);
+    __syncthreads();
+    // warp w's state: its region's first floats
+    C* const regions = (C*)(row_pow + 16);
+    float* ws = (float*)mine;
+#pragma unroll
+    for (u32 t = 0; t < KSTEPS; ++t)
+#pragma unroll
+        for (u32 e = 0; e < MMA_C; ++e) {
+            u32 r, c;
+            mma_c_at(e, r, c);
+            ws[r * DMAX + t * 16 + c] = o[t][e];
+            // a row's lanes hold the same max and sum: each writes them
+            ws[16 * DMAX + r] = m[mma_c_slot(e)];
+            ws[16 * DMAX + 16 + r] = l[mma_c_slot(e)];
+        }
+    __syncthreads();
+    // value d of row g: 0 the max (natural-log units), 1 the sum, 2 + d' o's dim d'
+    for (u32 i = threadIdx.x; i < group * (head_dim + 2); i += blockDim.x) {
+        const u32 g = i / (head_dim + 2), d = i % (head_dim + 2);
+        float big = neg_inf;
+        for (u32 w = 0; w < warps; ++w) {
+            const float mw = ((const float*)(regions + w * WARP_ELEMS))[16 * DMAX + g];
+            big = mw > big ? mw : big;
+        }
+        float total = 0.0f;
+        for (u32 w = 0; w < warps; ++w) {
+            const float* state = (const float*)(regions + w * WARP_ELEMS);
+            const float mw = state[16 * DMAX + g];
+            if (mw == neg_inf) continue;  // a warp without a tile
+            const float x = d == 1 ? state[16 * DMAX + 16 + g] : state[g * DMAX + (d < 2 ? 0 : d - 2)];
+            total += m_exp2_fast(mw - big) * x;
+        }
+        out[g * head_stride + d] = d == 0 ? (big == neg_inf ? neg_inf : big * ln2) : total;
+    }
+}
+
 // The runs of each query row of a group combined into out[row] = sum_r acc_r * exp(m_r - M) /
 // sum_r s_r * exp(m_r - M) over the runs in order, M their largest max, by the last of the
 // group's blocks to finish: each block, after writing its runs, takes a ticket (its writes made
@@ -569,6 +806,16 @@ DEVICE void attention_split(const T* q, const C* k, const C* v, const u32* posit
                                                   cache_len, scale, mode, positions_stride, group, tile_keys,
                                                   run_keys);
     }
+    attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim, heads, kv_heads, queries, group);
+}
+
+// The grouped split on the matrix units, then the group's runs combined by its last block.
+template <typename T, typename C, int DMAX>
+DEVICE void attention_split_matrix(const T* q, const C* k, const C* v, const u32* positions, float* partial, T* out,
+                                   u32* tickets, u32 heads, u32 kv_heads, u32 queries, u32 head_dim, u32 cache_len,
+                                   float scale, u32 mode, u32 positions_stride, u32 group, u32 run_keys) {
+    attention_split_matrix_impl<T, C, DMAX>(q, k, v, positions, partial, heads, kv_heads, queries, head_dim, cache_len,
+                                            scale, mode, positions_stride, group, run_keys);
     attn_combine_runs<T>(partial, out, tickets, gridDim.y, head_dim, heads, kv_heads, queries, group);
 }
 
@@ -646,6 +893,27 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
                                   heads, kv_heads, queries, head_dim, cache_len, scale, mode,    \
                                   positions_stride, group, tile_keys, run_keys);                 \
     }
+// The grouped split on the matrix units (16-bit caches) for heads of up to DMAX elements:
+// `attention_split_matrix_d<DMAX>_<dtype>`, and `..._cache_<cache dtype>_f32` under f32 queries.
+#if defined(CANDLE_ROCM_MMA_SYNC)
+#define ATTN_MATRIX_BOUND (ATTN_MATRIX_MAX_WARPS * 32)
+#else
+#define ATTN_MATRIX_BOUND (ATTN_MATRIX_MAX_WARPS * 64)
+#endif
+#define ATTENTION_MATRIX_ENTRY(NAME, T, C, DMAX)                                                 \
+    KERNEL __launch_bounds__(ATTN_MATRIX_BOUND) void NAME(ATTN_PARAMS(T, C)) {                   \
+        attention_split_matrix<T, C, DMAX>(q, k, v, positions, (float*)partial, out, tickets,     \
+                                           heads, kv_heads, queries, head_dim, cache_len, scale,  \
+                                           mode, positions_stride, group, run_keys);              \
+    }
+#define ATTENTION_MATRIX_ENTRIES(NAME, T)                                                        \
+    ATTENTION_MATRIX_ENTRY(attention_split_matrix_d64_##NAME, T, T, 64)                          \
+    ATTENTION_MATRIX_ENTRY(attention_split_matrix_d128_##NAME, T, T, 128)                        \
+    ATTENTION_MATRIX_ENTRY(attention_split_matrix_d256_##NAME, T, T, 256)
+#define ATTENTION_MATRIX_ENTRIES_CACHE(NAME, T, CN, C)                                           \
+    ATTENTION_MATRIX_ENTRY(attention_split_matrix_d64_cache_##CN##_##NAME, T, C, 64)             \
+    ATTENTION_MATRIX_ENTRY(attention_split_matrix_d128_cache_##CN##_##NAME, T, C, 128)           \
+    ATTENTION_MATRIX_ENTRY(attention_split_matrix_d256_cache_##CN##_##NAME, T, C, 256)
 #define ATTENTION_ENTRY_SET(SPLIT, GROUPED, ROPE, CACHED, T, C)                                  \
     ATTENTION_SPLIT_ENTRY(SPLIT, T, C, 1, ATTN_SPLIT_THREADS)                                    \
     ATTENTION_SPLIT_ENTRY(GROUPED, T, C, ATTN_GROUP_HEADS, ATTN_GROUP_MAX_THREADS)               \
@@ -674,3 +942,7 @@ CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES(f32, float))
 CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES_CACHE(f32, float, f16, f16_t))
 CANDLE_ROCM_KEEP(f32)(ATTENTION_ENTRIES_CACHE(f32, float, bf16, bf16_t))
 CANDLE_ROCM_KEEP(f64)(ATTENTION_ENTRIES(f64, double))
+CANDLE_ROCM_KEEP(bf16)(ATTENTION_MATRIX_ENTRIES(bf16, bf16_t))
+CANDLE_ROCM_KEEP(f16)(ATTENTION_MATRIX_ENTRIES(f16, f16_t))
+CANDLE_ROCM_KEEP(f32)(ATTENTION_MATRIX_ENTRIES_CACHE(f32, float, f16, f16_t))
+CANDLE_ROCM_KEEP(f32)(ATTENTION_MATRIX_ENTRIES_CACHE(f32, float, bf16, bf16_t))

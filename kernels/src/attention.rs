@@ -20,6 +20,15 @@ pub const MODULE: KernelModule = KernelModule {
             ],
             dtypes: &["bf16", "f16", "f32", "f64"],
         },
+        // the grouped split on the matrix units over a cache of the queries' 16-bit dtype
+        EntryGroup {
+            ops: &[
+                MATRIX[0].1 .0,
+                MATRIX[1].1 .0,
+                MATRIX[2].1 .0,
+            ],
+            dtypes: &["bf16", "f16"],
+        },
         // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>` (CACHE_OPS)
         EntryGroup {
             ops: &[
@@ -31,6 +40,12 @@ pub const MODULE: KernelModule = KernelModule {
                 "attention_split_cache_bf16",
                 "attention_split_grouped_cache_bf16",
                 "rope_kv_write_cache_bf16",
+                MATRIX[0].1 .1,
+                MATRIX[0].1 .2,
+                MATRIX[1].1 .1,
+                MATRIX[1].1 .2,
+                MATRIX[2].1 .1,
+                MATRIX[2].1 .2,
             ],
             dtypes: &["f32"],
         },
@@ -119,6 +134,15 @@ pub const fn split_grouped(cache: Cache) -> Entry<Params> {
     Entry::new(&MODULE, CACHE_OPS[2].pick(cache))
 }
 
+/// `attention_split_matrix` for heads of up to `dmax` elements (one of [`MATRIX`]'s) over a
+/// 16-bit cache of `cache`; `None` for other widths.
+pub fn split_matrix(dmax: u32, cache: Cache) -> Option<Entry<Params>> {
+    MATRIX
+        .iter()
+        .find(|(d, _)| *d == dmax)
+        .map(|(_, ops)| Entry::new(&MODULE, ops.pick(cache)))
+}
+
 /// `rope_kv_write` into a cache of `cache`.
 pub const fn rope_kv(cache: Cache) -> Entry<RopeKvParams> {
     Entry::new(&MODULE, CACHE_OPS[3].pick(cache))
@@ -161,6 +185,52 @@ pub const GROUP_THREADS: u32 = 128;
 pub const GROUP_MAX_THREADS: u32 = 256;
 /// Query heads a block of the grouped split form takes, at most.
 pub const GROUP_HEADS: u32 = 8;
+/// The grouped split on the matrix units by the widest head each entry takes, narrowest first
+/// (16-bit caches only: over the queries' own dtype for bf16 and f16, else under f32 queries).
+pub const MATRIX: [(u32, CacheOps); 3] = [
+    (
+        64,
+        CacheOps(
+            "attention_split_matrix_d64",
+            "attention_split_matrix_d64_cache_f16",
+            "attention_split_matrix_d64_cache_bf16",
+        ),
+    ),
+    (
+        128,
+        CacheOps(
+            "attention_split_matrix_d128",
+            "attention_split_matrix_d128_cache_f16",
+            "attention_split_matrix_d128_cache_bf16",
+        ),
+    ),
+    (
+        256,
+        CacheOps(
+            "attention_split_matrix_d256",
+            "attention_split_matrix_d256_cache_f16",
+            "attention_split_matrix_d256_cache_bf16",
+        ),
+    ),
+];
+/// Cache positions a warp's tile of the matrix form holds.
+pub const MATRIX_KEYS: u32 = 16;
+/// Query heads a block of the matrix form takes, at most (one tile's rows).
+pub const MATRIX_ROWS: u32 = 16;
+/// Tiles a warp of the matrix form has in shared memory (one loading while one is scored).
+pub const MATRIX_STAGES: u32 = 2;
+/// Warps a block of the matrix form has, at most (its launch bound, with 64-lane warps).
+pub const MATRIX_MAX_WARPS: u32 = 4;
+/// The shared memory of a matrix-form block for heads of up to `dmax` elements with `warps`
+/// warps, q in `q_parts` 16-bit parts (2 under f32 queries): q's parts (16 rows of dmax + 8
+/// elements each), each row's power of two (16 f32), then a warp's stages (a key and a value
+/// tile each) and its scratch tile (attention.hip's `attention_split_matrix_impl` lays them out
+/// so; the warps' states at the end reuse their stages).
+pub const fn matrix_shared_bytes(dmax: u32, q_parts: u32, warps: u32) -> u32 {
+    let ld = dmax + 8;
+    let warp = MATRIX_STAGES * 2 * MATRIX_KEYS * ld + 16 * crate::flash_attention::SCRATCH_LD;
+    2 * (q_parts * 16 * ld) + 4 * 16 + 2 * warps * warp
+}
 /// The ops and their entries over a 16-bit cache (under f32 queries: the second group of
 /// [`ATTENTION`](MODULE)).
 pub const CACHE_OPS: [CacheOps; 4] = [

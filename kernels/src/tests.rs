@@ -60,6 +60,24 @@ fn attention_constants_match_the_kernel_source() {
             );
         }
     }
+    assert_eq!(define("ATTN_MATRIX_KEYS"), attention::MATRIX_KEYS);
+    assert_eq!(define("ATTN_MATRIX_ROWS"), attention::MATRIX_ROWS);
+    assert_eq!(define("ATTN_MATRIX_STAGES"), attention::MATRIX_STAGES);
+    assert_eq!(define("ATTN_MATRIX_MAX_WARPS"), attention::MATRIX_MAX_WARPS);
+    for (dmax, attention::CacheOps(op, over_f16, over_bf16)) in attention::MATRIX {
+        assert_eq!(op, format!("attention_split_matrix_d{dmax}"));
+        for dtype in ["bf16", "f16"] {
+            assert!(ATTENTION.entry_point(op, dtype).is_some(), "{op} {dtype}");
+        }
+        for entry in [over_f16, over_bf16] {
+            assert_eq!(
+                ATTENTION.entry_point(entry, "f32"),
+                Some(format!("{entry}_f32"))
+            );
+        }
+        // one warp fits AMD's workgroups at every width, with q in two parts
+        assert!(attention::matrix_shared_bytes(dmax, 2, 1) <= 64 << 10, "{dmax}");
+    }
     assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
     assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);
     assert_eq!(define("ATTN_POSITIONS"), attention::MODE_POSITIONS);

@@ -2,8 +2,9 @@
 //! at the end of its cache, positions read on the device as a captured step has them): GB/s of
 //! the cache bytes a call reads (each key and value row once) against the device-to-device copy
 //! ceiling of the same run (its first line), for each path: one block a query row, a query row
-//! a block of each run of the cache (`split`), and a kv head's query heads a block (`grouped`,
-//! the path `cached_attention` takes for these shapes). Shapes: the 8B llama's heads (32 query, 8
+//! a block of each run of the cache (`split`), a kv head's query heads a block (`grouped`), the
+//! same on the matrix units (`matrix`, 16-bit caches), and the path `cached_attention` takes
+//! (`auto`). Shapes: the 8B llama's heads (32 query, 8
 //! kv, head dim 128: groups of 4) and a group of 8 (32 over 4, Qwen3-30B-A3B's), batches of
 //! 1, 4, 16 and 64 sequences at 1K, 4K and 16K positions, an f32 cache and an f16 cache under
 //! f32 queries (the static llama's two), and bf16 over bf16. Caches rotate over copies that
@@ -64,7 +65,13 @@ fn main() -> Result<()> {
                         ("one_block", AttentionPath::OneBlockARow),
                         ("split", AttentionPath::Split),
                         ("grouped", AttentionPath::GroupedSplit),
+                        ("matrix", AttentionPath::MatrixSplit),
+                        ("auto", AttentionPath::Auto),
                     ] {
+                        // an f32 cache has no matrix form (the grouped split stands in)
+                        if path == AttentionPath::MatrixSplit && cache == DType::F32 {
+                            continue;
+                        }
                         let mut turn = 0usize;
                         let ms = time_ms(&d, ITERS, || {
                             let (k, v) = &kv[turn % copies];

@@ -103,6 +103,13 @@ pub enum AttentionPath {
     /// The split with the query heads of a kv head (up to 8 of them: the largest divisor of
     /// heads / kv_heads) in one block, which reads each cache row once for all of them.
     GroupedSplit,
+    /// The grouped split on the matrix units: up to 16 query heads of a kv head (the rows of
+    /// one tile) a block, each of its warps scoring its own tiles of 16 cache positions with the
+    /// tile operation, the next tile's copies in flight meanwhile. For 16-bit caches (of bf16 or
+    /// f16 queries, or under f32 queries, which it carries in two 16-bit parts) on devices with
+    /// matrix units, heads a multiple of 8 elements wide and caches at 16-byte aligned
+    /// addresses; elsewhere the grouped split.
+    MatrixSplit,
 }
 
 /// The most bytes of runs [`AttentionPath::Auto`] lets the grouped split write (each query row
@@ -192,14 +199,30 @@ fn split_threads(head_dim: usize, elem_bytes: usize, warp: u32) -> u32 {
         .min(abi::SPLIT_THREADS)
 }
 
-/// Query heads a block of the grouped split takes for `group` query heads a kv head: the
-/// largest divisor of it up to GROUP_HEADS.
-fn heads_a_block(group: usize) -> usize {
-    let most = kernels::attention::GROUP_HEADS as usize;
+/// Query heads a block takes for `group` query heads a kv head: the largest divisor of it up to
+/// `most` (GROUP_HEADS for the grouped split, MATRIX_ROWS for its matrix form).
+fn heads_a_block(group: usize, most: u32) -> usize {
+    let most = most as usize;
     (1..=group.min(most))
         .rev()
         .find(|d| group % d == 0)
         .unwrap_or(1)
+}
+
+/// The matrix form's block for heads of `head_dim` elements under queries of `dtype`: (the
+/// widest head of its entry, warps) with as many warps as fit `budget` bytes of shared memory
+/// (at least one), or `None` where no entry takes the width.
+fn matrix_block(head_dim: usize, dtype: DType, budget: u32) -> Option<(u32, u32)> {
+    use kernels::attention as abi;
+    let (dmax, _) = abi::MATRIX
+        .iter()
+        .find(|(d, _)| head_dim <= *d as usize)?;
+    let q_parts = if dtype == DType::F32 { 2 } else { 1 };
+    let warps = (1..=abi::MATRIX_MAX_WARPS)
+        .rev()
+        .find(|&w| abi::matrix_shared_bytes(*dmax, q_parts, w) <= budget)
+        .unwrap_or(1);
+    Some((*dmax, warps))
 }
 
 /// [`cached_attention`] through a chosen path (for tests and benchmarks).
@@ -283,7 +306,7 @@ pub fn cached_attention_via(
     };
     let (qc, kc, vc) = (q.contiguous(OP)?, k.contiguous(OP)?, v.contiguous(OP)?);
     let out = device.alloc(out_bytes)?;
-    let group = heads_a_block(heads / kv_heads);
+    let group = heads_a_block(heads / kv_heads, abi::GROUP_HEADS);
     let sms = device.info().multiprocessor_count.max(1) as usize;
     let acc_bytes = if dtype == DType::F64 { 8 } else { 4 };
     let elem = k.dtype.size_in_bytes();
@@ -302,16 +325,38 @@ pub fn cached_attention_via(
     let (run_keys, splits) = split_runs(cache_len, block.1, rows / group, sms);
     let partial_bytes = |splits: usize| rows * splits * (head_dim + 2) * acc_bytes;
     let split_keys = abi::SPLIT_KEYS as usize;
+    // the matrix form's block and runs, where it takes the cache: 16-bit, heads of whole
+    // 16-byte packs at aligned addresses, a device with matrix units
+    let matrix_group = heads_a_block(heads / kv_heads, abi::MATRIX_ROWS);
+    let aligned = [&kc, &vc]
+        .iter()
+        .map(|x| x.ptr().map(|p| p.addr % 16 == 0))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .all(|a| a);
+    let matrix = (matches!(k.dtype, DType::BF16 | DType::F16)
+        && head_dim % 8 == 0
+        && aligned
+        && device.info().matrix_units())
+    .then(|| matrix_block(head_dim, dtype, budget))
+    .flatten()
+    .map(|(dmax, warps)| {
+        let tile = (abi::MATRIX_KEYS * warps) as usize;
+        let (run_keys, splits) = split_runs(cache_len, tile, rows / matrix_group, sms);
+        (dmax, warps, run_keys, splits)
+    });
+    let grouped = |group: usize, splits: usize| {
+        group > 1 && 4 * (rows / group) >= sms && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES
+    };
     let path = match path {
-        AttentionPath::Auto
-            if group > 1
-                && 4 * (rows / group) >= sms
-                && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES =>
-        {
-            AttentionPath::GroupedSplit
+        AttentionPath::Auto if matrix.is_some_and(|m| grouped(matrix_group, m.3)) => {
+            AttentionPath::MatrixSplit
         }
+        AttentionPath::Auto if grouped(group, splits) => AttentionPath::GroupedSplit,
         AttentionPath::Auto if rows < 2 * sms && cache_len > split_keys => AttentionPath::Split,
         AttentionPath::Auto => AttentionPath::OneBlockARow,
+        AttentionPath::MatrixSplit if matrix.is_none() && group == 1 => AttentionPath::Split,
+        AttentionPath::MatrixSplit if matrix.is_none() => AttentionPath::GroupedSplit,
         AttentionPath::GroupedSplit if group == 1 => AttentionPath::Split,
         path => path,
     };
@@ -361,7 +406,24 @@ pub fn cached_attention_via(
     }
     // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
     // combined into the output by each group's last block (a ticket a group of rows)
-    let (entry, config) = if path == AttentionPath::GroupedSplit {
+    let (entry, config) = if let (AttentionPath::MatrixSplit, Some((dmax, warps, run_keys, splits))) =
+        (path, matrix)
+    {
+        let entry = abi::split_matrix(dmax, cache).ok_or_else(|| {
+            shape_error(format!("no matrix-form entry for heads of {dmax}"))
+        })?;
+        let block_rows = rows / matrix_group;
+        params.group = matrix_group as u32;
+        params.tile_keys = abi::MATRIX_KEYS;
+        params.run_keys = fit("run_keys", run_keys)?;
+        let q_parts = if dtype == DType::F32 { 2 } else { 1 };
+        let config = LaunchConfig {
+            grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
+            block: [warps * warp, 1, 1],
+            shared_mem_bytes: abi::matrix_shared_bytes(dmax, q_parts, warps),
+        };
+        (entry, config)
+    } else if path == AttentionPath::GroupedSplit {
         let (threads, tile_keys, shared_mem_bytes) = block;
         let block_rows = rows / group;
         params.group = group as u32;
@@ -587,9 +649,27 @@ mod tests {
 
     #[test]
     fn grouped_blocks_take_the_largest_divisor_up_to_eight_heads() {
-        let got: Vec<usize> = [1, 2, 3, 4, 6, 7, 8, 12, 16, 32, 11]
-            .map(heads_a_block)
-            .to_vec();
+        let groups = [1, 2, 3, 4, 6, 7, 8, 12, 16, 32, 11];
+        let got = groups.map(|g| heads_a_block(g, kernels::attention::GROUP_HEADS));
         assert_eq!(got, [1, 2, 3, 4, 6, 7, 8, 6, 8, 8, 1]);
+        // the matrix form: up to a tile's 16 rows
+        let got = groups.map(|g| heads_a_block(g, kernels::attention::MATRIX_ROWS));
+        assert_eq!(got, [1, 2, 3, 4, 6, 7, 8, 12, 16, 16, 11]);
+    }
+
+    #[test]
+    fn matrix_blocks_take_the_warps_that_fit() {
+        let budget = kernels::attention::GROUP_SHARED_BYTES;
+        // heads of 64: four warps; 128: three (two under f32 queries, q in two parts); 256: one
+        assert_eq!(matrix_block(64, DType::BF16, budget), Some((64, 4)));
+        assert_eq!(matrix_block(80, DType::F16, budget), Some((128, 3)));
+        assert_eq!(matrix_block(128, DType::F32, budget), Some((128, 3)));
+        assert_eq!(matrix_block(256, DType::F32, budget), Some((256, 1)));
+        assert_eq!(matrix_block(264, DType::F32, budget), None);
+        for (hd, dtype) in [(64, DType::F32), (128, DType::BF16), (256, DType::F16)] {
+            let (dmax, warps) = matrix_block(hd, dtype, budget).unwrap();
+            let parts = if dtype == DType::F32 { 2 } else { 1 };
+            assert!(kernels::attention::matrix_shared_bytes(dmax, parts, warps) <= budget);
+        }
     }
 }

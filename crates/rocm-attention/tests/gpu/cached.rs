@@ -127,12 +127,15 @@ fn cached_attention_matches_the_unfused_ops() {
                     own.chunks(t).map(seen).collect(),
                 ),
             ];
-            // the three forms: one block a row, and split over the cache with a combining
-            // launch, a query row a block or a kv head's query heads a block
+            // the four forms: one block a row, and split over the cache with a combining
+            // launch, a query row a block or a kv head's query heads a block, on the matrix
+            // units where the cache is 16-bit and heads are whole 16-byte packs (elsewhere the
+            // grouped split)
             let paths = [
                 rr::AttentionPath::OneBlockARow,
                 rr::AttentionPath::Split,
                 rr::AttentionPath::GroupedSplit,
+                rr::AttentionPath::MatrixSplit,
             ];
             let masks = masks
                 .into_iter()
@@ -176,7 +179,7 @@ fn cached_attention_matches_the_unfused_ops() {
             }
         }
     }
-    assert_eq!(checked, 4 * 10 * 4 * 3);
+    assert_eq!(checked, 4 * 10 * 4 * 4);
 }
 
 #[test]
@@ -185,22 +188,27 @@ fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
     // widened exactly), every form, the masks of a decode step and of a prompt; f16 queries
     // over an f32 cache are a typed error
     let d = device();
+    // the last two: queries past f16's range and below its normal numbers (the scale makes up
+    // for them), which the matrix form scales by a power of two a row before splitting
     let shapes = [
-        (1usize, 32usize, 8usize, 1usize, 512usize, 128usize),
-        (2, 6, 2, 3, 700, 80),
-        (3, 3, 3, 1, 257, 7),
+        (1usize, 32usize, 8usize, 1usize, 512usize, 128usize, 1.0f64),
+        (2, 6, 2, 3, 700, 80, 1.0),
+        (3, 3, 3, 1, 257, 7, 1.0),
+        (2, 8, 2, 1, 300, 64, 1e5),
+        (2, 8, 2, 1, 300, 64, 1e-6),
     ];
     let mut checked = 0;
     for cache in [DType::F16, DType::BF16] {
-        for (n, &(b, heads, kv, t, len, hd)) in shapes.iter().enumerate() {
+        for (n, &(b, heads, kv, t, len, hd, q_mul)) in shapes.iter().enumerate() {
             let (q, k, v) = attention_inputs(
                 (DType::F32, cache),
                 (b, heads, kv, t, len, hd),
                 300 + n as u64,
             );
+            let q = (q * q_mul).unwrap();
             let (qb, kb, vb) = (upload(&d, &q), upload(&d, &k), upload(&d, &v));
             let (ql, kl) = (layout_of(&q), layout_of(&k));
-            let scale = 1.0 / (hd as f64).sqrt();
+            let scale = 1.0 / (hd as f64).sqrt() / q_mul;
             let positions: Vec<u32> = (0..t).map(|i| (len / 2 + 5 * i) as u32).collect();
             let pos_t = Tensor::new(positions.as_slice(), &candle_core::Device::Cpu).unwrap();
             let (pb, pl) = (upload(&d, &pos_t), layout_of(&pos_t));
@@ -220,6 +228,7 @@ fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
                 rr::AttentionPath::OneBlockARow,
                 rr::AttentionPath::Split,
                 rr::AttentionPath::GroupedSplit,
+                rr::AttentionPath::MatrixSplit,
             ];
             for (name, mask, last) in masks {
                 for path in paths {
@@ -246,7 +255,7 @@ fn cached_attention_over_a_16_bit_cache_is_f32_attention_over_its_values() {
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 2 * 3);
+    assert_eq!(checked, 2 * 5 * 2 * 4);
     // f16 queries over an f32 cache, and f32 queries over caches of two dtypes: typed errors
     let buf = d.alloc(1 << 16).unwrap();
     let (ql, kl) = (
