@@ -566,31 +566,47 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
     float* row_pow = (float*)(qs + QPARTS * 16 * LD);
     C* mine = (C*)(row_pow + 16) + warp * WARP_ELEMS;
     C* scratch = mine + ATTN_MATRIX_STAGES * STAGE;
-    // q: a warp a row (rows past the group and dims past head_dim are zeros)
-    for (u32 g = warp; g < 16; g += warps) {
-        const T* qr = q + attn_row(grp, g < group ? g : 0, heads, queries) * head_dim;
-        float big = 0.0f;
-        if (SPLIT && g < group)
-            for (u32 d = lane; d < head_dim; d += warpSize) {
-                const float x = cvt<float>(qr[d]);
-                big = fabsf(x) > big ? fabsf(x) : big;
-            }
-        float to = 1.0f;
-        if (SPLIT) {
-            big = warp_max(big);
-            // big < 2^ex: rows scaled by 2^(14 - ex), kept within f32's normal range
-            const i32 ex = big > 0.0f ? (i32)((f32_bits(big) >> 23) & 0xffu) - 126 : 14;
+    const C* kr = k + cache_start;
+    const C* vr = v + cache_start;
+    const u32 tiles = (n + BK - 1) / BK, dsteps = (head_dim + 15) / 16;
+    // the first tile's copies go out first: q's loading below overlaps them
+    if (warp < tiles) attn_matrix_load<C, DMAX>(mine, kr, vr, first, n, warp, head_dim);
+    async_commit();
+    // f32 queries: each row's largest magnitude (the bits of non-negative floats order as the
+    // floats do), then its power of two
+    if (SPLIT) {
+        u32* row_big = (u32*)row_pow;
+        if (threadIdx.x < 16) row_big[threadIdx.x] = 0u;
+        __syncthreads();
+#pragma unroll 4
+        for (u32 i = threadIdx.x; i < group * head_dim; i += blockDim.x) {
+            const u32 g = i / head_dim, d = i % head_dim;
+            const float x = cvt<float>(q[attn_row(grp, g, heads, queries) * head_dim + d]);
+            atomicMax(&row_big[g], f32_bits(fabsf(x)));
+        }
+        __syncthreads();
+        if (threadIdx.x < 16) {
+            // big < 2^ex: the row is scaled by 2^up = 2^(14 - ex), within f32's normal range
+            const u32 big = row_big[threadIdx.x];
+            const i32 ex = big > 0u ? (i32)((big >> 23) & 0xffu) - 126 : 14;
             i32 up = 14 - ex;
             up = up > 126 ? 126 : (up < -126 ? -126 : up);
-            to = f32_from_bits((u32)(127 + up) << 23);
-            if (lane == 0) row_pow[g] = f32_from_bits((u32)(127 - up) << 23);
+            row_pow[threadIdx.x] = f32_from_bits((u32)(127 - up) << 23);
         }
-        for (u32 d = lane; d < DMAX; d += warpSize) {
-            const float x = g < group && d < head_dim ? cvt<float>(qr[d]) * to : 0.0f;
-            const C hi = cvt<C>(x);
-            qs[g * LD + d] = hi;
-            if (SPLIT) qs[(16 + g) * LD + d] = cvt<C>(x - cvt<float>(hi));
+        __syncthreads();
+    }
+    // q's parts (rows past the group and dims past head_dim are zeros)
+#pragma unroll 4
+    for (u32 i = threadIdx.x; i < 16 * DMAX; i += blockDim.x) {
+        const u32 g = i / DMAX, d = i % DMAX;
+        float x = 0.0f;
+        if (g < group && d < head_dim) {
+            x = cvt<float>(q[attn_row(grp, g, heads, queries) * head_dim + d]);
+            if (SPLIT) x /= row_pow[g];  // exact: a power of two
         }
+        const C hi = cvt<C>(x);
+        qs[g * LD + d] = hi;
+        if (SPLIT) qs[(16 + g) * LD + d] = cvt<C>(x - cvt<float>(hi));
     }
     __syncthreads();
     // each row's multiplier into log2 units (and back from its power of two)
@@ -601,9 +617,6 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
         mma_c_at(e, r, c);
         mul[mma_c_slot(e)] = scale * log2e * (SPLIT ? row_pow[r] : 1.0f);
     }
-    const C* kr = k + cache_start;
-    const C* vr = v + cache_start;
-    const u32 tiles = (n + BK - 1) / BK, dsteps = (head_dim + 15) / 16;
     float o[KSTEPS][MMA_C], m[MMA_ROW_SLOTS], l[MMA_ROW_SLOTS];
 #pragma unroll
     for (u32 t = 0; t < KSTEPS; ++t)
@@ -614,8 +627,6 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
     const MmaShared<C, MMA_FRAG_A> q_frag(qs, LD);
     const MmaShared<C, MMA_FRAG_B_NK> k_frag(mine, LD);
     const MmaShared<C, MMA_FRAG_B_KN> v_frag(mine + BK * LD, LD);
-    if (warp < tiles) attn_matrix_load<C, DMAX>(mine, kr, vr, first, n, warp, head_dim);
-    async_commit();
     u32 st = 0;
     for (u32 tile = warp; tile < tiles; tile += warps, st ^= 1) {
         if (tile + warps < tiles)
@@ -752,7 +763,9 @@ DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32*
     __threadfence();
     const AttnGroup grp = attn_group(block_row, group, heads, kv_heads, queries);
     const A neg_inf = m_neg_inf((A)0);
-    for (u32 g = 0; g < group; ++g) {
+    // a thread a (row, dim): the rows' runs read side by side
+    for (u32 i = threadIdx.x; i < group * head_dim; i += blockDim.x) {
+        const u32 g = i / head_dim, d = i % head_dim;
         const u64 row = attn_row(grp, g, heads, queries);
         const volatile A* p = partial + row * splits * (u64)(head_dim + 2);
         A m = neg_inf;
@@ -762,19 +775,17 @@ DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32*
             const A mr = p[r * (head_dim + 2)];
             m = mr > m ? mr : m;
         }
-        for (u32 d = threadIdx.x; d < head_dim; d += blockDim.x) {
-            A s = (A)0, acc = (A)0;
+        A s = (A)0, acc = (A)0;
 #pragma unroll 8
-            for (u32 r = 0; r < splits; ++r) {
-                const volatile A* run = p + r * (head_dim + 2);
-                const A mr = run[0];
-                if (mr == neg_inf) continue;
-                const A f = m_exp(mr - m);
-                s += run[1] * f;
-                acc += run[2 + d] * f;
-            }
-            out[row * head_dim + d] = cvt<T>(acc / s);
+        for (u32 r = 0; r < splits; ++r) {
+            const volatile A* run = p + r * (head_dim + 2);
+            const A mr = run[0];
+            if (mr == neg_inf) continue;
+            const A f = m_exp(mr - m);
+            s += run[1] * f;
+            acc += run[2 + d] * f;
         }
+        out[row * head_dim + d] = cvt<T>(acc / s);
     }
     if (threadIdx.x == 0) tickets[block_row] = 0u;
 }

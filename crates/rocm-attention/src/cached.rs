@@ -136,6 +136,27 @@ fn split_runs(
     (run, cache_len.div_ceil(run))
 }
 
+/// A matrix-form block's start and end (q, the first copies' wait, the combine through shared
+/// memory, the ticket), in the time of one tile a warp.
+const MATRIX_BLOCK_COST_TILES: usize = 4;
+
+/// How the matrix form cuts the cache: (run_keys, splits) for `block_rows` groups of rows over
+/// `cache_len` positions in block tiles of `tile` keys (one tile a warp) when the device holds
+/// `wave` blocks at once: the splits that take the fewest tile times, counting whole waves of
+/// blocks (a block's runs stream at the rate of its copies, so a wave takes its longest run) and
+/// each block's start and end.
+fn matrix_runs(cache_len: usize, tile: usize, block_rows: usize, wave: usize) -> (usize, usize) {
+    let tiles = cache_len.div_ceil(tile);
+    let cost = |s: usize| {
+        (block_rows.max(1) * s).div_ceil(wave.max(1)) * (MATRIX_BLOCK_COST_TILES + tiles.div_ceil(s))
+    };
+    let splits = (1..=tiles.min(256))
+        .min_by_key(|&s| (cost(s), s))
+        .unwrap_or(1);
+    let run = tiles.div_ceil(splits) * tile;
+    (run, cache_len.div_ceil(run))
+}
+
 /// A grouped split block's launch shape for rows of `head_dim` elements of `elem_bytes` (16-byte
 /// packs where `wide`, else elements): (threads, tile_keys, shared bytes) with a thread a pack
 /// at least and the longest tile whose key rows fit GROUP_TILE_BYTES and whose shared memory
@@ -342,7 +363,11 @@ pub fn cached_attention_via(
     .flatten()
     .map(|(dmax, warps)| {
         let tile = (abi::MATRIX_KEYS * warps) as usize;
-        let (run_keys, splits) = split_runs(cache_len, tile, rows / matrix_group, sms);
+        let q_parts = if dtype == DType::F32 { 2 } else { 1 };
+        let shared = abi::matrix_shared_bytes(dmax, q_parts, warps) as usize;
+        // blocks a multiprocessor holds at once, by shared memory
+        let resident = (device.info().shared_mem_per_block / shared).clamp(1, 8);
+        let (run_keys, splits) = matrix_runs(cache_len, tile, rows / matrix_group, resident * sms);
         (dmax, warps, run_keys, splits)
     });
     let grouped = |group: usize, splits: usize| {
@@ -610,6 +635,23 @@ mod tests {
         for (len, groups) in [(1, 1), (700, 3), (4097, 64), (16384, 512)] {
             let (run, splits) = split_runs(len, 32, groups, 132);
             assert_eq!(run % 32, 0);
+            assert!(splits * run >= len && (splits - 1) * run < len);
+        }
+    }
+
+    #[test]
+    fn matrix_runs_take_whole_waves() {
+        // 16 sequences of the 8B llama at 4K (128 groups), three warps (tiles of 48), a wave of
+        // 396 blocks: three runs of 29 tiles, one wave (four would take two)
+        assert_eq!(matrix_runs(4096, 48, 128, 396), (1392, 3));
+        // 64 sequences at 16K (512 groups): three runs each, four waves (3.9 of them)
+        assert_eq!(matrix_runs(16384, 48, 512, 396), (5472, 3));
+        // one sequence: short runs in one wave
+        let (run, splits) = matrix_runs(4096, 48, 8, 396);
+        assert!(splits * 8 <= 396 && run <= 96, "{run} {splits}");
+        for (len, groups) in [(1, 1), (700, 3), (4097, 64), (16384, 512)] {
+            let (run, splits) = matrix_runs(len, 48, groups, 396);
+            assert_eq!(run % 48, 0);
             assert!(splits * run >= len && (splits - 1) * run < len);
         }
     }
