@@ -517,21 +517,37 @@ DEVICE void attention_split_grouped_impl(const T* q, const C* k, const C* v, con
 #define ATTN_MATRIX_STAGES 2
 #define ATTN_MATRIX_MAX_WARPS 4
 
-// Tile `tile` of a matrix-form run (positions first + tile x ATTN_MATRIX_KEYS ..) into a warp's
-// stage `dst` (key rows, then value rows, stride DMAX + 8): 16-byte copies by the warp's lanes,
-// zeros past the run's `n` positions and past head_dim.
-template <typename C, int DMAX>
-DEVICE void attn_matrix_load(C* dst, const C* k, const C* v, u32 first, u32 n, u32 tile, u32 head_dim) {
-    constexpr u32 LD = DMAX + 8, BK = ATTN_MATRIX_KEYS, CHUNKS = DMAX / 8;
-    const u32 r0 = first + tile * BK, rows = n - tile * BK < BK ? n - tile * BK : BK;
-    for (u32 i = mma_lane(); i < BK * CHUNKS; i += warpSize) {
-        const u32 r = i / CHUNKS, c = (i % CHUNKS) * 8;
-        const bool in = r < rows && c < head_dim;
-        const u64 at = in ? (u64)(r0 + r) * head_dim + c : 0;
-        async_copy16(dst + r * LD + c, k + at, in ? 16 : 0);
-        async_copy16(dst + (BK + r) * LD + c, v + at, in ? 16 : 0);
+// A warp's copies of matrix-form tiles (key rows, then value rows, stride DMAX + 8, in a stage
+// of its shared memory): lane l copies the 16-byte chunk l % (DMAX / 8) of rows l / (DMAX / 8),
+// + warpSize / (DMAX / 8), ..., its offsets taken once; rows past the run's `n` positions and
+// chunks past head_dim are zeros.
+template <typename C, int DMAX> struct AttnMatrixLoader {
+    static constexpr u32 LD = DMAX + 8, BK = ATTN_MATRIX_KEYS, CHUNKS = DMAX / 8;
+    const C* k;
+    const C* v;
+    u32 first, n, head_dim, row, step, col;
+    bool col_in;
+    DEVICE AttnMatrixLoader(const C* k_, const C* v_, u32 first_, u32 n_, u32 head_dim_)
+        : k(k_), v(v_), first(first_), n(n_), head_dim(head_dim_) {
+        const u32 lane = mma_lane();
+        row = lane / CHUNKS;
+        step = warpSize / CHUNKS;
+        col = (lane % CHUNKS) * 8;
+        col_in = col < head_dim;
     }
-}
+    // tile `tile` of the run into `dst`
+    DEVICE void load(C* dst, u32 tile) const {
+        const u32 rows = n - tile * BK < BK ? n - tile * BK : BK;
+        u64 at = (u64)(first + tile * BK + row) * head_dim + col;
+        const u64 at_step = (u64)step * head_dim;
+        C* to = dst + row * LD + col;
+        for (u32 r = row; r < BK; r += step, at += at_step, to += step * LD) {
+            const bool in = col_in && r < rows;
+            async_copy16(to, in ? k + at : k, in ? 16 : 0);
+            async_copy16(to + BK * LD, in ? v + at : v, in ? 16 : 0);
+        }
+    }
+};
 
 template <typename T, typename C, int DMAX>
 DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, const u32* positions,
@@ -569,8 +585,9 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
     const C* kr = k + cache_start;
     const C* vr = v + cache_start;
     const u32 tiles = (n + BK - 1) / BK, dsteps = (head_dim + 15) / 16;
+    const AttnMatrixLoader<C, DMAX> loader(kr, vr, first, n, head_dim);
     // the first tile's copies go out first: q's loading below overlaps them
-    if (warp < tiles) attn_matrix_load<C, DMAX>(mine, kr, vr, first, n, warp, head_dim);
+    if (warp < tiles) loader.load(mine, warp);
     async_commit();
     // f32 queries: each row's largest magnitude (the bits of non-negative floats order as the
     // floats do), then its power of two
@@ -629,8 +646,7 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
     const MmaShared<C, MMA_FRAG_B_KN> v_frag(mine + BK * LD, LD);
     u32 st = 0;
     for (u32 tile = warp; tile < tiles; tile += warps, st ^= 1) {
-        if (tile + warps < tiles)
-            attn_matrix_load<C, DMAX>(mine + (st ^ 1) * STAGE, kr, vr, first, n, tile + warps, head_dim);
+        if (tile + warps < tiles) loader.load(mine + (st ^ 1) * STAGE, tile + warps);
         async_commit();
         async_wait<1>();
         mma_warp_sync();  // every lane's copies of this tile have landed
@@ -665,12 +681,14 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
             mx[slot] = x > mx[slot] ? x : mx[slot];
         }
         float base[MMA_ROW_SLOTS], rescale[MMA_ROW_SLOTS];
+        bool moved = false;
 #pragma unroll
         for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
             const float row_max = warp_combine<MaxOf<float> >(mx[r], MMA_ROW_LANES);
             const float m_new = row_max > m[r] ? row_max : m[r];
             base[r] = m_new == neg_inf ? 0.0f : m_new;
             rescale[r] = m_exp2_fast(m[r] - base[r]);
+            moved |= m_new != m[r];
             l[r] *= rescale[r];
             m[r] = m_new;
         }
@@ -681,10 +699,13 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
             s[e] = w;
             l[slot] += w;
         }
+        // o keeps its scale where no row of the warp found a larger score
+        if (warp_ballot(moved)) {
 #pragma unroll
-        for (u32 t = 0; t < KSTEPS; ++t)
+            for (u32 t = 0; t < KSTEPS; ++t)
 #pragma unroll
-            for (u32 e = 0; e < MMA_C; ++e) o[t][e] *= rescale[mma_c_slot(e)];
+                for (u32 e = 0; e < MMA_C; ++e) o[t][e] *= rescale[mma_c_slot(e)];
+        }
         u32 pa[MMA_A / 2], pl[MMA_A / 2];
         if (SPLIT) {
             float rest[MMA_C];
