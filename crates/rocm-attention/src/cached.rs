@@ -246,6 +246,16 @@ fn matrix_block(head_dim: usize, dtype: DType, budget: u32) -> Option<(u32, u32)
     Some((*dmax, warps))
 }
 
+/// Whether [`AttentionPath::Auto`] takes the matrix form: its launch has at least three waves'
+/// worth of block tiles (`block_tiles`: tiles a warp over all block rows; fewer leave each block's
+/// start and end uncovered) and each group's last block combines at most 256 runs of rows
+/// (`row_runs`: runs x rows a block; the combine reads them one after another). Measured on an
+/// H200 (bench/results/2026-11-28-decode-attention-matrix.md): elsewhere the one-row split was
+/// as fast or faster.
+fn matrix_worth(block_tiles: usize, row_runs: usize, wave: usize) -> bool {
+    block_tiles >= 3 * wave && row_runs <= 256
+}
+
 /// [`cached_attention`] through a chosen path (for tests and benchmarks).
 pub fn cached_attention_via(
     device: &Device,
@@ -367,14 +377,21 @@ pub fn cached_attention_via(
         let shared = abi::matrix_shared_bytes(dmax, q_parts, warps) as usize;
         // blocks a multiprocessor holds at once, by shared memory
         let resident = (device.info().shared_mem_per_block / shared).clamp(1, 8);
-        let (run_keys, splits) = matrix_runs(cache_len, tile, rows / matrix_group, resident * sms);
-        (dmax, warps, run_keys, splits)
+        let wave = resident * sms;
+        let block_rows = rows / matrix_group;
+        let (run_keys, splits) = matrix_runs(cache_len, tile, block_rows, wave);
+        let worth = matrix_worth(block_rows * cache_len.div_ceil(tile), splits * matrix_group, wave);
+        (dmax, warps, run_keys, splits, worth)
     });
     let grouped = |group: usize, splits: usize| {
         group > 1 && 4 * (rows / group) >= sms && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES
     };
     let path = match path {
-        AttentionPath::Auto if matrix.is_some_and(|m| grouped(matrix_group, m.3)) => {
+        AttentionPath::Auto
+            if matrix.is_some_and(|m| {
+                matrix_group > 1 && m.4 && partial_bytes(m.3) <= GROUPED_PARTIAL_BYTES
+            }) =>
+        {
             AttentionPath::MatrixSplit
         }
         AttentionPath::Auto if grouped(group, splits) => AttentionPath::GroupedSplit,
@@ -431,7 +448,7 @@ pub fn cached_attention_via(
     }
     // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
     // combined into the output by each group's last block (a ticket a group of rows)
-    let (entry, config) = if let (AttentionPath::MatrixSplit, Some((dmax, warps, run_keys, splits))) =
+    let (entry, config) = if let (AttentionPath::MatrixSplit, Some((dmax, warps, run_keys, splits, _))) =
         (path, matrix)
     {
         let entry = abi::split_matrix(dmax, cache).ok_or_else(|| {
@@ -653,6 +670,34 @@ mod tests {
             let (run, splits) = matrix_runs(len, 48, groups, 396);
             assert_eq!(run % 48, 0);
             assert!(splits * run >= len && (splits - 1) * run < len);
+        }
+    }
+
+    #[test]
+    fn the_matrix_form_is_taken_where_it_was_measured_faster() {
+        // (batch, kv heads, context, faster): the 8B llama's heads (groups of 4) and groups of 8,
+        // three warps (tiles of 48), a wave of 396 blocks
+        for (batch, kv_heads, context, faster) in [
+            (1, 8, 1024, false),
+            (1, 8, 4096, false),
+            (1, 8, 16384, true),
+            (1, 4, 16384, false),
+            (4, 8, 1024, false),
+            (4, 8, 4096, true),
+            (4, 4, 16384, true),
+            (16, 4, 1024, true),
+            (16, 8, 4096, true),
+            (64, 4, 16384, true),
+        ] {
+            let (group, wave) = (32 / kv_heads, 396);
+            let block_rows = batch * kv_heads;
+            let (_, splits) = matrix_runs(context, 48, block_rows, wave);
+            let tiles = block_rows * context.div_ceil(48);
+            assert_eq!(
+                matrix_worth(tiles, splits * group, wave),
+                faster,
+                "{batch} x {kv_heads} kv heads at {context}"
+            );
         }
     }
 
