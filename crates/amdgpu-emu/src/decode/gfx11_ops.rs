@@ -4,6 +4,7 @@
 
 pub(super) const DS: &[(u16, &str)] = &[
     (0x0, "ds_add_u32"),
+    (0x8, "ds_max_u32"),
     (0xd, "ds_store_b32"),
     (0xe, "ds_store_2addr_b32"),
     (0xf, "ds_store_2addr_stride64_b32"),

@@ -4,6 +4,7 @@
 
 pub(super) const DS: &[(u16, &str)] = &[
     (0x0, "ds_add_u32"),
+    (0x8, "ds_max_u32"),
     (0xd, "ds_write_b32"),
     (0xe, "ds_write2_b32"),
     (0xf, "ds_write2st64_b32"),

@@ -396,6 +396,15 @@ fn vgpr(code: u32, count: u32) -> String {
     source(Arch::Gfx942, 256 + code, count, None)
 }
 
+/// gfx942's accumulation registers, as llvm-objdump names them (`a3`, `a[4:5]`).
+fn agpr(code: u32, count: u32) -> String {
+    if count == 1 {
+        format!("a{code}")
+    } else {
+        format!("a[{}:{}]", code, code + count - 1)
+    }
+}
+
 fn vop_e32(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     let w0 = inst.words[0];
@@ -664,26 +673,35 @@ fn element_registers(size: &str) -> Option<u32> {
 fn ds(arch: Arch, inst: &Instruction) -> Option<String> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
     let m = super::ds_canonical(inst.mnemonic);
-    let gds_or_acc = match arch {
+    let gds = match arch {
         Arch::Gfx1100 => bits(w0, 17, 1),
-        Arch::Gfx942 => bits(w0, 16, 1) | bits(w0, 25, 1),
+        Arch::Gfx942 => bits(w0, 16, 1),
     };
-    if gds_or_acc != 0 {
+    if gds != 0 {
         return None;
     }
+    // gfx942: data and destination in accumulation registers (the address stays a VGPR)
+    let acc = arch == Arch::Gfx942 && bits(w0, 25, 1) != 0;
+    let data_reg = |code: u32, count: u32| {
+        if acc {
+            agpr(code, count)
+        } else {
+            vgpr(code, count)
+        }
+    };
     // the d16 forms' size is the one before their half (`ds_load_u8_d16_hi`)
     let plain = m.replace("_d16_hi", "").replace("_d16", "");
     let n = element_registers(plain.rsplit_once('_')?.1)?;
     let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
     let (addr, data0, data1, vdst) = (
         vgpr(bits(w1, 0, 8), 1),
-        vgpr(bits(w1, 8, 8), n),
-        vgpr(bits(w1, 16, 8), n),
+        data_reg(bits(w1, 8, 8), n),
+        data_reg(bits(w1, 16, 8), n),
         bits(w1, 24, 8),
     );
     let two = m.contains("_2addr_");
     let mut out = if m.starts_with("ds_load") {
-        format!("{}, {addr}", vgpr(vdst, if two { 2 * n } else { n }))
+        format!("{}, {addr}", data_reg(vdst, if two { 2 * n } else { n }))
     } else if m.starts_with("ds_store") {
         if two {
             format!("{addr}, {data0}, {data1}")
@@ -691,7 +709,7 @@ fn ds(arch: Arch, inst: &Instruction) -> Option<String> {
             format!("{addr}, {data0}")
         }
     } else if m.contains("_rtn_") || m == "ds_bpermute_b32" {
-        format!("{}, {addr}, {data0}", vgpr(vdst, n))
+        format!("{}, {addr}, {data0}", data_reg(vdst, n))
     } else {
         format!("{addr}, {data0}")
     };
@@ -1135,7 +1153,7 @@ mod tests {
 
     #[test]
     fn vector_and_memory_lines_as_llvm_objdump_prints_them() {
-        let cases: [(Arch, &[u32], &str); 20] = [
+        let cases: [(Arch, &[u32], &str); 23] = [
             (Arch::Gfx1100, &[0x7E021501], "v_cvt_f16_f32_e32 v1.l, v1"),
             (
                 Arch::Gfx1100,
@@ -1157,6 +1175,21 @@ mod tests {
                 Arch::Gfx1100,
                 &[0xD8340000, 0x00000313],
                 "ds_store_b32 v19, v3",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xD8201200, 0x00000107],
+                "ds_max_u32 v7, v1 offset:4608",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xD8101200, 0x00000107],
+                "ds_max_u32 v7, v1 offset:4608",
+            ),
+            (
+                Arch::Gfx942,
+                &[0xDA1A0940, 0x00000C0C],
+                "ds_write_b32 v12, a12 offset:2368",
             ),
             (
                 Arch::Gfx1100,

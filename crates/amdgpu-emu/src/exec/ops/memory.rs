@@ -6,7 +6,7 @@ use crate::exec::{Context, ExecError, ExecResult, Wave};
 use crate::Arch;
 
 /// LDS: loads and stores of 1 to 16 bytes (two addresses for the `2addr` / `read2` forms,
-/// halves for the `d16` forms), atomic adds and `ds_bpermute_b32`.
+/// halves for the `d16` forms), atomic adds and unsigned maxima, and `ds_bpermute_b32`.
 /// What an LDS mnemonic does, worked out once when it is decoded (gfx9's and gfx11's
 /// spellings alike).
 #[derive(Debug, Clone, Copy)]
@@ -16,6 +16,8 @@ pub(crate) enum DsAccess {
     AddU32 {
         returns: bool,
     },
+    /// `ds_max_u32`: the larger of the word and the data, unsigned.
+    MaxU32,
     /// Two elements of `bytes` at offset0 and offset1 (in elements; in 64 elements for the
     /// stride64 forms: `stride` 64).
     Pair {
@@ -55,6 +57,7 @@ impl DsAccess {
             "ds_bpermute_b32" => DsAccess::Bpermute,
             "ds_add_u32" => DsAccess::AddU32 { returns: false },
             "ds_add_rtn_u32" => DsAccess::AddU32 { returns: true },
+            "ds_max_u32" => DsAccess::MaxU32,
             _ if m.starts_with("ds_load_2addr_") || m.starts_with("ds_store_2addr_") => {
                 DsAccess::Pair {
                     load: m.starts_with("ds_load"),
@@ -91,19 +94,42 @@ pub(super) fn ds(
     ctx: &mut Context<'_>,
 ) -> ExecResult<()> {
     let (w0, w1) = (inst.words[0], inst.words[1]);
+    let addr = bits(w1, 0, 8) as usize;
+    let access = access.ok_or_else(|| unimplemented(inst, ctx))?;
+    // each lane's address, read first (at most 64 lanes)
+    let mut bases = [0u32; 64];
+    let lanes = w.lanes.min(64);
+    bases[..lanes].copy_from_slice(&w.v[addr][..lanes]);
+    // gfx942: data and destination in accumulation registers (the address in a VGPR): the
+    // access runs on the accumulation registers in the vector registers' place
+    let acc = ctx.arch == Arch::Gfx942 && w0 >> 25 & 1 != 0;
+    if acc {
+        std::mem::swap(&mut w.v, &mut w.a);
+    }
+    let result = ds_with_bases(w, inst, access, ctx, &bases);
+    if acc {
+        std::mem::swap(&mut w.v, &mut w.a);
+    }
+    result
+}
+
+/// `ds` once the lanes' addresses (`bases`) are read: the data and destination registers are
+/// `w.v`'s.
+fn ds_with_bases(
+    w: &mut Wave,
+    inst: &Instruction,
+    access: DsAccess,
+    ctx: &mut Context<'_>,
+    bases: &[u32],
+) -> ExecResult<()> {
+    let (w0, w1) = (inst.words[0], inst.words[1]);
     let (offset0, offset1) = (bits(w0, 0, 8), bits(w0, 8, 8));
     let offset = offset0 | (offset1 << 8);
-    let (addr, data0, data1, vdst) = (
-        bits(w1, 0, 8) as usize,
+    let (data0, data1, vdst) = (
         bits(w1, 8, 8) as usize,
         bits(w1, 16, 8) as usize,
         bits(w1, 24, 8) as usize,
     );
-    if ctx.arch == Arch::Gfx942 && w0 >> 25 & 1 != 0 {
-        // data in accumulation registers: not yet
-        return Err(unimplemented(inst, ctx));
-    }
-    let access = access.ok_or_else(|| unimplemented(inst, ctx))?;
     let lanes = w.lanes;
     if let DsAccess::Bpermute = access {
         let source: Vec<u32> = (0..lanes)
@@ -111,7 +137,7 @@ pub(super) fn ds(
             .collect();
         for lane in 0..lanes {
             if w.active(lane) {
-                let from = (w.v[addr][lane].wrapping_add(offset) / 4) as usize % lanes;
+                let from = (bases[lane].wrapping_add(offset) / 4) as usize % lanes;
                 w.v[vdst][lane] = source[from];
             }
         }
@@ -123,7 +149,7 @@ pub(super) fn ds(
             continue;
         }
         // LDS addresses are 32-bit: an offset past 2^32 wraps
-        let base = w.v[addr][lane];
+        let base = bases[lane];
         let lds_read = |ctx: &Context<'_>, at: usize, n: usize| -> ExecResult<[u8; 16]> {
             let mut b = [0u8; 16];
             let src = ctx
@@ -146,6 +172,12 @@ pub(super) fn ds(
                 if returns {
                     w.v[vdst][lane] = old;
                 }
+            }
+            DsAccess::MaxU32 => {
+                let at = base.wrapping_add(offset) as usize;
+                let old = word(&lds_read(ctx, at, 4)?, 0);
+                let new = old.max(w.v[data0][lane]);
+                ctx.lds[at..at + 4].copy_from_slice(&new.to_le_bytes());
             }
             DsAccess::Pair {
                 load,
