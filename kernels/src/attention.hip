@@ -770,6 +770,7 @@ DEVICE void attention_split_matrix_impl(const T* q, const C* k, const C* v, cons
 // group's blocks to finish: each block, after writing its runs, takes a ticket (its writes made
 // visible first); the one that draws splits - 1 reads the others' runs (volatile: past this
 // multiprocessor's cache) and sets the ticket back to zero for the next launch.
+#define ATTN_COMBINE_BATCH 8
 template <typename T>
 DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32* tickets, u32 splits,
                               u32 head_dim, u32 heads, u32 kv_heads, u32 queries, u32 group) {
@@ -784,27 +785,45 @@ DEVICE void attn_combine_runs(const typename Acc<T>::type* partial, T* out, u32*
     __threadfence();
     const AttnGroup grp = attn_group(block_row, group, heads, kv_heads, queries);
     const A neg_inf = m_neg_inf((A)0);
-    // a thread a (row, dim): the rows' runs read side by side
+    // a thread a (row, dim); the runs in batches of ATTN_COMBINE_BATCH whose loads are in flight
+    // together (added in order: the result does not depend on the batching)
     for (u32 i = threadIdx.x; i < group * head_dim; i += blockDim.x) {
         const u32 g = i / head_dim, d = i % head_dim;
         const u64 row = attn_row(grp, g, heads, queries);
         const volatile A* p = partial + row * splits * (u64)(head_dim + 2);
         A m = neg_inf;
-        // unrolled: the runs' loads are independent, several in flight
-#pragma unroll 8
-        for (u32 r = 0; r < splits; ++r) {
-            const A mr = p[r * (head_dim + 2)];
-            m = mr > m ? mr : m;
+        for (u32 r0 = 0; r0 < splits; r0 += ATTN_COMBINE_BATCH) {
+            A mr[ATTN_COMBINE_BATCH];
+            // past the last run the last run is read again (no branch around the loads) and
+            // dropped
+#pragma unroll
+            for (u32 j = 0; j < ATTN_COMBINE_BATCH; ++j) {
+                const u32 r = r0 + j < splits ? r0 + j : splits - 1;
+                const A x = p[r * (head_dim + 2)];
+                mr[j] = r0 + j < splits ? x : neg_inf;
+            }
+#pragma unroll
+            for (u32 j = 0; j < ATTN_COMBINE_BATCH; ++j) m = mr[j] > m ? mr[j] : m;
         }
         A s = (A)0, acc = (A)0;
-#pragma unroll 8
-        for (u32 r = 0; r < splits; ++r) {
-            const volatile A* run = p + r * (head_dim + 2);
-            const A mr = run[0];
-            if (mr == neg_inf) continue;
-            const A f = m_exp(mr - m);
-            s += run[1] * f;
-            acc += run[2 + d] * f;
+        for (u32 r0 = 0; r0 < splits; r0 += ATTN_COMBINE_BATCH) {
+            A mr[ATTN_COMBINE_BATCH], sr[ATTN_COMBINE_BATCH], ar[ATTN_COMBINE_BATCH];
+#pragma unroll
+            for (u32 j = 0; j < ATTN_COMBINE_BATCH; ++j) {
+                const bool in = r0 + j < splits;
+                const volatile A* run = p + (in ? r0 + j : splits - 1) * (head_dim + 2);
+                const A x = run[0], y = run[1], z = run[2 + d];
+                mr[j] = in ? x : neg_inf;
+                sr[j] = y;
+                ar[j] = z;
+            }
+#pragma unroll
+            for (u32 j = 0; j < ATTN_COMBINE_BATCH; ++j) {
+                if (mr[j] == neg_inf) continue;
+                const A f = m_exp(mr[j] - m);
+                s += sr[j] * f;
+                acc += ar[j] * f;
+            }
         }
         out[row * head_dim + d] = cvt<T>(acc / s);
     }
