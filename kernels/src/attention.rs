@@ -22,11 +22,7 @@ pub const MODULE: KernelModule = KernelModule {
         },
         // the grouped split on the matrix units over a cache of the queries' 16-bit dtype
         EntryGroup {
-            ops: &[
-                MATRIX[0].1 .0,
-                MATRIX[1].1 .0,
-                MATRIX[2].1 .0,
-            ],
+            ops: &[MATRIX[0].1 .0, MATRIX[1].1 .0, MATRIX[2].1 .0],
             dtypes: &["bf16", "f16"],
         },
         // f32 queries over a 16-bit cache: `<op>_cache_<cache dtype>` (CACHE_OPS)

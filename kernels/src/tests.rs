@@ -76,7 +76,10 @@ fn attention_constants_match_the_kernel_source() {
             );
         }
         // one warp fits AMD's workgroups at every width, with q in two parts
-        assert!(attention::matrix_shared_bytes(dmax, 2, 1) <= 64 << 10, "{dmax}");
+        assert!(
+            attention::matrix_shared_bytes(dmax, 2, 1) <= 64 << 10,
+            "{dmax}"
+        );
     }
     assert_eq!(define("ATTN_ALL"), attention::MODE_ALL);
     assert_eq!(define("ATTN_CAUSAL"), attention::MODE_CAUSAL);

