@@ -135,21 +135,20 @@ fn ds_with_bases(
         let source: Vec<u32> = (0..lanes)
             .map(|l| if w.active(l) { w.v[data0][l] } else { 0 })
             .collect();
-        for lane in 0..lanes {
+        for (lane, &base) in bases.iter().enumerate().take(lanes) {
             if w.active(lane) {
-                let from = (bases[lane].wrapping_add(offset) / 4) as usize % lanes;
+                let from = (base.wrapping_add(offset) / 4) as usize % lanes;
                 w.v[vdst][lane] = source[from];
             }
         }
         return Ok(());
     }
     let exec = w.exec();
-    for lane in 0..lanes {
+    for (lane, &base) in bases.iter().enumerate().take(lanes) {
         if exec >> lane & 1 == 0 {
             continue;
         }
         // LDS addresses are 32-bit: an offset past 2^32 wraps
-        let base = bases[lane];
         let lds_read = |ctx: &Context<'_>, at: usize, n: usize| -> ExecResult<[u8; 16]> {
             let mut b = [0u8; 16];
             let src = ctx
