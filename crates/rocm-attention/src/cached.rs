@@ -232,17 +232,31 @@ fn heads_a_block(group: usize, most: u32) -> usize {
 }
 
 /// The matrix form's block for heads of `head_dim` elements under queries of `dtype`: (the
-/// widest head of its entry, warps) with as many warps as fit `budget` bytes of shared memory
-/// (at least one), or `None` where no entry takes the width.
-fn matrix_block(head_dim: usize, dtype: DType, budget: u32) -> Option<(u32, u32)> {
+/// widest head of its entry, warps, shared bytes) with as many warps as fit `budget` bytes of
+/// shared memory (at least one), or `None` where no entry takes the width.
+fn matrix_block(head_dim: usize, dtype: DType, budget: u32) -> Option<(u32, u32, u32)> {
     use kernels::attention as abi;
     let (dmax, _) = abi::MATRIX.iter().find(|(d, _)| head_dim <= *d as usize)?;
+    // f32 queries are carried in two 16-bit parts
     let q_parts = if dtype == DType::F32 { 2 } else { 1 };
+    let shared = |w| abi::matrix_shared_bytes(*dmax, q_parts, w);
     let warps = (1..=abi::MATRIX_MAX_WARPS)
         .rev()
-        .find(|&w| abi::matrix_shared_bytes(*dmax, q_parts, w) <= budget)
+        .find(|&w| shared(w) <= budget)
         .unwrap_or(1);
-    Some((*dmax, warps))
+    Some((*dmax, warps, shared(warps)))
+}
+
+/// A matrix-form launch: its entry's widest head, warps a block, shared bytes a block, the runs
+/// (`matrix_runs`) and whether Auto takes it (`matrix_worth`).
+#[derive(Debug, Clone, Copy)]
+struct MatrixPlan {
+    dmax: u32,
+    warps: u32,
+    shared: u32,
+    run_keys: usize,
+    splits: usize,
+    worth: bool,
 }
 
 /// Whether [`AttentionPath::Auto`] takes the matrix form: its launch has at least three waves'
@@ -358,24 +372,17 @@ pub fn cached_attention_via(
     // the matrix form's block and runs, where it takes the cache: 16-bit, heads of whole
     // 16-byte packs at aligned addresses, a device with matrix units
     let matrix_group = heads_a_block(heads / kv_heads, abi::MATRIX_ROWS);
-    let aligned = [&kc, &vc]
-        .iter()
-        .map(|x| x.ptr().map(|p| p.addr % 16 == 0))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .all(|a| a);
+    let aligned = kc.ptr()?.addr % 16 == 0 && vc.ptr()?.addr % 16 == 0;
     let matrix = (matches!(k.dtype, DType::BF16 | DType::F16)
         && head_dim % 8 == 0
         && aligned
         && device.info().matrix_units())
     .then(|| matrix_block(head_dim, dtype, budget))
     .flatten()
-    .map(|(dmax, warps)| {
+    .map(|(dmax, warps, shared)| {
         let tile = (abi::MATRIX_KEYS * warps) as usize;
-        let q_parts = if dtype == DType::F32 { 2 } else { 1 };
-        let shared = abi::matrix_shared_bytes(dmax, q_parts, warps) as usize;
         // blocks a multiprocessor holds at once, by shared memory
-        let resident = (device.info().shared_mem_per_block / shared).clamp(1, 8);
+        let resident = (device.info().shared_mem_per_block / shared as usize).clamp(1, 8);
         let wave = resident * sms;
         let block_rows = rows / matrix_group;
         let (run_keys, splits) = matrix_runs(cache_len, tile, block_rows, wave);
@@ -384,7 +391,14 @@ pub fn cached_attention_via(
             splits * matrix_group,
             wave,
         );
-        (dmax, warps, run_keys, splits, worth)
+        MatrixPlan {
+            dmax,
+            warps,
+            shared,
+            run_keys,
+            splits,
+            worth,
+        }
     });
     let grouped = |group: usize, splits: usize| {
         group > 1 && 4 * (rows / group) >= sms && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES
@@ -392,7 +406,7 @@ pub fn cached_attention_via(
     let path = match path {
         AttentionPath::Auto
             if matrix.is_some_and(|m| {
-                matrix_group > 1 && m.4 && partial_bytes(m.3) <= GROUPED_PARTIAL_BYTES
+                matrix_group > 1 && m.worth && partial_bytes(m.splits) <= GROUPED_PARTIAL_BYTES
             }) =>
         {
             AttentionPath::MatrixSplit
@@ -451,47 +465,44 @@ pub fn cached_attention_via(
     }
     // (rows, splits, head_dim + 2) runs in the accumulator type (f64 for f64, else f32),
     // combined into the output by each group's last block (a ticket a group of rows)
-    let (entry, config) =
-        if let (AttentionPath::MatrixSplit, Some((dmax, warps, run_keys, splits, _))) =
-            (path, matrix)
-        {
-            let entry = abi::split_matrix(dmax, cache)
-                .ok_or_else(|| shape_error(format!("no matrix-form entry for heads of {dmax}")))?;
-            let block_rows = rows / matrix_group;
-            params.group = matrix_group as u32;
-            params.tile_keys = abi::MATRIX_KEYS;
-            params.run_keys = fit("run_keys", run_keys)?;
-            let q_parts = if dtype == DType::F32 { 2 } else { 1 };
-            let config = LaunchConfig {
-                grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
-                block: [warps * warp, 1, 1],
-                shared_mem_bytes: abi::matrix_shared_bytes(dmax, q_parts, warps),
-            };
-            (entry, config)
-        } else if path == AttentionPath::GroupedSplit {
-            let (threads, tile_keys, shared_mem_bytes) = block;
-            let block_rows = rows / group;
-            params.group = group as u32;
-            params.tile_keys = tile_keys as u32;
-            params.run_keys = fit("run_keys", run_keys)?;
-            let config = LaunchConfig {
-                grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
-                block: [threads, 1, 1],
-                shared_mem_bytes,
-            };
-            (kernels::attention::split_grouped(cache), config)
-        } else {
-            let config = LaunchConfig {
-                grid: [
-                    fit("rows", rows)?,
-                    fit("splits", cache_len.div_ceil(split_keys))?,
-                    1,
-                ],
-                block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
-                shared_mem_bytes: 0,
-            };
-            (kernels::attention::split(cache), config)
+    let (entry, config) = if let (AttentionPath::MatrixSplit, Some(plan)) = (path, matrix) {
+        let dmax = plan.dmax;
+        let entry = abi::split_matrix(dmax, cache)
+            .ok_or_else(|| shape_error(format!("no matrix-form entry for heads of {dmax}")))?;
+        let block_rows = rows / matrix_group;
+        params.group = matrix_group as u32;
+        params.tile_keys = abi::MATRIX_KEYS;
+        params.run_keys = fit("run_keys", plan.run_keys)?;
+        let config = LaunchConfig {
+            grid: [fit("rows", block_rows)?, fit("splits", plan.splits)?, 1],
+            block: [plan.warps * warp, 1, 1],
+            shared_mem_bytes: plan.shared,
         };
+        (entry, config)
+    } else if path == AttentionPath::GroupedSplit {
+        let (threads, tile_keys, shared_mem_bytes) = block;
+        let block_rows = rows / group;
+        params.group = group as u32;
+        params.tile_keys = tile_keys as u32;
+        params.run_keys = fit("run_keys", run_keys)?;
+        let config = LaunchConfig {
+            grid: [fit("rows", block_rows)?, fit("splits", splits)?, 1],
+            block: [threads, 1, 1],
+            shared_mem_bytes,
+        };
+        (kernels::attention::split_grouped(cache), config)
+    } else {
+        let config = LaunchConfig {
+            grid: [
+                fit("rows", rows)?,
+                fit("splits", cache_len.div_ceil(split_keys))?,
+                1,
+            ],
+            block: [split_threads(head_dim, k.dtype.size_in_bytes(), warp), 1, 1],
+            shared_mem_bytes: 0,
+        };
+        (kernels::attention::split(cache), config)
+    };
     let partial = device.alloc(partial_bytes(config.grid[1] as usize))?;
     let tickets = device.tickets(config.grid[0] as usize)?;
     params.partial = partial.ptr();
@@ -751,15 +762,20 @@ mod tests {
     fn matrix_blocks_take_the_warps_that_fit() {
         let budget = kernels::attention::GROUP_SHARED_BYTES;
         // heads of 64: four warps; 128: three (two under f32 queries, q in two parts); 256: one
-        assert_eq!(matrix_block(64, DType::BF16, budget), Some((64, 4)));
-        assert_eq!(matrix_block(80, DType::F16, budget), Some((128, 3)));
-        assert_eq!(matrix_block(128, DType::F32, budget), Some((128, 3)));
-        assert_eq!(matrix_block(256, DType::F32, budget), Some((256, 1)));
-        assert_eq!(matrix_block(264, DType::F32, budget), None);
+        let shape = |hd, dtype| matrix_block(hd, dtype, budget).map(|(d, w, _)| (d, w));
+        assert_eq!(shape(64, DType::BF16), Some((64, 4)));
+        assert_eq!(shape(80, DType::F16), Some((128, 3)));
+        assert_eq!(shape(128, DType::F32), Some((128, 3)));
+        assert_eq!(shape(256, DType::F32), Some((256, 1)));
+        assert_eq!(shape(264, DType::F32), None);
         for (hd, dtype) in [(64, DType::F32), (128, DType::BF16), (256, DType::F16)] {
-            let (dmax, warps) = matrix_block(hd, dtype, budget).unwrap();
+            let (dmax, warps, shared) = matrix_block(hd, dtype, budget).unwrap();
             let parts = if dtype == DType::F32 { 2 } else { 1 };
-            assert!(kernels::attention::matrix_shared_bytes(dmax, parts, warps) <= budget);
+            assert_eq!(
+                shared,
+                kernels::attention::matrix_shared_bytes(dmax, parts, warps)
+            );
+            assert!(shared <= budget);
         }
     }
 }
