@@ -12,47 +12,110 @@ use rocm_kernels as kernels;
 /// CDNA (wave64) and RDNA (wave32) targets.
 const ARCHS: [&str; 4] = ["gfx90a", "gfx942", "gfx1100", "gfx1201"];
 
+/// The archs a child process of `every_module_compiles_through_hiprtc_for_wave64_and_wave32`
+/// compiles (comma list); unset in the parent.
+const CHILD_ARCHS_ENV: &str = "CANDLE_ROCM_AMD_TIER_ARCHS";
+
 #[test]
 fn every_module_compiles_through_hiprtc_for_wave64_and_wave32() {
+    if let Ok(archs) = std::env::var(CHILD_ARCHS_ENV) {
+        return archs.split(',').for_each(every_module_compiles_for);
+    }
     let version = Platform::Amd
         .compiler_version()
         .expect("hiprtc must load in the AMD tier");
     println!("compiler: {version}");
-    for arch in ARCHS {
-        for module in common::tier_modules() {
-            let compiled = compile_for_arch(Platform::Amd, module, arch, &[], None)
-                .unwrap_or_else(|e| panic!("{} for {arch}: {e}", module.name));
-            assert!(
-                common::is_elf(&compiled.image),
-                "{} for {arch}: not an ELF code object",
-                module.name
-            );
-            let (missing, unlisted) =
-                rocm_device::code_object::compare_with_table(module, &compiled.image).unwrap();
-            assert!(
-                missing.is_empty(),
-                "{} for {arch} lacks {missing:?}",
-                module.name
-            );
-            assert!(
-                unlisted.is_empty(),
-                "{} for {arch} exports kernels its table does not list: {unlisted:?}",
-                module.name
-            );
-            // kept for the emulator's tier, which loads and decodes them
-            if let Some(dir) = std::env::var_os("CANDLE_ROCM_CODE_OBJECT_DIR") {
-                let dir = std::path::Path::new(&dir).join(arch);
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join(format!("{}.co", module.name)), &compiled.image).unwrap();
+    // hiprtc compiles one program at a time in a process (threads do not overlap): the archs
+    // go to child processes, one a core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let groups: Vec<Vec<&str>> = (0..cores.min(ARCHS.len()))
+        .map(|g| ARCHS.iter().copied().skip(g).step_by(cores).collect())
+        .collect();
+    // argv[0]: the chroot has no /proc for current_exe
+    let exe = std::env::current_exe()
+        .ok()
+        .or_else(|| std::env::args_os().next().map(Into::into))
+        .expect("the test binary's path");
+    let children: Vec<_> = groups
+        .iter()
+        .map(|archs| {
+            let child = std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "every_module_compiles_through_hiprtc_for_wave64_and_wave32",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ARCHS_ENV, archs.join(","))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting the child for {archs:?}: {e}"));
+            (archs, child)
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for (archs, child) in children {
+        let out = child.wait_with_output().unwrap();
+        // the child's own lines: its libtest summary would count twice in the tier's sum
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        for line in stdout.lines() {
+            let line = line.rsplit(" ... ").next().unwrap_or(line);
+            let framing = line.is_empty()
+                || line == "ok"
+                || line.starts_with("running ")
+                || line.contains("test result:");
+            if !framing {
+                println!("{line}");
             }
-            println!(
-                "AMD tier: {arch:8} {:10} {:4} entry points {:8} bytes {:6.0} ms",
-                module.name,
-                module.entry_points().count(),
-                compiled.image.len(),
-                compiled.elapsed.as_secs_f64() * 1e3
-            );
         }
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            failed.push(archs.join(","));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "the compiles for {failed:?} failed (above)"
+    );
+}
+
+/// Every tier module through hiprtc for `arch`: an ELF code object exporting exactly the
+/// module's table.
+fn every_module_compiles_for(arch: &str) {
+    for module in common::tier_modules() {
+        let compiled = compile_for_arch(Platform::Amd, module, arch, &[], None)
+            .unwrap_or_else(|e| panic!("{} for {arch}: {e}", module.name));
+        assert!(
+            common::is_elf(&compiled.image),
+            "{} for {arch}: not an ELF code object",
+            module.name
+        );
+        let (missing, unlisted) =
+            rocm_device::code_object::compare_with_table(module, &compiled.image).unwrap();
+        assert!(
+            missing.is_empty(),
+            "{} for {arch} lacks {missing:?}",
+            module.name
+        );
+        assert!(
+            unlisted.is_empty(),
+            "{} for {arch} exports kernels its table does not list: {unlisted:?}",
+            module.name
+        );
+        // kept for the emulator's tier, which loads and decodes them
+        if let Some(dir) = std::env::var_os("CANDLE_ROCM_CODE_OBJECT_DIR") {
+            let dir = std::path::Path::new(&dir).join(arch);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("{}.co", module.name)), &compiled.image).unwrap();
+        }
+        println!(
+            "AMD tier: {arch:8} {:10} {:4} entry points {:8} bytes {:6.0} ms",
+            module.name,
+            module.entry_points().count(),
+            compiled.image.len(),
+            compiled.elapsed.as_secs_f64() * 1e3
+        );
     }
 }
 
