@@ -269,6 +269,28 @@ DEVICE void scale_min_k4(int j, const u8* q, int& d, int& m) {
     }
 }
 
+// Q4_K's and Q5_K's other fields (d, dmin, scales[12]: 16 bytes, 16-byte aligned in the
+// device layout) in one load: sub-block j's 6-bit scale and min as scale_min_k4 reads them, and
+// the two f16 factors.
+struct K4Head {
+    QBytes16 h;
+    DEVICE explicit K4Head(const u8* m) : h(q_ld128(m)) {}
+    // byte i of word w of the scales (word 0: scales[0..4), 1: [4..8), 2: [8..12))
+    DEVICE u32 sc(int w, int i) const { return (h.w[1 + w] >> (8 * i)) & 0xffu; }
+    DEVICE void scale_min(int j, int& d, int& m) const {
+        if (j < 4) {
+            d = (int)(sc(0, j) & 63);
+            m = (int)(sc(1, j) & 63);
+        } else {
+            const int i = j - 4;
+            d = (int)((sc(2, i) & 15) | ((sc(0, i) >> 6) << 4));
+            m = (int)((sc(2, i) >> 4) | ((sc(1, i) >> 6) << 4));
+        }
+    }
+    DEVICE float d() const { f16_t v; v.bits = (u16)(h.w[0] & 0xffffu); return f16_to_f32(v); }
+    DEVICE float dmin() const { f16_t v; v.bits = (u16)(h.w[0] >> 16); return f16_to_f32(v); }
+};
+
 struct Q4K {  // quants: qs[128]; other fields: d, dmin, scales[12]
     static constexpr int BLOCK = 256, BYTES = 144, QSTART = 16, QBYTES = 128;
     DEVICE static float value(QBlock b, int i) {
@@ -287,9 +309,10 @@ struct Q4K {  // quants: qs[128]; other fields: d, dmin, scales[12]
         q_ld256(b.q + j64 * 32, v);
 #pragma unroll
         for (int i = 0; i < 8; ++i) o.q[i] = (int)((v[i] >> (4 * hi)) & 0x0f0f0f0fu);
+        const K4Head head(b.m);
         int sc, m;
-        scale_min_k4(s, b.m + 4, sc, m);
-        o.same(q_f16(b.m) * (float)sc, -q_f16(b.m + 2) * (float)m);
+        head.scale_min(s, sc, m);
+        o.same(head.d() * (float)sc, -head.dmin() * (float)m);
     }
 };
 
@@ -318,9 +341,10 @@ struct Q5K {  // quants: qh[32], qs[128]; other fields: d, dmin, scales[12]
             const u32 h = (hv[i] >> (2 * j64 + hi)) & 0x01010101u;
             o.q[i] = (int)(lo | (h << 4));
         }
+        const K4Head head(b.m);
         int sc, m;
-        scale_min_k4(s, b.m + 4, sc, m);
-        o.same(q_f16(b.m) * (float)sc, -q_f16(b.m + 2) * (float)m);
+        head.scale_min(s, sc, m);
+        o.same(head.d() * (float)sc, -head.dmin() * (float)m);
     }
 };
 
@@ -1263,6 +1287,9 @@ struct MmqOut {
 // before it writes any to shared memory (its loads in flight together), and reads the next step's
 // while the matrix units work on this one's.
 #define MMQ_UNITS (MMQ_BM * MMQ_KSUBS / (MMQ_WARPS * 32))
+// A thread's units come in pairs: one row's sub-blocks 2p and 2p + 1 (the K-quants keep such
+// a pair's quants in the same bytes, and a block's scales once: read once for both).
+static_assert(MMQ_UNITS % 2 == 0 && MMQ_KSUBS % 2 == 0, "units are staged in pairs");
 static_assert(MMQ_BM == MMQ_BN, "a thread stages as many weight units as activation units");
 // A row's four scales of one sub-block in shared memory, read and written as one 16 bytes.
 struct alignas(16) MmqScales { float v[4]; };
@@ -1273,9 +1300,17 @@ struct MmqStaged {
     u32 rec[MMQ_UNITS][2];
 };
 
-// Whether round i has no units left for a block of MMQ_WARPS warps (decided when the kernel
-// is compiled: warpSize is a constant of the target).
-DEVICE bool mmq_round_idle(int i) { return (u32)i * MMQ_WARPS * warpSize >= MMQ_BM * MMQ_KSUBS; }
+// Whether unit i's round of pairs has none left for a block of MMQ_WARPS warps (decided when
+// the kernel is compiled: warpSize is a constant of the target).
+DEVICE bool mmq_round_idle(int i) { return (u32)(i / 2) * MMQ_WARPS * warpSize >= MMQ_BM * MMQ_KSUBS / 2; }
+// This thread's unit i: its row of the tile and sub-block of the k step; false where the
+// round has more threads than pairs (64-lane warps), whole warps of them.
+DEVICE bool mmq_unit(int i, u32& row, u32& sub) {
+    const u32 pair = threadIdx.x + (u32)(i / 2) * blockDim.x;
+    row = pair / (MMQ_KSUBS / 2);
+    sub = 2 * (pair % (MMQ_KSUBS / 2)) + (u32)(i % 2);
+    return pair < MMQ_BM * MMQ_KSUBS / 2;
+}
 
 // Reads the units of the k step from sub-block s0 into `st`. A weight unit past the rows or k
 // reads the nearest real one instead (no branch around the loads; the write zeroes it).
@@ -1286,10 +1321,23 @@ DEVICE void mmq_read(MmqStaged& st, const u8* w, u64 total, u64 w_block0, u64 n,
 #pragma unroll
     for (int i = 0; i < MMQ_UNITS; ++i) {
         if (mmq_round_idle(i)) break;
-        const u32 u = threadIdx.x + i * blockDim.x, row = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
+        u32 row, sub;
+        if (!mmq_unit(i, row, sub)) break;
         const u64 s = s0 + sub < s_end ? s0 + sub : s_end - 1;
         const u64 r = r0 + row < n ? r0 + row : n - 1;
-        Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), st.w[i]);
+        if (Q::SUBS % 2 == 0) {
+            // a pair of one block (k steps of whole pairs: s_end is even): its bytes read once,
+            // at the even unit
+            if (i % 2 == 0) {
+                const u64 se = s0 + sub + 1 < s_end ? s0 + sub : s_end - 2;
+                const QBlock b = q_block<Q>(w, total, w_block0 + r * blocks_per_row + se / Q::SUBS);
+                const int j = (int)(se % Q::SUBS) & ~1;
+                Q::sub(b, j, st.w[i]);
+                Q::sub(b, j | 1, st.w[i + 1]);
+            }
+        } else {
+            Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), st.w[i]);
+        }
         // rows past the block's activations read nothing (whole warps of them where there are
         // fewer than MMQ_BN: the write zeroes them)
         if (row < cols.count) {
@@ -1329,7 +1377,8 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
 #pragma unroll
         for (int i = 0; i < MMQ_UNITS; ++i) {
             if (mmq_round_idle(i)) break;
-            const u32 u = tid + i * blockDim.x, row = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
+            u32 row, sub;
+            if (!mmq_unit(i, row, sub)) break;
             const bool in_k = s0 + sub < s_end;
             // the weight row's sub-block, its quants less the type's offset as signed bytes (two
             // 16-byte stores: a quarter warp's on distinct banks)
