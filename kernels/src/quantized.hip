@@ -26,6 +26,11 @@ DEVICE float q_f16(const u8* p) {
     h.bits = *(const u16*)p;  // every f16 field of a block is 2-byte aligned
     return f16_to_f32(h);
 }
+DEVICE float q_f16_bits(u32 bits) {
+    f16_t h;
+    h.bits = (u16)bits;
+    return f16_to_f32(h);
+}
 DEVICE u32 q_u32(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24); }
 
 // The activation schemes of the integer dot products (see quantize_q8).
@@ -203,9 +208,11 @@ struct Q2K {  // quants: scales[16], qs[64]; other fields: d, dmin
         q_ld256(b.q + 16 + chunk * 32, v);
 #pragma unroll
         for (int i = 0; i < 8; ++i) o.q[i] = (int)((v[i] >> (2 * j)) & 0x03030303u);
-        const float d = q_f16(b.m), dmin = q_f16(b.m + 2);
+        // d and dmin in one load (the 4-byte fields are 4-byte aligned), the halves' scales in one
+        const u32 dm = q_ld32<4>(b.m), scs = *(const u16*)(b.q + chunk * 8 + j * 2);
+        const float d = q_f16_bits(dm & 0xffffu), dmin = q_f16_bits(dm >> 16);
         for (int h = 0; h < 2; ++h) {
-            const int sc = b.q[chunk * 8 + j * 2 + h];
+            const int sc = (int)((scs >> (8 * h)) & 0xffu);
             o.a[h] = d * (float)(sc & 15);
             o.b[h] = -dmin * (float)(sc >> 4);
         }
@@ -216,7 +223,7 @@ struct Q3K {  // quants: hmask[32], qs[64]; other fields: scales[12], d
     static constexpr int BLOCK = 256, BYTES = 110, QSTART = 0, QBYTES = 96;
     // The 6-bit scale `is`, unpacked from the 12 packed bytes as ggml does.
     DEVICE static int scale(const u8* s, int is) {
-        const u32 a0 = q_u32(s), a1 = q_u32(s + 4), tmp = q_u32(s + 8);
+        const u32 a0 = q_ld32<2>(s), a1 = q_ld32<2>(s + 4), tmp = q_ld32<2>(s + 8);
         const u32 k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
         u32 aux;
         switch (is >> 2) {
@@ -287,8 +294,8 @@ struct K4Head {
             m = (int)((sc(2, i) >> 4) | ((sc(1, i) >> 6) << 4));
         }
     }
-    DEVICE float d() const { f16_t v; v.bits = (u16)(h.w[0] & 0xffffu); return f16_to_f32(v); }
-    DEVICE float dmin() const { f16_t v; v.bits = (u16)(h.w[0] >> 16); return f16_to_f32(v); }
+    DEVICE float d() const { return q_f16_bits(h.w[0] & 0xffffu); }
+    DEVICE float dmin() const { return q_f16_bits(h.w[0] >> 16); }
 };
 
 struct Q4K {  // quants: qs[128]; other fields: d, dmin, scales[12]
@@ -375,8 +382,9 @@ struct Q6K {  // quants: ql[128], qh[64]; other fields: scales[16] (i8), d
             o.q[i] = (int)(lo | (h << 4));
         }
         const float d = q_f16(b.m + 16);
+        const u32 scs = *(const u16*)(b.m + 8 * idx + 2 * part);
         for (int h = 0; h < 2; ++h) {
-            o.a[h] = d * (float)(i8)b.m[8 * idx + h + 2 * part];
+            o.a[h] = d * (float)(i8)(u8)(scs >> (8 * h));
             o.b[h] = -32.0f * o.a[h];
         }
     }
@@ -1287,9 +1295,6 @@ struct MmqOut {
 // before it writes any to shared memory (its loads in flight together), and reads the next step's
 // while the matrix units work on this one's.
 #define MMQ_UNITS (MMQ_BM * MMQ_KSUBS / (MMQ_WARPS * 32))
-// A thread's units come in pairs: one row's sub-blocks 2p and 2p + 1 (the K-quants keep such
-// a pair's quants in the same bytes, and a block's scales once: read once for both).
-static_assert(MMQ_UNITS % 2 == 0 && MMQ_KSUBS % 2 == 0, "units are staged in pairs");
 static_assert(MMQ_BM == MMQ_BN, "a thread stages as many weight units as activation units");
 // A row's four scales of one sub-block in shared memory, read and written as one 16 bytes.
 struct alignas(16) MmqScales { float v[4]; };
@@ -1300,17 +1305,9 @@ struct MmqStaged {
     u32 rec[MMQ_UNITS][2];
 };
 
-// Whether unit i's round of pairs has none left for a block of MMQ_WARPS warps (decided when
-// the kernel is compiled: warpSize is a constant of the target).
-DEVICE bool mmq_round_idle(int i) { return (u32)(i / 2) * MMQ_WARPS * warpSize >= MMQ_BM * MMQ_KSUBS / 2; }
-// This thread's unit i: its row of the tile and sub-block of the k step; false where the
-// round has more threads than pairs (64-lane warps), whole warps of them.
-DEVICE bool mmq_unit(int i, u32& row, u32& sub) {
-    const u32 pair = threadIdx.x + (u32)(i / 2) * blockDim.x;
-    row = pair / (MMQ_KSUBS / 2);
-    sub = 2 * (pair % (MMQ_KSUBS / 2)) + (u32)(i % 2);
-    return pair < MMQ_BM * MMQ_KSUBS / 2;
-}
+// Whether round i has no units left for a block of MMQ_WARPS warps (decided when the kernel
+// is compiled: warpSize is a constant of the target).
+DEVICE bool mmq_round_idle(int i) { return (u32)i * MMQ_WARPS * warpSize >= MMQ_BM * MMQ_KSUBS; }
 
 // Reads the units of the k step from sub-block s0 into `st`. A weight unit past the rows or k
 // reads the nearest real one instead (no branch around the loads; the write zeroes it).
@@ -1321,23 +1318,10 @@ DEVICE void mmq_read(MmqStaged& st, const u8* w, u64 total, u64 w_block0, u64 n,
 #pragma unroll
     for (int i = 0; i < MMQ_UNITS; ++i) {
         if (mmq_round_idle(i)) break;
-        u32 row, sub;
-        if (!mmq_unit(i, row, sub)) break;
+        const u32 u = threadIdx.x + i * blockDim.x, row = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
         const u64 s = s0 + sub < s_end ? s0 + sub : s_end - 1;
         const u64 r = r0 + row < n ? r0 + row : n - 1;
-        if (Q::SUBS % 2 == 0) {
-            // a pair of one block (k steps of whole pairs: s_end is even): its bytes read once,
-            // at the even unit
-            if (i % 2 == 0) {
-                const u64 se = s0 + sub + 1 < s_end ? s0 + sub : s_end - 2;
-                const QBlock b = q_block<Q>(w, total, w_block0 + r * blocks_per_row + se / Q::SUBS);
-                const int j = (int)(se % Q::SUBS) & ~1;
-                Q::sub(b, j, st.w[i]);
-                Q::sub(b, j | 1, st.w[i + 1]);
-            }
-        } else {
-            Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), st.w[i]);
-        }
+        Q::sub(q_block<Q>(w, total, w_block0 + r * blocks_per_row + s / Q::SUBS), (int)(s % Q::SUBS), st.w[i]);
         // rows past the block's activations read nothing (whole warps of them where there are
         // fewer than MMQ_BN: the write zeroes them)
         if (row < cols.count) {
@@ -1377,8 +1361,7 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
 #pragma unroll
         for (int i = 0; i < MMQ_UNITS; ++i) {
             if (mmq_round_idle(i)) break;
-            u32 row, sub;
-            if (!mmq_unit(i, row, sub)) break;
+            const u32 u = tid + i * blockDim.x, row = u / MMQ_KSUBS, sub = u % MMQ_KSUBS;
             const bool in_k = s0 + sub < s_end;
             // the weight row's sub-block, its quants less the type's offset as signed bytes (two
             // 16-byte stores: a quarter warp's on distinct banks)
