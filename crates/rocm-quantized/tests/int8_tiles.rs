@@ -6,7 +6,9 @@
 //!   v_wmma_i32_16x16x16_iu8), against `a b + c` exactly (integers): under `--wave64` and
 //!   `--amd-shim` the MFMA instruction is compat.h's emulation, held to AMD's layout here; on
 //!   the ISA emulator AMD's own instructions run;
-//! - the tile operation the kernels use (`mma_i8_16x16x32` with its loads from shared memory).
+//! - the tile operation the kernels use (`mma_i8_16x16x32` with its loads from shared memory);
+//! - the products built on them and on the integer dot products, for every block type at a
+//!   size the ISA emulator runs in seconds (the GPU suite's `gpu` target covers the sizes).
 //!
 //! Values span all of i8 (-128..=127), so a sign or byte-order mistake shows, and the sums are
 //! exact in i32: any difference is a fault.
@@ -16,7 +18,9 @@ use rocm_device::{DType, Device, LaunchArgs, Platform};
 use rocm_kernels::matrix::{self, IntRegisters, IntTile};
 use rocm_kernels::MATRIX;
 use rocm_test_support::mma::{one_warp, rdna_wmma, Model};
-use rocm_test_support::{device, download, values};
+use rocm_test_support::{device, download, upload, values};
+
+mod common;
 
 fn models() -> Vec<Model> {
     vec![
@@ -264,4 +268,76 @@ fn the_int8_tile_operation_multiplies_exactly() {
         );
         assert_eq!(wrong, 0, "got {:?}, want {:?}", &got[..16], &want[..16]);
     }
+}
+
+#[test]
+fn products_of_every_block_type_match_the_cpu_qmatmul() {
+    // One token (the integer mat-vec, x quantized in its launch: the decode step's product)
+    // and nine (the int8 matrix-unit product's fewest) by 5 weight rows (a partial tile) of
+    // one 256-value row of k: each type's unpacking of its quants and scales. Against
+    // Candle's CPU QMatMul, to f32 rounding of the scaled integer sums (the `gpu` target's
+    // bound).
+    use candle_core::{Device as Cpu, Module, Tensor};
+    use rand::{Rng, SeedableRng};
+    use rocm_quantized::{self as rq, GgmlType, Layout, MatmulPath, Operand, QWeights};
+    let d = device();
+    let blas = rocm_blas::Blas::new(&d).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let (n, k) = (5, 256);
+    let mut checked = 0;
+    for ty in GgmlType::ALL.into_iter().filter(|t| t.is_block()) {
+        let q = common::quantized(ty, n, k, 7 + checked);
+        let blocks = rq::upload(&d, ty, &q.data().unwrap()).unwrap();
+        let cpu = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
+        let w = QWeights {
+            buffer: &blocks,
+            ty,
+            rows: n,
+            k,
+        };
+        let paths = [
+            (
+                1,
+                MatmulPath::Integer {
+                    warps_per_row: 0,
+                    fused: true,
+                },
+            ),
+            (9, MatmulPath::Mmq),
+        ];
+        for (m, path) in paths {
+            if path == MatmulPath::Mmq && !d.info().matrix_units() {
+                continue;
+            }
+            let xs: Vec<f32> = (0..m * k)
+                .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+                .collect();
+            let x = Tensor::from_vec(xs.clone(), (m, k), &Cpu::Cpu).unwrap();
+            let want: Vec<f32> = cpu
+                .forward(&x)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let scale = want.iter().fold(1e-3f32, |a, v| a.max(v.abs()));
+            let xb = upload(&d, &x);
+            let xl = Layout::contiguous(&[m, k]);
+            let got = rq::matmul_via(&blas, w, Operand::new(&xb, DType::F32, &xl), path).unwrap();
+            let got = values(&download(&d, &got), DType::F32);
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - f64::from(*w)).abs() <= 1e-5 * f64::from(scale),
+                    "{ty} {path:?} ({m}, {n}, {k}) at {i}: {g} vs {w}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    println!(
+        "{}: quantized products of every block type: {checked} cases",
+        d.info().arch
+    );
+    assert!(checked >= 12, "only {checked} cases ran");
 }
