@@ -23,7 +23,14 @@ struct Tally {
 }
 
 impl Tally {
-    fn tier(&mut self, name: &str, outcome: TierOutcome) {
+    /// Runs a tier and records its outcome and wall time (what CI's duration is made of).
+    fn run(&mut self, name: &str, tier: impl FnOnce() -> TierOutcome) {
+        let start = std::time::Instant::now();
+        let outcome = tier();
+        self.tier(name, outcome, start.elapsed().as_secs());
+    }
+
+    fn tier(&mut self, name: &str, outcome: TierOutcome, seconds: u64) {
         let line = match outcome {
             TierOutcome::Ran { passed, failed } => {
                 self.passed += passed;
@@ -36,6 +43,7 @@ impl Tally {
             }
             TierOutcome::Skipped(why) => format!("{name}: skipped ({why})"),
         };
+        let line = format!("{line} [{seconds} s]");
         println!("\n>>> {line}\n");
         self.lines.push(line);
     }
@@ -199,10 +207,9 @@ type OptionalTier = (&'static str, &'static str, bool, fn() -> TierOutcome);
 pub fn test(skips: &Skips) -> Result<bool, String> {
     let mut tally = Tally::default();
     // (a) unit tests of the whole workspace
-    tally.tier(
-        "unit (cargo test --workspace)",
-        outcome_of(run_echo(cargo().args(["test", "--workspace"]))),
-    );
+    tally.run("unit (cargo test --workspace)", || {
+        outcome_of(run_echo(cargo().args(["test", "--workspace"])))
+    });
     // (b) NVRTC compile tier, (c) AMD tier (native or in the ROCm chroot), Candle's tests on
     // the CPU; each can be skipped by flag.
     let optional: [OptionalTier; 3] = [
@@ -226,12 +233,13 @@ pub fn test(skips: &Skips) -> Result<bool, String> {
         ),
     ];
     for (name, flag, skipped, run) in optional {
-        let outcome = if skipped {
-            TierOutcome::Skipped(flag.into())
-        } else {
-            run()
-        };
-        tally.tier(name, outcome);
+        tally.run(name, || {
+            if skipped {
+                TierOutcome::Skipped(flag.into())
+            } else {
+                run()
+            }
+        });
     }
     // (d) GPU tests, where a GPU is present: only the `gpu` test targets, on its platform.
     match gpu_platform() {
@@ -250,15 +258,14 @@ pub fn test(skips: &Skips) -> Result<bool, String> {
                     "--test",
                     "gpu",
                 ]);
-            tally.tier("GPU", outcome_of(run_echo(&mut cmd)));
+            tally.run("GPU", || outcome_of(run_echo(&mut cmd)));
         }
-        None => tally.tier(
-            "GPU",
+        None => tally.run("GPU", || {
             TierOutcome::Skipped(
                 "no GPU on this machine; run cargo xtask gpu-pack and bash .gpu/run.sh on one"
                     .into(),
-            ),
-        ),
+            )
+        }),
     }
     println!("== tiers ==");
     for line in &tally.lines {
