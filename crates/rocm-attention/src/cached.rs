@@ -89,9 +89,11 @@ pub fn cached_attention(
 /// How [`cached_attention_via`] spreads the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionPath {
-    /// The grouped split where the query heads of a kv head are several (grouped-query
+    /// The matrix form where it is worth its start (16-bit caches, enough tiles a wave), else
+    /// the grouped split where the query heads of a kv head are several (grouped-query
     /// attention), their groups are at least a quarter of the multiprocessors (a batch of
-    /// sequences; fewer leave the device idle) and its runs fit [`GROUPED_PARTIAL_BYTES`];
+    /// sequences; fewer leave the device idle) or share long caches, and its runs fit
+    /// [`GROUPED_PARTIAL_BYTES`];
     /// else the split where the query rows are fewer than twice the multiprocessors and the
     /// cache is longer than one run of it (a decode step), else one block a row.
     Auto,
@@ -269,6 +271,18 @@ fn matrix_worth(block_tiles: usize, row_runs: usize, wave: usize) -> bool {
     block_tiles >= 3 * wave && row_runs <= 256
 }
 
+/// Whether [`AttentionPath::Auto`] takes the grouped split over the one-row split: its blocks
+/// (`kv_rows`: query rows / heads a block) are at least a quarter of the multiprocessors, or
+/// at least 16 of them share 128K cache positions or more (a few sequences' long caches: each
+/// reads a cache row once for its heads, where the one-row split reads it once a head).
+/// Measured on an H200 (f32 caches, 4 sequences of 8B's heads at 4K and 16K: 0.75x and 0.47x
+/// the one-row split's time; bench/results/2026-11-28-decode-attention-matrix-raw/decode.jsonl,
+/// and the same again a session later); below those sizes the one-row split was as fast or
+/// faster.
+fn grouped_worth(kv_rows: usize, cache_len: usize, sms: usize) -> bool {
+    4 * kv_rows >= sms || (kv_rows >= 16 && kv_rows * cache_len >= 128 << 10)
+}
+
 /// [`cached_attention`] through a chosen path (for tests and benchmarks).
 pub fn cached_attention_via(
     device: &Device,
@@ -401,7 +415,9 @@ pub fn cached_attention_via(
         }
     });
     let grouped = |group: usize, splits: usize| {
-        group > 1 && 4 * (rows / group) >= sms && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES
+        group > 1
+            && grouped_worth(rows / group, cache_len, sms)
+            && partial_bytes(splits) <= GROUPED_PARTIAL_BYTES
     };
     let path = match path {
         AttentionPath::Auto
@@ -745,6 +761,28 @@ mod tests {
                 let (_, _, shared) = group_block((hd, elem, wide), heads, acc, 64, budget);
                 assert!(shared <= budget, "{hd} {elem} {heads}: {shared}");
             }
+        }
+    }
+
+    #[test]
+    fn auto_takes_the_grouped_split_where_it_was_measured_faster() {
+        // (sequences, query heads a kv head, positions): H200's 132 multiprocessors, 32 heads
+        let grouped =
+            |seqs: usize, group: usize, len: usize| grouped_worth(seqs * 32 / group, len, 132);
+        // faster grouped: 4 sequences at 4K and 16K (groups of 4), 16K (groups of 8); any
+        // length from 16 sequences
+        for (seqs, group, len) in [
+            (4, 4, 4096),
+            (4, 4, 16384),
+            (4, 8, 16384),
+            (16, 4, 1024),
+            (16, 8, 1024),
+        ] {
+            assert!(grouped(seqs, group, len), "{seqs} {group} {len}");
+        }
+        // the one-row split as fast or faster
+        for (seqs, group, len) in [(1, 4, 16384), (1, 8, 16384), (4, 4, 1024), (4, 8, 4096)] {
+            assert!(!grouped(seqs, group, len), "{seqs} {group} {len}");
         }
     }
 
