@@ -21,15 +21,14 @@
 // of an expert taken together, after `moe_route_<type>` sorts them). Every entry takes the
 // weights as (w, total): the buffer and its number of blocks.
 
-DEVICE float q_f16(const u8* p) {
-    f16_t h;
-    h.bits = *(const u16*)p;  // every f16 field of a block is 2-byte aligned
-    return f16_to_f32(h);
-}
+// The f16 in the low 16 bits.
 DEVICE float q_f16_bits(u32 bits) {
     f16_t h;
     h.bits = (u16)bits;
     return f16_to_f32(h);
+}
+DEVICE float q_f16(const u8* p) {
+    return q_f16_bits(*(const u16*)p);  // every f16 field of a block is 2-byte aligned
 }
 DEVICE u32 q_u32(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24); }
 
