@@ -1295,8 +1295,19 @@ struct MmqOut {
 // while the matrix units work on this one's.
 #define MMQ_UNITS (MMQ_BM * MMQ_KSUBS / (MMQ_WARPS * 32))
 static_assert(MMQ_BM == MMQ_BN, "a thread stages as many weight units as activation units");
-// A row's four scales of one sub-block in shared memory, read and written as one 16 bytes.
+// The scales of a k step in shared memory, field by field: a row's field holds one float for
+// each of the step's MMQ_KSUBS sub-blocks, so one 16-byte load gives it for the whole step.
+static_assert(MMQ_KSUBS == 4, "a scale field is one 16-byte load over the step's sub-blocks");
 struct alignas(16) MmqScales { float v[4]; };
+// The fields of a weight row: a[0], a[1] (types whose halves have their own scales), then
+// b[0], b[1] (types with a b term); of an activation row: d, then d times each half's sum
+// (halves with b terms of their own) or the factor of the one b term. A row takes an odd
+// number of 16-byte slots, so the 8 rows a fragment's lanes read lie on distinct banks.
+template <typename Q> struct MmqFields {
+    static constexpr int W = (MmqHalves<Q>::value ? 2 : 1) * (MmqNoB<Q>::value ? 1 : 2);
+    static constexpr int X = MmqNoB<Q>::value ? 1 : MmqHalves<Q>::value ? 3 : 2;
+    static constexpr int W_SLOTS = W | 1, X_SLOTS = X | 1;
+};
 
 struct MmqStaged {
     QSub w[MMQ_UNITS];
@@ -1343,11 +1354,9 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                      u64 s_begin, u64 s_end, Cols cols, MmqOut<X> y) {
     __shared__ QBytes16 sw[MMQ_BM * MMQ_LD / 16];
     __shared__ QBytes16 sx[MMQ_BN * MMQ_LD / 16];
-    // per weight row and sub-block a[0], a[1], b[0], b[1]; per activation row and sub-block d,
-    // the halves' sums and (Q8_1) the CPU's f16 sum term (a row's MMQ_KSUBS + 1 slots apart:
-    // the 8 rows or columns a quarter warp reads in the sums' scaling on distinct banks)
-    __shared__ MmqScales wscale[MMQ_BM][MMQ_KSUBS + 1];
-    __shared__ MmqScales xscale[MMQ_BN][MMQ_KSUBS + 1];
+    using F = MmqFields<Q>;
+    __shared__ MmqScales wscale[MMQ_BM * F::W_SLOTS];
+    __shared__ MmqScales xscale[MMQ_BN * F::X_SLOTS];
     const u32 tid = threadIdx.x, warp = tid / warpSize;
     float acc[MMQ_BN / 16][MMA_C];
 #pragma unroll
@@ -1376,12 +1385,16 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
             QBytes16* dst = sw + row * (MMQ_LD / 16) + 2 * sub;
             dst[0] = q[0];
             dst[1] = q[1];
-            MmqScales f;
-            f.v[0] = w_live ? st.w[i].a[0] : 0.0f;
-            f.v[1] = w_live ? st.w[i].a[1] : 0.0f;
-            f.v[2] = w_live ? st.w[i].b[0] : 0.0f;
-            f.v[3] = w_live ? st.w[i].b[1] : 0.0f;
-            wscale[row][sub] = f;
+            float f[4];
+            int nf = 0;
+            f[nf++] = st.w[i].a[0];
+            if (MmqHalves<Q>::value) f[nf++] = st.w[i].a[1];
+            if (!MmqNoB<Q>::value) {
+                f[nf++] = st.w[i].b[0];
+                if (MmqHalves<Q>::value) f[nf++] = st.w[i].b[1];
+            }
+#pragma unroll
+            for (int t = 0; t < F::W; ++t) wscale[row * F::W_SLOTS + t].v[sub] = w_live ? f[t] : 0.0f;
             // the activation row's quants and its record's scales
             const bool x_live = in_k && row < cols.count;
             dst = sx + row * (MMQ_LD / 16) + 2 * sub;
@@ -1393,15 +1406,21 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
             dst[1] = q[1];
             const float d = f32_from_bits(st.rec[i][0]);
             const int s0i = (i16)(u16)(st.rec[i][1] & 0xffffu), s1i = (i16)(u16)(st.rec[i][1] >> 16);
-            // d; d times each half's sum (the halves with b terms of their own); the factor of a
-            // b term shared by the halves (the CPU's f16 form for Q8_1)
-            f.v[0] = x_live ? d : 0.0f;
-            f.v[1] = x_live ? d * (float)s0i : 0.0f;
-            f.v[2] = x_live ? d * (float)s1i : 0.0f;
-            f.v[3] = !x_live                       ? 0.0f
-                     : Q::XSCHEME == Q8_SCHEME_1 ? f16_round(f16_round((float)(s0i + s1i)) * d)
-                                                 : d * (float)(s0i + s1i);
-            xscale[row][sub] = f;
+            // d; d times each half's sum (the halves with b terms of their own) or the factor of
+            // a b term shared by the halves (the CPU's f16 form for Q8_1)
+            nf = 0;
+            f[nf++] = d;
+            if (!MmqNoB<Q>::value) {
+                if (MmqHalves<Q>::value) {
+                    f[nf++] = d * (float)s0i;
+                    f[nf++] = d * (float)s1i;
+                } else {
+                    f[nf++] = Q::XSCHEME == Q8_SCHEME_1 ? f16_round(f16_round((float)(s0i + s1i)) * d)
+                                                        : d * (float)(s0i + s1i);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < F::X; ++t) xscale[row * F::X_SLOTS + t].v[sub] = x_live ? f[t] : 0.0f;
         }
         __syncthreads();
         // the next step's units in flight while this one's are multiplied (past the last step,
@@ -1434,16 +1453,17 @@ DEVICE void mmq_tile(const u8* w, u64 total, u64 w_block0, u64 n, u64 r0, const 
                 for (int e = 0; e < MMA_C; ++e) {
                     u32 row, col;
                     mma_c_at(e, row, col);
-                    const MmqScales ws = wscale[16 * warp + row][sub], xs = xscale[16 * j + col][sub];
+                    const MmqScales* ws = wscale + (16 * warp + row) * F::W_SLOTS;
+                    const MmqScales* xs = xscale + (16 * j + col) * F::X_SLOTS;
                     float a = acc[j][e];
-                    a += xs.v[0] * ws.v[0] * (float)isum[0][e];
-                    if (MmqHalves<Q>::value) a += xs.v[0] * ws.v[1] * (float)isum[1][e];
+                    a += xs[0].v[sub] * ws[0].v[sub] * (float)isum[0][e];
+                    if (MmqHalves<Q>::value) a += xs[0].v[sub] * ws[1].v[sub] * (float)isum[1][e];
                     if (!MmqNoB<Q>::value) {
                         if (MmqHalves<Q>::value) {
-                            a += ws.v[2] * xs.v[1];
-                            a += ws.v[3] * xs.v[2];
+                            a += ws[2].v[sub] * xs[1].v[sub];
+                            a += ws[3].v[sub] * xs[2].v[sub];
                         } else {
-                            a += ws.v[2] * xs.v[3];
+                            a += ws[1].v[sub] * xs[1].v[sub];
                         }
                     }
                     acc[j][e] = a;
