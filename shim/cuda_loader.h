@@ -115,6 +115,7 @@ enum {
     F(cuModuleGetFunction, CUresult, (CUfunction*, CUmodule, const char*))                     \
     F(cuFuncGetAttribute, CUresult, (int*, int, CUfunction))                                   \
     F(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                    \
+    F(cuOccupancyMaxActiveBlocksPerMultiprocessor, CUresult, (int*, CUfunction, int, size_t))  \
     F(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, \
                                    unsigned, unsigned, CUstream, void**, void**))                \
     F(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                      \

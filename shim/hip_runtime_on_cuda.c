@@ -377,6 +377,14 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int grid_x, unsigned 
                                        shared_bytes, (CUstream)stream, params, extra));
 }
 
+hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, hipFunction_t f, int block_size,
+                                                              size_t dynamic_shared_bytes) {
+    if (!blocks || block_size <= 0) return hipErrorInvalidValue;
+    SHIM_TRY(ensure_context());
+    return translate(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, (CUfunction)f, block_size,
+                                                                     dynamic_shared_bytes));
+}
+
 // Stream capture and graphs: hipStreamCaptureMode and CUstreamCaptureMode share their values
 // (global 0, thread-local 1, relaxed 2), as do the capture error codes (900-908).
 hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode) {

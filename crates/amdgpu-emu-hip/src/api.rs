@@ -574,6 +574,29 @@ pub unsafe extern "C" fn hipModuleGetFunction(
 }
 
 /// # Safety
+/// `blocks` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
+    blocks: *mut c_int,
+    function: hipFunction_t,
+    block_size: c_int,
+    dynamic_lds: usize,
+) -> hipError_t {
+    let (Ok(threads), Ok(lds)) = (u32::try_from(block_size), u32::try_from(dynamic_lds)) else {
+        return invalid("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor: block size or LDS");
+    };
+    with(|rt| {
+        let n = rt.max_active_blocks(handle(function), threads, lds)?;
+        // SAFETY: caller's contract.
+        if unsafe { put(blocks, n.min(c_int::MAX as u32) as c_int) } {
+            Ok(())
+        } else {
+            Err(null("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor"))
+        }
+    })
+}
+
+/// # Safety
 /// `params` holds one pointer per explicit kernel argument, each to a value of the
 /// argument's size; `extra` is null (the argument buffer form is not served).
 #[no_mangle]

@@ -590,6 +590,23 @@ impl Runtime {
         Ok(h)
     }
 
+    /// Workgroups of function `f` one compute unit holds at once (hipModuleOccupancy...).
+    pub fn max_active_blocks(&self, f: usize, threads: u32, dynamic_lds: u32) -> Result<u32> {
+        let function = self.functions.get(&f).ok_or_else(|| Failure {
+            code: Code::InvalidHandle,
+            message: format!("function {f:#x} does not exist"),
+        })?;
+        let module = self.modules.get(&function.module).ok_or_else(|| Failure {
+            code: Code::InvalidHandle,
+            message: format!("module {:#x} is not loaded", function.module),
+        })?;
+        let kernel = module.code.kernel(&function.kernel).ok_or_else(|| Failure {
+            code: Code::NotFound,
+            message: format!("no kernel `{}` in the module", function.kernel),
+        })?;
+        Ok(kernel.workgroups_per_cu(module.code.arch, threads, dynamic_lds))
+    }
+
     /// The explicit arguments' (offset, size) of a function, for marshalling a launch.
     pub fn function_args(&self, f: usize) -> Result<&[(u32, u32)]> {
         self.functions

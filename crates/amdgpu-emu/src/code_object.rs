@@ -220,6 +220,35 @@ pub struct KernelInfo {
 }
 
 impl KernelInfo {
+    /// Workgroups of `threads` work-items with `dynamic_lds` bytes of LDS each that one compute
+    /// unit of `arch` holds at once: by the waves its registers leave room for on each SIMD and
+    /// by LDS. AMD's figures: CDNA3 4 SIMDs a compute unit, 512 registers a lane for VGPRs and
+    /// AGPRs together (AGPRs from the next multiple of 4), allocated in blocks of 8, at most 8
+    /// waves a SIMD; RDNA3 2 SIMDs a compute unit, 1536 VGPRs a lane in wave32, blocks of 24, at
+    /// most 16 waves a SIMD; 64 KiB of LDS on both.
+    pub fn workgroups_per_cu(&self, arch: Arch, threads: u32, dynamic_lds: u32) -> u32 {
+        if threads == 0 || threads > self.max_flat_workgroup_size {
+            return 0;
+        }
+        let (simds, lane_registers, block, waves_per_simd) = match arch {
+            Arch::Gfx942 => (4, 512, 8, 8),
+            Arch::Gfx1100 => (2, 1536, 24, 16),
+        };
+        let used = match arch {
+            Arch::Gfx942 => self.vgpr_count.next_multiple_of(4) + self.agpr_count,
+            Arch::Gfx1100 => self.vgpr_count,
+        };
+        let registers = used.max(1).next_multiple_of(block);
+        let waves = (lane_registers / registers).min(waves_per_simd) * simds;
+        let by_registers = waves / threads.div_ceil(self.wavefront_size.max(1));
+        // a compute unit's LDS is a workgroup's most on both
+        let lds = u64::from(self.descriptor.group_segment_fixed_size) + u64::from(dynamic_lds);
+        let by_lds = crate::exec::WORKGROUP_LDS_BYTES
+            .checked_div(lds)
+            .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX));
+        by_registers.min(by_lds)
+    }
+
     /// The offset of a hidden argument (`block_count_x`, `group_size_x`, `dynamic_lds_size`...).
     pub fn hidden(&self, name: &str) -> Option<&KernelArg> {
         self.args
@@ -391,6 +420,39 @@ mod tests {
             Arch::from_target("amdgcn-amd-amdhsa--gfx90a"),
             Err(Error::UnsupportedArch(a)) if a == "gfx90a"
         ));
+    }
+
+    #[test]
+    fn occupancy_follows_registers_and_lds() {
+        let mut kd = [0u8; 64];
+        kd[0..4].copy_from_slice(&(16u32 << 10).to_le_bytes());
+        let kernel = |wavefront_size, vgpr_count, agpr_count| KernelInfo {
+            name: "k".into(),
+            descriptor: KernelDescriptor::parse(&kd).unwrap(),
+            descriptor_address: 0,
+            entry: 0,
+            code_size: 0,
+            args: Vec::new(),
+            kernarg_segment_size: 0,
+            wavefront_size,
+            sgpr_count: 0,
+            vgpr_count,
+            agpr_count,
+            max_flat_workgroup_size: 256,
+        };
+        // gfx942, 4 waves a workgroup: 128 VGPRs leave 4 waves a SIMD, 4 workgroups; AGPRs
+        // count after the VGPRs (130 -> 132 + 8 = 140 -> 144 registers: 3 waves a SIMD)
+        assert_eq!(kernel(64, 128, 0).workgroups_per_cu(Arch::Gfx942, 256, 0), 4);
+        assert_eq!(kernel(64, 130, 8).workgroups_per_cu(Arch::Gfx942, 256, 0), 3);
+        // few registers: 8 waves a SIMD at most; LDS: 16 KiB static + 16 KiB dynamic, 2
+        assert_eq!(kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 256, 0), 4);
+        assert_eq!(kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 256, 16 << 10), 2);
+        // gfx1100 wave32, 4 waves a workgroup over 2 SIMDs: 120 VGPRs leave 12 waves a SIMD,
+        // 6 workgroups, but the 16 KiB of LDS 4; 250 VGPRs (264 allocated) 5 waves a SIMD, 2
+        assert_eq!(kernel(32, 120, 0).workgroups_per_cu(Arch::Gfx1100, 128, 0), 4);
+        assert_eq!(kernel(32, 250, 0).workgroups_per_cu(Arch::Gfx1100, 128, 0), 2);
+        // more threads than the kernel was built for: none
+        assert_eq!(kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 512, 0), 0);
     }
 
     #[test]

@@ -206,7 +206,9 @@ fn launch_mmq(
     let entry = family_entry(OP, quantized::MMQ, dtype)?;
     let row_tiles = n.div_ceil(MMQ_BLOCK_ROWS);
     let col_tiles = m.div_ceil(MMQ_BLOCK_COLS);
-    let (splits, ksplit) = mmq_split(device, row_tiles * col_tiles, w.k / 32);
+    let block_threads = MMQ_WARPS * device.info().warp_size;
+    let per_cu = device.max_active_blocks(entry, w.ty.key(), block_threads, 0)?;
+    let (splits, ksplit) = mmq_split(device, per_cu, row_tiles * col_tiles, w.k / 32);
     let ws = if splits > 1 {
         Some(device.alloc(splits * m * n * 4)?)
     } else {
@@ -232,7 +234,7 @@ fn launch_mmq(
                 .ok_or_else(|| too_large(OP, n, m))?,
             splits as u32,
         ],
-        block: [MMQ_WARPS * device.info().warp_size, 1, 1],
+        block: [block_threads, 1, 1],
         shared_mem_bytes: 0,
     };
     device.launch_entry(entry, w.ty.key(), config, &params)?;
@@ -255,25 +257,38 @@ fn launch_mmq(
 
 /// Sub-blocks of 32 values a k step of the int8 product takes (MMQ_KSUBS in quantized.hip).
 pub const MMQ_KSUBS: usize = 4;
-/// Blocks a multiprocessor the int8 product's grid aims at: fewer than half of them split k.
-const MMQ_BLOCKS_PER_CU: usize = 4;
 /// The fewest k steps a split of the int8 product takes.
 const MMQ_MIN_STEPS_PER_SPLIT: usize = 4;
 
-/// How the int8 product of `tiles` output tiles over `subs` sub-blocks of k splits k: (splits,
-/// sub-blocks a split). Where the tiles alone fill the device, or k is short, one split.
-fn mmq_split(device: &Device, tiles: usize, subs: usize) -> (usize, usize) {
-    let target = device.info().multiprocessor_count.max(1) as usize * MMQ_BLOCKS_PER_CU;
-    let steps = subs.div_ceil(MMQ_KSUBS);
-    // tiles for half the target or more: a split costs its partial sums' traffic for little
-    // (512 rows of 4096x4096 Q4_0: unsplit in 0.92x the time split in two, H200)
-    if tiles * 2 >= target {
-        return (1, steps.max(1) * MMQ_KSUBS);
+/// How the int8 product of `tiles` output tiles over `subs` sub-blocks of k splits k, where a
+/// multiprocessor holds `per_cu` of its blocks at once (the kernel's registers decide: 4 for
+/// the legacy types and Q4_K on the H200, 3 for Q2_K, Q3_K and Q6_K): (splits, sub-blocks a
+/// split). Where the tiles alone fill the device, or k is short, one split.
+fn mmq_split(device: &Device, per_cu: u32, tiles: usize, subs: usize) -> (usize, usize) {
+    let multiprocessors = device.info().multiprocessor_count.max(1) as usize;
+    mmq_split_for(multiprocessors * per_cu.max(1) as usize, tiles, subs)
+}
+
+/// A split's fixed cost in k steps: its first step's loads, which nothing overlaps, and its
+/// partial sums written and added. With it the wave model below picks what was measured
+/// fastest on the H200 (bench/results/2026-11-29-h200-mmq-split-waves.md).
+const MMQ_SPLIT_FIXED_STEPS: usize = 2;
+
+/// [`mmq_split`] for a device that holds `wave` blocks at once: the split count whose whole
+/// waves of blocks times each block's steps is least (a second wave a quarter full costs as
+/// much as a full one), the fewer splits among equals.
+fn mmq_split_for(wave: usize, tiles: usize, subs: usize) -> (usize, usize) {
+    let steps = subs.div_ceil(MMQ_KSUBS).max(1);
+    let tiles = tiles.max(1);
+    // a full wave of tiles or more: splits would only add partial sums
+    if tiles >= wave {
+        return (1, steps * MMQ_KSUBS);
     }
-    let most = (steps / MMQ_MIN_STEPS_PER_SPLIT).clamp(1, 65_535);
-    let splits = target.div_ceil(tiles.max(1)).clamp(1, most);
+    let most = (steps / MMQ_MIN_STEPS_PER_SPLIT).clamp(1, wave.max(1));
+    let cost = |s: usize| (tiles * s).div_ceil(wave.max(1)) * (steps.div_ceil(s) + MMQ_SPLIT_FIXED_STEPS);
+    let splits = (1..=most).min_by_key(|&s| (cost(s), s)).unwrap_or(1);
     let ksplit = steps.div_ceil(splits) * MMQ_KSUBS;
-    (subs.div_ceil(ksplit.max(1)).max(1), ksplit.max(MMQ_KSUBS))
+    (subs.div_ceil(ksplit).max(1), ksplit)
 }
 
 fn too_large(op: &'static str, n: usize, m: usize) -> Error {
@@ -645,3 +660,43 @@ fn fused_shared_limit(device: &Device) -> usize {
 
 /// The fused mat-vec's static shared memory, at most (see [`fused_shared_limit`]).
 const FUSED_STATIC_SHARED_BYTES: usize = 5 << 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_of_k_fills_whole_waves() {
+        // an H200's 132 multiprocessors at 4 blocks each: 528 blocks a wave
+        let wave = 528;
+        // 14336 rows (224 tiles) over k 4096 (128 sub-blocks): 2 splits of 64, not 3 of 44
+        assert_eq!(mmq_split_for(wave, 224, 128), (2, 64));
+        // 4096 rows (64 tiles): k 4096 takes the most splits of 4 steps, 8
+        assert_eq!(mmq_split_for(wave, 64, 128), (8, 16));
+        // ... and k 14336 8 splits of 56 sub-blocks (9 would make a second wave)
+        assert_eq!(mmq_split_for(wave, 64, 448), (8, 56));
+        // half a wave of tiles: split in two; a wave or more, and short k: one split
+        assert_eq!(mmq_split_for(wave, 264, 128), (2, 64));
+        assert_eq!(mmq_split_for(wave, 512, 128), (1, 128));
+        assert_eq!(mmq_split_for(wave, 2004, 128), (1, 128));
+        assert_eq!(mmq_split_for(wave, 8, 8), (1, 8));
+        // 3 blocks a multiprocessor (Q6_K's registers), 396 a wave: 14336 rows take 3 splits
+        // (2 would need two waves of 16 steps)
+        assert_eq!(mmq_split_for(396, 224, 128), (3, 44));
+        for wave in [8, 396, 528, 1024] {
+            for tiles in 1..600 {
+                for subs in [8, 64, 128, 448, 1000] {
+                    let (splits, ksplit) = mmq_split_for(wave, tiles, subs);
+                    assert!(splits >= 1 && ksplit % MMQ_KSUBS == 0, "{tiles} {subs}");
+                    assert!(splits * ksplit >= subs && (splits - 1) * ksplit < subs);
+                    // never more whole waves of work than one split takes
+                    let waves = (tiles * splits).div_ceil(wave);
+                    assert!(
+                        waves * (ksplit / MMQ_KSUBS) <= tiles.div_ceil(wave) * subs.div_ceil(MMQ_KSUBS),
+                        "{wave} {tiles} {subs}: {splits} splits"
+                    );
+                }
+            }
+        }
+    }
+}

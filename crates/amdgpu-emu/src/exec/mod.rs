@@ -498,7 +498,7 @@ impl Module {
 }
 
 /// The LDS one workgroup may have on the emulated archs (gfx942 and gfx1100 both: 64 KiB).
-const WORKGROUP_LDS_BYTES: u64 = 64 << 10;
+pub const WORKGROUP_LDS_BYTES: u64 = 64 << 10;
 
 fn run_dispatch(
     co: &CodeObject,

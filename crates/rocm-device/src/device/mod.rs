@@ -261,6 +261,23 @@ impl Device {
         self.launch(&function, config, &mut LaunchArgs::from_params(params))
     }
 
+    /// Blocks of `entry` (for `key`) one multiprocessor or compute unit holds at once with
+    /// blocks of `block_threads` threads and `shared_mem_bytes` of dynamic shared memory: the
+    /// driver's answer from the compiled kernel's registers and shared memory, for sizing a grid
+    /// to whole waves. Compiles the kernel where it is not yet loaded.
+    pub fn max_active_blocks<P: crate::kernel::KernelParams>(
+        &self,
+        entry: crate::kernel::Entry<P>,
+        key: &'static str,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        let function = self.kernel(entry.module, entry.op, key)?;
+        self.inner
+            .raw
+            .max_active_blocks(function.handle, block_threads, shared_mem_bytes)
+    }
+
     /// [`Device::launch_entry`] grid-stride over `n` elements (the elementwise kernels'
     /// configuration, as [`Device::launch_elements`]).
     pub fn launch_entry_elements<P: crate::kernel::KernelParams>(

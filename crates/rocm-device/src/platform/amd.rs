@@ -461,6 +461,25 @@ impl RawDevice for HipDevice {
         check("hipModuleGetFunction", code)?;
         Ok(Some(FunctionHandle(f as usize)))
     }
+    fn max_active_blocks(
+        &self,
+        function: FunctionHandle,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32> {
+        self.bind()?;
+        let mut blocks: i32 = 0;
+        // SAFETY: a function of a loaded module; the count is written to the i32.
+        check("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+            hip::hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut blocks,
+                function.0 as hip::hipFunction_t,
+                block_threads as i32,
+                shared_mem_bytes as usize,
+            )
+        })?;
+        Ok(blocks.max(0) as u32)
+    }
     fn launch(
         &self,
         function: FunctionHandle,

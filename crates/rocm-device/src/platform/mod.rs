@@ -368,6 +368,15 @@ pub(crate) trait RawDevice: Send + Sync {
     fn module_unload(&self, module: ModuleHandle) -> Result<()>;
     /// `Ok(None)` when the module has no such function.
     fn module_function(&self, module: ModuleHandle, name: &str) -> Result<Option<FunctionHandle>>;
+    /// Blocks of `function` one multiprocessor (compute unit) holds at once with
+    /// `block_threads` threads and `shared_mem_bytes` of dynamic shared memory each: what its
+    /// registers and shared memory allow.
+    fn max_active_blocks(
+        &self,
+        function: FunctionHandle,
+        block_threads: u32,
+        shared_mem_bytes: u32,
+    ) -> Result<u32>;
     /// `params[i]` points at the i-th argument's value.
     fn launch(
         &self,
