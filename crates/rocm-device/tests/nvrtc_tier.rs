@@ -25,33 +25,64 @@ fn one_dtype_variants_compile_through_nvrtc_with_their_keys_entries() {
         .compiler_version()
         .expect("NVRTC must load in this tier");
     println!("compiler: {version}");
-    for module in common::tier_modules() {
-        for dtype in module.filter_keys() {
-            let defines = one_key(dtype);
-            let compiled = compile_for_arch(Platform::Nvidia, module, "sm_90", &defines, None)
-                .unwrap_or_else(|e| panic!("{} for {dtype}: {e}", module.name));
-            assert!(common::is_elf(&compiled.image));
-            let mut want: Vec<String> = module
-                .groups
-                .iter()
-                .filter(|g| g.dtypes.contains(&dtype))
-                .flat_map(|g| g.ops.iter().map(move |op| format!("{op}_{dtype}")))
-                .collect();
-            want.sort_unstable();
-            want.dedup();
-            let found = rocm_device::code_object::kernel_symbols(&compiled.image).unwrap();
-            assert_eq!(
-                found, want,
-                "{} for {dtype}: exported against listed",
-                module.name
-            );
-            println!(
-                "NVRTC tier: {:>8}.{dtype:<7} {:8} bytes {:6.0} ms",
-                module.name,
-                compiled.image.len(),
-                compiled.elapsed.as_secs_f64() * 1e3
-            );
-        }
+    // NVRTC compiles in parallel threads (the test below checks the images against compiles
+    // alone): the variants go to one worker a core, and are checked and reported in order.
+    let modules = common::tier_modules();
+    let variants: Vec<(&rocm_kernels::KernelModule, &str)> = modules
+        .iter()
+        .flat_map(|&m| m.filter_keys().into_iter().map(move |k| (m, k)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut compiled: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(module, dtype)) = variants.get(i) else {
+                            break mine;
+                        };
+                        let defines = one_key(dtype);
+                        mine.push((
+                            i,
+                            compile_for_arch(Platform::Nvidia, module, "sm_90", &defines, None),
+                        ));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    compiled.sort_by_key(|(i, _)| *i);
+    assert_eq!(compiled.len(), variants.len());
+    for ((module, dtype), (_, result)) in variants.iter().zip(compiled) {
+        let compiled = result.unwrap_or_else(|e| panic!("{} for {dtype}: {e}", module.name));
+        assert!(common::is_elf(&compiled.image));
+        let mut want: Vec<String> = module
+            .groups
+            .iter()
+            .filter(|g| g.dtypes.contains(dtype))
+            .flat_map(|g| g.ops.iter().map(move |op| format!("{op}_{dtype}")))
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        let found = rocm_device::code_object::kernel_symbols(&compiled.image).unwrap();
+        assert_eq!(
+            found, want,
+            "{} for {dtype}: exported against listed",
+            module.name
+        );
+        println!(
+            "NVRTC tier: {:>8}.{dtype:<7} {:8} bytes {:6.0} ms",
+            module.name,
+            compiled.image.len(),
+            compiled.elapsed.as_secs_f64() * 1e3
+        );
     }
 }
 
