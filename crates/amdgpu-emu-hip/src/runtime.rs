@@ -600,10 +600,13 @@ impl Runtime {
             code: Code::InvalidHandle,
             message: format!("module {:#x} is not loaded", function.module),
         })?;
-        let kernel = module.code.kernel(&function.kernel).ok_or_else(|| Failure {
-            code: Code::NotFound,
-            message: format!("no kernel `{}` in the module", function.kernel),
-        })?;
+        let kernel = module
+            .code
+            .kernel(&function.kernel)
+            .ok_or_else(|| Failure {
+                code: Code::NotFound,
+                message: format!("no kernel `{}` in the module", function.kernel),
+            })?;
         Ok(kernel.workgroups_per_cu(module.code.arch, threads, dynamic_lds))
     }
 

@@ -442,15 +442,30 @@ mod tests {
         };
         // gfx942, 4 waves a workgroup: 128 VGPRs leave 4 waves a SIMD, 4 workgroups; AGPRs
         // count after the VGPRs (130 -> 132 + 8 = 140 -> 144 registers: 3 waves a SIMD)
-        assert_eq!(kernel(64, 128, 0).workgroups_per_cu(Arch::Gfx942, 256, 0), 4);
-        assert_eq!(kernel(64, 130, 8).workgroups_per_cu(Arch::Gfx942, 256, 0), 3);
+        assert_eq!(
+            kernel(64, 128, 0).workgroups_per_cu(Arch::Gfx942, 256, 0),
+            4
+        );
+        assert_eq!(
+            kernel(64, 130, 8).workgroups_per_cu(Arch::Gfx942, 256, 0),
+            3
+        );
         // few registers: 8 waves a SIMD at most; LDS: 16 KiB static + 16 KiB dynamic, 2
         assert_eq!(kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 256, 0), 4);
-        assert_eq!(kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 256, 16 << 10), 2);
+        assert_eq!(
+            kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 256, 16 << 10),
+            2
+        );
         // gfx1100 wave32, 4 waves a workgroup over 2 SIMDs: 120 VGPRs leave 12 waves a SIMD,
         // 6 workgroups, but the 16 KiB of LDS 4; 250 VGPRs (264 allocated) 5 waves a SIMD, 2
-        assert_eq!(kernel(32, 120, 0).workgroups_per_cu(Arch::Gfx1100, 128, 0), 4);
-        assert_eq!(kernel(32, 250, 0).workgroups_per_cu(Arch::Gfx1100, 128, 0), 2);
+        assert_eq!(
+            kernel(32, 120, 0).workgroups_per_cu(Arch::Gfx1100, 128, 0),
+            4
+        );
+        assert_eq!(
+            kernel(32, 250, 0).workgroups_per_cu(Arch::Gfx1100, 128, 0),
+            2
+        );
         // more threads than the kernel was built for: none
         assert_eq!(kernel(64, 16, 0).workgroups_per_cu(Arch::Gfx942, 512, 0), 0);
     }

@@ -285,7 +285,8 @@ fn mmq_split_for(wave: usize, tiles: usize, subs: usize) -> (usize, usize) {
         return (1, steps * MMQ_KSUBS);
     }
     let most = (steps / MMQ_MIN_STEPS_PER_SPLIT).clamp(1, wave.max(1));
-    let cost = |s: usize| (tiles * s).div_ceil(wave.max(1)) * (steps.div_ceil(s) + MMQ_SPLIT_FIXED_STEPS);
+    let cost =
+        |s: usize| (tiles * s).div_ceil(wave.max(1)) * (steps.div_ceil(s) + MMQ_SPLIT_FIXED_STEPS);
     let splits = (1..=most).min_by_key(|&s| (cost(s), s)).unwrap_or(1);
     let ksplit = steps.div_ceil(splits) * MMQ_KSUBS;
     (subs.div_ceil(ksplit).max(1), ksplit)
@@ -692,7 +693,8 @@ mod tests {
                     // never more whole waves of work than one split takes
                     let waves = (tiles * splits).div_ceil(wave);
                     assert!(
-                        waves * (ksplit / MMQ_KSUBS) <= tiles.div_ceil(wave) * subs.div_ceil(MMQ_KSUBS),
+                        waves * (ksplit / MMQ_KSUBS)
+                            <= tiles.div_ceil(wave) * subs.div_ceil(MMQ_KSUBS),
                         "{wave} {tiles} {subs}: {splits} splits"
                     );
                 }

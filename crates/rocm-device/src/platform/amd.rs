@@ -470,14 +470,15 @@ impl RawDevice for HipDevice {
         self.bind()?;
         let mut blocks: i32 = 0;
         // SAFETY: a function of a loaded module; the count is written to the i32.
-        check("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+        let code = unsafe {
             hip::hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(
                 &mut blocks,
                 function.0 as hip::hipFunction_t,
                 block_threads as i32,
                 shared_mem_bytes as usize,
             )
-        })?;
+        };
+        check("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", code)?;
         Ok(blocks.max(0) as u32)
     }
     fn launch(
