@@ -1296,8 +1296,9 @@ struct MmqOut {
 #define MMQ_UNITS (MMQ_BM * MMQ_KSUBS / (MMQ_WARPS * 32))
 static_assert(MMQ_BM == MMQ_BN, "a thread stages as many weight units as activation units");
 // The scales of a k step in shared memory, field by field: a row's field holds one float for
-// each of the step's MMQ_KSUBS sub-blocks, so one 16-byte load gives it for the whole step.
-static_assert(MMQ_KSUBS == 4, "a scale field is one 16-byte load over the step's sub-blocks");
+// each of the step's MMQ_KSUBS sub-blocks, and a use reads its 4 bytes (a 16-byte record a
+// row and sub-block, read whole at every use, took 4 times the shared memory's wavefronts).
+static_assert(MMQ_KSUBS == 4, "a scale field is 16 bytes: one float for each sub-block of the step");
 struct alignas(16) MmqScales { float v[4]; };
 // The fields of a weight row: a[0], a[1] (types whose halves have their own scales), then
 // b[0], b[1] (types with a b term); of an activation row: d, then d times each half's sum

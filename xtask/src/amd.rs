@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::outcome::{run_all, TierOutcome};
+use crate::outcome::{run_all, run_chains, TierOutcome};
 use crate::root;
 use crate::tools::{is_root, run_echo, test_executables};
 
@@ -204,29 +204,48 @@ fn chroot_amd_tier(work: &Path) -> TierOutcome {
             .args([binary.as_str(), "--nocapture", "--test-threads=1"]);
         c
     });
-    // then the GPU suites that run on the ISA emulator, on each emulated architecture
-    let chroot = &chroot;
-    let emulated = &emulated;
-    let on_emulator = EMULATED_ARCHS.iter().flat_map(|arch| {
-        emulated.iter().map(move |binary| {
-            let mut c = Command::new("chroot");
-            c.arg(chroot)
-                .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
-                .arg(format!("ROCM_PATH={EMULATOR_ROCM}"))
-                .arg("CANDLE_ROCM_PLATFORM=amd")
-                .arg(format!("CANDLE_ROCM_EMU_ARCH={arch}"))
-                .arg(format!(
-                    "CANDLE_ROCM_CACHE_DIR=/tmp/candle-rocm-emu-cache-{arch}"
-                ))
-                // the vendor libraries do not run on the emulator: the matmuls take the
-                // portable gemm kernel, convolutions and pooling the portable ones
-                .arg("CANDLE_ROCM_GEMM=portable")
-                .arg("CANDLE_ROCM_DISABLE_MIOPEN=1")
-                .args([binary.as_str(), "--test-threads=2"]);
-            c
+    let compiled = run_all(tier);
+    let TierOutcome::Ran { passed, failed } = compiled else {
+        return compiled;
+    };
+    // then the GPU suites that run on the ISA emulator, the two architectures side by side
+    // (their kernels compile through hiprtc one program at a time in a process: one
+    // architecture's suites alone leave a core idle)
+    let on_emulator = EMULATED_ARCHS
+        .iter()
+        .map(|arch| {
+            emulated
+                .iter()
+                .map(|binary| {
+                    let mut c = Command::new("chroot");
+                    c.arg(&chroot)
+                        .args(["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp"])
+                        .arg(format!("ROCM_PATH={EMULATOR_ROCM}"))
+                        .arg("CANDLE_ROCM_PLATFORM=amd")
+                        .arg(format!("CANDLE_ROCM_EMU_ARCH={arch}"))
+                        .arg(format!(
+                            "CANDLE_ROCM_CACHE_DIR=/tmp/candle-rocm-emu-cache-{arch}"
+                        ))
+                        // the vendor libraries do not run on the emulator: the matmuls take the
+                        // portable gemm kernel, convolutions and pooling the portable ones
+                        .arg("CANDLE_ROCM_GEMM=portable")
+                        .arg("CANDLE_ROCM_DISABLE_MIOPEN=1")
+                        .args([binary.as_str(), "--test-threads=2"]);
+                    c
+                })
+                .collect()
         })
-    });
-    run_all(tier.chain(on_emulator))
+        .collect();
+    match run_chains(on_emulator) {
+        TierOutcome::Ran {
+            passed: p,
+            failed: f,
+        } => TierOutcome::Ran {
+            passed: passed + p,
+            failed: failed + f,
+        },
+        other => other,
+    }
 }
 
 /// The GPU test binaries the AMD tier runs on the ISA emulator (`crates/amdgpu-emu-hip`, a

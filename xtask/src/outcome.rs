@@ -45,6 +45,48 @@ pub(crate) fn outcome_of(result: Result<(bool, String), String>) -> TierOutcome 
 }
 
 /// Runs every command (test binaries of one tier) and sums their results.
+/// [`run_all`] of several chains side by side: each chain's commands in order on a thread of
+/// its own (for commands that leave a core idle, such as hiprtc compiling one program at a time);
+/// every command's output is printed whole when it ends.
+pub(crate) fn run_chains(chains: Vec<Vec<Command>>) -> TierOutcome {
+    let results: Vec<Result<(bool, String), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = chains
+            .into_iter()
+            .map(|chain| {
+                s.spawn(move || {
+                    let mut all = String::new();
+                    let mut all_ok = true;
+                    for mut command in chain {
+                        let (ok, text) = run_echo(&mut command)?;
+                        all_ok &= ok;
+                        all += &text;
+                    }
+                    Ok((all_ok, all))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a chain's thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut all = String::new();
+    let mut all_ok = true;
+    for result in results {
+        match result {
+            Ok((ok, text)) => {
+                all_ok &= ok;
+                all += &text;
+            }
+            Err(e) => return TierOutcome::Broken(e),
+        }
+    }
+    outcome_of(Ok((all_ok, all)))
+}
+
 pub(crate) fn run_all(commands: impl Iterator<Item = Command>) -> TierOutcome {
     let mut all = String::new();
     let mut all_ok = true;
