@@ -1297,7 +1297,7 @@ struct MmqOut {
 static_assert(MMQ_BM == MMQ_BN, "a thread stages as many weight units as activation units");
 // The scales of a k step in shared memory, field by field: a row's field holds one float for
 // each of the step's MMQ_KSUBS sub-blocks, and a use reads its 4 bytes (a 16-byte record a
-// row and sub-block, read whole at every use, took 4 times the shared memory's wavefronts).
+// row and sub-block, read whole at every use, took 1.02-1.16x this form's time on the H200).
 static_assert(MMQ_KSUBS == 4, "a scale field is 16 bytes: one float for each sub-block of the step");
 struct alignas(16) MmqScales { float v[4]; };
 // The fields of a weight row: a[0], a[1] (types whose halves have their own scales), then
