@@ -45,25 +45,22 @@ pub(crate) fn outcome_of(result: Result<(bool, String), String>) -> TierOutcome 
 }
 
 /// Runs every command (test binaries of one tier) and sums their results.
+pub(crate) fn run_all(commands: impl Iterator<Item = Command>) -> TierOutcome {
+    run_chains(vec![commands.collect()])
+}
+
 /// [`run_all`] of several chains side by side: each chain's commands in order on a thread of
 /// its own (for commands that leave a core idle, such as hiprtc compiling one program at a time);
 /// every command's output is printed whole when it ends.
 pub(crate) fn run_chains(chains: Vec<Vec<Command>>) -> TierOutcome {
-    let results: Vec<Result<(bool, String), String>> = std::thread::scope(|s| {
+    // one chain's commands in order, stopping at one that cannot start
+    let run_chain = |chain: Vec<Command>| -> Result<Vec<(bool, String)>, String> {
+        chain.into_iter().map(|mut c| run_echo(&mut c)).collect()
+    };
+    let results: Result<Vec<Vec<(bool, String)>>, String> = std::thread::scope(|s| {
         let handles: Vec<_> = chains
             .into_iter()
-            .map(|chain| {
-                s.spawn(move || {
-                    let mut all = String::new();
-                    let mut all_ok = true;
-                    for mut command in chain {
-                        let (ok, text) = run_echo(&mut command)?;
-                        all_ok &= ok;
-                        all += &text;
-                    }
-                    Ok((all_ok, all))
-                })
-            })
+            .map(|chain| s.spawn(move || run_chain(chain)))
             .collect();
         handles
             .into_iter()
@@ -73,33 +70,14 @@ pub(crate) fn run_chains(chains: Vec<Vec<Command>>) -> TierOutcome {
             })
             .collect()
     });
-    let mut all = String::new();
-    let mut all_ok = true;
-    for result in results {
-        match result {
-            Ok((ok, text)) => {
-                all_ok &= ok;
-                all += &text;
-            }
-            Err(e) => return TierOutcome::Broken(e),
-        }
-    }
-    outcome_of(Ok((all_ok, all)))
-}
-
-pub(crate) fn run_all(commands: impl Iterator<Item = Command>) -> TierOutcome {
-    let mut all = String::new();
-    let mut all_ok = true;
-    for mut command in commands {
-        match run_echo(&mut command) {
-            Ok((ok, text)) => {
-                all_ok &= ok;
-                all += &text;
-            }
-            Err(e) => return TierOutcome::Broken(e),
-        }
-    }
-    outcome_of(Ok((all_ok, all)))
+    outcome_of(results.map(|chains| {
+        chains
+            .into_iter()
+            .flatten()
+            .fold((true, String::new()), |(all_ok, all), (ok, text)| {
+                (all_ok && ok, all + &text)
+            })
+    }))
 }
 
 #[cfg(test)]

@@ -278,15 +278,13 @@ const MMQ_SPLIT_FIXED_STEPS: usize = 2;
 /// waves of blocks times each block's steps is least (a second wave a quarter full costs as
 /// much as a full one), the fewer splits among equals.
 fn mmq_split_for(wave: usize, tiles: usize, subs: usize) -> (usize, usize) {
-    let steps = subs.div_ceil(MMQ_KSUBS).max(1);
-    let tiles = tiles.max(1);
+    let (steps, tiles, wave) = (subs.div_ceil(MMQ_KSUBS).max(1), tiles.max(1), wave.max(1));
     // a full wave of tiles or more: splits would only add partial sums
     if tiles >= wave {
         return (1, steps * MMQ_KSUBS);
     }
-    let most = (steps / MMQ_MIN_STEPS_PER_SPLIT).clamp(1, wave.max(1));
-    let cost =
-        |s: usize| (tiles * s).div_ceil(wave.max(1)) * (steps.div_ceil(s) + MMQ_SPLIT_FIXED_STEPS);
+    let most = (steps / MMQ_MIN_STEPS_PER_SPLIT).clamp(1, wave);
+    let cost = |s: usize| (tiles * s).div_ceil(wave) * (steps.div_ceil(s) + MMQ_SPLIT_FIXED_STEPS);
     let splits = (1..=most).min_by_key(|&s| (cost(s), s)).unwrap_or(1);
     let ksplit = steps.div_ceil(splits) * MMQ_KSUBS;
     (subs.div_ceil(ksplit).max(1), ksplit)

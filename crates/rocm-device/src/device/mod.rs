@@ -44,6 +44,9 @@ struct DeviceInner {
     modules: Mutex<HashMap<String, Arc<Module>>>,
     /// Resolved kernels: the one lock a launch of a known kernel takes.
     kernels: Mutex<HashMap<KernelKey, Function, KeyHasher>>,
+    /// The driver's occupancy answers by kernel, block threads and dynamic shared memory
+    /// (fixed once a kernel is compiled; asked before launches that size their grid by it).
+    occupancy: Mutex<HashMap<(KernelKey, u32, u32), u32, KeyHasher>>,
     compile_stats: Mutex<CompileStats>,
     memory_hits: AtomicU64,
     cache_dir: Option<PathBuf>,
@@ -152,6 +155,7 @@ impl Device {
                 pool: Pool::new(config.pool_max_cached_bytes),
                 modules: Mutex::default(),
                 kernels: Mutex::default(),
+                occupancy: Mutex::default(),
                 compile_stats: Mutex::default(),
                 memory_hits: AtomicU64::new(0),
                 cache_dir: config.kernel_cache_dir.clone(),
@@ -264,7 +268,7 @@ impl Device {
     /// Blocks of `entry` (for `key`) one multiprocessor or compute unit holds at once with
     /// blocks of `block_threads` threads and `shared_mem_bytes` of dynamic shared memory: the
     /// driver's answer from the compiled kernel's registers and shared memory, for sizing a grid
-    /// to whole waves. Compiles the kernel where it is not yet loaded.
+    /// to whole waves. Compiles the kernel where it is not yet loaded; asked of the driver once.
     pub fn max_active_blocks<P: crate::kernel::KernelParams>(
         &self,
         entry: crate::kernel::Entry<P>,
@@ -272,10 +276,27 @@ impl Device {
         block_threads: u32,
         shared_mem_bytes: u32,
     ) -> Result<u32> {
+        let id = (
+            (entry.module.name, entry.op, key),
+            block_threads,
+            shared_mem_bytes,
+        );
+        let answers = || {
+            self.inner
+                .occupancy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
+        if let Some(&blocks) = answers().get(&id) {
+            return Ok(blocks);
+        }
         let function = self.kernel(entry.module, entry.op, key)?;
-        self.inner
-            .raw
-            .max_active_blocks(function.handle, block_threads, shared_mem_bytes)
+        let blocks =
+            self.inner
+                .raw
+                .max_active_blocks(function.handle, block_threads, shared_mem_bytes)?;
+        answers().insert(id, blocks);
+        Ok(blocks)
     }
 
     /// [`Device::launch_entry`] grid-stride over `n` elements (the elementwise kernels'
