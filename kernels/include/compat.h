@@ -942,6 +942,22 @@ DEVICE void async_copy16(void* dst, const void* src, u32 bytes) {
     *(Raw16*)dst = v;
 #endif
 }
+// A shared-memory destination of async copies taken once and stepped by byte offsets: the
+// 32-bit address on NVIDIA (a loop of copies does not convert a pointer each time), the pointer
+// elsewhere.
+#if defined(CANDLE_ROCM_NVIDIA)
+typedef u32 SharedAt;
+DEVICE SharedAt shared_at(void* p) { return shared_address(p); }
+DEVICE void async_copy16_at(SharedAt dst, u32 offset, const void* src, u32 bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + offset), "l"(src), "r"(bytes) : "memory");
+}
+#else
+typedef char* SharedAt;
+DEVICE SharedAt shared_at(void* p) { return (char*)p; }
+DEVICE void async_copy16_at(SharedAt dst, u32 offset, const void* src, u32 bytes) {
+    async_copy16(dst + offset, src, bytes);
+}
+#endif
 DEVICE void async_commit() {
 #if defined(CANDLE_ROCM_NVIDIA)
     asm volatile("cp.async.commit_group;" ::: "memory");

@@ -151,11 +151,51 @@ DEVICE void flash_load_rows(T* dst, const T* src, u64 base, u64 stride, i64 r0, 
     }
 }
 
+// Copies a key or value tile with 16-byte copies (the `wide` case of flash_load_rows): the
+// block's threads cover a row in FT_CHUNKS(DMAX) chunks, thread t the chunk t % chunks of rows
+// t / chunks, + step, ...; the addresses are taken once a tile (the generic loop's 64-bit index
+// arithmetic a copy was a third of the loop's instructions). Rows at or past `end`, and dims past
+// head_dim (`dim_in` false; never under FULL), are zeros.
+#define FT_CHUNKS(DMAX) ((DMAX) / 8)
+template <typename T, int DMAX, int BC, bool FULL>
+DEVICE void flash_copy_tile(T* dst, const T* src, u64 stride, i32 r0, i32 end, u32 row, u32 step, u32 dim,
+                            bool dim_in) {
+    constexpr u32 LD = FT_LD(DMAX);
+    // the most copies a thread makes: a block has at least FT_WARPS x 32 threads
+    constexpr u32 PASSES = (BC * FT_CHUNKS(DMAX) + FT_WARPS * 32 - 1) / (FT_WARPS * 32);
+    const SharedAt to = shared_at(dst + row * LD + dim);
+    const u32 to_hop = step * LD * (u32)sizeof(T);
+    const T* from = src + (u64)(r0 + row) * stride + dim;
+    const u64 hop = (u64)step * stride;
+    if (end - r0 >= (i32)BC && (FULL || dim_in)) {
+        // every row of the tile is in the tensor (all tiles but a sequence's last)
+#pragma unroll
+        for (u32 j = 0; j < PASSES; ++j) {
+            if (row + j * step < BC) async_copy16_at(to, j * to_hop, from, 16);
+            from += hop;
+        }
+    } else {
+        const u32 valid = end - r0 >= (i32)BC ? BC : (u32)(end - r0);
+#pragma unroll
+        for (u32 j = 0; j < PASSES; ++j) {
+            const u32 r = row + j * step;
+            if (r < BC) {
+                const bool in = dim_in && r < valid;
+                async_copy16_at(to, j * to_hop, in ? from : src, in ? 16 : 0);
+            }
+            from += hop;
+        }
+    }
+}
+
+// x clamped to [0, hi].
+DEVICE i32 flash_clamp(i64 x, i32 hi) { return x < 0 ? 0 : (x > hi ? hi : (i32)x); }
+
 // The tiled form (FlashAttention-2's schedule): a block of FT_WARPS warps takes MT x 16 query
 // rows a warp; one key tile and one value tile of BC rows in shared memory, the value tile
 // loading while the scores are computed and the next key tile while p v is; shared memory is
 // dynamic (`TiledShape::shared_bytes` on the host).
-template <typename T, int DMAX, int MT, int BC, bool QS>
+template <typename T, int DMAX, int MT, int BC, bool QS, bool FULL>
 DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float* alibi, const u32* cu_q,
                         const u32* cu_k, u32 heads, u32 kv_heads, u32 head_dim, u32 seq_q, u32 seq_k,
                         u32 alibi_batch_stride, float scale, float softcap, i32 window_left, i32 window_right) {
@@ -182,18 +222,30 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
     const u64 q_stride = (u64)heads * head_dim, kv_stride = (u64)kv_heads * head_dim;
     const u64 q_base = (u64)q0 * q_stride + (u64)h * head_dim;
     const u64 kv_base = (u64)k0 * kv_stride + (u64)kvh * head_dim;
-    const i64 shift = (i64)len_k - (i64)len_q, lk = (i64)len_k;
+    // key positions in 32 bits (a sequence's keys fit in device memory), the window's ends
+    // clamped to [0, len_k] from 64-bit sums
+    const i32 shift = (i32)len_k - (i32)len_q, lk = (i32)len_k;
     // keys some row of the block sees [blk_lo, blk_hi), and those all its rows see [all_lo, all_hi)
     const u32 last = (row0 + ROWS < len_q ? row0 + ROWS : len_q) - 1;
     const i64 p_first = (i64)row0 + shift, p_last = (i64)last + shift;
-    const i64 blk_lo = window_left < 0 ? 0 : (p_first - window_left > 0 ? p_first - window_left : 0);
-    const i64 all_lo = window_left < 0 ? 0 : (p_last - window_left > 0 ? p_last - window_left : 0);
-    const i64 blk_hi = window_right < 0 ? lk : (p_last + window_right + 1 < lk ? p_last + window_right + 1 : lk);
-    const i64 all_hi = window_right < 0 ? lk : (p_first + window_right + 1 < lk ? p_first + window_right + 1 : lk);
-    const u32 dsteps = (head_dim + 15) / 16;
+    const i32 blk_lo = flash_clamp(window_left < 0 ? 0 : p_first - window_left, lk);
+    const i32 all_lo = flash_clamp(window_left < 0 ? 0 : p_last - window_left, lk);
+    const i32 blk_hi = flash_clamp(window_right < 0 ? lk : p_last + window_right + 1, lk);
+    const i32 all_hi = flash_clamp(window_right < 0 ? lk : p_first + window_right + 1, lk);
+    // FULL: head_dim is DMAX, every k step is taken (no branch between the steps' products)
+    const u32 dsteps = FULL ? KSTEPS : (head_dim + 15) / 16;
     const bool wide = head_dim % 8 == 0 && (usize)q % 16 == 0 && (usize)k % 16 == 0 && (usize)v % 16 == 0;
+    // this thread's share of a tile's 16-byte copies (flash_copy_tile)
+    const u32 c_row = threadIdx.x / FT_CHUNKS(DMAX), c_step = blockDim.x / FT_CHUNKS(DMAX);
+    const u32 c_dim = threadIdx.x % FT_CHUNKS(DMAX) * 8;
+    const bool c_in = c_dim < head_dim;
+    const T* k_head = k + kv_base;
+    const T* v_head = v + kv_base;
     if (QS) flash_load_rows<T, DMAX>(qs, q, q_base, q_stride, row0, ROWS, len_q, head_dim, wide);
-    if (blk_lo < blk_hi) flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, blk_lo, BC, lk, head_dim, wide);
+    if (blk_lo < blk_hi) {
+        if (wide) flash_copy_tile<T, DMAX, BC, FULL>(ks, k_head, kv_stride, blk_lo, lk, c_row, c_step, c_dim, c_in);
+        else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, blk_lo, BC, lk, head_dim, false);
+    }
     async_commit();
     // q's fragments where they stay in registers (one word per index where q is read from
     // shared memory: the array must not be empty)
@@ -237,11 +289,12 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
     const MmaShared<T, MMA_FRAG_A> q_frag(qs + (wrow - row0) * LD, LD);
     const MmaShared<T, MMA_FRAG_B_NK> k_frag(ks, LD);
     const MmaShared<T, MMA_FRAG_B_KN> v_frag(vs, LD);
-    for (i64 kt = blk_lo; kt < blk_hi; kt += BC) {
+    for (i32 kt = blk_lo; kt < blk_hi; kt += BC) {
         // the key tile (and q) has landed, and every warp is done with the last value tile
         async_wait<0>();
         __syncthreads();
-        flash_load_rows<T, DMAX>(vs, v, kv_base, kv_stride, kt, BC, lk, head_dim, wide);
+        if (wide) flash_copy_tile<T, DMAX, BC, FULL>(vs, v_head, kv_stride, kt, lk, c_row, c_step, c_dim, c_in);
+        else flash_load_rows<T, DMAX>(vs, v, kv_base, kv_stride, kt, BC, lk, head_dim, false);
         async_commit();
         float s[MT][NT][MMA_C];
 #pragma unroll
@@ -253,7 +306,7 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
         // k-steps outside, key tiles inside: consecutive products are independent
 #pragma unroll
         for (u32 t = 0; t < KSTEPS; ++t) {
-            if (t < dsteps) {
+            if (FULL || t < dsteps) {
                 u32 qf[MT][MMA_A / 2];
 #pragma unroll
                 for (u32 i = 0; i < MT; ++i) {
@@ -273,42 +326,62 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
                 }
             }
         }
-        // masked where a row does not see the key (tiles on the edge of the block's window
-        // only); the scores in log2 units unless plain
+        // the scores in log2 units unless plain (then the running max is over the raw products),
+        // masked where a row does not see the key (tiles on the edge of the block's window only:
+        // a causal block's diagonal); each a pass of its own, so a plain tile off the edge runs
+        // no test an element. Positions in 32 bits: d is the query's position less the key's.
         const bool edge = kt < all_lo || kt + BC > all_hi;
+        if (!plain) {
+#pragma unroll
+            for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+                for (u32 n = 0; n < NT; ++n)
+#pragma unroll
+                    for (u32 e = 0; e < MMA_C; ++e) {
+                        u32 r, c;
+                        mma_c_at(e, r, c);
+                        const i32 d = (i32)(wrow + i * 16 + r) + shift - (kt + (i32)(n * 16 + c));
+                        float x = s[i][n][e];
+                        x = softcap > 0.0f ? softcap * m_tanh(x * scale / softcap) : x * scale;
+                        if (alibi) x -= slope * (float)(d < 0 ? -d : d);
+                        s[i][n][e] = x * log2e;
+                    }
+        }
+        if (edge) {
+            const i32 left = window_left < 0 ? 0x7fffffff : window_left;
+            const i32 right = window_right < 0 ? 0x7fffffff : window_right;
+#pragma unroll
+            for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+                for (u32 n = 0; n < NT; ++n)
+#pragma unroll
+                    for (u32 e = 0; e < MMA_C; ++e) {
+                        u32 r, c;
+                        mma_c_at(e, r, c);
+                        const i32 row = (i32)(wrow + i * 16 + r), j = kt + (i32)(n * 16 + c);
+                        const i32 d = row + shift - j;
+                        const bool seen = j < lk && row < (i32)len_q && d <= left && -d <= right;
+                        s[i][n][e] = seen ? s[i][n][e] : neg_inf;
+                    }
+        }
         float mx[MT][MMA_ROW_SLOTS];
 #pragma unroll
-        for (u32 i = 0; i < MT; ++i) {
+        for (u32 i = 0; i < MT; ++i)
 #pragma unroll
-            for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) mx[i][r] = neg_inf;
+            for (u32 r = 0; r < MMA_ROW_SLOTS; ++r) {
+                // two chains a row slot: half the dependent steps (m_max ignores NaN, as the
+                // comparison it replaced)
+                float a = neg_inf, c = neg_inf;
 #pragma unroll
-            for (u32 n = 0; n < NT; ++n) {
+                for (u32 n = 0; n < NT; ++n)
 #pragma unroll
-                for (u32 e = 0; e < MMA_C; ++e) {
-                    float x = s[i][n][e];
-                    if (!plain) {
-                        u32 r, c;
-                        mma_c_at(e, r, c);
-                        const i64 p = (i64)(wrow + i * 16 + r) + shift, j = kt + n * 16 + c;
-                        x = softcap > 0.0f ? softcap * m_tanh(x * scale / softcap) : x * scale;
-                        if (alibi) x -= slope * (float)(p > j ? p - j : j - p);
-                        x *= log2e;
-                    }
-                    if (edge) {
-                        u32 r, c;
-                        mma_c_at(e, r, c);
-                        const i64 p = (i64)(wrow + i * 16 + r) + shift, j = kt + n * 16 + c;
-                        const bool seen = j < lk && p - shift < (i64)len_q &&
-                                          (window_left < 0 || j >= p - window_left) &&
-                                          (window_right < 0 || j <= p + window_right);
-                        if (!seen) x = neg_inf;
-                    }
-                    s[i][n][e] = x;
-                    const u32 slot = mma_c_slot(e);
-                    mx[i][slot] = x > mx[i][slot] ? x : mx[i][slot];
-                }
+                    for (u32 e = 0; e < MMA_C; ++e)
+                        if (mma_c_slot(e) == r) {
+                            if ((n * MMA_C + e) % 2) c = m_max(c, s[i][n][e]);
+                            else a = m_max(a, s[i][n][e]);
+                        }
+                mx[i][r] = m_max(a, c);
             }
-        }
         float base[MT][MMA_ROW_SLOTS];
         bool moved = false;
 #pragma unroll
@@ -348,7 +421,10 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
         // the value tile has landed, and every warp is done with the key tile: the next one loads
         async_wait<0>();
         __syncthreads();
-        if (kt + BC < blk_hi) flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, kt + BC, BC, lk, head_dim, wide);
+        if (kt + BC < blk_hi) {
+            if (wide) flash_copy_tile<T, DMAX, BC, FULL>(ks, k_head, kv_stride, kt + BC, lk, c_row, c_step, c_dim, c_in);
+            else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, kt + BC, BC, lk, head_dim, false);
+        }
         async_commit();
 #pragma unroll
         for (u32 n = 0; n < NT; ++n) {
@@ -357,7 +433,7 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
             for (u32 i = 0; i < MT; ++i) mma_c_to_a(s[i][n], pa[i], scratch);
 #pragma unroll
             for (u32 t = 0; t < KSTEPS; ++t) {
-                if (t < dsteps) {
+                if (FULL || t < dsteps) {
                     u32 fb[MMA_B / 2];
                     v_frag.load(fb, n * 16 * LD + t * 16);
 #pragma unroll
@@ -406,11 +482,15 @@ CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
 #else
 #define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 64)
 #endif
+// Heads of exactly DMAX (the common case) take every k step without a test between them.
+#define FLASH_TILED_CALL(T, DMAX, FULL)                                                            \
+    flash_tiled<T, DMAX, FT_SHAPE(MT, DMAX), FT_SHAPE(BC, DMAX), FT_SHAPE(QS, DMAX), FULL>(        \
+        q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim, seq_q, seq_k,                  \
+        alibi_batch_stride, scale, softcap, window_left, window_right)
 #define FLASH_TILED_ENTRY(NAME, T, D, DMAX, MINB)                                                  \
     KERNEL FT_BOUNDS(MINB) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {                        \
-        flash_tiled<T, DMAX, FT_SHAPE(MT, DMAX), FT_SHAPE(BC, DMAX), FT_SHAPE(QS, DMAX)>(          \
-            q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim, seq_q, seq_k,              \
-            alibi_batch_stride, scale, softcap, window_left, window_right);                       \
+        if (head_dim == DMAX) FLASH_TILED_CALL(T, DMAX, true);                                     \
+        else FLASH_TILED_CALL(T, DMAX, false);                                                     \
     }
 #define FLASH_TILED_ENTRIES(NAME, T)                                                               \
     FLASH_TILED_ENTRY(NAME, T, d64, 64, 2) FLASH_TILED_ENTRY(NAME, T, d128, 128, 1)                \
