@@ -241,7 +241,10 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
     const bool c_in = c_dim < head_dim;
     const T* k_head = k + kv_base;
     const T* v_head = v + kv_base;
-    if (QS) flash_load_rows<T, DMAX>(qs, q, q_base, q_stride, row0, ROWS, len_q, head_dim, wide);
+    if (QS) {
+        if (wide) flash_copy_tile<T, DMAX, ROWS, FULL>(qs, q + q_base, q_stride, row0, len_q, c_row, c_step, c_dim, c_in);
+        else flash_load_rows<T, DMAX>(qs, q, q_base, q_stride, row0, ROWS, len_q, head_dim, false);
+    }
     if (blk_lo < blk_hi) {
         if (wide) flash_copy_tile<T, DMAX, BC, FULL>(ks, k_head, kv_stride, blk_lo, lk, c_row, c_step, c_dim, c_in);
         else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, blk_lo, BC, lk, head_dim, false);
@@ -450,6 +453,42 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
             const float sum = warp_combine<SumOf<float> >(l[i][r], MMA_ROW_LANES);
             l[i][r] = sum > 0.0f ? 1.0f / sum : 0.0f;
         }
+    if (wide && (usize)out % 16 == 0) {
+        // o through shared memory (the tiles' space: every warp is past its last product) and
+        // out in 16-byte rows: a block's rows leave as whole lines, not a 2-byte store an element
+        static_assert(ROWS <= 2 * BC + (QS ? ROWS : 0), "o's rows fit the tiles' shared memory");
+        T* os = (T*)flash_shared;  // ROWS x LD
+        __syncthreads();
+#pragma unroll
+        for (u32 i = 0; i < MT; ++i)
+#pragma unroll
+            for (u32 t = 0; t < KSTEPS; ++t)
+#if defined(MMA_C_IS_A)
+                // elements 2w and 2w + 1 are neighbours in a row: one 4-byte store
+#pragma unroll
+                for (u32 e = 0; e < MMA_C; e += 2) {
+                    u32 r, c;
+                    mma_c_at(e, r, c);
+                    const float inv = l[i][mma_c_slot(e)];
+                    *(u32*)(os + (wrow - row0 + i * 16 + r) * LD + t * 16 + c) =
+                        mma_pack<T>(o[i][t][e] * inv, o[i][t][e + 1] * inv);
+                }
+#else
+#pragma unroll
+                for (u32 e = 0; e < MMA_C; ++e) {
+                    u32 r, c;
+                    mma_c_at(e, r, c);
+                    os[(wrow - row0 + i * 16 + r) * LD + t * 16 + c] = cvt<T>(o[i][t][e] * l[i][mma_c_slot(e)]);
+                }
+#endif
+        __syncthreads();
+        for (u32 x = threadIdx.x; x < ROWS * FT_CHUNKS(DMAX); x += blockDim.x) {
+            const u32 r = x / FT_CHUNKS(DMAX), dim = x % FT_CHUNKS(DMAX) * 8;
+            if (row0 + r < len_q && dim < head_dim)
+                *(Raw16*)(out + q_base + (u64)(row0 + r) * q_stride + dim) = *(const Raw16*)(os + r * LD + dim);
+        }
+        return;
+    }
 #pragma unroll
     for (u32 i = 0; i < MT; ++i)
 #pragma unroll
