@@ -427,12 +427,57 @@ DEVICE void q_store(float* out, u64 i, float v) { out[i] = v; }
 DEVICE void q_store(f16_t* out, u64 i, float v) { out[i] = f32_to_f16(v); }
 DEVICE void q_store(bf16_t* out, u64 i, float v) { out[i] = f32_to_bf16(v); }
 
-// n values (a whole number of blocks) from block `first` of the `total` blocks at w.
+// Eight values in one (f16, bf16) or two (f32) 16-byte stores; `out + i` 16-byte aligned.
+DEVICE void q_store8(float* out, u64 i, const float* v) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        Raw16 r;
+        r.lo = f32_bits(v[4 * h]) | (u64)f32_bits(v[4 * h + 1]) << 32;
+        r.hi = f32_bits(v[4 * h + 2]) | (u64)f32_bits(v[4 * h + 3]) << 32;
+        *(Raw16*)(out + i + 4 * h) = r;
+    }
+}
+template <typename O> DEVICE void q_store8(O* out, u64 i, const float* v) {
+    u64 word[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        O x;
+        q_store(&x, 0, v[j]);
+        word[j / 4] |= (u64)x.bits << (16 * (j % 4));
+    }
+    *(Raw16*)(out + i) = Raw16{word[0], word[1]};
+}
+
+// Values a thread of `dequantize` takes where a block holds a multiple of them (every block
+// type): eight consecutive values share a sub-block's scale, which the compiler then reads and
+// converts once for them, and leave in 16-byte stores (one value a thread decoded the scale for
+// every value and stored 2 bytes at a time).
+#define DEQUANTIZE_VALUES 8
+
+// n values (a whole number of blocks) from block `first` of the `total` blocks at w; out is
+// 16-byte aligned (a fresh buffer). The arithmetic is Q::value's, so the results stay the CPU's.
 template <typename Q, typename O>
 DEVICE void dequantize(const u8* w, u64 total, u64 first, O* out, u64 n) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        const u64 blk = i / Q::BLOCK;
-        q_store(out, i, Q::value(q_block<Q>(w, total, first + blk), (int)(i - blk * Q::BLOCK)));
+    if (Q::BLOCK % DEQUANTIZE_VALUES == 0) {
+        for (u64 g = blockIdx.x * (u64)blockDim.x + threadIdx.x; g < n / DEQUANTIZE_VALUES;
+             g += (u64)gridDim.x * blockDim.x) {
+            constexpr u64 GROUPS = Q::BLOCK / DEQUANTIZE_VALUES;  // a block's groups of values
+            const u64 blk = g / GROUPS;
+            const QBlock b = q_block<Q>(w, total, first + blk);
+            // a multiple of DEQUANTIZE_VALUES by construction: the compiler sees that the
+            // values share their sub-block's fields
+            const int at = (int)(g - blk * GROUPS) * DEQUANTIZE_VALUES;
+            // every value first, then the stores (a store may alias the block's bytes)
+            float v[DEQUANTIZE_VALUES];
+#pragma unroll
+            for (int j = 0; j < DEQUANTIZE_VALUES; ++j) v[j] = Q::value(b, at + j);
+            q_store8(out, g * DEQUANTIZE_VALUES, v);
+        }
+    } else {
+        for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+            const u64 blk = i / Q::BLOCK;
+            q_store(out, i, Q::value(q_block<Q>(w, total, first + blk), (int)(i - blk * Q::BLOCK)));
+        }
     }
 }
 

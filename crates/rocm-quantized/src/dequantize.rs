@@ -60,9 +60,20 @@ pub(crate) fn dequantize_rows(
         out: y.ptr(),
         n: n as u64,
     };
-    device.launch_entry_elements(entry, w.ty.key(), n as u64, &params)?;
+    // a thread a value, or DEQUANTIZE_VALUES of them where a block holds a multiple of that
+    // (the kernel's loop strides over any grid: this only sizes it)
+    let threads = if w.ty.block_size() % DEQUANTIZE_VALUES == 0 {
+        n / DEQUANTIZE_VALUES
+    } else {
+        n
+    };
+    device.launch_entry_elements(entry, w.ty.key(), threads as u64, &params)?;
     Ok(y)
 }
+
+/// Values a thread of the dequantize kernels takes where a block holds a multiple of them
+/// (quantized.hip's `DEQUANTIZE_VALUES`).
+pub(crate) const DEQUANTIZE_VALUES: usize = 8;
 
 /// The rows `ids` (u32, contiguous, any dims) of the (rows, k) table `w` as a new contiguous
 /// (ids, k) buffer of `out`. An id past the table gives a zero row, or with `check_ids`

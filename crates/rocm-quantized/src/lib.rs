@@ -128,5 +128,6 @@ mod tests {
         assert_eq!(define("MMQ_BN"), MMQ_BLOCK_COLS);
         assert_eq!(define("MMQ_WARPS"), MMQ_WARPS as usize);
         assert_eq!(define("MMQ_KSUBS"), MMQ_KSUBS);
+        assert_eq!(define("DEQUANTIZE_VALUES"), dequantize::DEQUANTIZE_VALUES);
     }
 }
