@@ -103,6 +103,8 @@ pub(super) const SOP1: &[(u16, &str)] = &[
     (0x20, "s_and_saveexec_b32"),
     (0x22, "s_or_saveexec_b32"),
     (0x30, "s_and_not1_saveexec_b32"),
+    (0x47, "s_getpc_b64"),
+    (0x48, "s_setpc_b64"),
 ];
 
 pub(super) const SOP2: &[(u16, &str)] = &[
@@ -136,8 +138,12 @@ pub(super) const SOP2: &[(u16, &str)] = &[
 ];
 
 pub(super) const SOPC: &[(u16, &str)] = &[
+    (0x0, "s_cmp_eq_i32"),
+    (0x1, "s_cmp_lg_i32"),
     (0x2, "s_cmp_gt_i32"),
+    (0x3, "s_cmp_ge_i32"),
     (0x4, "s_cmp_lt_i32"),
+    (0x5, "s_cmp_le_i32"),
     (0x6, "s_cmp_eq_u32"),
     (0x7, "s_cmp_lg_u32"),
     (0x8, "s_cmp_gt_u32"),

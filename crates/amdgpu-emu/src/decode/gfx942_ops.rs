@@ -94,6 +94,8 @@ pub(super) const SOP1: &[(u16, &str)] = &[
     (0x12, "s_flbit_i32_b32"),
     (0x14, "s_flbit_i32"),
     (0x17, "s_sext_i32_i16"),
+    (0x1c, "s_getpc_b64"),
+    (0x1d, "s_setpc_b64"),
     (0x20, "s_and_saveexec_b64"),
     (0x21, "s_or_saveexec_b64"),
     (0x23, "s_andn2_saveexec_b64"),
@@ -133,8 +135,12 @@ pub(super) const SOP2: &[(u16, &str)] = &[
 ];
 
 pub(super) const SOPC: &[(u16, &str)] = &[
+    (0x0, "s_cmp_eq_i32"),
+    (0x1, "s_cmp_lg_i32"),
     (0x2, "s_cmp_gt_i32"),
+    (0x3, "s_cmp_ge_i32"),
     (0x4, "s_cmp_lt_i32"),
+    (0x5, "s_cmp_le_i32"),
     (0x6, "s_cmp_eq_u32"),
     (0x7, "s_cmp_lg_u32"),
     (0x8, "s_cmp_gt_u32"),
@@ -236,6 +242,7 @@ pub(super) const VOP1: &[(u16, &str)] = &[
 pub(super) const VOP1_SDWA: &[(u16, &str)] = &[
     (0x5, "v_cvt_f32_i32_sdwa"),
     (0x8, "v_cvt_i32_f32_sdwa"),
+    (0xa, "v_cvt_f16_f32_sdwa"),
     (0xb, "v_cvt_f32_f16_sdwa"),
     (0x11, "v_cvt_f32_ubyte0_sdwa"),
     (0x39, "v_cvt_f16_u16_sdwa"),

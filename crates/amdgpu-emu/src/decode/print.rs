@@ -57,7 +57,22 @@ fn source(arch: Arch, code: u32, count: u32, literal: Option<u32>) -> String {
         247 => "-4.0".into(),
         248 => "0.15915494".into(),
         253 => "scc".into(),
-        255 => format!("{:#x}", literal.unwrap_or(0)),
+        // a literal an inline constant could hold is printed as that integer (a long
+        // branch's `s_addc_u32 .., 0` or `-1`), any other in hex; a 64-bit operand's literal
+        // is zero-extended
+        255 => {
+            let lit = literal.unwrap_or(0);
+            let value = if count == 1 {
+                i64::from(lit as i32)
+            } else {
+                i64::from(lit)
+            };
+            if (-16..=64).contains(&value) {
+                value.to_string()
+            } else {
+                format!("{lit:#x}")
+            }
+        }
         256..=511 if count == 1 => format!("v{}", code - 256),
         256..=511 => format!("v[{}:{}]", code - 256, code - 256 + count - 1),
         _ => format!("<{code}>"),
@@ -107,6 +122,9 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
     let w0 = inst.words[0];
     let lit = inst.literal();
     Some(match inst.format {
+        // the long branch's pair: a destination alone, a source alone
+        Format::Sop1 if m == "s_getpc_b64" => scalar(arch, bits(w0, 16, 7), 2),
+        Format::Sop1 if m == "s_setpc_b64" => source(arch, bits(w0, 0, 8), 2, lit),
         Format::Sop1 => {
             let (d, s0, _) = scalar_widths(m);
             format!(
@@ -1060,7 +1078,12 @@ fn sopp(arch: Arch, inst: &Instruction) -> Option<String> {
                 parts.push(format!("lgkmcnt({lgkm})"));
             }
             if parts.is_empty() {
-                return None;
+                // every counter at its maximum: llvm-objdump prints all three
+                parts = vec![
+                    format!("vmcnt({vm})"),
+                    format!("expcnt({exp})"),
+                    format!("lgkmcnt({lgkm})"),
+                ];
             }
             parts.join(" ")
         }

@@ -237,6 +237,7 @@ pub(crate) fn execute(
     let w1 = inst.words[1];
     match inst.format {
         Format::Sopp => scalar::sopp(w, inst, ctx),
+        Format::Sop1 if m == "s_setpc_b64" => Ok(scalar::setpc(w, inst)),
         Format::Sop1 | Format::Sop2 | Format::Sopc | Format::Sopk => {
             scalar::salu(w, inst, ctx)?;
             Ok(Flow::Next)
@@ -443,6 +444,57 @@ mod tests {
         assert!(f("u", nan, 0.0) && !f("o", nan, 0.0) && f("nge", nan, 0.0));
         assert!(f("lg", 1.0, 2.0) && !f("lg", 2.0, 2.0) && f("le", 2.0, 2.0));
         assert_eq!(fcmp("class", 1.0, 2.0), None);
+    }
+
+    #[test]
+    fn a_long_branch_lands_on_its_target() {
+        // gfx1100's form (llvm-objdump of our flash_attention code object): s_getpc_b64
+        // s[102:103]; s_add_u32 s102, s102, 0x281b4; s_addc_u32 s103, s103, 0; s_setpc_b64
+        // s[102:103]
+        let words: [u32; 7] = [
+            0xBEE64700, 0x8066FF66, 0x000281B4, 0x8267FF67, 0x00000000, 0xBE804866, 0,
+        ];
+        let code: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let base = 0x91f4u64;
+        let memory = crate::exec::Memory::new();
+        let mut lds = [0u8; 0];
+        let mut ctx = Context {
+            arch: Arch::Gfx1100,
+            step_limit: 16,
+            memory: &memory,
+            kernel: "long branch",
+            lds: &mut lds,
+            trace: None,
+        };
+        let mut w = Wave {
+            lanes: 32,
+            s: [0; 128],
+            v: vec![vec![0; 32]; 1],
+            scc: false,
+            pc: base,
+            done: false,
+            at_barrier: false,
+            private: Vec::new(),
+            private_size: 0,
+            a: Vec::new(),
+        };
+        let mut at = 0usize;
+        let mut flows = Vec::new();
+        for _ in 0..4 {
+            let inst = crate::decode::decode(Arch::Gfx1100, &code, at, base).unwrap();
+            let flow = execute(&mut w, &inst, &Plan::of(&inst), &mut ctx).unwrap();
+            at += inst.len;
+            flows.push((inst.mnemonic, flow, base + at as u64));
+        }
+        // s_getpc_b64 gave the next instruction's address; the branch lands there + 0x281b4
+        let target = base + 4 + 0x281b4;
+        assert_eq!(u64::from(w.s[102]) | u64::from(w.s[103]) << 32, target);
+        let (m, flow, next) = flows.pop().unwrap();
+        assert_eq!(m, "s_setpc_b64");
+        match flow {
+            Flow::Branch(by) => assert_eq!(next.wrapping_add_signed(by), target),
+            _ => panic!("s_setpc_b64 did not branch"),
+        }
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub(super) fn sopp(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecR
     })
 }
 
+/// `s_setpc_b64`: a jump to the address in its register pair (the end of a long branch, whose
+/// target is past a branch instruction's 16-bit reach).
+pub(super) fn setpc(w: &Wave, inst: &Instruction) -> Flow {
+    let target = read64(w, inst, bits(inst.words[0], 0, 8), 0, false);
+    let next = inst.address + inst.len as u64;
+    Flow::Branch(target.wrapping_sub(next) as i64)
+}
+
 pub(super) fn salu(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecResult<()> {
     let m = inst.mnemonic;
     let w0 = inst.words[0];
@@ -160,6 +168,8 @@ pub(super) fn salu(w: &mut Wave, inst: &Instruction, ctx: &Context<'_>) -> ExecR
             w.scc = r != 0;
         }
         (Format::Sop1, _) => match m {
+            // the address of the next instruction (a long branch adds its offset to it)
+            "s_getpc_b64" => put(w, inst.address + inst.len as u64),
             "s_abs_i32" => {
                 let r = (a(w) as i32).wrapping_abs() as u32;
                 w.scc = r != 0;
