@@ -521,15 +521,25 @@ CANDLE_ROCM_KEEP(f32)(FLASH_ATTENTION_ENTRY(f32, float))
 #else
 #define FT_BOUNDS(MINB) __launch_bounds__(FT_WARPS * 64)
 #endif
-// Heads of exactly DMAX (the common case) take every k step without a test between them.
+// Heads of exactly DMAX (the common case) take every k step without a test between them, on
+// mma.sync (bench/results/2026-11-29-h200-flash-attention-instructions.md).
 #define FLASH_TILED_CALL(T, DMAX, FULL)                                                            \
     flash_tiled<T, DMAX, FT_SHAPE(MT, DMAX), FT_SHAPE(BC, DMAX), FT_SHAPE(QS, DMAX), FULL>(        \
         q, k, v, out, alibi, cu_q, cu_k, heads, kv_heads, head_dim, seq_q, seq_k,                  \
         alibi_batch_stride, scale, softcap, window_left, window_right)
+#if defined(CANDLE_ROCM_MMA_SYNC)
+#define FLASH_TILED_FORMS(T, DMAX)                                                                 \
+    if (head_dim == DMAX) FLASH_TILED_CALL(T, DMAX, true);                                         \
+    else FLASH_TILED_CALL(T, DMAX, false);
+#else
+// Elsewhere the partial form alone (it computes a head of DMAX too): the full one doubles the
+// module's code (hiprtc's compile time for four archs, gfx1100's branches past their 16-bit
+// reach) for a gain that only mma.sync's measurements show.
+#define FLASH_TILED_FORMS(T, DMAX) FLASH_TILED_CALL(T, DMAX, false);
+#endif
 #define FLASH_TILED_ENTRY(NAME, T, D, DMAX, MINB)                                                  \
     KERNEL FT_BOUNDS(MINB) void flash_tiled_##D##_##NAME(FLASH_PARAMS(T)) {                        \
-        if (head_dim == DMAX) FLASH_TILED_CALL(T, DMAX, true);                                     \
-        else FLASH_TILED_CALL(T, DMAX, false);                                                     \
+        FLASH_TILED_FORMS(T, DMAX)                                                                 \
     }
 #define FLASH_TILED_ENTRIES(NAME, T)                                                               \
     FLASH_TILED_ENTRY(NAME, T, d64, 64, 2) FLASH_TILED_ENTRY(NAME, T, d128, 128, 1)                \
