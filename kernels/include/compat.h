@@ -930,18 +930,6 @@ DEVICE void mma_i8_load_b(u32* b, const i8* s, u32 ld) {
     }
 }
 
-// Copies of 16 bytes from global to shared memory that may complete later (cp.async on
-// NVIDIA; a plain copy elsewhere): `bytes` 16 copies, 0 writes zeros. async_commit() closes a
-// group of them; async_wait<N>() waits until at most N of this thread's groups are pending.
-DEVICE void async_copy16(void* dst, const void* src, u32 bytes) {
-#if defined(CANDLE_ROCM_NVIDIA)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)), "l"(src), "r"(bytes) : "memory");
-#else
-    Raw16 v = {0, 0};
-    if (bytes) v = *(const Raw16*)src;
-    *(Raw16*)dst = v;
-#endif
-}
 // A shared-memory destination of async copies taken once and stepped by byte offsets: the
 // 32-bit address on NVIDIA (a loop of copies does not convert a pointer each time), the pointer
 // elsewhere.
@@ -951,7 +939,21 @@ DEVICE SharedAt shared_at(void* p) { return shared_address(p); }
 DEVICE void async_copy16_at(SharedAt dst, u32 offset, const void* src, u32 bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + offset), "l"(src), "r"(bytes) : "memory");
 }
+#endif
+
+// Copies of 16 bytes from global to shared memory that may complete later (cp.async on
+// NVIDIA; a plain copy elsewhere): `bytes` 16 copies, 0 writes zeros. async_commit() closes a
+// group of them; async_wait<N>() waits until at most N of this thread's groups are pending.
+DEVICE void async_copy16(void* dst, const void* src, u32 bytes) {
+#if defined(CANDLE_ROCM_NVIDIA)
+    async_copy16_at(shared_at(dst), 0, src, bytes);
 #else
+    Raw16 v = {0, 0};
+    if (bytes) v = *(const Raw16*)src;
+    *(Raw16*)dst = v;
+#endif
+}
+#if !defined(CANDLE_ROCM_NVIDIA)
 typedef char* SharedAt;
 DEVICE SharedAt shared_at(void* p) { return (char*)p; }
 DEVICE void async_copy16_at(SharedAt dst, u32 offset, const void* src, u32 bytes) {

@@ -129,29 +129,20 @@ DEVICE void flash_attention(const T* q, const T* k, const T* v, T* out, const fl
 #define FT_LD(DMAX) ((DMAX) + 8)
 
 // Loads `rows` rows [r0, r0 + rows) of a [tokens, heads, head_dim] tensor's head at `base`
-// (row stride `stride`) into `dst` (stride FT_LD(DMAX)): rows at or past `end` and dims past
-// head_dim are zeros. 16-byte copies that may complete later where head_dim and the pointer
-// allow (the caller commits and waits), else element by element.
+// (row stride `stride`) into `dst` (stride FT_LD(DMAX)) element by element, where the 16-byte
+// copies of flash_copy_tile do not apply (a head or pointer off 16 bytes): rows at or past `end`
+// and dims past head_dim are zeros.
 template <typename T, int DMAX>
-DEVICE void flash_load_rows(T* dst, const T* src, u64 base, u64 stride, i64 r0, u32 rows, i64 end, u32 head_dim,
-                            bool wide) {
+DEVICE void flash_load_rows(T* dst, const T* src, u64 base, u64 stride, i64 r0, u32 rows, i64 end, u32 head_dim) {
     const u32 LD = FT_LD(DMAX);
-    if (wide) {
-        for (u32 i = threadIdx.x; i < rows * (DMAX / 8); i += blockDim.x) {
-            const u32 r = i / (DMAX / 8), dim = (i % (DMAX / 8)) * 8;
-            const bool in = r0 + r < end && dim < head_dim;
-            async_copy16(dst + r * LD + dim, src + (in ? base + (u64)(r0 + r) * stride + dim : 0), in ? 16 : 0);
-        }
-    } else {
-        for (u32 i = threadIdx.x; i < rows * DMAX; i += blockDim.x) {
-            const u32 r = i / DMAX, dim = i % DMAX;
-            const bool in = r0 + r < end && dim < head_dim;
-            dst[r * LD + dim] = in ? src[base + (u64)(r0 + r) * stride + dim] : cvt<T>(0.0f);
-        }
+    for (u32 i = threadIdx.x; i < rows * DMAX; i += blockDim.x) {
+        const u32 r = i / DMAX, dim = i % DMAX;
+        const bool in = r0 + r < end && dim < head_dim;
+        dst[r * LD + dim] = in ? src[base + (u64)(r0 + r) * stride + dim] : cvt<T>(0.0f);
     }
 }
 
-// Copies a key or value tile with 16-byte copies (the `wide` case of flash_load_rows): the
+// Copies a key or value tile with 16-byte copies (where head_dim and the pointers allow): the
 // block's threads cover a row in FT_CHUNKS(DMAX) chunks, thread t the chunk t % chunks of rows
 // t / chunks, + step, ...; the addresses are taken once a tile (the generic loop's 64-bit index
 // arithmetic a copy was a third of the loop's instructions). Rows at or past `end`, and dims past
@@ -243,11 +234,11 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
     const T* v_head = v + kv_base;
     if (QS) {
         if (wide) flash_copy_tile<T, DMAX, ROWS, FULL>(qs, q + q_base, q_stride, row0, len_q, c_row, c_step, c_dim, c_in);
-        else flash_load_rows<T, DMAX>(qs, q, q_base, q_stride, row0, ROWS, len_q, head_dim, false);
+        else flash_load_rows<T, DMAX>(qs, q, q_base, q_stride, row0, ROWS, len_q, head_dim);
     }
     if (blk_lo < blk_hi) {
         if (wide) flash_copy_tile<T, DMAX, BC, FULL>(ks, k_head, kv_stride, blk_lo, lk, c_row, c_step, c_dim, c_in);
-        else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, blk_lo, BC, lk, head_dim, false);
+        else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, blk_lo, BC, lk, head_dim);
     }
     async_commit();
     // q's fragments where they stay in registers (one word per index where q is read from
@@ -297,7 +288,7 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
         async_wait<0>();
         __syncthreads();
         if (wide) flash_copy_tile<T, DMAX, BC, FULL>(vs, v_head, kv_stride, kt, lk, c_row, c_step, c_dim, c_in);
-        else flash_load_rows<T, DMAX>(vs, v, kv_base, kv_stride, kt, BC, lk, head_dim, false);
+        else flash_load_rows<T, DMAX>(vs, v, kv_base, kv_stride, kt, BC, lk, head_dim);
         async_commit();
         float s[MT][NT][MMA_C];
 #pragma unroll
@@ -426,7 +417,7 @@ DEVICE void flash_tiled(const T* q, const T* k, const T* v, T* out, const float*
         __syncthreads();
         if (kt + BC < blk_hi) {
             if (wide) flash_copy_tile<T, DMAX, BC, FULL>(ks, k_head, kv_stride, kt + BC, lk, c_row, c_step, c_dim, c_in);
-            else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, kt + BC, BC, lk, head_dim, false);
+            else flash_load_rows<T, DMAX>(ks, k, kv_base, kv_stride, kt + BC, BC, lk, head_dim);
         }
         async_commit();
 #pragma unroll

@@ -449,9 +449,9 @@ template <typename O> DEVICE void q_store8(O* out, u64 i, const float* v) {
 }
 
 // Values a thread of `dequantize` takes where a block holds a multiple of them (every block
-// type): eight consecutive values share a sub-block's scale, which the compiler then reads and
-// converts once for them, and leave in 16-byte stores (one value a thread decoded the scale for
-// every value and stored 2 bytes at a time).
+// type): the block's address is taken once for them and they leave in 16-byte stores (one value
+// a thread stored 2 bytes at a time). Each value still reads its own sub-block fields: the
+// compiler does not merge them (SASS of Q4_K, NVRTC sm_90: 53 instructions a value, 68 before).
 #define DEQUANTIZE_VALUES 8
 
 // n values (a whole number of blocks) from block `first` of the `total` blocks at w; out is
@@ -464,8 +464,6 @@ DEVICE void dequantize(const u8* w, u64 total, u64 first, O* out, u64 n) {
             constexpr u64 GROUPS = Q::BLOCK / DEQUANTIZE_VALUES;  // a block's groups of values
             const u64 blk = g / GROUPS;
             const QBlock b = q_block<Q>(w, total, first + blk);
-            // a multiple of DEQUANTIZE_VALUES by construction: the compiler sees that the
-            // values share their sub-block's fields
             const int at = (int)(g - blk * GROUPS) * DEQUANTIZE_VALUES;
             // every value first, then the stores (a store may alias the block's bytes)
             float v[DEQUANTIZE_VALUES];
