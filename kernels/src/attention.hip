@@ -876,9 +876,11 @@ DEVICE void attention_split_matrix(const T* q, const C* k, const C* v, const u32
 // position of k_cache and v_cache (kv_heads, cache_len, d) the roped k and the v. With
 // per_token_cache each token is a sequence of its own (a batch's decode step): token i writes
 // the i-th of t caches (t, kv_heads, cache_len, d) and q_out is (t, heads, d). Rotation on
-// the pairs (2i, 2i + 1) (interleaved) or (i, i + d / 2), as rope_i / rope compute it. A
+// the pairs (2i, 2i + 1) (interleaved) or (i, i + d / 2), as rope_i / rope compute it. With
+// `normed`, each q and k head is first rms-normed by q_norm / k_norm (d values each; qwen3's
+// per-head norms), the normed value rounded to T as the norm's own output would be. A
 // position past the cache (a bound the host keeps) writes nothing there and leaves its q
-// unrotated. One thread a rotated pair of q and k, then one a v value.
+// unrotated (normed). One warp a head: q and k heads, then v heads.
 // rope_kv_write's row of q_out for (head, token), and its cache row of a token's kv head at pos.
 DEVICE u64 rope_kv_q_row(u64 head, u64 token, u32 t, u32 heads, u32 per_token_cache) {
     return per_token_cache ? token * heads + head : head * t + token;
@@ -889,29 +891,54 @@ DEVICE u64 rope_kv_cache_row(u64 kv_head, u64 token, u32 pos, u32 kv_heads, u32 
 
 template <typename T, typename C>
 DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* positions, T* q_out, C* k_cache,
-                          C* v_cache, u32 t, u32 heads, u32 kv_heads, u32 d, u32 cache_len, u32 interleaved,
-                          u32 per_token_cache) {
+                          C* v_cache, const T* q_norm, const T* k_norm, u32 t, u32 heads, u32 kv_heads, u32 d,
+                          u32 cache_len, u32 interleaved, u32 per_token_cache, u32 normed, float eps) {
     typedef typename Acc<T>::type A;
+    const u32 lane = threadIdx.x % warpSize, block_warps = blockDim.x / warpSize;
     const u64 half = d / 2, width = (u64)(heads + 2 * kv_heads) * d;
-    const u64 pairs = (u64)t * (heads + kv_heads) * half;
-    const u64 values = (u64)t * kv_heads * d;
-    for (u64 i = grid_tid(); i < pairs + values; i += grid_threads()) {
-        if (i < pairs) {
-            const u64 token = i / ((heads + kv_heads) * half), rest = i % ((heads + kv_heads) * half);
-            const u32 head = (u32)(rest / half);
-            const u64 p = rest % half;
+    const u64 qk_rows = (u64)t * (heads + kv_heads), rows = qk_rows + (u64)t * kv_heads;
+    const u64 warps = (u64)gridDim.x * block_warps;
+    // w is the same for a warp's lanes: every branch below is the warp's
+    for (u64 w = (u64)blockIdx.x * block_warps + threadIdx.x / warpSize; w < rows; w += warps) {
+        if (w >= qk_rows) {
+            const u64 j = w - qk_rows, token = j / kv_heads, head = j % kv_heads;
             const u32 pos = positions[token];
+            if (pos >= cache_len) continue;
+            const T* x = qkv + token * width + (heads + kv_heads + head) * d;
+            C* y = v_cache + rope_kv_cache_row(head, token, pos, kv_heads, cache_len, per_token_cache) * d;
+            for (u64 e = lane; e < d; e += warpSize) y[e] = cvt<C>(cvt<A>(x[e]));
+            continue;
+        }
+        const u64 token = w / (heads + kv_heads);
+        const u32 head = (u32)(w % (heads + kv_heads));
+        const u32 pos = positions[token];
+        const T* x = qkv + token * width + (u64)head * d;
+        const T* alpha = head < heads ? q_norm : k_norm;
+        A scale = (A)1;
+        if (normed != 0) {
+            A ss = (A)0;
+            for (u64 e = lane; e < d; e += warpSize) {
+                const A v = cvt<A>(x[e]);
+                ss += v * v;
+            }
+            ss = warp_sum(ss);
+            scale = (A)1 / m_sqrt(ss / (A)d + (A)eps);
+        }
+        // the head's value i, normed as rms_norm writes it where `normed`
+        auto value = [&](u64 i) -> A {
+            return normed != 0 ? cvt<A>(cvt<T>(cvt<A>(x[i]) * scale * cvt<A>(alpha[i]))) : cvt<A>(x[i]);
+        };
+        for (u64 p = lane; p < half; p += warpSize) {
             const u64 i1 = interleaved ? 2 * p : p, i2 = interleaved ? 2 * p + 1 : p + half;
-            const T* x = qkv + token * width + (u64)head * d;
+            const A x1 = value(i1), x2 = value(i2);
             if (pos >= cache_len) {
                 if (head < heads) {
                     T* y = q_out + rope_kv_q_row(head, token, t, heads, per_token_cache) * d;
-                    y[i1] = x[i1];
-                    y[i2] = x[i2];
+                    y[i1] = cvt<T>(x1);
+                    y[i2] = cvt<T>(x2);
                 }
                 continue;
             }
-            const A x1 = cvt<A>(x[i1]), x2 = cvt<A>(x[i2]);
             const u64 cs = (u64)pos * half + p;
             const A cc = cvt<A>(cos[cs]), ss = cvt<A>(sin[cs]);
             const A y1 = x1 * cc - x2 * ss, y2 = x1 * ss + x2 * cc;
@@ -925,12 +952,6 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
                 y[i1] = cvt<C>(cvt<A>(cvt<T>(y1)));
                 y[i2] = cvt<C>(cvt<A>(cvt<T>(y2)));
             }
-        } else {
-            const u64 j = i - pairs, token = j / ((u64)kv_heads * d), rest = j % ((u64)kv_heads * d);
-            const u32 pos = positions[token];
-            if (pos >= cache_len) continue;
-            const u64 head = rest / d, e = rest % d;
-            v_cache[rope_kv_cache_row(head, token, pos, kv_heads, cache_len, per_token_cache) * d + e] = cvt<C>(cvt<A>(qkv[token * width + (heads + kv_heads + head) * d + e]));
         }
     }
 }
@@ -969,8 +990,9 @@ DEVICE void rope_kv_write(const T* qkv, const T* cos, const T* sin, const u32* p
     ATTENTION_SPLIT_ENTRY(SPLIT, T, C, 1, ATTN_SPLIT_THREADS)                                    \
     ATTENTION_SPLIT_ENTRY(GROUPED, T, C, ATTN_GROUP_HEADS, ATTN_GROUP_MAX_THREADS)               \
     KERNEL void ROPE(ROPE_KV_PARAMS(T, C)) {                                                     \
-        rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, t, heads,         \
-                            kv_heads, d, cache_len, interleaved, per_token_cache);               \
+        rope_kv_write<T, C>(qkv, cos, sin, positions, q_out, k_cache, v_cache, q_norm, k_norm,   \
+                            t, heads, kv_heads, d, cache_len, interleaved, per_token_cache,      \
+                            normed, eps);                                                        \
     }                                                                                            \
     KERNEL __launch_bounds__(ATTN_BLOCK) void CACHED(ATTN_PARAMS(T, C)) {                        \
         cached_attention_any<T, C>(q, k, v, positions, out, heads, kv_heads, queries, head_dim,  \

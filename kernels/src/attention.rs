@@ -88,7 +88,9 @@ crate::kernel_params! {
     /// `rope_kv_write`: `t` tokens' stacked q/k/v rows, q roped to `q_out`, k roped and v
     /// written into the caches at the tokens' positions. With `per_token_cache` each token
     /// is a sequence of its own: token i writes cache i of `t` (`[t, kv_heads, cache_len,
-    /// d]`) and q_out is `[t, heads, d]`; else one cache and q_out `[heads, t, d]`.
+    /// d]`) and q_out is `[t, heads, d]`; else one cache and q_out `[heads, t, d]`. With
+    /// `normed`, q's and k's heads are rms-normed by `q_norm` / `k_norm` (`[d]`, eps `eps`)
+    /// first (the pointers are unread otherwise).
     pub struct RopeKvParams = "ROPE_KV_PARAMS(T, C)" {
         qkv: DevicePtr = "const T*",
         cos: DevicePtr = "const T*",
@@ -97,6 +99,8 @@ crate::kernel_params! {
         q_out: DevicePtr = "T*",
         k_cache: DevicePtr = "C*",
         v_cache: DevicePtr = "C*",
+        q_norm: DevicePtr = "const T*",
+        k_norm: DevicePtr = "const T*",
         t: u32,
         heads: u32,
         kv_heads: u32,
@@ -104,6 +108,8 @@ crate::kernel_params! {
         cache_len: u32,
         interleaved: u32,
         per_token_cache: u32,
+        normed: u32,
+        eps: f32,
     }
 }
 

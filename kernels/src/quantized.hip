@@ -764,15 +764,16 @@ DEVICE void rms_q8_load(const X* x, const X* r, X* sum, u64 at, u32 has_residual
 
 // For each of the m rows of x (k values, k a multiple of 32, of 256 for the K scheme): with a
 // residual r (has_residual), s = x + r is stored to `sum` and normed in place of x; out gets the
-// q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha. One block a row of
+// q8 form of the (m, k) rms norm s * (1 / sqrt(mean(s^2) + eps)) * alpha, and `normed` (where
+// has_normed) the norm itself in X, as rms_norm writes it (a router's input). One block a row of
 // whole warps; thread t takes the runs of 8 values t, t + blockDim, ... (four lanes a
 // sub-block). Where that is at most RMS_Q8_RUNS runs a thread, the runs and alpha's stay in
 // registers, so the row is read once and the reduction is the only wait between load and
 // store; longer rows are read again after the reduction (the sums from `sum`, which each thread
 // stored itself). Both forms add and round in the same order.
 template <typename X>
-DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, u64 m, u64 k, float eps,
-                        u32 scheme, u32 has_residual) {
+DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out, X* normed, u64 m, u64 k,
+                        float eps, u32 scheme, u32 has_residual, u32 has_normed) {
     const u32 lane = threadIdx.x % warpSize;
     const u64 runs = k / 8;
     const bool in_registers = runs <= (u64)RMS_Q8_RUNS * blockDim.x;
@@ -803,6 +804,7 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
                 float w[8];
 #pragma unroll
                 for (int e = 0; e < 8; ++e) w[e] = live ? q_as(v[i][e] * scale * a[i][e], x) : 0.0f;
+                if (has_normed != 0 && live) q_store8(normed, row * k + c * 8, w);
                 q8_write_quarter(w, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
             }
             continue;
@@ -825,6 +827,7 @@ DEVICE void rms_norm_q8(const X* x, const X* r, X* sum, const X* alpha, u8* out,
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) v[e] = live ? q_as(v[e] * scale * a[e], x) : 0.0f;
+            if (has_normed != 0 && live) q_store8(normed, row * k + c * 8, v);
             q8_write_quarter(v, row * (k / 32) + c / 4, (u32)(c % 4), live, out, out + m * k, scheme);
         }
     }
@@ -1596,7 +1599,7 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     KERNEL void matvec_bf16_##NAME(MATVEC_PARAMS(bf16_t)) { matvec<Q>(w, total, x, y, n, k, rows); } \
     KERNEL void quantize_q8_##NAME(QUANTIZE_Q8_PARAMS(X)) { quantize_q8(x, out, m, k, scheme); } \
     KERNEL __launch_bounds__(RMS_Q8_MAX_THREADS) void rms_norm_q8_##NAME(RMS_NORM_Q8_PARAMS(X)) { \
-        rms_norm_q8(x, r, sum, alpha, out, m, k, eps, scheme, has_residual);                     \
+        rms_norm_q8(x, r, sum, alpha, out, normed, m, k, eps, scheme, has_residual, has_normed); \
     }                                                                                            \
     KERNEL void swiglu_q8_##NAME(SWIGLU_Q8_PARAMS(X)) { swiglu_q8(gate_up, out, m, w, scheme); }   \
     KERNEL void moe_topk_##NAME(MOE_TOPK_PARAMS(X)) { moe_topk(logits, ids, weights, tokens, experts, top, renorm); } \

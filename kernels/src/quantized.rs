@@ -155,18 +155,21 @@ crate::kernel_params! {
 }
 
 crate::kernel_params! {
-    /// rms norm of x (+ r, written to `sum`, where `has_residual`) straight to q8.
+    /// rms norm of x (+ r, written to `sum`, where `has_residual`) straight to q8, and in
+    /// x's dtype to `normed` where `has_normed`.
     pub struct RmsNormQ8Params = "RMS_NORM_Q8_PARAMS(X)" {
         x: DevicePtr = "const X*",
         r: DevicePtr = "const X*",
         sum: DevicePtr = "X*",
         alpha: DevicePtr = "const X*",
         out: DevicePtr = "u8*",
+        normed: DevicePtr = "X*",
         m: u64,
         k: u64,
         eps: f32,
         scheme: u32,
         has_residual: u32,
+        has_normed: u32,
     }
 }
 

@@ -152,26 +152,31 @@ pub fn moe_topk(
     ))
 }
 
+/// What [`rms_norm_q8`] returns: `x + residual` (with a residual), the norm in q8 form, and
+/// the norm in x's dtype (where asked for).
+pub type NormQ8 = (Option<RocmStorage>, Q8Activations, Option<RocmStorage>);
+
 /// candle-nn's `rms_norm` of `x` with `alpha`, or of `x + residual` (also returned), written in
-/// q8 form for the integer mat-vec of weights whose activations are `scheme`
-/// (`rocm_quantized::rms_norm_q8`).
+/// q8 form for the integer mat-vec of weights whose activations are `scheme`, and with `float`
+/// in x's dtype as well (`rocm_quantized::rms_norm_q8`).
 pub fn rms_norm_q8(
     (x, x_l): (&RocmStorage, &Layout),
     residual: Option<(&RocmStorage, &Layout)>,
     (alpha, alpha_l): (&RocmStorage, &Layout),
-    eps: f32,
-    scheme: Q8Scheme,
-) -> Result<(Option<RocmStorage>, Q8Activations)> {
+    (eps, scheme): (f32, Q8Scheme),
+    float: bool,
+) -> Result<NormQ8> {
     let device = x.device();
-    let (sum, q8) = rocm_quantized::rms_norm_q8(
+    let out = rocm_quantized::rms_norm_q8(
         device.raw(),
         x.operand(x_l),
         residual.map(|(r, l)| r.operand(l)),
         alpha.operand(alpha_l),
-        eps,
-        scheme,
+        (eps, scheme),
+        float,
     )?;
-    Ok((sum.map(|s| device.storage(s, x.dtype())), q8))
+    let storage = |b| device.storage(b, x.dtype());
+    Ok((out.sum.map(storage), out.q8, out.normed.map(storage)))
 }
 
 /// candle-nn's `silu(g) * u` of `gate_up` rows [g | u], written in q8 form for the integer

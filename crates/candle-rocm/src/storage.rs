@@ -538,7 +538,8 @@ impl RocmStorage {
     /// A decode step's rotary embedding and cache write in one launch
     /// (`rocm_attention::rope_kv_write`): `self` holds q, k and v heads of each token at
     /// `positions`; returns q roped (`[heads, t, head_dim]`, or `[t, heads, head_dim]` with a
-    /// cache a token), writes k roped and v into the caches in place.
+    /// cache a token), writes k roped and v into the caches in place; with `qk_norm` (q's and
+    /// k's norm weights and the epsilon) q's and k's heads are rms-normed first.
     #[allow(clippy::too_many_arguments)]
     pub fn rope_kv_write(
         &self,
@@ -550,8 +551,12 @@ impl RocmStorage {
         (v, v_l): (&Self, &Layout),
         heads: usize,
         interleaved: bool,
+        qk_norm: Option<((&Self, &Layout), (&Self, &Layout), f32)>,
     ) -> Result<Self> {
         self.same_device("rope_kv_write", &[cos, sin, positions, k, v])?;
+        if let Some(((qn, _), (kn, _), _)) = qk_norm {
+            self.same_device("rope_kv_write", &[qn, kn])?;
+        }
         let out = rocm_attention::rope_kv_write(
             self.raw(),
             self.operand(layout),
@@ -563,6 +568,11 @@ impl RocmStorage {
             },
             heads,
             interleaved,
+            qk_norm.map(|((qn, qn_l), (kn, kn_l), eps)| rocm_attention::QkNorm {
+                q: qn.operand(qn_l),
+                k: kn.operand(kn_l),
+                eps,
+            }),
         )?;
         Ok(self.wrap(out, self.dtype))
     }

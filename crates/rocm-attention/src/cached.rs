@@ -538,6 +538,15 @@ pub struct KvCache<'a> {
     pub v: Operand<'a>,
 }
 
+/// Per-head rms norms of q and k before the rotary embedding (qwen3's): a weight of
+/// `head_dim` values each, in qkv's dtype, and the norm's epsilon.
+#[derive(Debug, Clone, Copy)]
+pub struct QkNorm<'a> {
+    pub q: Operand<'a>,
+    pub k: Operand<'a>,
+    pub eps: f32,
+}
+
 /// A decode step's rotary embedding and cache write in one launch, in place of roping q and k,
 /// splitting the heads and scattering k and v into the caches: `qkv` (.., t, (heads +
 /// 2 kv_heads) * head_dim) holds each token's q, k and v heads; token i sits at `positions[i]`
@@ -547,7 +556,10 @@ pub struct KvCache<'a> {
 /// roped and v into the caches' rows at the positions (a position past the cache writes
 /// nothing and leaves its q unrotated). Pairs are (2i, 2i + 1) with `interleaved` (candle-nn's `rope_i`), else (i, i +
 /// head_dim / 2) (`rope`). The caches are in qkv's dtype, or f16/bf16 under f32 (k roped in f32,
-/// rounded to f32 and then to the cache's dtype, as a cast of the roped k would be).
+/// rounded to f32 and then to the cache's dtype, as a cast of the roped k would be). With
+/// `qk_norm`, each q and k head is rms-normed first (the normed values rounded to qkv's dtype,
+/// as candle-nn's `rms_norm` writes them), in the same launch.
+#[allow(clippy::too_many_arguments)]
 pub fn rope_kv_write(
     device: &Device,
     qkv: Operand<'_>,
@@ -556,6 +568,7 @@ pub fn rope_kv_write(
     cache: KvCache<'_>,
     heads: usize,
     interleaved: bool,
+    qk_norm: Option<QkNorm<'_>>,
 ) -> Result<Buffer> {
     const OP: &str = "rope_kv_write";
     let dtype = qkv.dtype;
@@ -623,9 +636,25 @@ pub fn rope_kv_write(
             )));
         }
     }
+    if let Some(norm) = &qk_norm {
+        same_dtype(
+            OP,
+            ("qkv", &qkv),
+            &[("q_norm", &norm.q), ("k_norm", &norm.k)],
+        )?;
+        for (name, w) in [("q_norm", &norm.q), ("k_norm", &norm.k)] {
+            if w.elem_count() != head_dim || w.layout.dims.len() != 1 {
+                return Err(shape_error(format!(
+                    "{name} has dims {:?}, not [{head_dim}]",
+                    w.layout.dims
+                )));
+            }
+        }
+    }
     let out = device.alloc(heads * t * head_dim * dtype.size_in_bytes())?;
-    let items = (t * (heads + kv_heads) * head_dim / 2 + t * kv_heads * head_dim) as u64;
-    if items == 0 {
+    // a warp a head: q's and k's, then v's
+    let rows = (t * (heads + 2 * kv_heads)) as u64;
+    if rows == 0 || head_dim == 0 {
         return Ok(out);
     }
     let fit = |what: &str, n: usize| {
@@ -638,6 +667,15 @@ pub fn rope_kv_write(
         positions.contiguous(OP)?,
     );
     let (kc, vc) = (cache.k.contiguous(OP)?, cache.v.contiguous(OP)?);
+    let norms = match &qk_norm {
+        Some(n) => Some((n.q.contiguous(OP)?, n.k.contiguous(OP)?)),
+        None => None,
+    };
+    let (q_norm, k_norm) = match &norms {
+        Some((q, k)) => (q.ptr()?, k.ptr()?),
+        // unread without the norm
+        None => (qc.ptr()?, qc.ptr()?),
+    };
     let params = kernels::attention::RopeKvParams {
         qkv: qc.ptr()?,
         cos: cc.ptr()?,
@@ -646,6 +684,8 @@ pub fn rope_kv_write(
         q_out: out.ptr(),
         k_cache: kc.ptr()?,
         v_cache: vc.ptr()?,
+        q_norm,
+        k_norm,
         t: fit("tokens", t)?,
         heads: fit("heads", heads)?,
         kv_heads: fit("kv_heads", kv_heads)?,
@@ -653,8 +693,11 @@ pub fn rope_kv_write(
         cache_len: fit("cache_len", cache_len)?,
         interleaved: u32::from(interleaved),
         per_token_cache: u32::from(per_token_cache),
+        normed: u32::from(qk_norm.is_some()),
+        eps: qk_norm.map_or(0.0, |n| n.eps),
     };
-    let config = LaunchConfig::for_elements(items, device.info());
+    let config =
+        LaunchConfig::for_elements(rows * u64::from(device.info().warp_size), device.info());
     device.launch_entry(entry, dtype.as_str(), config, &params)?;
     Ok(out)
 }

@@ -20,7 +20,7 @@ pub mod cached;
 
 pub use cached::{
     cached_attention, cached_attention_via, rope_kv_write, AttentionMask, AttentionPath, KvCache,
-    GROUPED_PARTIAL_BYTES,
+    QkNorm, GROUPED_PARTIAL_BYTES,
 };
 pub use rocm_device::{Buffer, DType, Device, Error, Layout, Operand, Result};
 use rocm_device::{LaunchConfig, Platform, MAX_GRID_YZ};

@@ -89,20 +89,32 @@ fn q8_source<'a>(
 /// its kernels are built for (a test checks the two agree).
 pub const RMS_Q8_MAX_THREADS: usize = 512;
 
+/// What [`rms_norm_q8`] writes.
+#[derive(Debug)]
+pub struct NormQ8 {
+    /// x + the residual (with a residual).
+    pub sum: Option<Buffer>,
+    /// The norm in q8 form.
+    pub q8: Q8Activations,
+    /// The norm in x's dtype (where asked for).
+    pub normed: Option<Buffer>,
+}
+
 /// candle-nn's `rms_norm` of x (.., k) with `alpha` (k) written straight in q8 form for the
-/// integer mat-vec of weights whose activations are `scheme`, without the float result: one
-/// launch in place of the norm and the quantization. With a residual r (x's dims), x + r is
-/// normed instead and also returned (the residual stream's next value): the add fused in too.
-/// The q8 bytes are those [`quantize_q8`] writes from the float norm rounded to x's dtype (to
-/// the rounding of the sum of squares, whose order differs).
+/// integer mat-vec of weights whose activations are `scheme`: one launch in place of the norm
+/// and the quantization. With a residual r (x's dims), x + r is normed instead and also
+/// returned (the residual stream's next value): the add fused in too. With `float`, the norm
+/// is also written in x's dtype (the input of a float product beside the quantized ones, such
+/// as a router's). The q8 bytes are those [`quantize_q8`] writes from the float norm rounded to
+/// x's dtype (to the rounding of the sum of squares, whose order differs).
 pub fn rms_norm_q8(
     device: &Device,
     x: Operand<'_>,
     residual: Option<Operand<'_>>,
     alpha: Operand<'_>,
-    eps: f32,
-    scheme: Q8Scheme,
-) -> Result<(Option<Buffer>, Q8Activations)> {
+    (eps, scheme): (f32, Q8Scheme),
+    float: bool,
+) -> Result<NormQ8> {
     const OP: &str = "rms_norm_q8";
     let (xc, m, k) = q8_source(OP, &x, scheme)?;
     let dtype = x.dtype;
@@ -131,28 +143,39 @@ pub fn rms_norm_q8(
         Some(_) => Some(device.alloc(m * k * dtype.size_in_bytes())?),
         None => None,
     };
+    let normed = match float {
+        true => Some(device.alloc(m * k * dtype.size_in_bytes())?),
+        false => None,
+    };
     let out = device.alloc(q8_bytes(m, k))?;
-    let q8 = |buffer| Q8Activations {
-        buffer,
-        rows: m,
-        k,
-        scheme,
+    let done = |sum, out, normed| NormQ8 {
+        sum,
+        q8: Q8Activations {
+            buffer: out,
+            rows: m,
+            k,
+            scheme,
+        },
+        normed,
     };
     if m * k == 0 {
-        return Ok((sum, q8(out)));
+        return Ok(done(sum, out, normed));
     }
     let params = quantized::RmsNormQ8Params {
         x: xc.ptr()?,
-        // without a residual the kernel reads neither r nor sum: x and the output stand in
+        // without a residual (or the float norm) the kernel reads neither r nor sum (normed):
+        // x and the output stand in
         r: rc.as_ref().unwrap_or(&xc).ptr()?,
         sum: sum.as_ref().unwrap_or(&out).ptr(),
         alpha: ac.ptr()?,
         out: out.ptr(),
+        normed: normed.as_ref().unwrap_or(&out).ptr(),
         m: m as u64,
         k: k as u64,
         eps,
         scheme: scheme.code(),
         has_residual: u32::from(rc.is_some()),
+        has_normed: u32::from(normed.is_some()),
     };
     let warp = device.info().warp_size.max(1) as usize;
     // a run of 8 values a thread
@@ -169,7 +192,7 @@ pub fn rms_norm_q8(
         shared_mem_bytes: 0,
     };
     device.launch_entry(quantized::RMS_NORM_Q8, out_key(OP, dtype)?, config, &params)?;
-    Ok((sum, q8(out)))
+    Ok(done(sum, out, normed))
 }
 
 /// candle-nn's `silu(g) * u` for `gate_up` (.., 2w) holding [g | u] in each row, written straight

@@ -1095,7 +1095,8 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
                 let (xb, rb, ab) = (host(&x, &[m, k]), host(&r, &[m, k]), host(&alpha, &[k]));
                 let (xl, al) = (Layout::contiguous(&[m, k]), Layout::contiguous(&[k]));
                 let eps = 1e-5f32;
-                for with_residual in [false, true] {
+                // the float norm too (a router's input) in two of the three
+                for (with_residual, float) in [(false, true), (true, false), (true, true)] {
                     let s: Vec<f32> = if with_residual {
                         x.iter()
                             .zip(&r)
@@ -1115,15 +1116,51 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
                         );
                     }
                     let residual = with_residual.then(|| Operand::new(&rb, dtype, &xl));
-                    let (sum, q8) = rq::rms_norm_q8(
+                    let rq::NormQ8 { sum, q8, normed } = rq::rms_norm_q8(
                         &d,
                         Operand::new(&xb, dtype, &xl),
                         residual,
                         Operand::new(&ab, dtype, &al),
-                        eps,
-                        scheme,
+                        (eps, scheme),
+                        float,
                     )
                     .unwrap();
+                    assert_eq!(normed.is_some(), float);
+                    if let Some(normed) = normed {
+                        // against the norm in f64. f32: the sum of squares (at most 32 values
+                        // a thread in sequence, a warp's 5 levels, 16 warps in sequence: 52
+                        // roundings of positive terms, under 3.1e-6 of ss, half that of the
+                        // scale) and two products' roundings, 1.7e-6 in all; bf16: the value's
+                        // rounding, a unit in the last place
+                        let tol = if dtype == DType::F32 {
+                            2e-6
+                        } else {
+                            2f64.powi(-7)
+                        };
+                        let exact: Vec<f64> = s
+                            .chunks_exact(k)
+                            .flat_map(|row| {
+                                let ss: f64 =
+                                    row.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+                                let scale = 1.0 / (ss / k as f64 + f64::from(eps)).sqrt();
+                                row.iter()
+                                    .zip(&alpha)
+                                    .map(|(&v, &a)| f64::from(v) * scale * f64::from(a))
+                                    .collect::<Vec<_>>()
+                            })
+                            .collect();
+                        for (i, (g, w)) in values(&download(&d, &normed), dtype)
+                            .iter()
+                            .zip(&exact)
+                            .enumerate()
+                        {
+                            let w = *w;
+                            assert!(
+                                (g - w).abs() <= tol * w.abs() + 1e-30,
+                                "{scheme:?} {dtype} ({m}, {k}) residual {with_residual}: normed[{i}] {g} vs {w}"
+                            );
+                        }
+                    }
                     assert_eq!((q8.rows, q8.k, q8.scheme), (m, k, scheme));
                     if let Some(sum) = sum {
                         let s64: Vec<f64> = s.iter().map(|&v| f64::from(v)).collect();
@@ -1183,8 +1220,8 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
         xo,
         None,
         Operand::new(&a, DType::F32, &al),
-        1e-5,
-        Q8Scheme::Q8K,
+        (1e-5, Q8Scheme::Q8K),
+        false,
     )
     .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
@@ -1194,8 +1231,8 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
         xo,
         Some(Operand::new(&x, DType::F32, &short)),
         Operand::new(&a, DType::F32, &al),
-        1e-5,
-        Q8Scheme::Q8_0,
+        (1e-5, Q8Scheme::Q8_0),
+        false,
     )
     .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");

@@ -60,10 +60,7 @@ impl StaticLlama {
         let written = mask.is_none()
             && flash.is_none()
             && self.comm.is_none()
-            && self
-                .layers
-                .iter()
-                .all(|l| l.qkv.len() == 1 && l.qk_norm.is_none());
+            && self.layers.iter().all(|l| l.qkv.len() == 1);
         let ops = if written {
             None
         } else {
@@ -113,7 +110,11 @@ impl StaticLlama {
                 } else {
                     qkv.to_dtype(DType::F32)?
                 };
-                self.rope_kv_write(&qkv, inputs.positions, (&state.k[n], &state.v[n]))?
+                let qk_norm = layer
+                    .qk_norm
+                    .as_ref()
+                    .map(|(q, k)| (q.weight(), k.weight()));
+                self.rope_kv_write(&qkv, inputs.positions, (&state.k[n], &state.v[n]), qk_norm)?
             }
             Some(ops) => {
                 let (q, k, v) = self.roped_qkv(layer, &qkv, ops, t)?;
@@ -172,16 +173,23 @@ impl StaticLlama {
     /// A layer's stacked q/k/v output at `positions` through `rope_kv_write`: k roped and v
     /// written into the layer's caches, q roped returned as `[1, heads, T, hd]` (f32, or the
     /// model's dtype with `native_tables`); with a cache a token (`[T, ..]`, T sequences),
-    /// `[T, heads, 1, hd]`.
+    /// `[T, heads, 1, hd]`. `qk_norm` (q's and k's per-head norm weights, qwen3's) norms q's
+    /// and k's heads first, in the same launch.
     pub(super) fn rope_kv_write(
         &self,
         qkv: &Tensor,
         positions: &Tensor,
         (k_cache, v_cache): (&Tensor, &Tensor),
+        qk_norm: Option<(&Tensor, &Tensor)>,
     ) -> Result<Tensor> {
         let (cos, sin) = match &self.native_tables {
             Some((cos, sin)) if qkv.dtype() == cos.dtype() => (cos, sin),
             _ => (&self.cos, &self.sin),
+        };
+        // the weights in qkv's dtype (the same tensors where qkv is f32, as the fused step's is)
+        let norms = match qk_norm {
+            Some((q, k)) => Some((q.to_dtype(qkv.dtype())?, k.to_dtype(qkv.dtype())?)),
+            None => None,
         };
         rope_kv_write(
             qkv,
@@ -192,6 +200,7 @@ impl StaticLlama {
             v_cache,
             self.heads,
             self.rope_interleaved,
+            norms.as_ref().map(|(q, k)| (q, k, f64::from(self.eps))),
         )
     }
 

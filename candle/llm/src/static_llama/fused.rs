@@ -13,11 +13,10 @@ impl StaticLlama {
     /// the down projection's activations. The arithmetic is the ops' (the q8 bytes those would
     /// quantize), to the rounding of the norms' sums of squares. (The norms in the o and down
     /// projections' last block instead, 6 launches a layer, measured 1-2.5% slower:
-    /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.) Qwen3's per-head q/k norms take
-    /// three launches more (two norms and a join; with several sequences q and k are copied
-    /// first); routed experts (qwen3moe) take the
-    /// float norm for the router and five launches (`Experts::forward_fused`) for the
-    /// gated MLP.
+    /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.) Qwen3's per-head q/k norms are the
+    /// rotary embedding's (no launch of their own); routed experts (qwen3moe) take the
+    /// float norm for the router from the q8 norm's launch and five launches
+    /// (`Experts::forward_fused`) for the gated MLP.
     ///
     /// `tokens` (u32 `[B, 1]`) are B sequences' tokens at `positions` (u32 `[B]`), each over
     /// its own cache (`caches`: a layer's `[B, kv_heads, max_len, head_dim]`); the logits are
@@ -28,7 +27,9 @@ impl StaticLlama {
         tokens: &Tensor,
         positions: &Tensor,
     ) -> Result<Tensor> {
-        use candle_core::quantized::rocm::{matmul_q8, rms_norm_q8, swiglu_q8};
+        use candle_core::quantized::rocm::{
+            matmul_q8, rms_norm_q8, rms_norm_q8_and_float, swiglu_q8,
+        };
         let (heads, hd) = (self.heads, self.head_dim);
         let scale = if self.q_prescaled {
             1.0
@@ -55,13 +56,11 @@ impl StaticLlama {
                 x = sum;
             }
             let qkv = matmul_q8(&f.qkv, &hq)?;
-            let qkv = match &f.qk_norm {
-                Some(norms) => self.qk_normed(&qkv, norms)?,
-                None => qkv,
-            };
             let (k_cache, v_cache) = (&k_caches[n], &v_caches[n]);
-            // [B, heads, 1, hd]: each sequence's query at its own position
-            let q = self.rope_kv_write(&qkv, positions, (k_cache, v_cache))?;
+            // [B, heads, 1, hd]: each sequence's query at its own position (qwen3's per-head
+            // q/k norms in the same launch)
+            let qk_norm = f.qk_norm.as_ref().map(|(q, k)| (q, k));
+            let q = self.rope_kv_write(&qkv, positions, (k_cache, v_cache), qk_norm)?;
             let y = cached_attention(&q, k_cache, v_cache, CacheMask::Positions(positions), scale)?
                 .reshape((b, 1, heads * hd))?;
             let o = layer.o.forward(&y)?;
@@ -76,12 +75,17 @@ impl StaticLlama {
                     pending = Some(matmul_q8(down, &hd_q8)?);
                 }
                 (FusedFfn::Experts, FeedForward::Experts(experts)) => {
-                    // the router reads the float norm, the experts its q8 form
-                    let (sum, hq) = norm(&x, Some(&o), &f.post_norm, &experts.gate_up)?;
+                    // the router reads the float norm, the experts its q8 form: one launch
+                    let (sum, h, hq) = rms_norm_q8_and_float(
+                        &o,
+                        Some(&x),
+                        &f.post_norm,
+                        self.eps,
+                        &experts.gate_up,
+                    )?;
                     if let Some(sum) = sum {
                         x = sum;
                     }
-                    let h = layer.post_norm.forward(&x)?;
                     pending = Some(experts.forward_fused(&h, &hq)?);
                 }
                 (FusedFfn::Experts, FeedForward::Gated { .. }) => {
@@ -93,20 +97,5 @@ impl StaticLlama {
         let logits = self.lm_head.forward(&h)?;
         let vocab = logits.dim(D::Minus1)?;
         logits.reshape((b, vocab))
-    }
-
-    /// The stacked q/k/v output `[B, 1, (heads + 2 kv_heads) * hd]` with q's and k's heads
-    /// normed by their weights (qwen3's per-head rms norms, before the rotary embedding).
-    fn qk_normed(&self, qkv: &Tensor, (q_w, k_w): &(Tensor, Tensor)) -> Result<Tensor> {
-        let (heads, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let b = qkv.dim(0)?;
-        let per_head = qkv.reshape((b, heads + 2 * kv, hd))?;
-        let normed = |from: usize, n: usize, w: &Tensor| {
-            candle_nn::ops::rms_norm(&per_head.narrow(1, from, n)?.contiguous()?, w, self.eps)
-        };
-        let q = normed(0, heads, q_w)?;
-        let k = normed(heads, kv, k_w)?;
-        let v = per_head.narrow(1, heads + kv, kv)?;
-        Tensor::cat(&[&q, &k, &v], 1)?.reshape((b, 1, (heads + 2 * kv) * hd))
     }
 }

@@ -454,9 +454,13 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
         (vec![1, 5, 6], false),
         (vec![1, 5, 1, 6], true),
     ];
+    // qwen3's per-head norms of q and k first, or none
+    let eps = 1e-6;
     for (dtype, cache) in dtypes {
         for (positions, per_token) in cases.clone() {
-            for interleaved in [true, false] {
+            for (interleaved, normed) in
+                [(true, false), (false, false), (false, true), (true, true)]
+            {
                 let t = positions.len();
                 let caches = if per_token { t } else { 1 };
                 let qkv = values(&random(dtype, t * width, -2.0, 2.0, 3), dtype);
@@ -478,6 +482,14 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     up_as(&sentinel, &[sentinel.len()], cache),
                 );
                 let pb = d.htod(&positions).unwrap();
+                let norm_w = values(&random(dtype, 2 * hd, 0.5, 1.5, 6), dtype);
+                let (nq, nk) = (up(&norm_w[..hd], &[hd]), up(&norm_w[hd..], &[hd]));
+                let nl = Layout::contiguous(&[hd]);
+                let qk_norm = normed.then(|| rr::QkNorm {
+                    q: O::new(&nq, dtype, &nl),
+                    k: O::new(&nk, dtype, &nl),
+                    eps: eps as f32,
+                });
                 let (ql, csl, pl) = (
                     Layout::contiguous(&[1, t, width]),
                     Layout::contiguous(&[max_len, half]),
@@ -495,6 +507,7 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     },
                     heads,
                     interleaved,
+                    qk_norm,
                 )
                 .unwrap();
                 let (q, k, v) = (
@@ -511,8 +524,17 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     let pos = pos as usize;
                     let row = &qkv[i * width..(i + 1) * width];
                     for h in 0..heads + kv_heads {
-                        let x = &row[h * hd..(h + 1) * hd];
-                        let mut y = x.to_vec();
+                        let mut x = row[h * hd..(h + 1) * hd].to_vec();
+                        if normed {
+                            // the norm's output in the dtype, as rms_norm writes it
+                            let w = &norm_w[if h < heads { 0 } else { hd }..][..hd];
+                            let ms = x.iter().map(|v| v * v).sum::<f64>() / hd as f64;
+                            let scale = 1.0 / (ms + eps).sqrt();
+                            let n: Vec<f64> = x.iter().zip(w).map(|(v, w)| v * scale * w).collect();
+                            let n = Tensor::from_vec(n, hd, &candle_core::Device::Cpu).unwrap();
+                            x = values(&bytes_of(&n.to_dtype(cdtype(dtype)).unwrap()), dtype);
+                        }
+                        let mut y = x.clone();
                         if pos < cache_len {
                             for p in 0..half {
                                 let (i1, i2) = if interleaved {
@@ -557,7 +579,7 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
                     for (j, (g, w)) in got.iter().zip(want.iter()).enumerate() {
                         assert!(
                             (g - w).abs() <= tol(dt) * w.abs().max(1.0),
-                            "{dtype} over a {cache} cache, positions {positions:?} (a cache a token: {per_token}) interleaved {interleaved}: {what}[{j}] {g} vs {w}"
+                            "{dtype} over a {cache} cache, positions {positions:?} (a cache a token: {per_token}) interleaved {interleaved} normed {normed}: {what}[{j}] {g} vs {w}"
                         );
                     }
                 }
@@ -585,6 +607,7 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
             },
             4,
             true,
+            None,
         )
     };
     assert!(call(64, 8).is_ok());
@@ -605,8 +628,36 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
         },
         4,
         true,
+        None,
     )
     .unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    println!("rope_kv_write: {checked} dtype x positions x order cases");
+    // norm weights of another length than a head, or of another dtype than qkv
+    let kl = Layout::contiguous(&[2, 6, 8]);
+    for (w_dims, w_dtype) in [(&[6usize][..], DType::F32), (&[8], DType::F16)] {
+        let wl = Layout::contiguous(w_dims);
+        let e = rr::rope_kv_write(
+            &d,
+            O::new(&buf, DType::F32, &Layout::contiguous(&[1, 64])),
+            (O::new(&buf, DType::F32, &cs), O::new(&buf, DType::F32, &cs)),
+            O::new(p.as_buffer(), DType::U32, &pl),
+            rr::KvCache {
+                k: O::new(&buf, DType::F32, &kl),
+                v: O::new(&buf, DType::F32, &kl),
+            },
+            4,
+            true,
+            Some(rr::QkNorm {
+                q: O::new(&buf, w_dtype, &wl),
+                k: O::new(&buf, w_dtype, &wl),
+                eps: 1e-6,
+            }),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::ShapeMismatch { .. } | Error::DTypeMismatch { .. }),
+            "{e}"
+        );
+    }
+    println!("rope_kv_write: {checked} dtype x positions x order x norm cases");
 }

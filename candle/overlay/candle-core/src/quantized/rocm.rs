@@ -280,6 +280,36 @@ pub fn rms_norm_q8(
     eps: f32,
     weights: &super::QTensor,
 ) -> Result<(Option<crate::Tensor>, Q8Activations)> {
+    let (sum, q8, _) = norm_q8(x, residual, alpha, eps, weights, false)?;
+    Ok((sum, q8))
+}
+
+/// [`rms_norm_q8`] that also returns the norm itself (x's dtype and dims): the input of a float
+/// product beside the quantized ones (a mixture of experts' router), from the same launch.
+pub fn rms_norm_q8_and_float(
+    x: &crate::Tensor,
+    residual: Option<&crate::Tensor>,
+    alpha: &crate::Tensor,
+    eps: f32,
+    weights: &super::QTensor,
+) -> Result<(Option<crate::Tensor>, crate::Tensor, Q8Activations)> {
+    let (sum, q8, normed) = norm_q8(x, residual, alpha, eps, weights, true)?;
+    match normed {
+        Some(normed) => Ok((sum, normed, q8)),
+        None => crate::bail!("rms_norm_q8: no float norm was written"),
+    }
+}
+
+type NormQ8 = (Option<crate::Tensor>, Q8Activations, Option<crate::Tensor>);
+
+fn norm_q8(
+    x: &crate::Tensor,
+    residual: Option<&crate::Tensor>,
+    alpha: &crate::Tensor,
+    eps: f32,
+    weights: &super::QTensor,
+    float: bool,
+) -> Result<NormQ8> {
     const OP: &str = "rms_norm_q8";
     let scheme = scheme_for(OP, weights)?;
     let (xs, xl) = x.storage_and_layout();
@@ -290,30 +320,31 @@ pub fn rms_norm_q8(
         Some((s, l)) => Some((rocm_storage(OP, s)?.inner(), rocm_layout(l))),
         None => None,
     };
-    let (sum, q8) = rocm::quantized::rms_norm_q8(
+    let (sum, q8, normed) = rocm::quantized::rms_norm_q8(
         (xr.inner(), &rocm_layout(xl)),
         residual.as_ref().map(|(s, l)| (*s, l)),
         (rocm_storage(OP, &als)?.inner(), &rocm_layout(all)),
-        eps,
-        scheme,
+        (eps, scheme),
+        float,
     )
     .map_err(wrap)?;
     let device = xr.device().clone();
-    let sum = sum.map(|s| {
+    let tensor = |s| {
         crate::tensor::from_storage(
             crate::Storage::Rocm(device.wrap_storage(s)),
             x.shape().clone(),
             crate::op::BackpropOp::none(),
             false,
         )
-    });
+    };
+    let (sum, normed) = (sum.map(tensor), normed.map(tensor));
     let q8 = Q8Activations {
         inner: q8,
         dims: x.dims().to_vec(),
         dtype: x.dtype(),
         device,
     };
-    Ok((sum, q8))
+    Ok((sum, q8, normed))
 }
 
 /// candle-nn's `silu(g) * u` for `gate_up` (.., 2w) holding [g | u] in each row, written in q8

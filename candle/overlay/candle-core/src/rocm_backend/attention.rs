@@ -83,7 +83,10 @@ pub fn cached_attention(
 /// caches of `[t, kv_heads, cache_len, head_dim]` each token is a sequence of its own (a batch's
 /// decode step): token i writes cache i, and q comes back as `[t, heads, 1, head_dim]`. Pairs
 /// as candle-nn's `rope_i` (`interleaved`) or `rope`. One dtype for all, except that the caches
-/// may be f16/bf16 under an f32 `qkv`; every tensor on one ROCm device. No gradient.
+/// may be f16/bf16 under an f32 `qkv`; every tensor on one ROCm device. No gradient. With
+/// `qk_norm` (`(q_weight, k_weight, eps)`, each weight `[head_dim]` in qkv's dtype) q's and k's
+/// heads are rms-normed first, as candle-nn's `rms_norm` of each head would (qwen3's per-head
+/// norms), in the same launch.
 #[allow(clippy::too_many_arguments)]
 pub fn rope_kv_write(
     qkv: &Tensor,
@@ -94,9 +97,14 @@ pub fn rope_kv_write(
     v_cache: &Tensor,
     heads: usize,
     interleaved: bool,
+    qk_norm: Option<(&Tensor, &Tensor, f64)>,
 ) -> Result<Tensor> {
     const OP: &str = "rope_kv_write";
-    for other in [cos, sin, positions, k_cache, v_cache] {
+    let norms: Vec<&Tensor> = qk_norm.iter().flat_map(|(q, k, _)| [*q, *k]).collect();
+    for other in [cos, sin, positions, k_cache, v_cache]
+        .into_iter()
+        .chain(norms.iter().copied())
+    {
         if !other.device().same_device(qkv.device()) {
             return Err(crate::Error::DeviceMismatchBinaryOp {
                 lhs: qkv.device().location(),
@@ -106,7 +114,11 @@ pub fn rope_kv_write(
             .bt());
         }
     }
-    let guards = [qkv, cos, sin, positions, k_cache, v_cache].map(|t| t.storage_and_layout());
+    let guards: Vec<_> = [qkv, cos, sin, positions, k_cache, v_cache]
+        .into_iter()
+        .chain(norms.iter().copied())
+        .map(|t| t.storage_and_layout())
+        .collect();
     let mut parts = Vec::with_capacity(guards.len());
     for (s, l) in &guards {
         match &**s {
@@ -130,6 +142,7 @@ pub fn rope_kv_write(
         part(5),
         heads,
         interleaved,
+        qk_norm.map(|(_, _, eps)| (part(6), part(7), eps as f32)),
     ))?;
     let head_dim = k_cache.dims().last().copied().unwrap_or(0);
     let t = positions.elem_count();
