@@ -1162,64 +1162,126 @@ DEVICE void moe_q8_sum(const u8* w, u64 total, const u8* xq, const u32* ids, con
 // The most experts `moe_topk` picks among (a block's shared memory holds their probabilities).
 #define MOE_TOPK_MAX_EXPERTS 4096
 
-// A router's choice for each token (a block of one warp a token): the softmax of its `experts`
-// logits, the `top` largest probabilities (the lower expert first among equal ones, as a stable
-// sort puts them) and their experts, the probabilities divided by their sum where `renorm`. The
+// A token's router choice by one warp: the softmax of its `experts` logits (`logit(e)`), the
+// `top` largest probabilities (the lower expert first among equal ones, as a stable sort puts
+// them) and their experts, the probabilities divided by their sum where `renorm`. The
 // arithmetic of the ops it replaces (softmax, a sort, a gather, a sum and a division), to the
 // order of the softmax's sums. A row with fewer than `top` numbers names expert `experts` (past
-// the weights: the products give zero rows) in the slots it cannot fill.
+// the weights: the products give zero rows) in the slots it cannot fill. `prob` is the warp's
+// own shared space for the experts' probabilities.
+template <typename Logit>
+DEVICE void moe_topk_row(Logit logit, float* prob, u32* ids, float* weights, u64 experts, u32 top, u32 renorm) {
+    const u32 lane = threadIdx.x % warpSize;
+    const float none = m_neg_inf(0.0f);
+    float most = none;
+    for (u64 e = lane; e < experts; e += warpSize) most = m_max(most, logit(e));
+    most = warp_max(most);
+    float sum = 0.0f;
+    for (u64 e = lane; e < experts; e += warpSize) {
+        const float v = m_exp(m_sub_rn(logit(e), most));
+        prob[e] = v;
+        sum += v;
+    }
+    sum = warp_sum(sum);
+    for (u64 e = lane; e < experts; e += warpSize) prob[e] = prob[e] / sum;
+    mma_warp_sync();
+    float picked = 0.0f;
+    for (u32 i = 0; i < top; ++i) {
+        // each lane's best, then the warp's: the larger, or the lower expert of equal ones
+        float best = none;
+        u32 at = (u32)experts;
+        for (u64 e = lane; e < experts; e += warpSize) {
+            if (prob[e] > best) {
+                best = prob[e];
+                at = (u32)e;
+            }
+        }
+        for (int o = warpSize / 2; o > 0; o /= 2) {
+            const float ob = warp_shfl_xor(best, o);
+            const u32 oa = warp_shfl_xor(at, o);
+            if (ob > best || (ob == best && oa < at)) {
+                best = ob;
+                at = oa;
+            }
+        }
+        if (at == (u32)experts) best = 0.0f;
+        picked = m_add_rn(picked, best);
+        if (lane == 0) {
+            ids[i] = at;
+            weights[i] = best;
+        }
+        mma_warp_sync();
+        if (lane == 0 && at < (u32)experts) prob[at] = none;
+        mma_warp_sync();
+    }
+    if (renorm != 0 && lane == 0)
+        for (u32 i = 0; i < top; ++i) weights[i] = weights[i] / picked;
+    mma_warp_sync();
+}
+
+// The most experts `moe_topk` picks among (a block's shared memory holds their probabilities).
+#define MOE_TOPK_MAX_EXPERTS 4096
+
+// A router's choice for each token from its logits (tokens, experts): a block of one warp a
+// token (moe_topk_row).
 template <typename X>
 DEVICE void moe_topk(const X* logits, u32* ids, float* weights, u64 tokens, u64 experts, u32 top, u32 renorm) {
     __shared__ float prob[MOE_TOPK_MAX_EXPERTS];
-    const u32 lane = threadIdx.x % warpSize;
-    const float none = m_neg_inf(0.0f);
     for (u64 t = blockIdx.x; t < tokens; t += gridDim.x) {
         const X* row = logits + t * experts;
-        float most = none;
-        for (u64 e = lane; e < experts; e += warpSize) most = m_max(most, q_load(row, e));
-        most = warp_max(most);
-        float sum = 0.0f;
-        for (u64 e = lane; e < experts; e += warpSize) {
-            const float v = m_exp(m_sub_rn(q_load(row, e), most));
-            prob[e] = v;
-            sum += v;
-        }
-        sum = warp_sum(sum);
-        for (u64 e = lane; e < experts; e += warpSize) prob[e] = prob[e] / sum;
-        __syncthreads();
-        float picked = 0.0f;
-        for (u32 i = 0; i < top; ++i) {
-            // each lane's best, then the warp's: the larger, or the lower expert of equal ones
-            float best = none;
-            u32 at = (u32)experts;
-            for (u64 e = lane; e < experts; e += warpSize) {
-                if (prob[e] > best) {
-                    best = prob[e];
-                    at = (u32)e;
-                }
-            }
-            for (int o = warpSize / 2; o > 0; o /= 2) {
-                const float ob = warp_shfl_xor(best, o);
-                const u32 oa = warp_shfl_xor(at, o);
-                if (ob > best || (ob == best && oa < at)) {
-                    best = ob;
-                    at = oa;
-                }
-            }
-            if (at == (u32)experts) best = 0.0f;
-            picked = m_add_rn(picked, best);
-            if (lane == 0) {
-                ids[t * top + i] = at;
-                weights[t * top + i] = best;
-            }
-            __syncthreads();
-            if (lane == 0 && at < (u32)experts) prob[at] = none;
-            __syncthreads();
-        }
-        if (renorm != 0 && lane == 0)
-            for (u32 i = 0; i < top; ++i) weights[t * top + i] = weights[t * top + i] / picked;
-        __syncthreads();
+        moe_topk_row([&](u64 e) { return q_load(row, e); }, prob, ids + t * top, weights + t * top, experts, top,
+                     renorm);
     }
+}
+
+// Warps of a `moe_router_topk` block (a warp an expert), and the most experts it picks among
+// (its last block holds a row of probabilities a warp).
+#define MOE_ROUTER_WARPS 4
+#define MOE_ROUTER_MAX_EXPERTS 512
+
+// A decode step's router and its choice in one launch: logits = h . w^T for h (tokens, hidden)
+// and the router's weights w (experts, hidden), rounded to X as the product's output is (into
+// `logits`, f32 (tokens, experts)); then each token's choice as moe_topk makes it. A warp an
+// expert, over every token; the block that draws the last ticket (each block's logits made
+// visible first) reads them all (volatile: past its multiprocessor's cache), picks for a token a
+// warp and sets the ticket back to zero for the next launch.
+template <typename X>
+DEVICE void moe_router_topk(const X* h, const X* w, float* logits, u32* tickets, u32* ids, float* weights,
+                            u64 tokens, u64 experts, u64 hidden, u32 top, u32 renorm) {
+    __shared__ float prob[MOE_ROUTER_WARPS][MOE_ROUTER_MAX_EXPERTS];
+    __shared__ u32 last;
+    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
+    const u64 e = (u64)blockIdx.x * MOE_ROUTER_WARPS + warp;
+    if (e < experts) {
+        const X* we = w + e * hidden;
+        const u64 runs = hidden / 8;
+        for (u64 t = 0; t < tokens; ++t) {
+            const X* ht = h + t * hidden;
+            float s = 0.0f;
+            for (u64 c = lane; c < runs; c += warpSize) {
+                float a[8], b[8];
+                q_load_run<8>(we, c * 8, a);
+                q_load_run<8>(ht, c * 8, b);
+#pragma unroll
+                for (int j = 0; j < 8; ++j) s += a[j] * b[j];
+            }
+            for (u64 i = runs * 8 + lane; i < hidden; i += warpSize) s += q_load(we, i) * q_load(ht, i);
+            s = warp_sum(s);
+            if (lane == 0) logits[t * experts + e] = q_as(s, h);
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(tickets, 1u) == gridDim.x - 1 ? 1u : 0u;
+    __syncthreads();
+    if (last == 0u) return;
+    __threadfence();
+    for (u64 t = warp; t < tokens; t += MOE_ROUTER_WARPS) {
+        const volatile float* row = logits + t * experts;
+        moe_topk_row([&](u64 x) { return (float)row[x]; }, prob[warp], ids + t * top, weights + t * top, experts,
+                     top, renorm);
+    }
+    if (threadIdx.x == 0) tickets[0] = 0u;
 }
 
 // Every type: dequantize and embedding.
@@ -1603,6 +1665,9 @@ DEVICE void moe_mmq(const u8* w, u64 total, const u8* xq, const u32* route, X* y
     }                                                                                            \
     KERNEL void swiglu_q8_##NAME(SWIGLU_Q8_PARAMS(X)) { swiglu_q8(gate_up, out, m, w, scheme); }   \
     KERNEL void moe_topk_##NAME(MOE_TOPK_PARAMS(X)) { moe_topk(logits, ids, weights, tokens, experts, top, renorm); } \
+    KERNEL void moe_router_topk_##NAME(MOE_ROUTER_TOPK_PARAMS(X)) {                              \
+        moe_router_topk(h, w, logits, tickets, ids, weights, tokens, experts, hidden, top, renorm); \
+    }                                                                                            \
     KERNEL void mmq_reduce_##NAME(MMQ_REDUCE_PARAMS(X)) { mmq_reduce(ws, y, count, splits); }
 
 // The block types: the integer mat-vec and the mixture of experts on q8 activations.

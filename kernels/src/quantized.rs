@@ -48,6 +48,7 @@ pub const MODULE: KernelModule = KernelModule {
                 "rms_norm_q8",
                 "swiglu_q8",
                 "moe_topk",
+                "moe_router_topk",
                 "mmq_reduce",
             ],
             dtypes: &GGML_FLOAT_TYPES,
@@ -98,6 +99,7 @@ pub const MODULE: KernelModule = KernelModule {
         MoeQ8Params::DECL,
         MoeQ8SumParams::DECL,
         MoeTopkParams::DECL,
+        MoeRouterTopkParams::DECL,
         MoeGroupedQ8Params::DECL,
         MoeRouteParams::DECL,
         MmqParams::DECL,
@@ -263,6 +265,25 @@ crate::kernel_params! {
 }
 
 crate::kernel_params! {
+    /// A decode step's router product h . w^T (h `(tokens, hidden)`, w `(experts, hidden)`, both
+    /// X) into `logits` (f32 scratch, `(tokens, experts)`) and each token's choice as
+    /// `moe_topk` makes it; `tickets` (one zeroed counter) finds the last block.
+    pub struct MoeRouterTopkParams = "MOE_ROUTER_TOPK_PARAMS(X)" {
+        h: DevicePtr = "const X*",
+        w: DevicePtr = "const X*",
+        logits: DevicePtr = "float*",
+        tickets: DevicePtr = "u32*",
+        ids: DevicePtr = "u32*",
+        weights: DevicePtr = "float*",
+        tokens: u64,
+        experts: u64,
+        hidden: u64,
+        top: u32,
+        renorm: u32,
+    }
+}
+
+crate::kernel_params! {
     /// Experts' mat-vecs over the pairs grouped by expert (`route`, from `moe_route`).
     pub struct MoeGroupedQ8Params = "MOE_GROUPED_Q8_PARAMS(X)" {
         w: DevicePtr = "const u8*",
@@ -346,5 +367,7 @@ pub const SWIGLU_Q8: Entry<SwigluQ8Params> = Entry::new(&MODULE, "swiglu_q8");
 pub const MMQ_REDUCE: Entry<MmqReduceParams> = Entry::new(&MODULE, "mmq_reduce");
 /// Keyed by the logits' float type.
 pub const MOE_TOPK: Entry<MoeTopkParams> = Entry::new(&MODULE, "moe_topk");
+/// Keyed by the activations' float type.
+pub const MOE_ROUTER_TOPK: Entry<MoeRouterTopkParams> = Entry::new(&MODULE, "moe_router_topk");
 /// Keyed by the weights' block type.
 pub const MOE_ROUTE: Entry<MoeRouteParams> = Entry::new(&MODULE, "moe_route");

@@ -152,6 +152,29 @@ pub fn moe_topk(
     ))
 }
 
+/// A decode step's router product and choice in one launch: `h` (tokens, hidden) times the
+/// router's weights (experts, hidden) of its dtype, then [`moe_topk`]'s choice from those logits
+/// (`rocm_quantized::moe_router_topk`).
+pub fn moe_router_topk(
+    (h, h_l): (&RocmStorage, &Layout),
+    (router, router_l): (&RocmStorage, &Layout),
+    top: usize,
+    renorm: bool,
+) -> Result<(RocmStorage, RocmStorage)> {
+    let device = h.device();
+    let (ids, weights) = rocm_quantized::moe_router_topk(
+        device.raw(),
+        h.operand(h_l),
+        router.operand(router_l),
+        top,
+        renorm,
+    )?;
+    Ok((
+        device.storage(ids, DType::U32),
+        device.storage(weights, DType::F32),
+    ))
+}
+
 /// What [`rms_norm_q8`] returns: `x + residual` (with a residual), the norm in q8 form, and
 /// the norm in x's dtype (where asked for).
 pub type NormQ8 = (Option<RocmStorage>, Q8Activations, Option<RocmStorage>);

@@ -124,6 +124,8 @@ mod tests {
         assert_eq!(define("MOE_GROUP_PAIRS"), MOE_GROUP_PAIRS);
         assert_eq!(define("MOE_ROUTE_MAX_EXPERTS"), MOE_ROUTE_MAX_EXPERTS);
         assert_eq!(define("MOE_TOPK_MAX_EXPERTS"), MOE_TOPK_MAX_EXPERTS);
+        assert_eq!(define("MOE_ROUTER_WARPS"), MOE_ROUTER_WARPS);
+        assert_eq!(define("MOE_ROUTER_MAX_EXPERTS"), MOE_ROUTER_MAX_EXPERTS);
         assert_eq!(define("MMQ_BM"), MMQ_BLOCK_ROWS);
         assert_eq!(define("MMQ_BN"), MMQ_BLOCK_COLS);
         assert_eq!(define("MMQ_WARPS"), MMQ_WARPS as usize);

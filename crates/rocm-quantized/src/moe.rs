@@ -389,6 +389,84 @@ pub fn moe_topk(
     Ok((ids, weights))
 }
 
+/// Warps of a [`moe_router_topk`] block, a warp an expert (MOE_ROUTER_WARPS in quantized.hip).
+pub const MOE_ROUTER_WARPS: usize = 4;
+/// The most experts [`moe_router_topk`] picks among (MOE_ROUTER_MAX_EXPERTS in quantized.hip:
+/// its last block holds a row of probabilities a warp).
+pub const MOE_ROUTER_MAX_EXPERTS: usize = 512;
+
+/// A decode step's router and its choice in one launch: the logits h . router^T (h (tokens,
+/// hidden), the router's weights (experts, hidden), one float dtype; the logits rounded to it
+/// as the product's output would be), then [`moe_topk`]'s choice from them. Made for a few
+/// tokens (a warp an expert reads every token's h); returns u32 ids and f32 weights, both
+/// (tokens, top).
+pub fn moe_router_topk(
+    device: &Device,
+    h: Operand<'_>,
+    router: Operand<'_>,
+    top: usize,
+    renorm: bool,
+) -> Result<(Buffer, Buffer)> {
+    const OP: &str = "moe_router_topk";
+    let key = out_key(OP, h.dtype)?;
+    if router.dtype != h.dtype {
+        return Err(Error::DTypeMismatch {
+            op: OP,
+            detail: format!("h {}, router {}", h.dtype, router.dtype),
+        });
+    }
+    let (&[tokens, hidden], &[experts, router_k]) =
+        (h.layout.dims.as_slice(), router.layout.dims.as_slice())
+    else {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "h {:?} and router {:?} must be (tokens, hidden) and (experts, hidden)",
+                h.layout.dims, router.layout.dims
+            ),
+        });
+    };
+    if router_k != hidden || top == 0 || top > experts || experts > MOE_ROUTER_MAX_EXPERTS {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            detail: format!(
+                "h {:?}, router {:?}: the top {top} of {experts} experts (1 to the experts, at \
+                 most {MOE_ROUTER_MAX_EXPERTS} experts) of the hidden width",
+                h.layout.dims, router.layout.dims
+            ),
+        });
+    }
+    let (hc, rc) = (h.contiguous(OP)?, router.contiguous(OP)?);
+    let ids = device.alloc(tokens * top * 4)?;
+    let weights = device.alloc(tokens * top * 4)?;
+    if tokens == 0 {
+        return Ok((ids, weights));
+    }
+    let logits = device.alloc(tokens * experts * 4)?;
+    let tickets = device.tickets(1)?;
+    let params = quantized::MoeRouterTopkParams {
+        h: hc.ptr()?,
+        w: rc.ptr()?,
+        logits: logits.ptr(),
+        tickets: tickets.ptr(),
+        ids: ids.ptr(),
+        weights: weights.ptr(),
+        tokens: tokens as u64,
+        experts: experts as u64,
+        hidden: hidden as u64,
+        top: top as u32,
+        renorm: u32::from(renorm),
+    };
+    let warp = device.info().warp_size.max(1);
+    let config = LaunchConfig {
+        grid: [experts.div_ceil(MOE_ROUTER_WARPS) as u32, 1, 1],
+        block: [warp * MOE_ROUTER_WARPS as u32, 1, 1],
+        shared_mem_bytes: 0,
+    };
+    device.launch_entry(quantized::MOE_ROUTER_TOPK, key, config, &params)?;
+    Ok((ids, weights))
+}
+
 /// The experts' products for activations already in q8 form (their scheme the experts'), as
 /// [`moe_matvec`] computes them for the float rows: x holds a row per token (every slot reads
 /// it) or a row per (token, slot) pair, ids (tokens, top) u32. Without `topw`, the pairs'

@@ -767,6 +767,135 @@ fn grouped_moe_is_each_tokens_own_product() {
     }
 }
 
+/// The CPU's choice from logits (tokens, experts): softmax, stable descending sort, gather and
+/// (with `renorm`) renormalization; the ids and weights, (tokens, top).
+fn cpu_topk(
+    logits: &[f32],
+    (tokens, experts): (usize, usize),
+    top: usize,
+    renorm: bool,
+) -> (Vec<u32>, Vec<f32>) {
+    let cpu = Tensor::from_vec(logits.to_vec(), (tokens, experts), &Cpu::Cpu).unwrap();
+    let probs = softmax_rows(&cpu);
+    let ids = probs
+        .arg_sort_last_dim(false)
+        .unwrap()
+        .narrow(1, 0, top)
+        .unwrap()
+        .contiguous()
+        .unwrap();
+    let mut w = probs.gather(&ids, 1).unwrap();
+    if renorm {
+        w = w.broadcast_div(&w.sum_keepdim(1).unwrap()).unwrap();
+    }
+    (
+        ids.flatten_all().unwrap().to_vec1().unwrap(),
+        w.flatten_all().unwrap().to_vec1().unwrap(),
+    )
+}
+
+#[test]
+fn router_topk_is_the_router_product_then_the_choice() {
+    // moe_router_topk against the router's product in f64 (rounded to the dtype, as the
+    // product's output is) and the CPU's choice from those logits: the ids equal, the weights to
+    // f32 rounding. f32 rows of random values (the logits' f32 sums off by about 1e-7, far
+    // below the gaps between the chosen); bf16 rows of sixteenths in -1/2..1/2, whose sums are
+    // exact and whose logits, rounded to bf16, tie often (the lower expert first). Hidden widths
+    // with and without a
+    // tail past the runs of 8; up to 9 tokens (the last block's four warps take several each).
+    let d = device();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(37);
+    let mut checked = 0;
+    for (tokens, experts, hidden, top) in [
+        (1, 128, 2048, 8),
+        (4, 64, 520, 8),
+        (3, 6, 100, 2),
+        (9, 8, 256, 1),
+    ] {
+        for dtype in [DType::F32, DType::BF16] {
+            let mut draw = |n: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|_| match dtype {
+                        DType::F32 => (rng.random::<f32>() * 2.0 - 1.0) / (hidden as f32).sqrt(),
+                        _ => f32::from(rng.random_range(-8i8..=8)) / 16.0,
+                    })
+                    .collect()
+            };
+            let (h, w) = (draw(tokens * hidden), draw(experts * hidden));
+            let up = |v: &[f32], dims: &[usize]| {
+                let t = Tensor::from_vec(v.to_vec(), dims, &Cpu::Cpu).unwrap();
+                upload(&d, &t.to_dtype(cdtype(dtype)).unwrap())
+            };
+            let (hb, wb) = (up(&h, &[tokens, hidden]), up(&w, &[experts, hidden]));
+            let (hl, wl) = (
+                Layout::contiguous(&[tokens, hidden]),
+                Layout::contiguous(&[experts, hidden]),
+            );
+            let logits: Vec<f32> = (0..tokens * experts)
+                .map(|i| {
+                    let (t, e) = (i / experts, i % experts);
+                    let dot: f64 = (0..hidden)
+                        .map(|j| f64::from(h[t * hidden + j]) * f64::from(w[e * hidden + j]))
+                        .sum();
+                    rounded(dot as f32, dtype)
+                })
+                .collect();
+            for renorm in [true, false] {
+                let (ids, weights) = rq::moe_router_topk(
+                    &d,
+                    Operand::new(&hb, dtype, &hl),
+                    Operand::new(&wb, dtype, &wl),
+                    top,
+                    renorm,
+                )
+                .unwrap();
+                let ids = values(&download(&d, &ids), DType::U32);
+                let weights = values(&download(&d, &weights), DType::F32);
+                let (want_ids, want_w) = cpu_topk(&logits, (tokens, experts), top, renorm);
+                let what =
+                    format!("{tokens}x{experts} hidden {hidden} top {top} {dtype} renorm {renorm}");
+                for i in 0..tokens * top {
+                    assert_eq!(ids[i] as u32, want_ids[i], "{what} at {i}");
+                    let (g, w) = (weights[i], f64::from(want_w[i]));
+                    assert!(
+                        (g - w).abs() <= 4e-6 * w.abs().max(1e-3),
+                        "{what} at {i}: {g} vs {w}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    // the router in another dtype than h, a width of its own, more experts than a block holds
+    let buf = d.alloc(1 << 16).unwrap();
+    let call = |r_dtype: DType, r_dims: &[usize], top: usize| {
+        let (hl, rl) = (Layout::contiguous(&[2, 64]), Layout::contiguous(r_dims));
+        rq::moe_router_topk(
+            &d,
+            Operand::new(&buf, DType::F32, &hl),
+            Operand::new(&buf, r_dtype, &rl),
+            top,
+            true,
+        )
+    };
+    assert!(call(DType::F32, &[8, 64], 2).is_ok());
+    let e = call(DType::BF16, &[8, 64], 2).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    for (dims, top) in [
+        (&[8usize, 32][..], 2),
+        (&[8, 64], 9),
+        (&[513, 8], 2),
+        (&[8, 64], 0),
+    ] {
+        let e = call(DType::F32, dims, top).unwrap_err();
+        assert!(
+            matches!(e, Error::ShapeMismatch { .. }),
+            "{dims:?} top {top}: {e}"
+        );
+    }
+    println!("moe_router_topk: {checked} shape x dtype x renorm cases");
+}
+
 #[test]
 fn decode_moe_kernels_are_the_ops_they_replace() {
     // moe_topk against the CPU's softmax, stable descending sort, gather and renormalization
@@ -796,23 +925,7 @@ fn decode_moe_kernels_are_the_ops_they_replace() {
             .unwrap();
             let ids = values(&download(&d, &ids), DType::U32);
             let weights = values(&download(&d, &weights), DType::F32);
-            let cpu = Tensor::from_vec(logits.clone(), (tokens, experts), &Cpu::Cpu).unwrap();
-            let probs = softmax_rows(&cpu);
-            let want_ids = probs
-                .arg_sort_last_dim(false)
-                .unwrap()
-                .narrow(1, 0, top)
-                .unwrap()
-                .contiguous()
-                .unwrap();
-            let mut want_w = probs.gather(&want_ids, 1).unwrap();
-            if renorm {
-                want_w = want_w
-                    .broadcast_div(&want_w.sum_keepdim(1).unwrap())
-                    .unwrap();
-            }
-            let want_ids: Vec<u32> = want_ids.flatten_all().unwrap().to_vec1().unwrap();
-            let want_w: Vec<f32> = want_w.flatten_all().unwrap().to_vec1().unwrap();
+            let (want_ids, want_w) = cpu_topk(&logits, (tokens, experts), top, renorm);
             for i in 0..tokens * top {
                 assert_eq!(
                     ids[i] as u32, want_ids[i],

@@ -4,7 +4,9 @@
 //! computes both.
 
 use super::*;
-use candle_core::quantized::rocm::{moe_matmul_q8, moe_topk, swiglu_q8, Q8Activations};
+use candle_core::quantized::rocm::{
+    moe_matmul_q8, moe_router_topk, moe_topk, swiglu_q8, Q8Activations,
+};
 use candle_nn::moe::moe_gemm_gguf;
 
 /// A layer's routed experts: the router (f32 `[experts, hidden]`), gate and up joined
@@ -68,15 +70,26 @@ impl Experts {
         .to_dtype(h.dtype())
     }
 
-    /// The fused decode step's form on ROCm, in five launches where the ops take about twenty:
+    /// The fused decode step's form on ROCm, in four launches where the ops take about twenty:
     /// `h` (the float norm, `[B, 1, hidden]`) for the router and `hq` (its q8 form) for the
-    /// experts; the router's softmax, top-k and renormalization in one kernel, gate and up of
-    /// every picked expert of every token in one product, the gated activations written in q8
-    /// form, and down with its weighted sum over the picked experts in one product.
+    /// experts; the router's product, softmax, top-k and renormalization in one kernel, gate
+    /// and up of every picked expert of every token in one product, the gated activations
+    /// written in q8 form, and down with its weighted sum over the picked experts in one
+    /// product.
     pub(super) fn forward_fused(&self, h: &Tensor, hq: &Q8Activations) -> Result<Tensor> {
         let (b, t, hidden) = h.dims3()?;
-        let logits = self.router.forward(h)?.reshape((b * t, ()))?;
-        let (ids, weights) = moe_topk(&logits, self.top, self.renorm)?;
+        let router = self.router.weight();
+        let (ids, weights) = match self.router.bias() {
+            // the router's product and the choice in one launch: a decode step's few tokens (a
+            // warp an expert reads them all), up to 512 experts, the router in h's dtype
+            None if b * t <= 8 && router.dim(0)? <= 512 && router.dtype() == h.dtype() => {
+                moe_router_topk(&h.reshape((b * t, hidden))?, router, self.top, self.renorm)?
+            }
+            _ => {
+                let logits = self.router.forward(h)?.reshape((b * t, ()))?;
+                moe_topk(&logits, self.top, self.renorm)?
+            }
+        };
         let gate_up = moe_matmul_q8(&self.gate_up, hq, &ids, None)?;
         let gated = swiglu_q8(&gate_up, &self.down)?;
         moe_matmul_q8(&self.down, &gated, &ids, Some(&weights))?.reshape((b, t, hidden))

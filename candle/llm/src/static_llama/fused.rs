@@ -15,7 +15,7 @@ impl StaticLlama {
     /// projections' last block instead, 6 launches a layer, measured 1-2.5% slower:
     /// bench/results/2026-11-25-h100-gguf-8b-norms-ab.md.) Qwen3's per-head q/k norms are the
     /// rotary embedding's (no launch of their own); routed experts (qwen3moe) take the
-    /// float norm for the router from the q8 norm's launch and five launches
+    /// float norm for the router from the q8 norm's launch and four launches
     /// (`Experts::forward_fused`) for the gated MLP.
     ///
     /// `tokens` (u32 `[B, 1]`) are B sequences' tokens at `positions` (u32 `[B]`), each over

@@ -423,6 +423,43 @@ pub fn moe_topk(
     Ok((tensor(ids), tensor(weights)))
 }
 
+/// A decode step's router and its choice in one launch: the logits `h . router^T` (h (tokens,
+/// hidden), the router's weights (experts, hidden) of its dtype, at most 512 experts; the
+/// logits rounded to that dtype as the product's output is), then [`moe_topk`]'s choice from
+/// them: the ids (u32) and weights (f32), both (tokens, top). Made for a few tokens.
+pub fn moe_router_topk(
+    h: &crate::Tensor,
+    router: &crate::Tensor,
+    top: usize,
+    renorm: bool,
+) -> Result<(crate::Tensor, crate::Tensor)> {
+    const OP: &str = "moe_router_topk";
+    if !h.device().same_device(router.device()) {
+        crate::bail!("{OP}: h and the router are on different devices")
+    }
+    let (hs, hl) = h.storage_and_layout();
+    let (rs, rl) = router.storage_and_layout();
+    let s = rocm_storage(OP, &hs)?;
+    let (ids, weights) = rocm::quantized::moe_router_topk(
+        (s.inner(), &rocm_layout(hl)),
+        (rocm_storage(OP, &rs)?.inner(), &rocm_layout(rl)),
+        top,
+        renorm,
+    )
+    .map_err(wrap)?;
+    let tokens = h.dims2()?.0;
+    let device = s.device();
+    let tensor = |storage| {
+        crate::tensor::from_storage(
+            crate::Storage::Rocm(device.wrap_storage(storage)),
+            (tokens, top),
+            crate::op::BackpropOp::none(),
+            false,
+        )
+    };
+    Ok((tensor(ids), tensor(weights)))
+}
+
 /// The quantized experts' products (`experts`: (experts, n, k) blocks) for activations already
 /// in q8 form: x stands for a row per token (read by all its slots) or a row per (token, slot)
 /// pair, ids (tokens, top) u32. Without `topw`, the pairs' products (tokens, top, n), as
