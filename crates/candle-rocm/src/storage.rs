@@ -35,6 +35,14 @@ impl std::fmt::Debug for RocmStorage {
     }
 }
 
+/// Per-head rms norms of q and k for [`RocmStorage::rope_kv_write`]: q's weights, k's weights
+/// (each with its layout) and the epsilon.
+pub type QkNorm<'a> = (
+    (&'a RocmStorage, &'a Layout),
+    (&'a RocmStorage, &'a Layout),
+    f32,
+);
+
 impl RocmStorage {
     pub(crate) fn new(buffer: Buffer, dtype: DType, device: RocmDevice) -> Self {
         RocmStorage {
@@ -551,7 +559,7 @@ impl RocmStorage {
         (v, v_l): (&Self, &Layout),
         heads: usize,
         interleaved: bool,
-        qk_norm: Option<((&Self, &Layout), (&Self, &Layout), f32)>,
+        qk_norm: Option<QkNorm<'_>>,
     ) -> Result<Self> {
         self.same_device("rope_kv_write", &[cos, sin, positions, k, v])?;
         if let Some(((qn, _), (kn, _), _)) = qk_norm {
