@@ -190,6 +190,17 @@ if [ $gguf = 1 ]; then
           > "$work/gguf-$shape-$ty-llamacpp-prompt$p.json" 2> "$work/gguf-$shape-$ty-llamacpp-prompt$p.log" ||
           echo "FAILED: a prompt of $p on llama.cpp"; }
       done
+      # GGUF_PROFILE=1: ncu's time of each kernel of the static model's decode steps, run eagerly
+      # (a captured step replays the same kernels): a prompt of 8, then 3 steps; the last step
+      # summed by kernel (bench/ncu_step.py)
+      if [ -n "${GGUF_PROFILE:-}" ] && command -v ncu > /dev/null; then
+        echo "== GGUF $shape $ty, ncu kernel times of a decode step"
+        ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+          "$here/bin/candle-rocm-bench" gguf --device rocm --static --profile --prompt 8 --decode 3 \
+          "${moe[@]}" --file "$f" > "$work/ncu-$shape-$ty.csv" 2> "$work/ncu-$shape-$ty.log" &&
+          "${python[@]}" "$py/ncu_step.py" "$work/ncu-$shape-$ty.csv" > "$out/ncu-step-$shape-$ty.md" ||
+          echo "FAILED: ncu on $shape $ty"
+      fi
       rm -f "$f"
     done
   done

@@ -24,7 +24,7 @@ const CRATE_BENCHES: [(&str, &str); 7] = [
 
 /// The Python side (torch peers and the report) and llama.cpp's load timer, built beside
 /// llama-bench.
-const SCRIPTS: [&str; 14] = [
+const SCRIPTS: [&str; 15] = [
     "benchlib.py",
     "torch_elementwise.py",
     "torch_matmul.py",
@@ -37,6 +37,7 @@ const SCRIPTS: [&str; 14] = [
     "torch_attention.py",
     "report.py",
     "report_decode.py",
+    "ncu_step.py",
     "server_load.py",
     "llama_load.cpp",
 ];
