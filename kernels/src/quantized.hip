@@ -1125,34 +1125,58 @@ DEVICE void moe_grouped_q8(const u8* w, u64 total, const u8* xq, const u32* rout
     }
 }
 
+// Slots of a token whose products moe_q8_sum reads together (a decode step's top 8: every
+// slot's loads of a sub-block in flight at once, not one slot's after another's).
+#define MOE_SUM_SLOTS 8
+
 // A token's weighted sum over its experts, for a decode step's down projection: for token t,
 // y[t, :] = sum over slots s of topw[t, s] * (w[ids[t, s]] . x[t * x_slots / top + ..]^T), each
 // pair's product rounded to X, scaled and added in slot order as the ops (moe_q8, a multiply by
 // the weights, a sum over the slots) compute it: one launch for three. Grid: y over tokens, x
-// over rows. An expert id past `experts` adds nothing (counted in `bad` where not null).
+// over rows (a warp a row, its lanes over the sub-blocks, MOE_SUM_SLOTS slots at a time). An
+// expert id past `experts` adds nothing (counted in `bad` where not null).
 template <typename Q, typename X>
 DEVICE void moe_q8_sum(const u8* w, u64 total, const u8* xq, const u32* ids, const float* topw, X* y, u64 n, u64 k,
                        u64 experts, u64 top, u64 x_slots, u64 tokens, u32* bad) {
     const u32 lane = threadIdx.x % warpSize;
     const u64 warps = blockDim.x / warpSize;
-    const u64 row_blocks = k / Q::BLOCK;
+    const u64 row_blocks = k / Q::BLOCK, subs = k / 32;
     const u8* meta = xq + tokens * x_slots * k;
     for (u64 t = blockIdx.y; t < tokens; t += gridDim.y) {
         for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
             float sum = 0.0f;
-            for (u64 s = 0; s < top; ++s) {
-                const u64 p = t * top + s;
-                const u64 e = ids[p];
-                const u64 xr = x_slots == 1 ? t : p;
-                if (e >= experts) {
-                    if (bad != 0 && j == 0 && lane == 0) atomicAdd(bad, 1u);
-                    continue;
+            for (u64 s0 = 0; s0 < top; s0 += MOE_SUM_SLOTS) {
+                // the slots' experts and activation rows (live: a slot within top with a real
+                // expert; the same for every lane)
+                u64 first[MOE_SUM_SLOTS], xr[MOE_SUM_SLOTS];
+                bool live[MOE_SUM_SLOTS];
+                float acc[MOE_SUM_SLOTS];
+#pragma unroll
+                for (int i = 0; i < MOE_SUM_SLOTS; ++i) {
+                    const u64 p = t * top + s0 + i;
+                    const u64 e = s0 + i < top ? ids[p] : experts;
+                    live[i] = e < experts;
+                    if (s0 + i < top && !live[i] && bad != 0 && j == 0 && lane == 0) atomicAdd(bad, 1u);
+                    first[i] = (e * n + j) * row_blocks;
+                    xr[i] = x_slots == 1 ? t : p;
+                    acc[i] = 0.0f;
                 }
-                float acc[1] = {};
-                q8_row_dot<Q, 1>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1,
-                                 lane, warpSize, acc);
-                const float v = q_as(warp_sum(acc[0]), y);
-                sum = m_add_rn(sum, m_mul_rn(v, topw[p]));
+                for (u64 sb = lane; sb < subs; sb += warpSize) {
+                    const u64 blk = sb / Q::SUBS;
+#pragma unroll
+                    for (int i = 0; i < MOE_SUM_SLOTS; ++i) {
+                        if (!live[i]) continue;
+                        QSub sw;
+                        Q::sub(q_block<Q>(w, total, first[i] + blk), (int)(sb - blk * Q::SUBS), sw);
+                        acc[i] += q8_sub_dot<Q>(sw, xq + xr[i] * k + sb * 32, meta + (xr[i] * subs + sb) * 8);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < MOE_SUM_SLOTS; ++i) {
+                    if (!live[i]) continue;
+                    const float v = q_as(warp_sum(acc[i]), y);
+                    sum = m_add_rn(sum, m_mul_rn(v, topw[t * top + s0 + i]));
+                }
             }
             if (lane == 0) q_store(y, t * n + j, sum);
         }
@@ -1234,41 +1258,53 @@ DEVICE void moe_topk(const X* logits, u32* ids, float* weights, u64 tokens, u64 
     }
 }
 
-// Warps of a `moe_router_topk` block (a warp an expert), and the most experts it picks among
-// (its last block holds a row of probabilities a warp).
+// Warps of a `moe_router_topk` block, and the most experts it picks among (its last block
+// holds a row of probabilities a warp).
 #define MOE_ROUTER_WARPS 4
 #define MOE_ROUTER_MAX_EXPERTS 512
+// Runs of 8 values a thread loads before it multiplies them (every load of a row of up to
+// MOE_ROUTER_RUNS * 8 * the block's threads values in flight at once).
+#define MOE_ROUTER_RUNS 4
 
 // A decode step's router and its choice in one launch: logits = h . w^T for h (tokens, hidden)
 // and the router's weights w (experts, hidden), rounded to X as the product's output is (into
-// `logits`, f32 (tokens, experts)); then each token's choice as moe_topk makes it. A warp an
-// expert, over every token; the block that draws the last ticket (each block's logits made
-// visible first) reads them all (volatile: past its multiprocessor's cache), picks for a token a
-// warp and sets the ticket back to zero for the next launch.
+// `logits`, f32 (tokens, experts)); then each token's choice as moe_topk makes it. A block an
+// expert (its threads split the row; a token's sum by the block's combine); the block that draws
+// the last ticket (each block's logits made visible first) reads them all (volatile: past its
+// multiprocessor's cache), picks for a token a warp and sets the ticket back to zero for the
+// next launch.
 template <typename X>
 DEVICE void moe_router_topk(const X* h, const X* w, float* logits, u32* tickets, u32* ids, float* weights,
                             u64 tokens, u64 experts, u64 hidden, u32 top, u32 renorm) {
     __shared__ float prob[MOE_ROUTER_WARPS][MOE_ROUTER_MAX_EXPERTS];
     __shared__ u32 last;
-    const u32 lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-    const u64 e = (u64)blockIdx.x * MOE_ROUTER_WARPS + warp;
-    if (e < experts) {
-        const X* we = w + e * hidden;
-        const u64 runs = hidden / 8;
-        for (u64 t = 0; t < tokens; ++t) {
-            const X* ht = h + t * hidden;
-            float s = 0.0f;
-            for (u64 c = lane; c < runs; c += warpSize) {
-                float a[8], b[8];
-                q_load_run<8>(we, c * 8, a);
-                q_load_run<8>(ht, c * 8, b);
+    const u32 warp = threadIdx.x / warpSize;
+    const u64 e = blockIdx.x, runs = hidden / 8;
+    const X* we = w + e * hidden;
+    for (u64 t = 0; t < tokens; ++t) {
+        const X* ht = h + t * hidden;
+        float s = 0.0f;
+        for (u64 c0 = threadIdx.x; c0 < runs; c0 += (u64)MOE_ROUTER_RUNS * blockDim.x) {
+            float a[MOE_ROUTER_RUNS][8], b[MOE_ROUTER_RUNS][8];
 #pragma unroll
-                for (int j = 0; j < 8; ++j) s += a[j] * b[j];
+            for (int u = 0; u < MOE_ROUTER_RUNS; ++u) {
+                const u64 c = c0 + (u64)u * blockDim.x;
+                if (c < runs) {
+                    q_load_run<8>(we, c * 8, a[u]);
+                    q_load_run<8>(ht, c * 8, b[u]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) a[u][j] = b[u][j] = 0.0f;
+                }
             }
-            for (u64 i = runs * 8 + lane; i < hidden; i += warpSize) s += q_load(we, i) * q_load(ht, i);
-            s = warp_sum(s);
-            if (lane == 0) logits[t * experts + e] = q_as(s, h);
+#pragma unroll
+            for (int u = 0; u < MOE_ROUTER_RUNS; ++u)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) s += a[u][j] * b[u][j];
         }
+        for (u64 i = runs * 8 + threadIdx.x; i < hidden; i += blockDim.x) s += q_load(we, i) * q_load(ht, i);
+        s = block_combine_all<SumOf<float> >(s);
+        if (threadIdx.x == 0) logits[t * experts + e] = q_as(s, h);
     }
     __threadfence();
     __syncthreads();

@@ -389,7 +389,7 @@ pub fn moe_topk(
     Ok((ids, weights))
 }
 
-/// Warps of a [`moe_router_topk`] block, a warp an expert (MOE_ROUTER_WARPS in quantized.hip).
+/// Warps of a [`moe_router_topk`] block, a block an expert (MOE_ROUTER_WARPS in quantized.hip).
 pub const MOE_ROUTER_WARPS: usize = 4;
 /// The most experts [`moe_router_topk`] picks among (MOE_ROUTER_MAX_EXPERTS in quantized.hip:
 /// its last block holds a row of probabilities a warp).
@@ -398,7 +398,7 @@ pub const MOE_ROUTER_MAX_EXPERTS: usize = 512;
 /// A decode step's router and its choice in one launch: the logits h . router^T (h (tokens,
 /// hidden), the router's weights (experts, hidden), one float dtype; the logits rounded to it
 /// as the product's output would be), then [`moe_topk`]'s choice from them. Made for a few
-/// tokens (a warp an expert reads every token's h); returns u32 ids and f32 weights, both
+/// tokens (a block an expert reads every token's h); returns u32 ids and f32 weights, both
 /// (tokens, top).
 pub fn moe_router_topk(
     device: &Device,
@@ -459,7 +459,7 @@ pub fn moe_router_topk(
     };
     let warp = device.info().warp_size.max(1);
     let config = LaunchConfig {
-        grid: [experts.div_ceil(MOE_ROUTER_WARPS) as u32, 1, 1],
+        grid: [experts as u32, 1, 1],
         block: [warp * MOE_ROUTER_WARPS as u32, 1, 1],
         shared_mem_bytes: 0,
     };

@@ -81,7 +81,7 @@ impl Experts {
         let router = self.router.weight();
         let (ids, weights) = match self.router.bias() {
             // the router's product and the choice in one launch: a decode step's few tokens (a
-            // warp an expert reads them all), up to 512 experts, the router in h's dtype
+            // block an expert reads them all), up to 512 experts, the router in h's dtype
             None if b * t <= 8 && router.dim(0)? <= 512 && router.dtype() == h.dtype() => {
                 moe_router_topk(&h.reshape((b * t, hidden))?, router, self.top, self.renorm)?
             }
