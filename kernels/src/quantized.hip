@@ -987,17 +987,22 @@ DEVICE void matvec_q8_fused(const u8* w, u64 total, const X* x, X* y, u64 n, u64
     matvec_q8<Q, MAXR>(w, total, xq, y, n, k, rows, wpr);
 }
 
+// Weight rows a warp of moe_q8 takes: their sub-blocks' loads in flight together, and a
+// decode step's expert products (8 pairs of 768-1536 rows) in one wave of warps.
+#define MOE_Q8_ROWS 4
+
 // Mixture of experts: w (`total` blocks) holds `experts` (n, k) matrices; for token t and slot e
 // of ids (tokens, top), y[t, e, :] = w[ids[t, e]] . x[t, e or 0, :]^T (x has `x_slots` rows per
 // token: top, or 1 when every expert reads the same row). Grid: y over the (t, e) pairs, x over
-// rows. An expert id past `experts` gives a zero row and, where `bad` is not null, is counted
-// there.
+// groups of MOE_Q8_ROWS rows, a warp a group (its lanes over the sub-blocks, each lane's sums
+// in the order of q8_row_dot's). An expert id past `experts` gives a zero row and, where `bad`
+// is not null, is counted there.
 template <typename Q, typename X>
 DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u64 n, u64 k, u64 experts, u64 top,
                    u64 x_slots, u64 pairs, u32* bad) {
     const u32 lane = threadIdx.x % warpSize;
     const u64 warps = blockDim.x / warpSize;
-    const u64 row_blocks = k / Q::BLOCK;
+    const u64 row_blocks = k / Q::BLOCK, subs = k / 32;
     const u8* meta = xq + pairs / top * x_slots * k;
     for (u64 p = blockIdx.y; p < pairs; p += gridDim.y) {
         const u64 e = ids[p];
@@ -1008,14 +1013,29 @@ DEVICE void moe_q8(const u8* w, u64 total, const u8* xq, const u32* ids, X* y, u
                 q_store(y, p * n + j, 0.0f);
             continue;
         }
-        for (u64 j = blockIdx.x * warps + threadIdx.x / warpSize; j < n; j += (u64)gridDim.x * warps) {
-            float acc[1] = {};
-            // one activation row: xq and meta start at it
-            q8_row_dot<Q, 1>(w, total, (e * n + j) * row_blocks, xq + xr * k, meta + xr * (k / 32) * 8, k, 1, lane,
-                             warpSize, acc);
-            float v = acc[0];
-            v = warp_sum(v);
-            if (lane == 0) q_store(y, p * n + j, v);
+        const u8* xs = xq + xr * k;
+        const u8* xm = meta + xr * subs * 8;
+        for (u64 j0 = (blockIdx.x * warps + threadIdx.x / warpSize) * MOE_Q8_ROWS; j0 < n;
+             j0 += (u64)gridDim.x * warps * MOE_Q8_ROWS) {
+            float acc[MOE_Q8_ROWS];
+#pragma unroll
+            for (int r = 0; r < MOE_Q8_ROWS; ++r) acc[r] = 0.0f;
+            for (u64 sb = lane; sb < subs; sb += warpSize) {
+                const u64 blk = sb / Q::SUBS;
+#pragma unroll
+                for (int r = 0; r < MOE_Q8_ROWS; ++r) {
+                    if (j0 + r >= n) break;
+                    QSub sw;
+                    Q::sub(q_block<Q>(w, total, (e * n + j0 + r) * row_blocks + blk), (int)(sb - blk * Q::SUBS), sw);
+                    acc[r] += q8_sub_dot<Q>(sw, xs + sb * 32, xm + sb * 8);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < MOE_Q8_ROWS; ++r) {
+                if (j0 + r >= n) break;
+                const float v = warp_sum(acc[r]);
+                if (lane == 0) q_store(y, p * n + j0 + r, v);
+            }
         }
     }
 }

@@ -125,6 +125,7 @@ mod tests {
         assert_eq!(define("MOE_ROUTE_MAX_EXPERTS"), MOE_ROUTE_MAX_EXPERTS);
         assert_eq!(define("MOE_TOPK_MAX_EXPERTS"), MOE_TOPK_MAX_EXPERTS);
         assert_eq!(define("MOE_ROUTER_WARPS"), MOE_ROUTER_WARPS);
+        assert_eq!(define("MOE_Q8_ROWS"), MOE_Q8_ROWS);
         assert_eq!(define("MOE_ROUTER_MAX_EXPERTS"), MOE_ROUTER_MAX_EXPERTS);
         assert_eq!(define("MMQ_BM"), MMQ_BLOCK_ROWS);
         assert_eq!(define("MMQ_BN"), MMQ_BLOCK_COLS);

@@ -204,7 +204,7 @@ pub fn moe_matvec_via(
             };
             let config = matvec_config(
                 device,
-                n,
+                n.div_ceil(MOE_Q8_ROWS),
                 1,
                 pairs.min(rocm_device::MAX_GRID_YZ as usize) as u32,
             );
@@ -389,6 +389,9 @@ pub fn moe_topk(
     Ok((ids, weights))
 }
 
+/// Weight rows a warp of the pairs' mat-vec takes (MOE_Q8_ROWS in quantized.hip).
+pub const MOE_Q8_ROWS: usize = 4;
+
 /// Warps of a [`moe_router_topk`] block, a block an expert (MOE_ROUTER_WARPS in quantized.hip).
 pub const MOE_ROUTER_WARPS: usize = 4;
 /// The most experts [`moe_router_topk`] picks among (MOE_ROUTER_MAX_EXPERTS in quantized.hip:
@@ -543,7 +546,9 @@ pub fn moe_matvec_q8(
         None
     };
     let grid_rows = rows_out.min(rocm_device::MAX_GRID_YZ as usize) as u32;
-    let config = matvec_config(device, n, 1, grid_rows);
+    // moe_q8_sum: a warp a row; moe_q8: a warp MOE_Q8_ROWS rows
+    let rows_a_warp = if topw_c.is_some() { 1 } else { MOE_Q8_ROWS };
+    let config = matvec_config(device, n.div_ceil(rows_a_warp), 1, grid_rows);
     let (w_ptr, total) = (weights.buffer.ptr(), weights.buffer_blocks() as u64);
     let bad_ptr = bad.as_ref().map(Buffer::ptr);
     match &topw_c {

@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn encodings_of_each_kind_decode_with_their_lengths() {
         // (arch, words, mnemonic, length), as llvm-objdump decodes them
-        let cases: [(Arch, &[u32], &str, usize); 11] = [
+        let cases: [(Arch, &[u32], &str, usize); 12] = [
             (Arch::Gfx1100, &[0xBF850004], "s_clause", 4),
             (Arch::Gfx1100, &[0xF40C0400, 0xF8000038], "s_load_b256", 8),
             (Arch::Gfx1100, &[0x3656009F], "v_and_b32_e32", 4),
@@ -384,6 +384,13 @@ mod tests {
             (Arch::Gfx942, &[0xBF800000], "s_nop", 4),
             (Arch::Gfx1100, &[0xBF870111], "s_delay_alu", 4),
             (Arch::Gfx1100, &[0x7E000000], "v_nop", 4),
+            // hiprtc's division by a constant in moe_q8 (gfx942)
+            (
+                Arch::Gfx942,
+                &[0x123A0CFF, 0x00000050],
+                "v_mul_hi_u32_u24_e32",
+                8,
+            ),
         ];
         for (arch, words, mnemonic, len) in cases {
             let inst = decode(arch, &bytes(words), 0, 0x1000).unwrap();

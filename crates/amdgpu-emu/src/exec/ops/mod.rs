@@ -447,6 +447,51 @@ mod tests {
     }
 
     #[test]
+    fn the_24_bit_high_products_take_the_low_24_bits() {
+        // gfx942 VOP2 v2 = op(v0, v1): v_mul_hi_u32_u24 (9) and v_mul_hi_i32_i24 (7)
+        let run = |word: u32, v0: u32, v1: u32| {
+            let code = word.to_le_bytes();
+            let memory = crate::exec::Memory::new();
+            let mut lds = [0u8; 0];
+            let mut ctx = Context {
+                arch: Arch::Gfx942,
+                step_limit: 4,
+                memory: &memory,
+                kernel: "mul hi 24",
+                lds: &mut lds,
+                trace: None,
+            };
+            let mut w = Wave {
+                lanes: 64,
+                s: [0; 128],
+                v: vec![vec![v0; 64], vec![v1; 64], vec![0; 64]],
+                scc: false,
+                pc: 0,
+                done: false,
+                at_barrier: false,
+                private: Vec::new(),
+                private_size: 0,
+                a: Vec::new(),
+            };
+            w.s[126] = u32::MAX; // exec: every lane
+            w.s[127] = u32::MAX;
+            let inst = crate::decode::decode(Arch::Gfx942, &code, 0, 0).unwrap();
+            execute(&mut w, &inst, &Plan::of(&inst), &mut ctx).unwrap();
+            (inst.mnemonic, w.v[2][63])
+        };
+        // 0xffffff * 0xfffffe = 0xfffffd000002 (the sources' bits past 24 dropped)
+        assert_eq!(
+            run(0x1204_0300, 0xab_ff_ffff, 0xfffffe),
+            ("v_mul_hi_u32_u24_e32", 0xffff)
+        );
+        // -2^23 * (2^23 - 1) = -0x3fffff800000: bits 63:32 of it are -0x4000
+        assert_eq!(
+            run(0x0e04_0300, 0x80_0000, 0x7f_ffff),
+            ("v_mul_hi_i32_i24_e32", 0xffff_c000)
+        );
+    }
+
+    #[test]
     fn a_long_branch_lands_on_its_target() {
         // gfx1100's form (llvm-objdump of our flash_attention code object): s_getpc_b64
         // s[102:103]; s_add_u32 s102, s102, 0x281b4; s_addc_u32 s103, s103, 0; s_setpc_b64

@@ -910,6 +910,15 @@ fn lane_fn(name: &str) -> Option<LaneFn> {
             let s24 = |x: u32| ((x << 8) as i32) >> 8;
             Some((s24(c.u(0)).wrapping_mul(s24(c.u(1))) as u32, None))
         },
+        // bits 63:32 of the 48-bit product of the sources' low 24 bits
+        "v_mul_hi_i32_i24" => |c: &LaneCtx<'_>| {
+            let s24 = |x: u32| i64::from(((x << 8) as i32) >> 8);
+            Some((((s24(c.u(0)) * s24(c.u(1))) >> 32) as u32, None))
+        },
+        "v_mul_hi_u32_u24" => |c: &LaneCtx<'_>| {
+            let u24 = |x: u32| u64::from(x & 0xff_ffff);
+            Some((((u24(c.u(0)) * u24(c.u(1))) >> 32) as u32, None))
+        },
         "v_perm_b32" => |c: &LaneCtx<'_>| {
             // bytes of {src0, src1} picked by the selector's bytes
             let pool = (u64::from(c.u(0)) << 32) | u64::from(c.u(1));
