@@ -481,12 +481,12 @@ mod tests {
         };
         // 0xffffff * 0xfffffe = 0xfffffd000002 (the sources' bits past 24 dropped)
         assert_eq!(
-            run(0x1204_0300, 0xab_ff_ffff, 0xfffffe),
+            run(0x1204_0300, 0xabff_ffff, 0x00ff_fffe),
             ("v_mul_hi_u32_u24_e32", 0xffff)
         );
         // -2^23 * (2^23 - 1) = -0x3fffff800000: bits 63:32 of it are -0x4000
         assert_eq!(
-            run(0x0e04_0300, 0x80_0000, 0x7f_ffff),
+            run(0x0e04_0300, 0x0080_0000, 0x007f_ffff),
             ("v_mul_hi_i32_i24_e32", 0xffff_c000)
         );
     }
