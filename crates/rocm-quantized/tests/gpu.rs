@@ -767,6 +767,14 @@ fn grouped_moe_is_each_tokens_own_product() {
     }
 }
 
+/// A router choice's ids (u32) and weights (f32), downloaded.
+fn choice_values(d: &rq::Device, (ids, weights): (rq::Buffer, rq::Buffer)) -> (Vec<f64>, Vec<f64>) {
+    (
+        values(&download(d, &ids), DType::U32),
+        values(&download(d, &weights), DType::F32),
+    )
+}
+
 /// The CPU's choice from logits (tokens, experts): softmax, stable descending sort, gather and
 /// (with `renorm`) renormalization; the ids and weights, (tokens, top).
 fn cpu_topk(
@@ -841,16 +849,17 @@ fn router_topk_is_the_router_product_then_the_choice() {
                 })
                 .collect();
             for renorm in [true, false] {
-                let (ids, weights) = rq::moe_router_topk(
+                let (ids, weights) = choice_values(
                     &d,
-                    Operand::new(&hb, dtype, &hl),
-                    Operand::new(&wb, dtype, &wl),
-                    top,
-                    renorm,
-                )
-                .unwrap();
-                let ids = values(&download(&d, &ids), DType::U32);
-                let weights = values(&download(&d, &weights), DType::F32);
+                    rq::moe_router_topk(
+                        &d,
+                        Operand::new(&hb, dtype, &hl),
+                        Operand::new(&wb, dtype, &wl),
+                        top,
+                        renorm,
+                    )
+                    .unwrap(),
+                );
                 let (want_ids, want_w) = cpu_topk(&logits, (tokens, experts), top, renorm);
                 let what =
                     format!("{tokens}x{experts} hidden {hidden} top {top} {dtype} renorm {renorm}");
@@ -916,15 +925,16 @@ fn decode_moe_kernels_are_the_ops_they_replace() {
         let lb = d.htod(&logits).unwrap();
         let ll = Layout::contiguous(&[tokens, experts]);
         for renorm in [true, false] {
-            let (ids, weights) = rq::moe_topk(
+            let (ids, weights) = choice_values(
                 &d,
-                Operand::new(lb.as_buffer(), DType::F32, &ll),
-                top,
-                renorm,
-            )
-            .unwrap();
-            let ids = values(&download(&d, &ids), DType::U32);
-            let weights = values(&download(&d, &weights), DType::F32);
+                rq::moe_topk(
+                    &d,
+                    Operand::new(lb.as_buffer(), DType::F32, &ll),
+                    top,
+                    renorm,
+                )
+                .unwrap(),
+            );
             let (want_ids, want_w) = cpu_topk(&logits, (tokens, experts), top, renorm);
             for i in 0..tokens * top {
                 assert_eq!(

@@ -592,10 +592,16 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
     let p = d.htod(&[0u32]).unwrap();
     let pl = Layout::contiguous(&[1]);
     let cs = Layout::contiguous(&[8, 4]);
-    let call = |qkv_width: usize, v_hd: usize| {
-        let ql = Layout::contiguous(&[1, qkv_width]);
-        let kl = Layout::contiguous(&[2, 6, 8]);
-        let vl = Layout::contiguous(&[2, 6, v_hd]);
+    // qkv [1, width] over caches of (k, v) dims, with norm weights (dims, dtype) or none
+    let call = |qkv_width: usize,
+                (k_dims, v_dims): (&[usize], &[usize]),
+                norm: Option<(&[usize], DType)>| {
+        let (ql, kl, vl) = (
+            Layout::contiguous(&[1, qkv_width]),
+            Layout::contiguous(k_dims),
+            Layout::contiguous(v_dims),
+        );
+        let wl = Layout::contiguous(norm.map_or(&[][..], |(dims, _)| dims));
         rr::rope_kv_write(
             &d,
             O::new(&buf, DType::F32, &ql),
@@ -607,53 +613,27 @@ fn rope_kv_write_is_the_rope_and_the_cache_scatter() {
             },
             4,
             true,
-            None,
-        )
-    };
-    assert!(call(64, 8).is_ok());
-    for (w, v_hd) in [(64, 4), (60, 8)] {
-        let e = call(w, v_hd).unwrap_err();
-        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    }
-    // two caches for one token: neither one cache nor one a token
-    let two = Layout::contiguous(&[2, 2, 6, 8]);
-    let e = rr::rope_kv_write(
-        &d,
-        O::new(&buf, DType::F32, &Layout::contiguous(&[1, 64])),
-        (O::new(&buf, DType::F32, &cs), O::new(&buf, DType::F32, &cs)),
-        O::new(p.as_buffer(), DType::U32, &pl),
-        rr::KvCache {
-            k: O::new(&buf, DType::F32, &two),
-            v: O::new(&buf, DType::F32, &two),
-        },
-        4,
-        true,
-        None,
-    )
-    .unwrap_err();
-    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    // norm weights of another length than a head, or of another dtype than qkv
-    let kl = Layout::contiguous(&[2, 6, 8]);
-    for (w_dims, w_dtype) in [(&[6usize][..], DType::F32), (&[8], DType::F16)] {
-        let wl = Layout::contiguous(w_dims);
-        let e = rr::rope_kv_write(
-            &d,
-            O::new(&buf, DType::F32, &Layout::contiguous(&[1, 64])),
-            (O::new(&buf, DType::F32, &cs), O::new(&buf, DType::F32, &cs)),
-            O::new(p.as_buffer(), DType::U32, &pl),
-            rr::KvCache {
-                k: O::new(&buf, DType::F32, &kl),
-                v: O::new(&buf, DType::F32, &kl),
-            },
-            4,
-            true,
-            Some(rr::QkNorm {
-                q: O::new(&buf, w_dtype, &wl),
-                k: O::new(&buf, w_dtype, &wl),
+            norm.map(|(_, dtype)| rr::QkNorm {
+                q: O::new(&buf, dtype, &wl),
+                k: O::new(&buf, dtype, &wl),
                 eps: 1e-6,
             }),
         )
-        .unwrap_err();
+    };
+    let cache = [2usize, 6, 8];
+    assert!(call(64, (&cache, &cache), None).is_ok());
+    assert!(call(64, (&cache, &cache), Some((&[8], DType::F32))).is_ok());
+    for (w, v_dims) in [(64, &[2usize, 6, 4][..]), (60, &cache)] {
+        let e = call(w, (&cache, v_dims), None).unwrap_err();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    }
+    // two caches for one token: neither one cache nor one a token
+    let two = [2usize, 2, 6, 8];
+    let e = call(64, (&two, &two), None).unwrap_err();
+    assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
+    // norm weights of another length than a head, or of another dtype than qkv
+    for norm in [(&[6usize][..], DType::F32), (&[8], DType::F16)] {
+        let e = call(64, (&cache, &cache), Some(norm)).unwrap_err();
         assert!(
             matches!(e, Error::ShapeMismatch { .. } | Error::DTypeMismatch { .. }),
             "{e}"

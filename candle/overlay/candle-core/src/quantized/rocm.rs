@@ -411,16 +411,25 @@ pub fn moe_topk(
     let (ids, weights) =
         rocm::quantized::moe_topk((s.inner(), &rocm_layout(l)), top, renorm).map_err(wrap)?;
     let tokens = logits.dims2()?.0;
-    let device = s.device();
+    Ok(choice(s.device(), (tokens, top), ids, weights))
+}
+
+/// A router's choice as tensors: ids (u32) and weights (f32), both (tokens, top).
+fn choice(
+    device: &RocmDevice,
+    dims: (usize, usize),
+    ids: rocm::RocmStorage,
+    weights: rocm::RocmStorage,
+) -> (crate::Tensor, crate::Tensor) {
     let tensor = |storage| {
         crate::tensor::from_storage(
             crate::Storage::Rocm(device.wrap_storage(storage)),
-            (tokens, top),
+            dims,
             crate::op::BackpropOp::none(),
             false,
         )
     };
-    Ok((tensor(ids), tensor(weights)))
+    (tensor(ids), tensor(weights))
 }
 
 /// A decode step's router and its choice in one launch: the logits `h . router^T` (h (tokens,
@@ -448,16 +457,7 @@ pub fn moe_router_topk(
     )
     .map_err(wrap)?;
     let tokens = h.dims2()?.0;
-    let device = s.device();
-    let tensor = |storage| {
-        crate::tensor::from_storage(
-            crate::Storage::Rocm(device.wrap_storage(storage)),
-            (tokens, top),
-            crate::op::BackpropOp::none(),
-            false,
-        )
-    };
-    Ok((tensor(ids), tensor(weights)))
+    Ok(choice(s.device(), (tokens, top), ids, weights))
 }
 
 /// The quantized experts' products (`experts`: (experts, n, k) blocks) for activations already

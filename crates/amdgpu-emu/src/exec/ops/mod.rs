@@ -446,38 +446,61 @@ mod tests {
         assert_eq!(fcmp("class", 1.0, 2.0), None);
     }
 
+    /// A wave of `lanes` lanes at `pc` with these VGPRs, every lane on, the rest zero.
+    fn wave(lanes: usize, pc: u64, v: Vec<Vec<u32>>) -> Wave {
+        let mut w = Wave {
+            lanes,
+            s: [0; 128],
+            v,
+            scc: false,
+            pc,
+            done: false,
+            at_barrier: false,
+            private: Vec::new(),
+            private_size: 0,
+            a: Vec::new(),
+        };
+        w.set_exec(u64::MAX);
+        w
+    }
+
+    /// `count` instructions of `code` (loaded at `base`) run on `w`: each one's mnemonic, flow
+    /// and the address after it.
+    fn run_code(
+        arch: Arch,
+        code: &[u8],
+        base: u64,
+        w: &mut Wave,
+        count: usize,
+    ) -> Vec<(&'static str, Flow, u64)> {
+        let memory = crate::exec::Memory::new();
+        let mut lds = [0u8; 0];
+        let mut ctx = Context {
+            arch,
+            step_limit: 16,
+            memory: &memory,
+            kernel: "unit test",
+            lds: &mut lds,
+            trace: None,
+        };
+        let mut at = 0usize;
+        let mut flows = Vec::new();
+        for _ in 0..count {
+            let inst = crate::decode::decode(arch, code, at, base).unwrap();
+            let flow = execute(w, &inst, &Plan::of(&inst), &mut ctx).unwrap();
+            at += inst.len;
+            flows.push((inst.mnemonic, flow, base + at as u64));
+        }
+        flows
+    }
+
     #[test]
     fn the_24_bit_high_products_take_the_low_24_bits() {
         // gfx942 VOP2 v2 = op(v0, v1): v_mul_hi_u32_u24 (9) and v_mul_hi_i32_i24 (7)
         let run = |word: u32, v0: u32, v1: u32| {
-            let code = word.to_le_bytes();
-            let memory = crate::exec::Memory::new();
-            let mut lds = [0u8; 0];
-            let mut ctx = Context {
-                arch: Arch::Gfx942,
-                step_limit: 4,
-                memory: &memory,
-                kernel: "mul hi 24",
-                lds: &mut lds,
-                trace: None,
-            };
-            let mut w = Wave {
-                lanes: 64,
-                s: [0; 128],
-                v: vec![vec![v0; 64], vec![v1; 64], vec![0; 64]],
-                scc: false,
-                pc: 0,
-                done: false,
-                at_barrier: false,
-                private: Vec::new(),
-                private_size: 0,
-                a: Vec::new(),
-            };
-            w.s[126] = u32::MAX; // exec: every lane
-            w.s[127] = u32::MAX;
-            let inst = crate::decode::decode(Arch::Gfx942, &code, 0, 0).unwrap();
-            execute(&mut w, &inst, &Plan::of(&inst), &mut ctx).unwrap();
-            (inst.mnemonic, w.v[2][63])
+            let mut w = wave(64, 0, vec![vec![v0; 64], vec![v1; 64], vec![0; 64]]);
+            let flows = run_code(Arch::Gfx942, &word.to_le_bytes(), 0, &mut w, 1);
+            (flows[0].0, w.v[2][63])
         };
         // 0xffffff * 0xfffffe = 0xfffffd000002 (the sources' bits past 24 dropped)
         assert_eq!(
@@ -501,36 +524,8 @@ mod tests {
         ];
         let code: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let base = 0x91f4u64;
-        let memory = crate::exec::Memory::new();
-        let mut lds = [0u8; 0];
-        let mut ctx = Context {
-            arch: Arch::Gfx1100,
-            step_limit: 16,
-            memory: &memory,
-            kernel: "long branch",
-            lds: &mut lds,
-            trace: None,
-        };
-        let mut w = Wave {
-            lanes: 32,
-            s: [0; 128],
-            v: vec![vec![0; 32]; 1],
-            scc: false,
-            pc: base,
-            done: false,
-            at_barrier: false,
-            private: Vec::new(),
-            private_size: 0,
-            a: Vec::new(),
-        };
-        let mut at = 0usize;
-        let mut flows = Vec::new();
-        for _ in 0..4 {
-            let inst = crate::decode::decode(Arch::Gfx1100, &code, at, base).unwrap();
-            let flow = execute(&mut w, &inst, &Plan::of(&inst), &mut ctx).unwrap();
-            at += inst.len;
-            flows.push((inst.mnemonic, flow, base + at as u64));
-        }
+        let mut w = wave(32, base, vec![vec![0; 32]; 1]);
+        let mut flows = run_code(Arch::Gfx1100, &code, base, &mut w, 4);
         // s_getpc_b64 gave the next instruction's address; the branch lands there + 0x281b4
         let target = base + 4 + 0x281b4;
         assert_eq!(u64::from(w.s[102]) | u64::from(w.s[103]) << 32, target);
