@@ -299,6 +299,7 @@ pub(super) const VOP2: &[(u16, &str)] = &[
     (0x34, "v_add_u32_e32"),
     (0x35, "v_sub_u32_e32"),
     (0x36, "v_subrev_u32_e32"),
+    (0x37, "v_dot2c_f32_f16_e32"),
     (0x39, "v_dot4c_i32_i8_e32"),
     (0x3b, "v_fmac_f32_e32"),
 ];

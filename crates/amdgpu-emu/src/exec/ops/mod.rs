@@ -515,6 +515,22 @@ mod tests {
     }
 
     #[test]
+    fn the_f16_pair_dot_product_accumulates_into_f32() {
+        // gfx942 `v_dot2c_f32_f16_e32 v2, v0, v1` (VOP2 0x37): v2 += v0.lo * v1.lo + v0.hi * v1.hi
+        let h = |x: f32| u32::from(half::f16::from_f32(x).to_bits());
+        let (a, b) = (h(1.5) | h(-2.0) << 16, h(4.0) | h(0.25) << 16);
+        let mut w = wave(
+            64,
+            0,
+            vec![vec![a; 64], vec![b; 64], vec![0.75f32.to_bits(); 64]],
+        );
+        let flows = run_code(Arch::Gfx942, &0x6e04_0300u32.to_le_bytes(), 0, &mut w, 1);
+        assert_eq!(flows[0].0, "v_dot2c_f32_f16_e32");
+        // 1.5 * 4 - 2 * 0.25 + 0.75
+        assert_eq!(f32::from_bits(w.v[2][5]), 6.25);
+    }
+
+    #[test]
     fn a_long_branch_lands_on_its_target() {
         // gfx1100's form (llvm-objdump of our flash_attention code object): s_getpc_b64
         // s[102:103]; s_add_u32 s102, s102, 0x281b4; s_addc_u32 s103, s103, 0; s_setpc_b64

@@ -550,7 +550,8 @@ fn halves(name: &str) -> (bool, [bool; 3]) {
         let (d, s) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         return (is16(d), [is16(s), false, false]);
     }
-    if name.starts_with("v_cmp") {
+    // compares write a mask; dot products read packed pairs and write 32 bits
+    if name.starts_with("v_cmp") || name.starts_with("v_dot") {
         return (false, [false; 3]);
     }
     if name == "v_pack_b32_f16" {
@@ -1003,6 +1004,15 @@ fn lane_fn(name: &str) -> Option<LaneFn> {
             }
             let v = ((c.u(0) >> o) << (32 - wd)) as i32 >> (32 - wd);
             Some((v as u32, None))
+        },
+        // gfx9's f16 pair dot product into the f32 destination: the products are exact in
+        // f32, the three terms summed exactly (f64) and rounded once
+        "v_dot2c_f32_f16" => |c: &LaneCtx<'_>| {
+            let half = |x: u32, i: u32| f64::from(f16_to_f32((x >> (16 * i)) as u16));
+            let (a, b) = (c.u(0), c.u(1));
+            let acc = f64::from(f32::from_bits(c.w.v[c.vdst as usize][c.lane]));
+            let dot = half(a, 0) * half(b, 0) + half(a, 1) * half(b, 1) + acc;
+            f32s(dot as f32)
         },
         // gfx9's 4-way byte dot products (gfx11's iu8 form is VOP3P: see vop3p)
         "v_dot4c_i32_i8" => |c: &LaneCtx<'_>| {
