@@ -4,7 +4,9 @@
 //! (rocm-quantized), for Candle's `QRocmStorage`.
 
 use rocm_device::{DType, Error, Layout, Result};
-pub use rocm_quantized::{to_device_layout, to_ggml_layout, GgmlType, Q8Activations, Q8Scheme};
+pub use rocm_quantized::{
+    to_device_layout, to_ggml_layout, GgmlType, Q8Activations, Q8Scheme, MOE_ROUTER_MAX_EXPERTS,
+};
 use rocm_quantized::{QExperts, QWeights};
 
 use crate::RocmStorage;

@@ -813,7 +813,7 @@ fn router_topk_is_the_router_product_then_the_choice() {
     // tail past the runs of 8; up to 9 tokens (the last block's four warps take several each).
     let d = device();
     let mut rng = rand::rngs::StdRng::seed_from_u64(37);
-    let mut checked = 0;
+    let (mut checked, mut worst) = (0, 0.0f64);
     for (tokens, experts, hidden, top) in [
         (1, 128, 2048, 8),
         (4, 64, 520, 8),
@@ -866,6 +866,7 @@ fn router_topk_is_the_router_product_then_the_choice() {
                 for i in 0..tokens * top {
                     assert_eq!(ids[i] as u32, want_ids[i], "{what} at {i}");
                     let (g, w) = (weights[i], f64::from(want_w[i]));
+                    worst = worst.max((g - w).abs() / w.abs().max(1e-3));
                     assert!(
                         (g - w).abs() <= 4e-6 * w.abs().max(1e-3),
                         "{what} at {i}: {g} vs {w}"
@@ -902,7 +903,7 @@ fn router_topk_is_the_router_product_then_the_choice() {
             "{dims:?} top {top}: {e}"
         );
     }
-    println!("moe_router_topk: {checked} shape x dtype x renorm cases");
+    println!("moe_router_topk: {checked} shape x dtype x renorm cases, weights within {worst:.2e} (relative)");
 }
 
 #[test]
@@ -1201,6 +1202,8 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
     let d = device();
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let mut checked = 0;
+    // the float norm's largest difference from f64 (relative), by dtype
+    let (mut worst_f32, mut worst_bf16) = (0.0f64, 0.0f64);
     for scheme in [Q8Scheme::Q8_0, Q8Scheme::Q8_1, Q8Scheme::Q8K] {
         for dtype in [DType::F32, DType::BF16] {
             // 4096: a run of 8 values a thread; 8192: two runs a thread, in registers (512
@@ -1251,6 +1254,11 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
                     .unwrap();
                     assert_eq!(normed.is_some(), float);
                     if let Some(normed) = normed {
+                        let worst = if dtype == DType::F32 {
+                            &mut worst_f32
+                        } else {
+                            &mut worst_bf16
+                        };
                         // against the norm in f64. f32: the sum of squares (at most 32 values
                         // a thread in sequence, a warp's 5 levels, 16 warps in sequence: 52
                         // roundings of positive terms, under 3.1e-6 of ss, half that of the
@@ -1279,6 +1287,7 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
                             .enumerate()
                         {
                             let w = *w;
+                            *worst = worst.max((g - w).abs() / w.abs().max(1e-30));
                             assert!(
                                 (g - w).abs() <= tol * w.abs() + 1e-30,
                                 "{scheme:?} {dtype} ({m}, {k}) residual {with_residual}: normed[{i}] {g} vs {w}"
@@ -1362,7 +1371,10 @@ fn fused_q8_producers_write_the_q8_form_of_the_ops_they_replace() {
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
     let e = rq::swiglu_q8(&d, xo, Q8Scheme::Q8K).unwrap_err();
     assert!(matches!(e, Error::ShapeMismatch { .. }), "{e}");
-    println!("fused q8 producers: {checked} scheme x dtype x shape cases");
+    println!(
+        "fused q8 producers: {checked} scheme x dtype x shape cases; the float norm within \
+         {worst_f32:.2e} (f32), {worst_bf16:.2e} (bf16) of f64"
+    );
 }
 
 /// The q8 form `form` of (m, k) activations against the host's q8 form of `want`.

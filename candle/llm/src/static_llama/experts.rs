@@ -5,9 +5,13 @@
 
 use super::*;
 use candle_core::quantized::rocm::{
-    moe_matmul_q8, moe_router_topk, moe_topk, swiglu_q8, Q8Activations,
+    moe_matmul_q8, moe_router_topk, moe_topk, swiglu_q8, Q8Activations, MOE_ROUTER_MAX_EXPERTS,
 };
 use candle_nn::moe::moe_gemm_gguf;
+
+/// The most tokens whose router runs as one launch (`moe_router_topk`, a block an expert reading
+/// every token's row); more take the router's gemm and `moe_topk`.
+const FUSED_ROUTER_MAX_TOKENS: usize = 8;
 
 /// A layer's routed experts: the router (f32 `[experts, hidden]`), gate and up joined
 /// (`[experts, 2 * ffn, hidden]`, each expert's gate rows then its up rows), down
@@ -81,8 +85,11 @@ impl Experts {
         let router = self.router.weight();
         let (ids, weights) = match self.router.bias() {
             // the router's product and the choice in one launch: a decode step's few tokens (a
-            // block an expert reads them all), up to 512 experts, the router in h's dtype
-            None if b * t <= 8 && router.dim(0)? <= 512 && router.dtype() == h.dtype() => {
+            // block an expert reads them all), the router in h's dtype
+            None if b * t <= FUSED_ROUTER_MAX_TOKENS
+                && router.dim(0)? <= MOE_ROUTER_MAX_EXPERTS
+                && router.dtype() == h.dtype() =>
+            {
                 moe_router_topk(&h.reshape((b * t, hidden))?, router, self.top, self.renorm)?
             }
             _ => {

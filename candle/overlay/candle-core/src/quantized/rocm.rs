@@ -432,8 +432,12 @@ fn choice(
     (tensor(ids), tensor(weights))
 }
 
+/// The most experts [`moe_router_topk`] picks among.
+pub const MOE_ROUTER_MAX_EXPERTS: usize = rocm::quantized::MOE_ROUTER_MAX_EXPERTS;
+
 /// A decode step's router and its choice in one launch: the logits `h . router^T` (h (tokens,
-/// hidden), the router's weights (experts, hidden) of its dtype, at most 512 experts; the
+/// hidden), the router's weights (experts, hidden) of its dtype, at most
+/// [`MOE_ROUTER_MAX_EXPERTS`] experts; the
 /// logits rounded to that dtype as the product's output is), then [`moe_topk`]'s choice from
 /// them: the ids (u32) and weights (f32), both (tokens, top). Made for a few tokens.
 pub fn moe_router_topk(
