@@ -1340,3 +1340,114 @@ fn quantized_embedding_picks_rows_in_the_emulator() {
     }
     println!("AMD tier: Q4_K embedding rows in the emulator equal Candle's CPU rows on both archs");
 }
+
+/// The folder of rocBLAS's code objects (its Tensile libraries and `Kernels.so-*`):
+/// `CANDLE_ROCM_VENDOR_LIBRARY`, else Debian's (the chroot's), else ROCm's.
+fn rocblas_library() -> PathBuf {
+    if let Some(p) = std::env::var_os("CANDLE_ROCM_VENDOR_LIBRARY") {
+        return p.into();
+    }
+    let rocm =
+        std::env::var_os("ROCM_PATH").map_or_else(|| PathBuf::from("/opt/rocm"), PathBuf::from);
+    let debian = Path::new("/usr/lib/x86_64-linux-gnu/rocblas");
+    let versioned = std::fs::read_dir(debian)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("library"));
+    versioned
+        .chain([rocm.join("lib/rocblas/library")])
+        .find(|p| p.is_dir())
+        .expect("rocBLAS's code objects: none found (CANDLE_ROCM_VENDOR_LIBRARY, Debian's rocblas/<version>/library, $ROCM_PATH/lib/rocblas/library)")
+}
+
+/// rocBLAS's gfx1100 code objects: its compiled kernels and, unless
+/// `CANDLE_ROCM_VENDOR_ALL=1` asks for all of them, the three smallest Tensile libraries.
+fn rocblas_code_objects(arch: &str) -> Vec<PathBuf> {
+    let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(rocblas_library())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.ends_with(&format!("{arch}.co")) || name.ends_with(&format!("{arch}.hsaco"))
+        })
+        .map(|p| (std::fs::metadata(&p).unwrap().len(), p))
+        .collect();
+    files.sort();
+    let all = std::env::var("CANDLE_ROCM_VENDOR_ALL").is_ok_and(|v| v == "1");
+    let (kernels, tensile): (Vec<_>, Vec<_>) = files
+        .into_iter()
+        .map(|(_, p)| p)
+        .partition(|p| p.file_name().unwrap().to_string_lossy().starts_with("Kernels.so"));
+    let take = if all { tensile.len() } else { 3 };
+    kernels
+        .into_iter()
+        .chain(tensile.into_iter().take(take))
+        .collect()
+}
+
+#[test]
+fn rocblas_code_objects_decode_as_llvm_objdump_decodes_them() {
+    use amdgpu_emu::decode::print;
+    let arch = Arch::Gfx1100;
+    let files = rocblas_code_objects(arch.name());
+    assert!(
+        files.len() >= 2,
+        "rocBLAS's {} code objects: {files:?}",
+        arch.name()
+    );
+    let (mut total, mut differ, mut printed) = (0usize, Vec::new(), 0usize);
+    let mut text_differ: HashMap<&'static str, (usize, String)> = HashMap::new();
+    for path in &files {
+        let co = CodeObject::parse(&std::fs::read(path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text = &co.image[co.text.0 as usize..co.text.1 as usize];
+        let ours: HashMap<u64, Instruction> = decode_all(arch, text, co.text.0)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .into_iter()
+            .map(|i| (i.address, i))
+            .collect();
+        for line in objdump_lines(path, arch) {
+            total += 1;
+            let inst = ours.get(&line.address);
+            let agrees = inst.is_some_and(|i| i.mnemonic == line.mnemonic && i.len == line.len);
+            if !agrees && differ.len() < 20 {
+                differ.push(format!(
+                    "{} {:#x}: llvm-objdump {} ({} bytes), ours {:?}",
+                    path.display(),
+                    line.address,
+                    line.mnemonic,
+                    line.len,
+                    inst.map(|i| (i.mnemonic, i.len))
+                ));
+            }
+            let Some(inst) = inst else { continue };
+            match print::text(arch, inst) {
+                Some(t) if t == line.text => printed += 1,
+                got => {
+                    let e = text_differ
+                        .entry(inst.mnemonic)
+                        .or_insert_with(|| (0, format!("`{}`, ours {got:?}", line.text)));
+                    e.0 += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "AMD tier: {total} instructions of rocBLAS's {} code objects ({} files) decoded as \
+         llvm-objdump decodes them ({} differ); {printed} ({:.2}%) printed as it prints them",
+        arch.name(),
+        files.len(),
+        differ.len(),
+        100.0 * printed as f64 / total.max(1) as f64
+    );
+    let mut text_differ: Vec<_> = text_differ.into_iter().collect();
+    text_differ.sort_by_key(|(_, (n, _))| std::cmp::Reverse(*n));
+    for (mnemonic, (n, example)) in text_differ.iter().take(40) {
+        println!("AMD tier: printed otherwise: {mnemonic} x{n}: {example}");
+    }
+    assert!(total > 10_000, "{total} instructions");
+    // boundaries and mnemonics: every instruction
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}

@@ -14,6 +14,8 @@ pub(super) const DS: &[(u16, &str)] = &[
     (0x36, "ds_load_b32"),
     (0x37, "ds_load_2addr_b32"),
     (0x38, "ds_load_2addr_stride64_b32"),
+    (0x39, "ds_load_i8"),
+    (0x3a, "ds_load_u8"),
     (0x3c, "ds_load_u16"),
     (0x4d, "ds_store_b64"),
     (0x4e, "ds_store_2addr_b64"),
@@ -35,11 +37,19 @@ pub(super) const DS: &[(u16, &str)] = &[
 ];
 
 pub(super) const FLAT: &[(u16, &str)] = &[
+    (0x12, "flat_load_u16"),
     (0x14, "flat_load_b32"),
     (0x15, "flat_load_b64"),
     (0x17, "flat_load_b128"),
+    (0x19, "flat_store_b16"),
+    (0x1a, "flat_store_b32"),
+    (0x1b, "flat_store_b64"),
+    (0x1d, "flat_store_b128"),
     (0x1e, "flat_load_d16_u8"),
     (0x20, "flat_load_d16_b16"),
+    (0x21, "flat_load_d16_hi_u8"),
+    (0x23, "flat_load_d16_hi_b16"),
+    (0x25, "flat_store_d16_hi_b16"),
     (0x34, "flat_atomic_cmpswap_b32"),
     (0x114, "scratch_load_b32"),
     (0x115, "scratch_load_b64"),
@@ -79,7 +89,22 @@ pub(super) const FLAT: &[(u16, &str)] = &[
     (0x256, "global_atomic_add_f32"),
 ];
 
-pub(super) const MUBUF: &[(u16, &str)] = &[(0x2b, "buffer_gl0_inv"), (0x2c, "buffer_gl1_inv")];
+pub(super) const MUBUF: &[(u16, &str)] = &[
+    (0x14, "buffer_load_b32"),
+    (0x15, "buffer_load_b64"),
+    (0x17, "buffer_load_b128"),
+    (0x19, "buffer_store_b16"),
+    (0x1a, "buffer_store_b32"),
+    (0x1b, "buffer_store_b64"),
+    (0x1d, "buffer_store_b128"),
+    (0x1e, "buffer_load_d16_u8"),
+    (0x20, "buffer_load_d16_b16"),
+    (0x21, "buffer_load_d16_hi_u8"),
+    (0x23, "buffer_load_d16_hi_b16"),
+    (0x2b, "buffer_gl0_inv"),
+    (0x2c, "buffer_gl1_inv"),
+    (0x34, "buffer_atomic_cmpswap_b32"),
+];
 
 pub(super) const SMEM: &[(u16, &str)] = &[
     (0x0, "s_load_b32"),
@@ -92,6 +117,7 @@ pub(super) const SMEM: &[(u16, &str)] = &[
 pub(super) const SOP1: &[(u16, &str)] = &[
     (0x0, "s_mov_b32"),
     (0x1, "s_mov_b64"),
+    (0x2, "s_cmov_b32"),
     (0x4, "s_brev_b32"),
     (0x8, "s_ctz_i32_b32"),
     (0xa, "s_clz_i32_u32"),
@@ -133,6 +159,7 @@ pub(super) const SOP2: &[(u16, &str)] = &[
     (0x27, "s_bfe_i32"),
     (0x2c, "s_mul_i32"),
     (0x2d, "s_mul_hi_u32"),
+    (0x2e, "s_mul_hi_i32"),
     (0x30, "s_cselect_b32"),
     (0x32, "s_pack_ll_b32_b16"),
 ];
@@ -174,6 +201,7 @@ pub(super) const SOPK: &[(u16, &str)] = &[
     (0xf, "s_addk_i32"),
     (0x10, "s_mulk_i32"),
     (0x18, "s_waitcnt_vscnt"),
+    (0x1b, "s_waitcnt_lgkmcnt"),
 ];
 
 pub(super) const SOPP: &[(u16, &str)] = &[
@@ -192,6 +220,7 @@ pub(super) const SOPP: &[(u16, &str)] = &[
     (0x25, "s_cbranch_execz"),
     (0x26, "s_cbranch_execnz"),
     (0x30, "s_endpgm"),
+    (0x35, "s_setprio"),
     (0x36, "s_sendmsg"),
     (0x3d, "s_barrier"),
 ];
@@ -251,6 +280,7 @@ pub(super) const VOP1: &[(u16, &str)] = &[
 ];
 
 pub(super) const VOP2: &[(u16, &str)] = &[
+    (0x0, "v_illegal"),
     (0x1, "v_cndmask_b32_e32"),
     (0x3, "v_add_f32_e32"),
     (0x4, "v_sub_f32_e32"),
@@ -280,6 +310,7 @@ pub(super) const VOP2: &[(u16, &str)] = &[
     (0x32, "v_add_f16_e32"),
     (0x33, "v_sub_f16_e32"),
     (0x35, "v_mul_f16_e32"),
+    (0x36, "v_fmac_f16_e32"),
 ];
 
 pub(super) const VOP3: &[(u16, &str)] = &[
@@ -379,6 +410,7 @@ pub(super) const VOP3: &[(u16, &str)] = &[
     (0x213, "v_fma_f32"),
     (0x214, "v_fma_f64"),
     (0x216, "v_alignbit_b32"),
+    (0x21b, "v_min3_u32"),
     (0x21c, "v_max3_f32"),
     (0x221, "v_med3_u32"),
     (0x227, "v_div_fixup_f32"),
@@ -402,6 +434,7 @@ pub(super) const VOP3: &[(u16, &str)] = &[
     (0x2fc, "v_div_scale_f32"),
     (0x2fd, "v_div_scale_f64"),
     (0x2fe, "v_mad_u64_u32"),
+    (0x2ff, "v_mad_i64_i32"),
     (0x300, "v_add_co_u32"),
     (0x301, "v_sub_co_u32"),
     (0x303, "v_add_nc_u16"),
@@ -450,6 +483,7 @@ pub(super) const VOP3P: &[(u16, &str)] = &[
     (0x22, "v_fma_mixhi_f16"),
     (0x40, "v_wmma_f32_16x16x16_f16"),
     (0x41, "v_wmma_f32_16x16x16_bf16"),
+    (0x42, "v_wmma_f16_16x16x16_f16"),
     (0x44, "v_wmma_i32_16x16x16_iu8"),
 ];
 
@@ -495,6 +529,7 @@ pub(super) const VOPC: &[(u16, &str)] = &[
     (0x3d, "v_cmp_ne_u16_e32"),
     (0x3e, "v_cmp_ge_u16_e32"),
     (0x41, "v_cmp_lt_i32_e32"),
+    (0x42, "v_cmp_eq_i32_e32"),
     (0x43, "v_cmp_le_i32_e32"),
     (0x44, "v_cmp_gt_i32_e32"),
     (0x46, "v_cmp_ge_i32_e32"),
