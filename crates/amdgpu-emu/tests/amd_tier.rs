@@ -1361,8 +1361,9 @@ fn rocblas_library() -> PathBuf {
         .expect("rocBLAS's code objects: none found (CANDLE_ROCM_VENDOR_LIBRARY, Debian's rocblas/<version>/library, $ROCM_PATH/lib/rocblas/library)")
 }
 
-/// rocBLAS's gfx1100 code objects: its compiled kernels and, unless
-/// `CANDLE_ROCM_VENDOR_ALL=1` asks for all of them, the three smallest Tensile libraries.
+/// rocBLAS's code objects of `arch`: its compiled kernels and, unless
+/// `CANDLE_ROCM_VENDOR_ALL=1` asks for every Tensile library, the smallest of its source
+/// (`.hsaco`, the fallback kernels) and of its assembled (`.co`, hand-scheduled) libraries.
 fn rocblas_code_objects(arch: &str) -> Vec<PathBuf> {
     let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(rocblas_library())
         .unwrap()
@@ -1376,14 +1377,19 @@ fn rocblas_code_objects(arch: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     let all = std::env::var("CANDLE_ROCM_VENDOR_ALL").is_ok_and(|v| v == "1");
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
     let (kernels, tensile): (Vec<_>, Vec<_>) = files
         .into_iter()
         .map(|(_, p)| p)
-        .partition(|p| p.file_name().unwrap().to_string_lossy().starts_with("Kernels.so"));
-    let take = if all { tensile.len() } else { 3 };
+        .partition(|p| name(p).starts_with("Kernels.so"));
+    if all {
+        return kernels.into_iter().chain(tensile).collect();
+    }
+    let smallest = |ext: &str| tensile.iter().find(|p| name(p).ends_with(ext)).cloned();
     kernels
         .into_iter()
-        .chain(tensile.into_iter().take(take))
+        .chain(smallest(".hsaco"))
+        .chain(smallest(".co"))
         .collect()
 }
 
@@ -1393,7 +1399,7 @@ fn rocblas_code_objects_decode_as_llvm_objdump_decodes_them() {
     let arch = Arch::Gfx1100;
     let files = rocblas_code_objects(arch.name());
     assert!(
-        files.len() >= 2,
+        files.len() >= 3,
         "rocBLAS's {} code objects: {files:?}",
         arch.name()
     );

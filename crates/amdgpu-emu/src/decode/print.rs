@@ -294,7 +294,7 @@ fn sdwa(arch: Arch, inst: &Instruction) -> Option<String> {
 fn mubuf(arch: Arch, inst: &Instruction) -> Option<String> {
     let m = inst.mnemonic;
     if !(m.ends_with("_inv") || m.starts_with("buffer_wb")) {
-        return None;
+        return mubuf_access(arch, inst);
     }
     let w0 = inst.words[0];
     let mut out = Vec::new();
@@ -307,6 +307,56 @@ fn mubuf(arch: Arch, inst: &Instruction) -> Option<String> {
         }
     }
     Some(out.join(" "))
+}
+
+/// gfx11's MUBUF loads and stores (`vdata, vaddr, s[rsrc:+3], soffset` and its modifiers):
+/// offset w0[11:0], slc 12, dlc 13, glc 14; vaddr w1[7:0], vdata 15:8, srsrc 20:16 (in
+/// quads), tfe 21, offen 22, idxen 23, soffset 31:24. Atomics and formats: not printed.
+fn mubuf_access(arch: Arch, inst: &Instruction) -> Option<String> {
+    let m = inst.mnemonic;
+    if arch != Arch::Gfx1100 || m.contains("atomic") || m.contains("format") {
+        return None;
+    }
+    let (w0, w1) = (inst.words[0], inst.words[1]);
+    let size = m.rsplit('_').next()?;
+    let count = match size {
+        "b64" => 2,
+        "b96" => 3,
+        "b128" => 4,
+        "b32" | "b16" | "b8" | "u8" | "i8" | "u16" | "i16" => 1,
+        _ => return None,
+    } + bits(w1, 21, 1);
+    let (offen, idxen) = (bits(w1, 22, 1), bits(w1, 23, 1));
+    let vaddr = match (offen, idxen) {
+        (0, 0) => "off".to_string(),
+        (1, 1) => vgpr(bits(w1, 0, 8), 2),
+        _ => vgpr(bits(w1, 0, 8), 1),
+    };
+    let mut out = format!(
+        "{}, {vaddr}, {}, {}",
+        vgpr(bits(w1, 8, 8), count),
+        scalar(arch, 4 * bits(w1, 16, 5), 4),
+        source(arch, bits(w1, 24, 8), 1, None)
+    );
+    for (on, name) in [(idxen, "idxen"), (offen, "offen")] {
+        if on != 0 {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+    if bits(w0, 0, 12) != 0 {
+        out.push_str(&format!(" offset:{}", bits(w0, 0, 12)));
+    }
+    for (bit, name) in [(14, "glc"), (12, "slc"), (13, "dlc")] {
+        if bits(w0, bit, 1) != 0 {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+    if bits(w1, 21, 1) != 0 {
+        out.push_str(" tfe");
+    }
+    Some(out)
 }
 
 /// Bit widths of a VALU operation's destination and sources from the types its mnemonic
@@ -1396,5 +1446,22 @@ mod tests {
             (Arch::Gfx1100, &[0x64020381], "v_add_f16_e32 v1.l, v1.h, v1.l"),
         ];
         assert_prints(&cases);
+    }
+
+    #[test]
+    fn rocblas_buffer_lines_as_llvm_objdump_prints_them() {
+        // from rocBLAS 4.4.1's gfx1100 Tensile libraries
+        assert_prints(&[
+            (
+                Arch::Gfx1100,
+                &[0xE0500080, 0x80458E89],
+                "buffer_load_b32 v142, v137, s[20:23], 0 offen offset:128",
+            ),
+            (
+                Arch::Gfx1100,
+                &[0xE0540000, 0x8042201D],
+                "buffer_load_b64 v[32:33], v29, s[8:11], 0 offen",
+            ),
+        ]);
     }
 }
