@@ -185,6 +185,8 @@ pub fn operands(arch: Arch, inst: &Instruction) -> Option<String> {
                 scalar(arch, bits(w0, 0, 6) * 2, 2)
             )
         }
+        // the zero word between kernels: no operands
+        Format::Vop2 if m == "v_illegal" => String::new(),
         Format::Vop1 | Format::Vop2 | Format::Vopc => vop_e32(arch, inst)?,
         Format::Vop3 => vop3(arch, inst)?,
         Format::Ds => ds(arch, inst)?,
