@@ -1365,19 +1365,18 @@ fn rocblas_library() -> PathBuf {
 /// `CANDLE_ROCM_VENDOR_ALL=1` asks for every Tensile library, the smallest of its source
 /// (`.hsaco`, the fallback kernels) and of its assembled (`.co`, hand-scheduled) libraries.
 fn rocblas_code_objects(arch: &str) -> Vec<PathBuf> {
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
     let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(rocblas_library())
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.ends_with(&format!("{arch}.co")) || name.ends_with(&format!("{arch}.hsaco"))
+            name(p).ends_with(&format!("{arch}.co")) || name(p).ends_with(&format!("{arch}.hsaco"))
         })
         .map(|p| (std::fs::metadata(&p).unwrap().len(), p))
         .collect();
     files.sort();
     let all = std::env::var("CANDLE_ROCM_VENDOR_ALL").is_ok_and(|v| v == "1");
-    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
     let (kernels, tensile): (Vec<_>, Vec<_>) = files
         .into_iter()
         .map(|(_, p)| p)
